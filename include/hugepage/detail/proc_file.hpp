@@ -1,0 +1,118 @@
+// hugepage/detail/proc_file.hpp - reading /proc and /sys files without iostreams.
+//
+// These files are read on failure paths of allocate() (to explain a pool shortage), so the
+// number readers use open/read into a stack buffer and allocate nothing.
+#pragma once
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+namespace hugepage::detail {
+
+/// Closes a file descriptor on scope exit.
+class unique_fd {
+ public:
+  explicit unique_fd(int fd) noexcept : fd_(fd) {}
+  unique_fd(const unique_fd&) = delete;
+  unique_fd& operator=(const unique_fd&) = delete;
+  ~unique_fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const noexcept { return fd_; }
+  explicit operator bool() const noexcept { return fd_ >= 0; }
+
+ private:
+  int fd_;
+};
+
+inline int open_read_only(const char* path) noexcept {
+  int fd;
+  do {
+    fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  return fd;
+}
+
+/// pread(2) that retries EINTR and short reads. Returns the bytes read (less than `length` only
+/// at end of file) or -1 with errno set.
+inline long pread_full(int fd, void* buffer, std::size_t length, std::uint64_t offset) noexcept {
+  std::size_t done = 0;
+  while (done < length) {
+    const ssize_t n = ::pread(fd, static_cast<char*>(buffer) + done, length - done,
+                              static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return -1;
+    if (n == 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  return static_cast<long>(done);
+}
+
+/// Reads a whole file (procfs files report size 0, so read until EOF). Sets `ec` on failure.
+inline std::string read_file(const char* path, std::error_code& ec) {
+  ec.clear();
+  std::string text;
+  const unique_fd fd(open_read_only(path));
+  if (!fd) {
+    ec = std::error_code(errno, std::generic_category());
+    return text;
+  }
+  char buffer[16384];
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      ec = std::error_code(errno, std::generic_category());
+      return {};
+    }
+    if (n == 0) break;
+    text.append(buffer, static_cast<std::size_t>(n));
+  }
+  return text;
+}
+
+/// Parses a leading unsigned decimal number (after spaces); nullopt if there is none.
+constexpr std::optional<std::uint64_t> parse_u64(std::string_view text) noexcept {
+  std::size_t i = 0;
+  while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
+  if (i == text.size() || text[i] < '0' || text[i] > '9') return std::nullopt;
+  std::uint64_t value = 0;
+  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
+    const auto digit = static_cast<std::uint64_t>(text[i] - '0');
+    if (value > (UINT64_MAX - digit) / 10) return std::nullopt;
+    value = value * 10 + digit;
+  }
+  return value;
+}
+
+/// Reads a file that holds one unsigned number (sysfs style). Allocates nothing.
+inline std::optional<std::uint64_t> read_u64(const char* path) noexcept {
+  const unique_fd fd(open_read_only(path));
+  if (!fd) return std::nullopt;
+  char buffer[64];
+  const long n = pread_full(fd.get(), buffer, sizeof buffer - 1, 0);
+  if (n <= 0) return std::nullopt;
+  return parse_u64(std::string_view(buffer, static_cast<std::size_t>(n)));
+}
+
+/// Returns the bracketed choice of a sysfs mode file ("always [madvise] never" -> "madvise"), or
+/// the whole trimmed text when there are no brackets.
+inline std::string selected_mode(std::string_view text) {
+  const auto open = text.find('[');
+  const auto close = text.find(']', open == std::string_view::npos ? 0 : open);
+  if (open != std::string_view::npos && close != std::string_view::npos) {
+    return std::string(text.substr(open + 1, close - open - 1));
+  }
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
+  return std::string(text);
+}
+
+}  // namespace hugepage::detail

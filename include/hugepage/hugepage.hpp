@@ -1,0 +1,22 @@
+// hugepage/hugepage.hpp - the whole library.
+//
+//   allocator.hpp  thp_allocator, huge_page_allocator, collapse_allocator
+//   pmr.hpp        std::pmr resources over the same strategies
+//   strategy.hpp   where every hugepage decision is made
+//   backing.hpp    backing_of(): what the kernel actually gave
+//   system.hpp     THP settings, hugetlb pools, MADV_COLLAPSE support
+//   stats.hpp      what the library has mapped
+//   smaps.hpp      /proc/<pid>/smaps parser
+//   os.hpp         the noexcept mmap/madvise layer
+#pragma once
+
+#include "hugepage/allocator.hpp"
+#include "hugepage/backing.hpp"
+#include "hugepage/errors.hpp"
+#include "hugepage/os.hpp"
+#include "hugepage/page_size.hpp"
+#include "hugepage/pmr.hpp"
+#include "hugepage/smaps.hpp"
+#include "hugepage/stats.hpp"
+#include "hugepage/strategy.hpp"
+#include "hugepage/system.hpp"

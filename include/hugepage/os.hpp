@@ -1,0 +1,137 @@
+// hugepage/os.hpp - the thin OS layer: map, unmap, advise, collapse, populate.
+//
+// Contract, stated once: every function is noexcept, allocates nothing, logs nothing and holds no
+// policy. Success is an empty std::error_code (or a non-null pointer); failure is the errno the
+// kernel returned, as std::generic_category. What to do about a failure (fall back, count, throw)
+// is decided one layer up, in strategy.hpp.
+//
+// Kernel requirements: mmap/munmap/madvise everywhere; MAP_HUGETLB needs CONFIG_HUGETLBFS and a
+// pool; MADV_HUGEPAGE needs CONFIG_TRANSPARENT_HUGEPAGE; MADV_POPULATE_WRITE needs Linux 5.14
+// (older kernels: we touch the pages instead); MADV_COLLAPSE needs Linux 6.1.
+#pragma once
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <system_error>
+
+#include "hugepage/page_size.hpp"
+
+#ifndef MAP_HUGE_SHIFT
+#define MAP_HUGE_SHIFT 26
+#endif
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+
+namespace hugepage::os {
+
+/// Returns the base page size (4 KiB on x86-64). Thread-safe.
+inline std::size_t base_page_size() noexcept {
+  static const std::size_t size = [] {
+    const long value = ::sysconf(_SC_PAGESIZE);
+    return value > 0 ? static_cast<std::size_t>(value) : std::size_t{4096};
+  }();
+  return size;
+}
+
+/// Rounds `value` up to a multiple of the power of two `unit`; returns false on overflow.
+inline bool round_up(std::size_t value, std::size_t unit, std::size_t& out) noexcept {
+  if (value > SIZE_MAX - (unit - 1)) return false;
+  out = (value + unit - 1) & ~(unit - 1);
+  return true;
+}
+
+namespace detail {
+inline std::error_code last_error() noexcept {
+  return std::error_code(errno, std::generic_category());
+}
+}  // namespace detail
+
+/// Maps `length` bytes (a multiple of `alignment`, itself a power of two at least the base page
+/// size) of private anonymous memory whose start is a multiple of `alignment`. Returns nullptr and
+/// sets `ec` on failure.
+///
+/// The kernel only aligns large anonymous mappings to 2 MiB since Linux 6.7, and never to 1 GiB,
+/// so we over-map by `alignment` and trim both ends: the result is one exact mapping that a single
+/// munmap(p, length) releases.
+inline void* map_aligned(std::size_t length, std::size_t alignment, std::error_code& ec) noexcept {
+  ec.clear();
+  const std::size_t page = base_page_size();
+  if (alignment < page) alignment = page;
+  if (length == 0 || length > SIZE_MAX - alignment) {
+    ec = std::make_error_code(std::errc::not_enough_memory);
+    return nullptr;
+  }
+  const std::size_t padded = length + alignment - page;
+  void* raw = ::mmap(nullptr, padded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) {
+    ec = detail::last_error();
+    return nullptr;
+  }
+  const auto start = reinterpret_cast<std::uintptr_t>(raw);
+  const std::uintptr_t aligned = (start + alignment - 1) & ~(std::uintptr_t{alignment} - 1);
+  const std::size_t head = aligned - start;
+  const std::size_t tail = padded - head - length;
+  if (head != 0) ::munmap(raw, head);
+  if (tail != 0) ::munmap(reinterpret_cast<void*>(aligned + length), tail);
+  return reinterpret_cast<void*>(aligned);
+}
+
+/// Maps `length` bytes (a multiple of the page size) from the hugetlb pool of `size`. A private
+/// mapping takes its reservation from the pool here, so a short pool fails now with ENOMEM rather
+/// than with SIGBUS at first touch; for that reason MAP_NORESERVE is never used.
+inline void* map_hugetlb(std::size_t length, page_size size, std::error_code& ec) noexcept {
+  ec.clear();
+  const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | (shift_of(size) << MAP_HUGE_SHIFT);
+  void* p = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, flags, -1, 0);
+  if (p == MAP_FAILED) {
+    ec = detail::last_error();
+    return nullptr;
+  }
+  return p;
+}
+
+/// Unmaps exactly [p, p + length). For hugetlb memory `length` must be a multiple of the page
+/// size (munmap(2): EINVAL otherwise).
+inline std::error_code unmap(void* p, std::size_t length) noexcept {
+  return ::munmap(p, length) == 0 ? std::error_code{} : detail::last_error();
+}
+
+/// madvise(2) with errno turned into an error_code.
+inline std::error_code advise(void* p, std::size_t length, int advice) noexcept {
+  return ::madvise(p, length, advice) == 0 ? std::error_code{} : detail::last_error();
+}
+
+/// Asks for transparent huge pages on [p, p + length). Advice only: the kernel may still use
+/// 4 KiB pages (fragmentation, `enabled=never`, PR_SET_THP_DISABLE) and then says nothing.
+inline std::error_code advise_huge(void* p, std::size_t length) noexcept {
+  return advise(p, length, MADV_HUGEPAGE);
+}
+
+/// Collapses the populated range [p, p + length) into huge pages now (MADV_COLLAPSE, Linux 6.1).
+/// EINVAL: the kernel lacks it, or THP is disabled for this range; EAGAIN, ENOMEM, EBUSY:
+/// transient, the range stays as it was.
+inline std::error_code collapse(void* p, std::size_t length) noexcept {
+  return advise(p, length, MADV_COLLAPSE);
+}
+
+/// Faults in [p, p + length) for writing so that later accesses take no page fault. Uses
+/// MADV_POPULATE_WRITE (Linux 5.14), which reports failure (ENOMEM, EFAULT for a hugetlb shortage)
+/// instead of raising SIGBUS; on older kernels it writes a zero byte to each `stride` bytes, which
+/// is correct only for fresh anonymous memory - the only memory this library populates.
+inline std::error_code populate(void* p, std::size_t length, std::size_t stride) noexcept {
+  std::error_code ec = advise(p, length, MADV_POPULATE_WRITE);
+  if (ec != std::errc::invalid_argument) return ec;
+  auto* bytes = static_cast<volatile unsigned char*>(p);
+  for (std::size_t offset = 0; offset < length; offset += stride) bytes[offset] = 0;
+  return {};
+}
+
+}  // namespace hugepage::os

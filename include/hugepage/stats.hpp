@@ -1,0 +1,93 @@
+// hugepage/stats.hpp - process-wide counters of what the library mapped.
+//
+// Updated with relaxed atomics, once per mapping and once per unmapping: requests served by the
+// standard allocator (below the small-request threshold) are not counted, so the small-object hot
+// path stays free of shared cache lines. A snapshot is consistent per field, not across fields.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace hugepage {
+
+/// What backs a mapping the library made, as far as the kernel told us at map time. Whether THP
+/// advice was honoured page by page is backing_of()'s job.
+enum class backing : unsigned char {
+  hugetlb_2m,   ///< hugetlb pool, 2 MiB pages: guaranteed
+  hugetlb_1g,   ///< hugetlb pool, 1 GiB pages: guaranteed
+  thp,          ///< THP-advised anonymous memory (collapsed, when MADV_COLLAPSE succeeded)
+  base,         ///< plain anonymous memory: the THP advice was refused
+};
+
+/// A snapshot of the library's counters. "Bytes" are mapped lengths (rounded to the page size).
+struct statistics {
+  // Bytes currently mapped, by what the caller asked for.
+  std::size_t requested_thp = 0;       ///< thp_allocator / thp_resource
+  std::size_t requested_collapse = 0;  ///< collapse_allocator / collapse_resource
+  std::size_t requested_hugetlb_2m = 0;
+  std::size_t requested_hugetlb_1g = 0;
+  // Bytes currently mapped, by what was obtained.
+  std::size_t obtained_hugetlb_2m = 0;
+  std::size_t obtained_hugetlb_1g = 0;
+  std::size_t obtained_thp = 0;
+  std::size_t obtained_base = 0;
+  std::size_t live_mappings = 0;  ///< mappings currently held
+  // Events since start.
+  std::uint64_t fallbacks_to_thp = 0;   ///< hugetlb requests served from THP (fallback policy)
+  std::uint64_t fallbacks_to_base = 0;  ///< requests served from base pages
+  std::uint64_t collapse_attempts = 0;  ///< MADV_COLLAPSE calls made
+  std::uint64_t collapse_failures = 0;  ///< ... that failed (any errno)
+  bool collapse_unsupported = false;    ///< EINVAL seen: no more MADV_COLLAPSE calls are made
+  std::uint64_t prefaulted_bytes = 0;   ///< bytes populated at allocation (pre-fault policy)
+
+  /// Bytes currently mapped, over all backings.
+  std::size_t mapped_bytes() const noexcept {
+    return obtained_hugetlb_2m + obtained_hugetlb_1g + obtained_thp + obtained_base;
+  }
+};
+
+namespace detail {
+
+struct counters {
+  std::atomic<std::size_t> requested_thp{0}, requested_collapse{0}, requested_hugetlb_2m{0},
+      requested_hugetlb_1g{0};
+  std::atomic<std::size_t> obtained[4] = {};  // indexed by backing
+  std::atomic<std::size_t> live_mappings{0};
+  std::atomic<std::uint64_t> fallbacks_to_thp{0}, fallbacks_to_base{0};
+  std::atomic<std::uint64_t> collapse_attempts{0}, collapse_failures{0};
+  std::atomic<bool> collapse_unsupported{false};
+  std::atomic<std::uint64_t> prefaulted_bytes{0};
+};
+
+inline counters& global_counters() noexcept {
+  static counters instance;  // trivially destructible atomics: safe to use during exit
+  return instance;
+}
+
+}  // namespace detail
+
+/// Returns a snapshot of the process-wide counters. Thread-safe.
+inline statistics stats() noexcept {
+  const detail::counters& c = detail::global_counters();
+  constexpr auto relaxed = std::memory_order_relaxed;
+  statistics s;
+  s.requested_thp = c.requested_thp.load(relaxed);
+  s.requested_collapse = c.requested_collapse.load(relaxed);
+  s.requested_hugetlb_2m = c.requested_hugetlb_2m.load(relaxed);
+  s.requested_hugetlb_1g = c.requested_hugetlb_1g.load(relaxed);
+  s.obtained_hugetlb_2m = c.obtained[static_cast<int>(backing::hugetlb_2m)].load(relaxed);
+  s.obtained_hugetlb_1g = c.obtained[static_cast<int>(backing::hugetlb_1g)].load(relaxed);
+  s.obtained_thp = c.obtained[static_cast<int>(backing::thp)].load(relaxed);
+  s.obtained_base = c.obtained[static_cast<int>(backing::base)].load(relaxed);
+  s.live_mappings = c.live_mappings.load(relaxed);
+  s.fallbacks_to_thp = c.fallbacks_to_thp.load(relaxed);
+  s.fallbacks_to_base = c.fallbacks_to_base.load(relaxed);
+  s.collapse_attempts = c.collapse_attempts.load(relaxed);
+  s.collapse_failures = c.collapse_failures.load(relaxed);
+  s.collapse_unsupported = c.collapse_unsupported.load(relaxed);
+  s.prefaulted_bytes = c.prefaulted_bytes.load(relaxed);
+  return s;
+}
+
+}  // namespace hugepage

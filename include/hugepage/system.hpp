@@ -1,0 +1,213 @@
+// hugepage/system.hpp - what this machine offers: THP settings, hugetlb pools, MADV_COLLAPSE.
+//
+// Read-only introspection of
+//   /sys/kernel/mm/transparent_hugepage/{enabled,defrag,shmem_enabled,hpage_pmd_size}
+//   /sys/kernel/mm/transparent_hugepage/khugepaged/{max_ptes_none,scan_sleep_millisecs,...}
+//   /sys/kernel/mm/hugepages/hugepages-<kB>kB/{nr,free,resv,surplus,nr_overcommit}_hugepages
+//   /sys/devices/system/node/node<N>/hugepages/... (per NUMA node; no resv there)
+// A file that cannot be read is reported as an empty optional, never as a made-up zero.
+#pragma once
+
+#include <dirent.h>
+#include <sys/utsname.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hugepage/detail/proc_file.hpp"
+#include "hugepage/os.hpp"
+#include "hugepage/page_size.hpp"
+
+namespace hugepage {
+
+/// One hugetlb pool (one page size), system-wide or on one NUMA node.
+struct hugetlb_pool {
+  std::size_t page_bytes = 0;
+  std::optional<int> node;                  ///< empty: the system-wide pool
+  std::optional<std::uint64_t> total;       ///< nr_hugepages
+  std::optional<std::uint64_t> free;        ///< free_hugepages (includes reserved ones)
+  std::optional<std::uint64_t> reserved;    ///< resv_hugepages: promised to mappings, not faulted
+  std::optional<std::uint64_t> surplus;     ///< surplus_hugepages (overcommitted)
+  std::optional<std::uint64_t> overcommit;  ///< nr_overcommit_hugepages
+
+  /// Pages a new private mapping can still reserve: free minus reserved (plus overcommit room).
+  std::optional<std::uint64_t> available() const noexcept {
+    if (!free) return std::nullopt;
+    const std::uint64_t resv = reserved.value_or(0);
+    std::uint64_t room = *free > resv ? *free - resv : 0;
+    if (overcommit && surplus && *overcommit > *surplus) room += *overcommit - *surplus;
+    return room;
+  }
+};
+
+/// Transparent huge page settings.
+struct thp_settings {
+  std::optional<std::string> enabled;        ///< always | madvise | never
+  std::optional<std::string> defrag;         ///< always | defer | defer+madvise | madvise | never
+  std::optional<std::string> shmem_enabled;  ///< always | within_size | advise | never | ...
+  std::optional<std::size_t> pmd_bytes;      ///< hpage_pmd_size
+  std::optional<std::uint64_t> max_ptes_none;  ///< khugepaged: empty PTEs it may fill per collapse
+  std::optional<std::uint64_t> max_ptes_swap;
+  std::optional<std::uint64_t> pages_to_scan;
+  std::optional<std::uint64_t> scan_sleep_millisecs;
+  std::optional<std::uint64_t> alloc_sleep_millisecs;
+  std::optional<bool> khugepaged_defrag;
+};
+
+/// Whether MADV_COLLAPSE works here.
+enum class collapse_support {
+  works,        ///< a probe collapsed a populated 2 MiB range
+  unsupported,  ///< EINVAL: kernel older than 6.1, or THP disabled (`never`, PR_SET_THP_DISABLE)
+  transient,    ///< the call exists but failed this time (EAGAIN, ENOMEM, EBUSY)
+  unknown,      ///< the probe could not run (no memory for its 2 MiB)
+};
+
+/// Returns a short name for `support` ("works", "unsupported", ...).
+constexpr const char* name_of(collapse_support support) noexcept {
+  switch (support) {
+    case collapse_support::works: return "works";
+    case collapse_support::unsupported: return "unsupported";
+    case collapse_support::transient: return "transient failure";
+    case collapse_support::unknown: return "unknown";
+  }
+  return "unknown";
+}
+
+/// The machine's hugepage state.
+struct system_state {
+  std::string kernel_release;
+  thp_settings thp;
+  std::vector<hugetlb_pool> pools;  ///< system-wide pools, by ascending page size
+  collapse_support collapse = collapse_support::unknown;
+};
+
+namespace detail {
+inline std::string pool_directory(std::size_t page_bytes, std::optional<int> node) {
+  char path[160];
+  if (node) {
+    std::snprintf(path, sizeof path, "/sys/devices/system/node/node%d/hugepages/hugepages-%zukB/",
+                  *node, page_bytes / 1024);
+  } else {
+    std::snprintf(path, sizeof path, "/sys/kernel/mm/hugepages/hugepages-%zukB/",
+                  page_bytes / 1024);
+  }
+  return path;
+}
+inline std::optional<std::uint64_t> read_u64_in(const std::string& dir, const char* name) {
+  return read_u64((dir + name).c_str());
+}
+}  // namespace detail
+
+/// Reads the hugetlb pool of `page_bytes` (system-wide, or of NUMA `node`). Returns nullopt when
+/// the kernel has no such pool. Thread-safe.
+inline std::optional<hugetlb_pool> read_pool(std::size_t page_bytes,
+                                             std::optional<int> node = std::nullopt) {
+  const std::string dir = detail::pool_directory(page_bytes, node);
+  hugetlb_pool pool;
+  pool.page_bytes = page_bytes;
+  pool.node = node;
+  pool.total = detail::read_u64_in(dir, "nr_hugepages");
+  if (!pool.total) return std::nullopt;
+  pool.free = detail::read_u64_in(dir, "free_hugepages");
+  pool.reserved = detail::read_u64_in(dir, "resv_hugepages");
+  pool.surplus = detail::read_u64_in(dir, "surplus_hugepages");
+  if (!node) pool.overcommit = detail::read_u64_in(dir, "nr_overcommit_hugepages");
+  return pool;
+}
+
+/// Reads the hugetlb pool of `size`.
+inline std::optional<hugetlb_pool> read_pool(page_size size) { return read_pool(bytes_of(size)); }
+
+/// Lists the page sizes (bytes, ascending) that have a hugetlb pool under `directory`.
+inline std::vector<std::size_t> pool_page_sizes(
+    const char* directory = "/sys/kernel/mm/hugepages") {
+  std::vector<std::size_t> sizes;
+  DIR* dir = ::opendir(directory);
+  if (dir == nullptr) return sizes;
+  while (const dirent* entry = ::readdir(dir)) {
+    std::size_t kib = 0;
+    if (std::sscanf(entry->d_name, "hugepages-%zukB", &kib) == 1) sizes.push_back(kib * 1024);
+  }
+  ::closedir(dir);
+  std::sort(sizes.begin(), sizes.end());
+  return sizes;
+}
+
+/// Reads the THP settings.
+inline thp_settings read_thp_settings() {
+  constexpr const char* thp = "/sys/kernel/mm/transparent_hugepage/";
+  const std::string base = thp;
+  const auto mode = [&](const char* name) -> std::optional<std::string> {
+    std::error_code ec;
+    const std::string text = detail::read_file((base + name).c_str(), ec);
+    if (ec) return std::nullopt;
+    return detail::selected_mode(text);
+  };
+  const auto number = [&](const char* name) { return detail::read_u64((base + name).c_str()); };
+  thp_settings s;
+  s.enabled = mode("enabled");
+  s.defrag = mode("defrag");
+  s.shmem_enabled = mode("shmem_enabled");
+  if (const auto pmd = number("hpage_pmd_size")) s.pmd_bytes = static_cast<std::size_t>(*pmd);
+  s.max_ptes_none = number("khugepaged/max_ptes_none");
+  s.max_ptes_swap = number("khugepaged/max_ptes_swap");
+  s.pages_to_scan = number("khugepaged/pages_to_scan");
+  s.scan_sleep_millisecs = number("khugepaged/scan_sleep_millisecs");
+  s.alloc_sleep_millisecs = number("khugepaged/alloc_sleep_millisecs");
+  if (const auto defrag = number("khugepaged/defrag")) s.khugepaged_defrag = *defrag != 0;
+  return s;
+}
+
+/// The size of a transparent huge page: hpage_pmd_size, read once (2 MiB when unreadable; 512 MiB
+/// on arm64 with 64 KiB base pages). Thread-safe.
+inline std::size_t thp_page_bytes() noexcept {
+  static const std::size_t bytes = [] {
+    const auto value = detail::read_u64("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size");
+    const std::size_t v = value ? static_cast<std::size_t>(*value) : 0;
+    // Accept only a power of two at least the base page size.
+    return v >= os::base_page_size() && (v & (v - 1)) == 0 ? v : std::size_t{1} << 21;
+  }();
+  return bytes;
+}
+
+/// Tries MADV_COLLAPSE on a fresh, populated 2 MiB range and says whether it worked. Costs one
+/// aligned mapping, one page fault and one collapse (about a millisecond). Thread-safe; does not
+/// touch the library statistics.
+inline collapse_support probe_collapse() noexcept {
+  const std::size_t length = thp_page_bytes();
+  std::error_code ec;
+  void* p = os::map_aligned(length, length, ec);
+  if (p == nullptr) return collapse_support::unknown;
+  static_cast<volatile unsigned char*>(p)[0] = 1;
+  const std::error_code result = os::collapse(p, length);
+  os::unmap(p, length);
+  if (!result) return collapse_support::works;
+  if (result == std::errc::invalid_argument) return collapse_support::unsupported;
+  return collapse_support::transient;
+}
+
+/// Returns uname's release ("6.18.44-..."), or "" when uname fails.
+inline std::string kernel_release() {
+  utsname names{};
+  if (::uname(&names) != 0) return {};
+  return names.release;
+}
+
+/// Reads the whole system state; `probe` also runs probe_collapse(). Thread-safe.
+inline system_state read_system_state(bool probe = true) {
+  system_state state;
+  state.kernel_release = kernel_release();
+  state.thp = read_thp_settings();
+  for (const std::size_t bytes : pool_page_sizes()) {
+    if (auto pool = read_pool(bytes)) state.pools.push_back(*pool);
+  }
+  state.collapse = probe ? probe_collapse() : collapse_support::unknown;
+  return state;
+}
+
+}  // namespace hugepage

@@ -1,0 +1,86 @@
+# Shared by scripts/test and scripts/bench: package set-up and hugetlb pool reservation.
+# Sourced, not run.
+
+HUGEPAGE_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+HUGEPAGE_JOBS=${HUGEPAGE_JOBS:-$(nproc)}
+
+log() { printf '==> %s\n' "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# ensure_packages PKG...: installs the missing Debian packages when root; otherwise prints the
+# exact apt-get line and stops.
+ensure_packages() {
+  local missing=()
+  local pkg
+  for pkg in "$@"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' ||
+      missing+=("$pkg")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ "$(id -u)" -ne 0 ]; then
+    die "missing packages; install them with: sudo apt-get install -y ${missing[*]}"
+  fi
+  log "installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null || die "apt-get update failed"
+  apt-get install -y -qq "${missing[@]}" >/dev/null || die "apt-get install ${missing[*]} failed"
+}
+
+BUILD_PACKAGES=(cmake make g++ libabsl-dev libbenchmark-dev libgtest-dev libgmock-dev libfmt-dev)
+
+# Pool reservation: remembers the sizes before, restores them on exit (also on failure).
+POOL_2M=/proc/sys/vm/nr_hugepages
+POOL_1G=/sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages
+_saved_2m=""
+_saved_1g=""
+
+restore_pools() {
+  [ -n "$_saved_2m" ] && echo "$_saved_2m" >"$POOL_2M" 2>/dev/null
+  [ -n "$_saved_1g" ] && echo "$_saved_1g" >"$POOL_1G" 2>/dev/null
+  [ -n "$_saved_2m$_saved_1g" ] && log "hugetlb pools restored (2 MiB: $_saved_2m, 1 GiB: ${_saved_1g:-n/a})"
+  _saved_2m=""
+  _saved_1g=""
+}
+
+# reserve_pools PAGES_2M PAGES_1G: grows the pools to at least the given free counts.
+# Sets POOLS_RESERVED=1 when the 2 MiB pool has them, POOL_1G_RESERVED=1 for the 1 GiB pool.
+reserve_pools() {
+  local want_2m=$1 want_1g=$2
+  POOLS_RESERVED=0
+  POOL_1G_RESERVED=0
+  if [ "$(id -u)" -ne 0 ] || [ ! -w "$POOL_2M" ]; then
+    log "not root: hugetlb pools left as they are; tests that need them will skip"
+    return 0
+  fi
+  trap restore_pools EXIT
+  _saved_2m=$(cat "$POOL_2M")
+  local free_2m total
+  free_2m=$(cat /sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages)
+  if [ "$free_2m" -lt "$want_2m" ]; then
+    total=$((_saved_2m + want_2m - free_2m))
+    echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true
+    echo "$total" >"$POOL_2M" || true
+  fi
+  free_2m=$(cat /sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages)
+  if [ "$free_2m" -ge "$want_2m" ]; then
+    POOLS_RESERVED=1
+    log "2 MiB pool: $free_2m free pages"
+  else
+    log "2 MiB pool: only $free_2m of $want_2m pages could be reserved"
+  fi
+  if [ "$want_1g" -gt 0 ] && [ -w "$POOL_1G" ]; then
+    _saved_1g=$(cat "$POOL_1G")
+    local free_1g
+    free_1g=$(cat /sys/kernel/mm/hugepages/hugepages-1048576kB/free_hugepages)
+    if [ "$free_1g" -lt "$want_1g" ]; then
+      echo $((_saved_1g + want_1g - free_1g)) >"$POOL_1G" 2>/dev/null || true
+    fi
+    free_1g=$(cat /sys/kernel/mm/hugepages/hugepages-1048576kB/free_hugepages)
+    if [ "$free_1g" -ge "$want_1g" ]; then
+      POOL_1G_RESERVED=1
+      log "1 GiB pool: $free_1g free pages"
+    else
+      log "1 GiB pool: could not reserve $want_1g page(s) (memory too fragmented or no 1 GiB support)"
+    fi
+  fi
+}

@@ -1,0 +1,133 @@
+// test/support.hpp - helpers shared by the tests: environment skips, child processes, RSS, pools.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "hugepage/detail/proc_file.hpp"
+#include "hugepage/system.hpp"
+
+namespace hugepage::test {
+
+/// True when scripts/test reserved the pools and wants every environment-dependent test to run.
+inline bool required() {
+  const char* value = std::getenv("HUGEPAGE_REQUIRE");
+  return value != nullptr && std::strcmp(value, "1") == 0;
+}
+
+/// True when scripts/test also reserved a 1 GiB page.
+inline bool required_1g() {
+  const char* value = std::getenv("HUGEPAGE_REQUIRE_1G");
+  return value != nullptr && std::strcmp(value, "1") == 0;
+}
+
+/// Pages of `size` a new private mapping can reserve now (0 when the pool is unreadable).
+inline std::uint64_t pool_available(page_size size) {
+  const auto pool = read_pool(size);
+  return pool ? pool->available().value_or(0) : 0;
+}
+
+/// Free / reserved / surplus counts of a pool, for "back at their starting values" checks.
+struct pool_counts {
+  std::uint64_t free = 0, reserved = 0, surplus = 0, total = 0;
+  friend bool operator==(const pool_counts& a, const pool_counts& b) {
+    return a.free == b.free && a.reserved == b.reserved && a.surplus == b.surplus &&
+           a.total == b.total;
+  }
+};
+inline pool_counts read_counts(page_size size) {
+  const auto pool = read_pool(size);
+  if (!pool) return {};
+  return {pool->free.value_or(0), pool->reserved.value_or(0), pool->surplus.value_or(0),
+          pool->total.value_or(0)};
+}
+inline std::ostream& operator<<(std::ostream& out, const pool_counts& c) {
+  return out << "{free " << c.free << ", reserved " << c.reserved << ", surplus " << c.surplus
+             << ", total " << c.total << "}";
+}
+
+/// Resident set size of this process, from /proc/self/statm.
+inline std::size_t rss_bytes() {
+  std::error_code ec;
+  const std::string text = hugepage::detail::read_file("/proc/self/statm", ec);
+  unsigned long size = 0, resident = 0;
+  if (ec || std::sscanf(text.c_str(), "%lu %lu", &size, &resident) != 2) return 0;
+  return resident * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+/// Runs `body` in a forked child; returns its exit status (or 128 + signal). Output of the child
+/// goes to the test's stderr. gtest assertions do not cross the fork: the body returns a code.
+inline int run_in_child(const std::function<int()>& body) {
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    int code = 125;
+    try {
+      code = body();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "child: uncaught exception: %s\n", e.what());
+      code = 124;
+    }
+    std::fflush(nullptr);
+    ::_exit(code);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+/// Built with AddressSanitizer? (Its shadow memory makes RLIMIT_AS tests meaningless.)
+constexpr bool under_asan() {
+#if defined(__SANITIZE_ADDRESS__)
+  return true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  return true;
+#else
+  return false;
+#endif
+#else
+  return false;
+#endif
+}
+
+}  // namespace hugepage::test
+
+/// Skips the test with `reason`, or fails it when HUGEPAGE_REQUIRE=1 says the environment was
+/// prepared and nothing may be skipped.
+#define HUGEPAGE_SKIP_OR_FAIL(reason)                                                  \
+  do {                                                                                 \
+    if (::hugepage::test::required()) {                                                \
+      FAIL() << "HUGEPAGE_REQUIRE=1, but the test would skip: " << (reason);           \
+    }                                                                                  \
+    GTEST_SKIP() << (reason);                                                          \
+  } while (0)
+
+/// Skips unless `pages` pages of `size` can be reserved now.
+#define HUGEPAGE_REQUIRE_POOL(size, pages)                                                       \
+  do {                                                                                          \
+    const std::uint64_t available_ = ::hugepage::test::pool_available(size);                    \
+    if (available_ < (pages)) {                                                                 \
+      const std::string reason_ = "needs " + std::to_string(pages) + " free hugetlb pages of " + \
+                                  ::hugepage::name_of(size) + ", " +                             \
+                                  std::to_string(available_) + " available";                    \
+      if ((size) == ::hugepage::page_size::huge_1g && !::hugepage::test::required_1g()) {        \
+        GTEST_SKIP() << reason_;                                                                \
+      }                                                                                         \
+      HUGEPAGE_SKIP_OR_FAIL(reason_);                                                           \
+    }                                                                                           \
+  } while (0)
