@@ -109,25 +109,25 @@ constexpr bool under_asan() {
 
 /// Skips the test with `reason`, or fails it when HUGEPAGE_REQUIRE=1 says the environment was
 /// prepared and nothing may be skipped.
-#define HUGEPAGE_SKIP_OR_FAIL(reason)                                                  \
-  do {                                                                                 \
-    if (::hugepage::test::required()) {                                                \
-      FAIL() << "HUGEPAGE_REQUIRE=1, but the test would skip: " << (reason);           \
-    }                                                                                  \
-    GTEST_SKIP() << (reason);                                                          \
+#define HUGEPAGE_SKIP_OR_FAIL(reason)                                        \
+  do {                                                                       \
+    if (::hugepage::test::required()) {                                      \
+      FAIL() << "HUGEPAGE_REQUIRE=1, but the test would skip: " << (reason); \
+    }                                                                        \
+    GTEST_SKIP() << (reason);                                                \
   } while (0)
 
 /// Skips unless `pages` pages of `size` can be reserved now.
-#define HUGEPAGE_REQUIRE_POOL(size, pages)                                                       \
-  do {                                                                                          \
-    const std::uint64_t available_ = ::hugepage::test::pool_available(size);                    \
-    if (available_ < (pages)) {                                                                 \
-      const std::string reason_ = "needs " + std::to_string(pages) + " free hugetlb pages of " + \
-                                  ::hugepage::name_of(size) + ", " +                             \
-                                  std::to_string(available_) + " available";                    \
-      if ((size) == ::hugepage::page_size::huge_1g && !::hugepage::test::required_1g()) {        \
-        GTEST_SKIP() << reason_;                                                                \
-      }                                                                                         \
-      HUGEPAGE_SKIP_OR_FAIL(reason_);                                                           \
-    }                                                                                           \
+#define HUGEPAGE_REQUIRE_POOL(size, pages)                                                        \
+  do {                                                                                            \
+    const std::uint64_t available_ = ::hugepage::test::pool_available(size);                      \
+    if (available_ < (pages)) {                                                                   \
+      const std::string reason_ = "needs " + std::to_string(pages) + " free hugetlb pages of " +  \
+                                  ::hugepage::name_of(size) + ", " + std::to_string(available_) + \
+                                  " available";                                                   \
+      if ((size) == ::hugepage::page_size::huge_1g && !::hugepage::test::required_1g()) {         \
+        GTEST_SKIP() << reason_;                                                                  \
+      }                                                                                           \
+      HUGEPAGE_SKIP_OR_FAIL(reason_);                                                             \
+    }                                                                                             \
   } while (0)

@@ -109,7 +109,8 @@ inline bool classify_exact(const mapping_info& m, std::uintptr_t lo, std::uintpt
         std::min<std::uintptr_t>(((chunk & ~(window - 1)) + windows_per_read * window), last);
     if (!read_pagemap(pagemap_fd, chunk / page, (chunk_end - chunk) / page, entries)) return false;
     for (std::uintptr_t w = chunk; w < chunk_end;) {
-      const std::uintptr_t w_end = std::min<std::uintptr_t>((w & ~(window - 1)) + window, chunk_end);
+      const std::uintptr_t w_end =
+          std::min<std::uintptr_t>((w & ~(window - 1)) + window, chunk_end);
       const std::size_t base_index = (w - chunk) / page;
       const std::size_t count = (w_end - w) / page;
       bool pmd_mapped = false;
@@ -182,9 +183,9 @@ inline backing_report backing_of(pid_t pid, const void* p, std::size_t bytes) {
     return r;
   }
   const std::uintptr_t lo = address & ~(std::uintptr_t{page} - 1);
-  const std::uintptr_t hi =
-      address > UINTPTR_MAX - bytes - page ? UINTPTR_MAX & ~(std::uintptr_t{page} - 1)
-                                           : (address + bytes + page - 1) & ~(std::uintptr_t{page} - 1);
+  const std::uintptr_t hi = address > UINTPTR_MAX - bytes - page
+                                ? UINTPTR_MAX & ~(std::uintptr_t{page} - 1)
+                                : (address + bytes + page - 1) & ~(std::uintptr_t{page} - 1);
   r.bytes = hi - lo;
 
   std::error_code ec;

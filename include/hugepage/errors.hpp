@@ -59,7 +59,7 @@ namespace detail {
 }
 
 [[noreturn, gnu::noinline, gnu::cold]] inline void throw_allocation_error(std::string message,
-                                                                           std::error_code code) {
+                                                                          std::error_code code) {
   throw allocation_error(std::move(message), code);
 }
 

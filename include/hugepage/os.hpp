@@ -76,12 +76,12 @@ inline void* map_aligned(std::size_t length, std::size_t alignment, std::error_c
     return nullptr;
   }
   const auto start = reinterpret_cast<std::uintptr_t>(raw);
-  const std::uintptr_t aligned = (start + alignment - 1) & ~(std::uintptr_t{alignment} - 1);
-  const std::size_t head = aligned - start;
+  const std::size_t head = ((start + alignment - 1) & ~(std::uintptr_t{alignment} - 1)) - start;
   const std::size_t tail = padded - head - length;
+  char* aligned = static_cast<char*>(raw) + head;
   if (head != 0) ::munmap(raw, head);
-  if (tail != 0) ::munmap(reinterpret_cast<void*>(aligned + length), tail);
-  return reinterpret_cast<void*>(aligned);
+  if (tail != 0) ::munmap(aligned + length, tail);
+  return aligned;
 }
 
 /// Maps `length` bytes (a multiple of the page size) from the hugetlb pool of `size`. A private

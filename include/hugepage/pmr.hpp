@@ -9,8 +9,8 @@
 #pragma once
 
 #include <memory_resource>
-#include <new>
 
+#include "hugepage/detail/immortal.hpp"
 #include "hugepage/page_size.hpp"
 #include "hugepage/strategy.hpp"
 
@@ -60,35 +60,16 @@ class collapse_memory_resource : public strategy_resource {
       : strategy_resource(hugepage::strategy::collapse(options)) {}
 };
 
-namespace detail {
-// Process-wide instances that are never destroyed, like std::pmr::new_delete_resource(): a
-// container with static storage duration may still free through them during exit.
-template <class Resource>
-class immortal {
- public:
-  template <class... Args>
-  explicit immortal(Args... args) noexcept {
-    ::new (static_cast<void*>(storage_)) Resource(args...);
-  }
-  immortal(const immortal&) = delete;
-  immortal& operator=(const immortal&) = delete;
-  Resource* get() noexcept { return std::launder(reinterpret_cast<Resource*>(storage_)); }
-
- private:
-  alignas(Resource) unsigned char storage_[sizeof(Resource)];
-};
-}  // namespace detail
-
 /// The process-wide THP resource (default options). Thread-safe.
 inline std::pmr::memory_resource* thp_resource() noexcept {
-  static detail::immortal<thp_memory_resource> instance;
+  static hugepage::detail::immortal<thp_memory_resource> instance;
   return instance.get();
 }
 
 namespace detail {
 template <page_size Size, pool_policy Policy>
 std::pmr::memory_resource* huge_page_resource_of() noexcept {
-  static immortal<huge_page_memory_resource> instance(Size, Policy);
+  static hugepage::detail::immortal<huge_page_memory_resource> instance(Size, Policy);
   return instance.get();
 }
 }  // namespace detail
@@ -108,7 +89,7 @@ inline std::pmr::memory_resource* huge_page_resource(
 
 /// The process-wide collapse resource (default options). Thread-safe.
 inline std::pmr::memory_resource* collapse_resource() noexcept {
-  static detail::immortal<collapse_memory_resource> instance;
+  static hugepage::detail::immortal<collapse_memory_resource> instance;
   return instance.get();
 }
 

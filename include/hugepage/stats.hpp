@@ -14,10 +14,10 @@ namespace hugepage {
 /// What backs a mapping the library made, as far as the kernel told us at map time. Whether THP
 /// advice was honoured page by page is backing_of()'s job.
 enum class backing : unsigned char {
-  hugetlb_2m,   ///< hugetlb pool, 2 MiB pages: guaranteed
-  hugetlb_1g,   ///< hugetlb pool, 1 GiB pages: guaranteed
-  thp,          ///< THP-advised anonymous memory (collapsed, when MADV_COLLAPSE succeeded)
-  base,         ///< plain anonymous memory: the THP advice was refused
+  hugetlb_2m,  ///< hugetlb pool, 2 MiB pages: guaranteed
+  hugetlb_1g,  ///< hugetlb pool, 1 GiB pages: guaranteed
+  thp,         ///< THP-advised anonymous memory (collapsed, when MADV_COLLAPSE succeeded)
+  base,        ///< plain anonymous memory: the THP advice was refused
 };
 
 /// A snapshot of the library's counters. "Bytes" are mapped lengths (rounded to the page size).

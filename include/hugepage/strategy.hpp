@@ -36,6 +36,7 @@
 #include <utility>
 #include <vector>
 
+#include "hugepage/detail/immortal.hpp"
 #include "hugepage/errors.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/page_size.hpp"
@@ -129,9 +130,8 @@ class fallback_registry {
 };
 
 inline fallback_registry& registry() noexcept {
-  // Never destroyed: containers with static storage duration may free memory during exit.
-  static fallback_registry* instance = new fallback_registry;
-  return *instance;
+  static immortal<fallback_registry> instance;
+  return *instance.get();
 }
 
 inline std::string describe_bytes(std::size_t bytes) {
@@ -232,7 +232,7 @@ class strategy {
 
   static void* allocate_small(std::size_t bytes, std::size_t alignment) {
     if (alignment > __STDCPP_DEFAULT_NEW_ALIGNMENT__) {
-      return ::operator new(bytes, std::align_val_t{alignment});
+      return ::operator new (bytes, std::align_val_t{alignment});
     }
     return ::operator new(bytes);
   }
@@ -240,13 +240,13 @@ class strategy {
   static void deallocate_small(void* p, std::size_t bytes, std::size_t alignment) noexcept {
 #if defined(__cpp_sized_deallocation)
     if (alignment > __STDCPP_DEFAULT_NEW_ALIGNMENT__) {
-      return ::operator delete(p, bytes, std::align_val_t{alignment});
+      return ::operator delete (p, bytes, std::align_val_t{alignment});
     }
     ::operator delete(p, bytes);
 #else
     (void)bytes;
     if (alignment > __STDCPP_DEFAULT_NEW_ALIGNMENT__) {
-      return ::operator delete(p, std::align_val_t{alignment});
+      return ::operator delete (p, std::align_val_t{alignment});
     }
     ::operator delete(p);
 #endif
@@ -360,18 +360,18 @@ class strategy {
     }
     const std::uint64_t available = pool->available().value_or(0);
     if (ec != std::errc::not_enough_memory || available >= pages) {
-      detail::throw_allocation_error(
-          what + "; the pool has " + std::to_string(available) +
-              " available, so a hugetlb cgroup limit (hugetlb." + (page == (1u << 21) ? "2MB" : "1GB") +
-              ".max) or the address-space limit refused it",
-          ec);
+      detail::throw_allocation_error(what + "; the pool has " + std::to_string(available) +
+                                         " available, so a hugetlb cgroup limit (hugetlb." +
+                                         (page == (1u << 21) ? "2MB" : "1GB") +
+                                         ".max) or the address-space limit refused it",
+                                     ec);
     }
     const std::uint64_t target = pool->total.value_or(0) + (pages - available);
-    const std::string fix =
-        size_ == page_size::huge_2m
-            ? "sysctl -w vm.nr_hugepages=" + std::to_string(target)
-            : "echo " + std::to_string(target) + " > /sys/kernel/mm/hugepages/hugepages-" +
-                  std::to_string(page / 1024) + "kB/nr_hugepages";
+    const std::string fix = size_ == page_size::huge_2m
+                                ? "sysctl -w vm.nr_hugepages=" + std::to_string(target)
+                                : "echo " + std::to_string(target) +
+                                      " > /sys/kernel/mm/hugepages/hugepages-" +
+                                      std::to_string(page / 1024) + "kB/nr_hugepages";
     throw pool_exhausted(what + ": pool exhausted: asked for " + std::to_string(pages) + " x " +
                              name_of(size_) + ", " + std::to_string(available) +
                              " available (free " + std::to_string(pool->free.value_or(0)) +
@@ -399,9 +399,9 @@ class strategy {
       const std::error_code ec = os::populate(p, extent, stride);
       if (ec) {
         deallocate(p, bytes, 1);
-        detail::throw_allocation_error("hugepage: could not pre-fault " +
-                                           detail::describe_bytes(extent) + ": " + ec.message(),
-                                       ec);
+        detail::throw_allocation_error(
+            "hugepage: could not pre-fault " + detail::describe_bytes(extent) + ": " + ec.message(),
+            ec);
       }
       detail::global_counters().prefaulted_bytes.fetch_add(extent, std::memory_order_relaxed);
       if (method_ == method::collapse && obtained == backing::thp) collapse_now(p, extent);

@@ -47,10 +47,10 @@ struct hugetlb_pool {
 
 /// Transparent huge page settings.
 struct thp_settings {
-  std::optional<std::string> enabled;        ///< always | madvise | never
-  std::optional<std::string> defrag;         ///< always | defer | defer+madvise | madvise | never
-  std::optional<std::string> shmem_enabled;  ///< always | within_size | advise | never | ...
-  std::optional<std::size_t> pmd_bytes;      ///< hpage_pmd_size
+  std::optional<std::string> enabled;          ///< always | madvise | never
+  std::optional<std::string> defrag;           ///< always | defer | defer+madvise | madvise | never
+  std::optional<std::string> shmem_enabled;    ///< always | within_size | advise | never | ...
+  std::optional<std::size_t> pmd_bytes;        ///< hpage_pmd_size
   std::optional<std::uint64_t> max_ptes_none;  ///< khugepaged: empty PTEs it may fill per collapse
   std::optional<std::uint64_t> max_ptes_swap;
   std::optional<std::uint64_t> pages_to_scan;

@@ -1,7 +1,6 @@
 // A consumer of the installed or embedded package: must compile, link and get THP-advised memory.
-#include <hugepage/hugepage.hpp>
-
 #include <cstdio>
+#include <hugepage/hugepage.hpp>
 #include <vector>
 
 int main() {
