@@ -15,6 +15,7 @@
 #include "hugepage/errors.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/page_size.hpp"
+#include "hugepage/perf_counters.hpp"
 #include "hugepage/pmr.hpp"
 #include "hugepage/smaps.hpp"
 #include "hugepage/stats.hpp"

@@ -64,7 +64,8 @@ inline constexpr std::size_t perf_event_count = 6;
 /// Returns an honest label for `e`, e.g. "dTLB-load-misses (page walks on Intel)".
 inline const char* name_of(perf_event e) noexcept {
   switch (e) {
-    case perf_event::dtlb_loads: return "dTLB-loads (retired loads on Intel, L1 DTLB misses on AMD)";
+    case perf_event::dtlb_loads:
+      return "dTLB-loads (retired loads on Intel, L1 DTLB misses on AMD)";
     case perf_event::dtlb_load_misses:
       return "dTLB-load-misses (page walks on Intel, L2 DTLB misses on AMD)";
     case perf_event::itlb_load_misses: return "iTLB-load-misses";
@@ -280,9 +281,9 @@ class perf_counters {
  public:
   /// Opens every event this machine can count.
   perf_counters()
-      : perf_counters(std::vector<perf_event>{
-            perf_event::dtlb_loads, perf_event::dtlb_load_misses, perf_event::itlb_load_misses,
-            perf_event::cycles, perf_event::instructions, perf_event::page_faults}) {}
+      : perf_counters(std::vector<perf_event>{perf_event::dtlb_loads, perf_event::dtlb_load_misses,
+                                              perf_event::itlb_load_misses, perf_event::cycles,
+                                              perf_event::instructions, perf_event::page_faults}) {}
 
   /// Opens only `events`; the others are unavailable with the reason "not requested".
   explicit perf_counters(std::vector<perf_event> events) {
@@ -330,22 +331,28 @@ class perf_counters {
       ::ioctl(leader_, PERF_EVENT_IOC_RESET, PERF_IOC_FLAG_GROUP);
       ::ioctl(leader_, PERF_EVENT_IOC_ENABLE, PERF_IOC_FLAG_GROUP);
     }
-    for (const int fd : software_fds()) {
-      ::ioctl(fd, PERF_EVENT_IOC_RESET, 0);
-      ::ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
+    for (std::size_t i = 0; i < perf_event_count; ++i) {
+      if (fds_[i] < 0 || is_hardware(static_cast<perf_event>(i))) continue;
+      ::ioctl(fds_[i], PERF_EVENT_IOC_RESET, 0);
+      ::ioctl(fds_[i], PERF_EVENT_IOC_ENABLE, 0);
     }
   }
 
   /// Disables every open event and returns the counts since start().
   perf_reading stop() noexcept {
-    for (const int fd : software_fds()) ::ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
+    for (std::size_t i = 0; i < perf_event_count; ++i) {
+      if (fds_[i] >= 0 && !is_hardware(static_cast<perf_event>(i))) {
+        ::ioctl(fds_[i], PERF_EVENT_IOC_DISABLE, 0);
+      }
+    }
     if (leader_ >= 0) ::ioctl(leader_, PERF_EVENT_IOC_DISABLE, PERF_IOC_FLAG_GROUP);
     perf_reading r;
     if (leader_ >= 0) read_group(r);
     for (std::size_t i = 0; i < perf_event_count; ++i) {
       if (fds_[i] < 0 || is_hardware(static_cast<perf_event>(i))) continue;
       std::uint64_t data[3] = {};  // value, time_enabled, time_running
-      if (detail::read_retry(fds_[i], data, sizeof data) != static_cast<long>(sizeof data)) continue;
+      if (detail::read_retry(fds_[i], data, sizeof data) != static_cast<long>(sizeof data))
+        continue;
       r.values[i] = scaled(data[0], data[1], data[2]);
       if (leader_ < 0) {
         r.time_enabled_ns = static_cast<double>(data[1]);
@@ -360,17 +367,9 @@ class perf_counters {
 
   static std::optional<double> scaled(std::uint64_t value, std::uint64_t enabled,
                                       std::uint64_t running) noexcept {
-    if (running == 0) return enabled == 0 && value == 0 ? std::optional<double>(0.0) : std::nullopt;
+    if (running == 0) return std::nullopt;  // never scheduled: not counted, not zero
     const double v = static_cast<double>(value);
     return running >= enabled ? v : v * static_cast<double>(enabled) / static_cast<double>(running);
-  }
-
-  std::vector<int> software_fds() const {
-    std::vector<int> fds;
-    for (std::size_t i = 0; i < perf_event_count; ++i) {
-      if (fds_[i] >= 0 && !is_hardware(static_cast<perf_event>(i))) fds.push_back(fds_[i]);
-    }
-    return fds;
   }
 
   void open_one(perf_event e, bool group) {
@@ -382,7 +381,7 @@ class perf_counters {
     if (group) {
       attr.read_format = PERF_FORMAT_GROUP | PERF_FORMAT_TOTAL_TIME_ENABLED |
                          PERF_FORMAT_TOTAL_TIME_RUNNING | PERF_FORMAT_ID;
-      attr.disabled = leader_ < 0 ? 1 : 0;  // members follow the leader
+      if (leader_ < 0) attr.disabled = 1;  // members follow the leader
     } else {
       attr.read_format = PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING;
       attr.disabled = 1;
@@ -406,8 +405,8 @@ class perf_counters {
     if (group) {
       std::uint64_t id = 0;
       if (::ioctl(fd, PERF_EVENT_IOC_ID, &id) != 0) {
-        reasons_[i] = "cannot identify the event (PERF_EVENT_IOC_ID: " +
-                      detail::errno_name(errno) + ")";
+        reasons_[i] =
+            "cannot identify the event (PERF_EVENT_IOC_ID: " + detail::errno_name(errno) + ")";
         ::close(fd);
         return;
       }
