@@ -152,6 +152,18 @@ inline bool classify_exact(const mapping_info& m, std::uintptr_t lo, std::uintpt
   return true;
 }
 
+// `amount * part / whole` without overflow (amount, part <= whole): per-mapping sizes times range
+// lengths pass 2^64 for mappings of a few GiB.
+inline std::size_t prorate(std::size_t amount, std::size_t part, std::size_t whole) noexcept {
+  if (whole == 0) return 0;
+#if defined(__SIZEOF_INT128__)
+  __extension__ using wide = unsigned __int128;
+  return static_cast<std::size_t>(static_cast<wide>(amount) * part / whole);
+#else
+  return static_cast<std::size_t>(static_cast<long double>(amount) * part / whole);
+#endif
+}
+
 // Counts resident and absent pages of [lo, hi) from pagemap's present bit (readable unprivileged).
 inline bool count_present(int pagemap_fd, std::uintptr_t lo, std::uintptr_t hi,
                           std::size_t& present, std::size_t& absent) {
@@ -183,8 +195,10 @@ inline backing_report backing_of(pid_t pid, const void* p, std::size_t bytes) {
     return r;
   }
   const std::uintptr_t lo = address & ~(std::uintptr_t{page} - 1);
-  const std::uintptr_t hi = address > UINTPTR_MAX - bytes - page
-                                ? UINTPTR_MAX & ~(std::uintptr_t{page} - 1)
+  // Clip at the last whole page of the address space: `address + bytes` may wrap around.
+  const std::uintptr_t top = UINTPTR_MAX & ~(std::uintptr_t{page} - 1);
+  const std::uintptr_t hi = address >= top || bytes > top - address
+                                ? top
                                 : (address + bytes + page - 1) & ~(std::uintptr_t{page} - 1);
   r.bytes = hi - lo;
 
@@ -219,7 +233,7 @@ inline backing_report backing_of(pid_t pid, const void* p, std::size_t bytes) {
     if (m.is_hugetlb()) {
       std::size_t present = 0, absent = 0;
       if (!pagemap || !detail::count_present(pagemap.get(), s, e, present, absent)) {
-        present = m.size() == 0 ? 0 : (m.private_hugetlb + m.shared_hugetlb) * (e - s) / m.size();
+        present = detail::prorate(m.private_hugetlb + m.shared_hugetlb, e - s, m.size());
         absent = (e - s) - std::min(present, e - s);
         r.exact = r.exact && whole;
       }
@@ -230,8 +244,15 @@ inline backing_report backing_of(pid_t pid, const void* p, std::size_t bytes) {
     if (exact_possible) {
       backing_report part;
       if (detail::classify_exact(m, s, e, pagemap.get(), kpageflags.get(), part)) {
-        r.thp += part.thp;
-        r.base += part.base;
+        // pagemap cannot tell a PMD mapping from a whole THP folio mapped by PTEs (a VMA split
+        // and merged again leaves one); AnonHugePages counts PMD mappings only, so it caps.
+        const std::size_t thp = std::min(part.thp, m.anon_huge);
+        if (thp < part.thp && !whole) {
+          r.exact = false;
+          r.note = "THP folios mapped by PTEs: THP capped by smaps AnonHugePages";
+        }
+        r.thp += thp;
+        r.base += part.base + (part.thp - thp);
         r.not_resident += part.not_resident;
         continue;
       }
@@ -243,12 +264,12 @@ inline backing_report backing_of(pid_t pid, const void* p, std::size_t bytes) {
     }
     std::size_t present = 0, absent = 0;
     if (!pagemap || !detail::count_present(pagemap.get(), s, e, present, absent)) {
-      present = m.size() == 0 ? 0 : m.rss * (e - s) / m.size();
+      present = detail::prorate(m.rss, e - s, m.size());
       present = std::min(present, e - s);
       absent = (e - s) - present;
       r.exact = r.exact && whole;
     }
-    std::size_t huge = m.size() == 0 ? 0 : m.anon_huge * (e - s) / m.size();
+    std::size_t huge = detail::prorate(m.anon_huge, e - s, m.size());
     if (!whole && m.anon_huge != 0) r.exact = false;
     huge = std::min(huge, present);
     r.thp += huge;

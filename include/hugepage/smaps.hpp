@@ -107,6 +107,7 @@ inline bool parse_mapping_header(std::string_view line, mapping_info& m) {
 /// Parses the text of an smaps file. Unknown fields are ignored; a malformed line is skipped.
 inline std::vector<mapping_info> parse_smaps(std::string_view text) {
   std::vector<mapping_info> mappings;
+  bool in_mapping = false;  // fields after a malformed header belong to no mapping
   while (!text.empty()) {
     const auto newline = text.find('\n');
     const std::string_view line = text.substr(0, newline);
@@ -116,11 +117,13 @@ inline std::vector<mapping_info> parse_smaps(std::string_view text) {
     const std::string_view key = detail::next_token(rest);
     if (key.empty()) continue;
     if (key.back() != ':') {
+      if (key.find('-') == std::string_view::npos) continue;  // junk: not a header, not a field
       mapping_info m;
-      if (detail::parse_mapping_header(line, m)) mappings.push_back(std::move(m));
+      in_mapping = detail::parse_mapping_header(line, m);
+      if (in_mapping) mappings.push_back(std::move(m));
       continue;
     }
-    if (mappings.empty()) continue;
+    if (!in_mapping) continue;
     mapping_info& m = mappings.back();
     const std::string_view name = key.substr(0, key.size() - 1);
     if (name == "VmFlags") {

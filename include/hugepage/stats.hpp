@@ -5,6 +5,8 @@
 // path stays free of shared cache lines. A snapshot is consistent per field, not across fields.
 #pragma once
 
+#include <time.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -38,8 +40,9 @@ struct statistics {
   std::uint64_t fallbacks_to_base = 0;  ///< requests served from base pages
   std::uint64_t collapse_attempts = 0;  ///< MADV_COLLAPSE calls made
   std::uint64_t collapse_failures = 0;  ///< ... that failed (any errno)
-  bool collapse_unsupported = false;    ///< EINVAL seen: no more MADV_COLLAPSE calls are made
-  std::uint64_t prefaulted_bytes = 0;   ///< bytes populated at allocation (pre-fault policy)
+  /// The last MADV_COLLAPSE failed with EINVAL: calls are suspended for a minute, then retried.
+  bool collapse_unsupported = false;
+  std::uint64_t prefaulted_bytes = 0;  ///< bytes populated at allocation (pre-fault policy)
 
   /// Bytes currently mapped, over all backings.
   std::size_t mapped_bytes() const noexcept {
@@ -57,8 +60,15 @@ struct counters {
   std::atomic<std::uint64_t> fallbacks_to_thp{0}, fallbacks_to_base{0};
   std::atomic<std::uint64_t> collapse_attempts{0}, collapse_failures{0};
   std::atomic<bool> collapse_unsupported{false};
+  std::atomic<std::int64_t> collapse_retry_at{0};  // monotonic seconds
   std::atomic<std::uint64_t> prefaulted_bytes{0};
 };
+
+inline std::int64_t monotonic_seconds() noexcept {
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+  return static_cast<std::int64_t>(now.tv_sec);
+}
 
 inline counters& global_counters() noexcept {
   static counters instance;  // trivially destructible atomics: safe to use during exit

@@ -408,17 +408,23 @@ class strategy {
     }
   }
 
-  // One MADV_COLLAPSE per allocation, never a retry loop; after EINVAL (kernel < 6.1, or THP
-  // disabled for the process) no further calls are made. The memory stays THP-advised either way.
+  // One MADV_COLLAPSE per allocation, never a retry loop. After EINVAL (kernel < 6.1, THP
+  // `never`, PR_SET_THP_DISABLE) no call is made for collapse_retry_seconds: an old kernel pays one
+  // failing syscall a minute, and a process whose THP comes back on gets collapses again. The
+  // memory stays THP-advised either way.
+  static constexpr std::int64_t collapse_retry_seconds = 60;
+
   static void collapse_now(void* p, std::size_t length) noexcept {
     detail::counters& c = detail::global_counters();
     constexpr auto relaxed = std::memory_order_relaxed;
-    if (c.collapse_unsupported.load(relaxed)) return;
+    const std::int64_t now = detail::monotonic_seconds();
+    if (c.collapse_unsupported.load(relaxed) && now < c.collapse_retry_at.load(relaxed)) return;
     c.collapse_attempts.fetch_add(1, relaxed);
     const std::error_code ec = os::collapse(p, length);
-    if (!ec) return;
-    c.collapse_failures.fetch_add(1, relaxed);
-    if (ec == std::errc::invalid_argument) c.collapse_unsupported.store(true, relaxed);
+    const bool unsupported = ec == std::errc::invalid_argument;
+    if (unsupported) c.collapse_retry_at.store(now + collapse_retry_seconds, relaxed);
+    c.collapse_unsupported.store(unsupported, relaxed);
+    if (ec) c.collapse_failures.fetch_add(1, relaxed);
   }
 
   method method_;

@@ -1,0 +1,631 @@
+// backing_test.cpp - backing_of() against layouts built by hand with hugepage::os, and
+// parse_smaps() against handwritten text.
+#include "hugepage/backing.hpp"
+
+#include <grp.h>
+#include <gtest/gtest.h>
+#include <linux/capability.h>
+#include <pwd.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "hugepage/os.hpp"
+#include "hugepage/smaps.hpp"
+#include "support.hpp"
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+
+namespace {
+
+using hugepage::backing_report;
+using hugepage::backing_source;
+using hugepage::mapping_info;
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+constexpr std::size_t kHuge = 2 * kMiB;
+
+std::size_t page() { return hugepage::os::base_page_size(); }
+
+// Maps `length` bytes of private anonymous memory, 2 MiB-aligned, far below the kernel's mmap area
+// and with a gap on each side: the VMA merges with nothing, and memory that backing_of() itself
+// allocates (its smaps text can be big enough for malloc to mmap it) cannot land in a hole we
+// punch. Falls back to os::map_aligned where the address space is too small for the hint.
+void* map_isolated(std::size_t length) {
+  static std::uintptr_t next = std::uintptr_t{0x3100} << 32;  // 49 TiB: above ASan's shadow
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    void* hint = reinterpret_cast<void*>(next);
+    next += (length + 64 * kMiB + kHuge - 1) & ~(kHuge - 1);
+    void* p = ::mmap(hint, length, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p == hint) return p;
+    if (p != MAP_FAILED) ::munmap(p, length);  // kernels before 4.17 treat the flag as a hint
+    if (p == MAP_FAILED && errno != EEXIST) break;
+  }
+  std::error_code ec;
+  return hugepage::os::map_aligned(length, kHuge, ec);
+}
+
+// Writes one byte in each base page of [p, p + length) with `stride` base pages between writes.
+void touch(void* p, std::size_t length, std::size_t stride_pages = 1) {
+  auto* bytes = static_cast<volatile unsigned char*>(p);
+  for (std::size_t offset = 0; offset < length; offset += stride_pages * page()) {
+    bytes[offset] = 1;
+  }
+}
+
+// The smaps record of the mapping that contains `p` (an empty record when there is none).
+mapping_info vma_of(const void* p) {
+  std::error_code ec;
+  const auto address = reinterpret_cast<std::uintptr_t>(p);
+  for (const mapping_info& m : hugepage::read_smaps(0, ec)) {
+    if (m.start <= address && address < m.end) return m;
+  }
+  return {};
+}
+
+std::string describe(const backing_report& r) {
+  return "bytes " + std::to_string(r.bytes) + ", thp " + std::to_string(r.thp) + ", hugetlb_2m " +
+         std::to_string(r.hugetlb_2m) + ", hugetlb_1g " + std::to_string(r.hugetlb_1g) + ", base " +
+         std::to_string(r.base) + ", not_resident " + std::to_string(r.not_resident) +
+         ", unmapped " + std::to_string(r.unmapped) + ", source " + hugepage::name_of(r.source) +
+         ", exact " + (r.exact ? "true" : "false") + ", note '" + r.note + "'";
+}
+
+// The parts of a report add up to the bytes examined.
+void expect_consistent(const backing_report& r) {
+  EXPECT_EQ(r.thp + r.hugetlb_2m + r.hugetlb_1g + r.base + r.not_resident + r.unmapped, r.bytes)
+      << describe(r);
+}
+
+#define HUGEPAGE_REQUIRE_ROOT()                                                              \
+  do {                                                                                       \
+    if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("needs root for /proc/kpageflags and PFNs"); \
+  } while (0)
+
+// A THP-advised, fully touched region of `length` at an isolated address. Skips (or fails under
+// HUGEPAGE_REQUIRE=1) when the kernel did not give huge pages: that is fragmentation or THP
+// settings, not backing_of().
+class ThpRegion {
+ public:
+  explicit ThpRegion(std::size_t length) : length_(length), p_(map_isolated(length)) {
+    if (p_ == nullptr) return;
+    hugepage::os::advise_huge(p_, length_);
+    touch(p_, length_);
+  }
+  ~ThpRegion() {
+    if (p_ != nullptr) hugepage::os::unmap(p_, length_);
+  }
+  ThpRegion(const ThpRegion&) = delete;
+  ThpRegion& operator=(const ThpRegion&) = delete;
+  void* get() const { return p_; }
+  /// AnonHugePages of the region's VMA, from smaps: the kernel's own account.
+  std::size_t anon_huge() const { return vma_of(p_).anon_huge; }
+
+ private:
+  std::size_t length_;
+  void* p_;
+};
+
+TEST(BackingOf, ThpRegionIsAllThpFromKpageflags) {
+  HUGEPAGE_REQUIRE_ROOT();
+  const std::size_t length = 8 * kMiB;
+  ThpRegion region(length);
+  ASSERT_NE(region.get(), nullptr);
+  if (region.anon_huge() != length) {
+    HUGEPAGE_SKIP_OR_FAIL("the kernel gave " + std::to_string(region.anon_huge()) +
+                          " bytes of THP for an advised 8 MiB region");
+  }
+  const backing_report r = hugepage::backing_of(region.get(), length);
+  EXPECT_EQ(r.bytes, length);
+  EXPECT_EQ(r.thp, length) << describe(r);
+  EXPECT_EQ(r.base, 0u) << describe(r);
+  EXPECT_EQ(r.not_resident, 0u);
+  EXPECT_EQ(r.unmapped, 0u);
+  EXPECT_EQ(r.source, backing_source::kpageflags);
+  EXPECT_TRUE(r.exact);
+  EXPECT_TRUE(r.note.empty()) << r.note;
+  EXPECT_DOUBLE_EQ(r.huge_fraction(), 1.0);
+  expect_consistent(r);
+
+  // A sub-range inside one huge page: still THP, page by page.
+  const auto* inner = static_cast<const char*>(region.get()) + kHuge + 100;
+  const backing_report part = hugepage::backing_of(inner, 3 * page());
+  EXPECT_EQ(part.bytes, 4 * page()) << "widened to whole base pages";
+  EXPECT_EQ(part.thp, 4 * page()) << describe(part);
+  EXPECT_TRUE(part.exact);
+}
+
+// Splitting the VMA inside a huge page splits its PMD into PTEs; merging the VMA back leaves the
+// THP folio whole, present, contiguous and THP-flagged, yet mapped by 512 PTEs: no TLB reach.
+TEST(BackingOf, ThpFolioMappedByPtesIsNotThp) {
+  HUGEPAGE_REQUIRE_ROOT();
+  const std::size_t length = 4 * kMiB;
+  ThpRegion region(length);
+  ASSERT_NE(region.get(), nullptr);
+  if (region.anon_huge() != length) {
+    HUGEPAGE_SKIP_OR_FAIL("the kernel gave " + std::to_string(region.anon_huge()) +
+                          " bytes of THP for an advised 4 MiB region");
+  }
+  char* p = static_cast<char*>(region.get());
+  ASSERT_FALSE(hugepage::os::advise(p + kMiB, page(), MADV_NOHUGEPAGE));  // splits the VMA
+  ASSERT_FALSE(hugepage::os::advise(p + kMiB, page(), MADV_HUGEPAGE));    // merges it again
+  const mapping_info vma = vma_of(p);
+  ASSERT_EQ(vma.size(), length) << "the VMA did not merge back";
+  ASSERT_EQ(vma.anon_huge, kHuge) << "the kernel's own count: one PMD mapping left";
+
+  const backing_report r = hugepage::backing_of(p, length);
+  EXPECT_EQ(r.thp, kHuge) << describe(r);
+  EXPECT_EQ(r.base, kHuge) << describe(r);
+  EXPECT_TRUE(r.exact) << "whole mapping";
+  const backing_report half = hugepage::backing_of(p + kHuge, kHuge);
+  EXPECT_LE(half.thp, kHuge) << describe(half);
+  expect_consistent(half);
+}
+
+TEST(BackingOf, HalfTouchedThpRegion) {
+  HUGEPAGE_REQUIRE_ROOT();
+  const std::size_t length = 4 * kMiB;
+  void* p = map_isolated(length);
+  ASSERT_NE(p, nullptr);
+  hugepage::os::advise_huge(p, length);
+  static_cast<volatile char*>(p)[0] = 1;  // one write faults the whole first huge page
+  const std::size_t anon_huge = vma_of(p).anon_huge;
+  const backing_report r = hugepage::backing_of(p, length);
+  hugepage::os::unmap(p, length);
+  if (anon_huge != kHuge) {
+    HUGEPAGE_SKIP_OR_FAIL("the kernel gave " + std::to_string(anon_huge) + " bytes of THP");
+  }
+  EXPECT_EQ(r.thp, kHuge) << describe(r);
+  EXPECT_EQ(r.not_resident, kHuge) << describe(r);
+  EXPECT_EQ(r.base, 0u);
+  EXPECT_TRUE(r.exact);
+  expect_consistent(r);
+}
+
+TEST(BackingOf, Hugetlb2mRegion) {
+  HUGEPAGE_REQUIRE_POOL(hugepage::page_size::huge_2m, 2);
+  const std::size_t length = 2 * kHuge;
+  std::error_code ec;
+  void* p = hugepage::os::map_hugetlb(length, hugepage::page_size::huge_2m, ec);
+  if (p == nullptr) HUGEPAGE_SKIP_OR_FAIL("MAP_HUGETLB of 2 pages failed: " + ec.message());
+  static_cast<volatile char*>(p)[0] = 1;  // the first page only
+  const backing_report half = hugepage::backing_of(p, length);
+  static_cast<volatile char*>(p)[kHuge] = 1;
+  const backing_report full = hugepage::backing_of(p, length);
+  const backing_report inner = hugepage::backing_of(static_cast<char*>(p) + 12345, 5 * page());
+  hugepage::os::unmap(p, length);
+
+  EXPECT_EQ(half.hugetlb_2m, kHuge) << describe(half);
+  EXPECT_EQ(half.not_resident, kHuge) << describe(half);
+  EXPECT_EQ(half.thp + half.base + half.hugetlb_1g, 0u) << describe(half);
+  expect_consistent(half);
+
+  EXPECT_EQ(full.hugetlb_2m, length) << describe(full);
+  EXPECT_EQ(full.not_resident, 0u);
+  EXPECT_EQ(full.thp + full.base + full.hugetlb_1g + full.unmapped, 0u) << describe(full);
+  EXPECT_TRUE(full.exact);
+  EXPECT_DOUBLE_EQ(full.huge_fraction(), 1.0);
+
+  EXPECT_EQ(inner.hugetlb_2m, 6 * page()) << describe(inner);
+}
+
+TEST(BackingOf, Hugetlb1gRegion) {
+  HUGEPAGE_REQUIRE_POOL(hugepage::page_size::huge_1g, 1);
+  const std::size_t length = std::size_t{1} << 30;
+  std::error_code ec;
+  void* p = hugepage::os::map_hugetlb(length, hugepage::page_size::huge_1g, ec);
+  if (p == nullptr) HUGEPAGE_SKIP_OR_FAIL("MAP_HUGETLB of a 1 GiB page failed: " + ec.message());
+  static_cast<volatile char*>(p)[length - 1] = 1;
+  const backing_report r = hugepage::backing_of(p, length);
+  const mapping_info vma = vma_of(p);
+  hugepage::os::unmap(p, length);
+
+  EXPECT_EQ(vma.kernel_page_bytes, length);
+  EXPECT_EQ(r.hugetlb_1g, length) << describe(r);
+  EXPECT_EQ(r.hugetlb_2m + r.thp + r.base + r.not_resident + r.unmapped, 0u) << describe(r);
+  EXPECT_TRUE(r.exact);
+}
+
+TEST(BackingOf, BasePageRegionIsAllBase) {
+  HUGEPAGE_REQUIRE_ROOT();
+  const std::size_t length = 4 * kMiB;
+  void* p = map_isolated(length);
+  ASSERT_NE(p, nullptr);
+  ASSERT_FALSE(hugepage::os::advise(p, length, MADV_NOHUGEPAGE));
+  touch(p, length);
+  const backing_report r = hugepage::backing_of(p, length);
+  hugepage::os::unmap(p, length);
+  EXPECT_EQ(r.base, length) << describe(r);
+  EXPECT_EQ(r.thp, 0u);
+  EXPECT_EQ(r.not_resident, 0u);
+  EXPECT_EQ(r.source, backing_source::kpageflags);
+  EXPECT_TRUE(r.exact);
+  EXPECT_DOUBLE_EQ(r.huge_fraction(), 0.0);
+}
+
+TEST(BackingOf, PartiallyResidentRegionCountsNotResidentExactly) {
+  const std::size_t length = 4 * kMiB;
+  void* p = map_isolated(length);
+  ASSERT_NE(p, nullptr);
+  ASSERT_FALSE(hugepage::os::advise(p, length, MADV_NOHUGEPAGE));
+  touch(p, length, /*stride_pages=*/2);  // every other page
+  const backing_report r = hugepage::backing_of(p, length);
+  const backing_report untouched = hugepage::backing_of(static_cast<char*>(p) + page(), page());
+  hugepage::os::unmap(p, length);
+  EXPECT_EQ(r.not_resident, length / 2) << describe(r);
+  EXPECT_EQ(r.base, length / 2) << describe(r);
+  EXPECT_EQ(r.thp, 0u);
+  EXPECT_EQ(r.unmapped, 0u);
+  EXPECT_EQ(untouched.not_resident, page()) << describe(untouched);
+  EXPECT_EQ(untouched.bytes, page());
+}
+
+TEST(BackingOf, UnmappedRangeIsReportedAsUnmapped) {
+  const std::size_t length = 4 * kMiB;
+  void* p = map_isolated(length);
+  ASSERT_NE(p, nullptr);
+  touch(p, length);
+  ASSERT_FALSE(hugepage::os::unmap(p, length));
+  const backing_report r = hugepage::backing_of(p, length);
+  EXPECT_EQ(r.bytes, length);
+  EXPECT_EQ(r.unmapped, length) << describe(r);
+  EXPECT_EQ(r.resident_bytes() + r.not_resident, 0u) << describe(r);
+  EXPECT_NE(r.source, backing_source::unavailable) << "an unmapped range is an answer";
+  EXPECT_TRUE(r.exact) << describe(r);
+  EXPECT_DOUBLE_EQ(r.huge_fraction(), 0.0);
+}
+
+TEST(BackingOf, RangeStraddlingMappedAndUnmappedIsSplit) {
+  const std::size_t length = 6 * kMiB;
+  auto* p = static_cast<char*>(map_isolated(length));
+  ASSERT_NE(p, nullptr);
+  ASSERT_FALSE(hugepage::os::advise(p, length, MADV_NOHUGEPAGE));
+  touch(p, length);
+  ASSERT_FALSE(hugepage::os::unmap(p + 2 * kMiB, 2 * kMiB));  // a hole in the middle
+
+  const backing_report whole = hugepage::backing_of(p, length);
+  EXPECT_EQ(whole.base, 4 * kMiB) << describe(whole);
+  EXPECT_EQ(whole.unmapped, 2 * kMiB) << describe(whole);
+  expect_consistent(whole);
+
+  // Starts mapped, ends in the hole.
+  const backing_report head = hugepage::backing_of(p + 1 * kMiB, 2 * kMiB);
+  EXPECT_EQ(head.base, 1 * kMiB) << describe(head);
+  EXPECT_EQ(head.unmapped, 1 * kMiB) << describe(head);
+
+  // Starts in the hole, ends mapped.
+  const backing_report tail = hugepage::backing_of(p + 3 * kMiB, 2 * kMiB);
+  EXPECT_EQ(tail.unmapped, 1 * kMiB) << describe(tail);
+  EXPECT_EQ(tail.base, 1 * kMiB) << describe(tail);
+
+  // Entirely after the last mapping of the isolated area.
+  const backing_report after = hugepage::backing_of(p + length, kMiB);
+  EXPECT_EQ(after.unmapped, kMiB) << describe(after);
+
+  hugepage::os::unmap(p, 2 * kMiB);
+  hugepage::os::unmap(p + 4 * kMiB, 2 * kMiB);
+}
+
+TEST(BackingOf, ZeroBytesIsAnEmptyExactReport) {
+  int local = 0;
+  const backing_report r = hugepage::backing_of(&local, 0);
+  EXPECT_EQ(r.bytes, 0u);
+  EXPECT_TRUE(r.exact);
+  EXPECT_DOUBLE_EQ(r.huge_fraction(), 0.0);
+}
+
+TEST(BackingOf, LengthPastTheEndOfTheAddressSpaceIsClipped) {
+  // Nothing is mapped up here (it is kernel space on x86-64 and arm64); the point is the
+  // arithmetic: a length that runs past the end must clip, not wrap around to an empty range.
+  const std::uintptr_t top = UINTPTR_MAX & ~(std::uintptr_t{page()} - 1);
+  const std::uintptr_t start = top - 16 * page();
+  const backing_report r = hugepage::backing_of(reinterpret_cast<const void*>(start), SIZE_MAX);
+  EXPECT_EQ(r.bytes, top - start) << describe(r);
+  EXPECT_EQ(r.unmapped, r.bytes) << describe(r);
+
+  const backing_report r2 =
+      hugepage::backing_of(reinterpret_cast<const void*>(start), SIZE_MAX - start + 1);
+  EXPECT_EQ(r2.bytes, top - start) << describe(r2);
+}
+
+TEST(BackingOf, NoSuchProcessGivesAClearAnswer) {
+  int local = 0;
+  const backing_report r = hugepage::backing_of(pid_t{0x3fffffff}, &local, sizeof local);
+  EXPECT_EQ(r.source, backing_source::unavailable);
+  EXPECT_FALSE(r.exact);
+  EXPECT_NE(r.note.find("smaps"), std::string::npos) << r.note;
+  EXPECT_EQ(r.resident_bytes(), 0u) << "no made-up numbers";
+}
+
+TEST(BackingOf, AnotherProcess) {
+  HUGEPAGE_REQUIRE_ROOT();
+  const std::size_t length = 2 * kMiB;
+  void* p = map_isolated(length);
+  ASSERT_NE(p, nullptr);
+  ASSERT_FALSE(hugepage::os::advise(p, length, MADV_NOHUGEPAGE));
+  touch(p, length / 2);
+  int ready[2];
+  int done[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(done), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    char c = 0;
+    (void)!::write(ready[1], &c, 1);
+    (void)!::read(done[0], &c, 1);
+    ::_exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  // The child shares the pages copy-on-write: resident, on base pages, in its address space too.
+  const backing_report r = hugepage::backing_of(child, p, length);
+  (void)!::write(done[1], &c, 1);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  for (const int fd : {ready[0], ready[1], done[0], done[1]}) ::close(fd);
+  hugepage::os::unmap(p, length);
+  EXPECT_EQ(r.base, length / 2) << describe(r);
+  EXPECT_EQ(r.not_resident, length / 2) << describe(r);
+  EXPECT_EQ(r.source, backing_source::kpageflags);
+}
+
+// ---- without CAP_SYS_ADMIN: the smaps path --------------------------------------------------
+
+// Drops CAP_SYS_ADMIN from the effective and permitted sets while staying uid 0. /proc/kpageflags
+// still opens (its owner is root and DAC grants the owner read), but pagemap hides PFNs from an
+// opener without CAP_SYS_ADMIN: backing_of must notice and use smaps.
+bool drop_cap_sys_admin() {
+  __user_cap_header_struct header{};
+  header.version = _LINUX_CAPABILITY_VERSION_3;
+  header.pid = 0;
+  __user_cap_data_struct data[2] = {};
+  if (::syscall(SYS_capget, &header, data) != 0) return false;
+  const unsigned index = CAP_TO_INDEX(CAP_SYS_ADMIN);
+  data[index].effective &= ~CAP_TO_MASK(CAP_SYS_ADMIN);
+  data[index].permitted &= ~CAP_TO_MASK(CAP_SYS_ADMIN);
+  data[index].inheritable &= ~CAP_TO_MASK(CAP_SYS_ADMIN);
+  return ::syscall(SYS_capset, &header, data) == 0;
+}
+
+// Becomes the unprivileged user `nobody`: /proc/kpageflags (root, 0400) no longer opens.
+bool become_nobody() {
+  const passwd* nobody = ::getpwnam("nobody");
+  const uid_t uid = nobody != nullptr ? nobody->pw_uid : 65534;
+  const gid_t gid = nobody != nullptr ? nobody->pw_gid : 65534;
+  if (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0) return false;
+  // A credential change makes the process non-dumpable, and /proc/self/* then belongs to root;
+  // an ordinary unprivileged process is dumpable.
+  return ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) == 0;
+}
+
+constexpr int kNoThp = 77;
+
+// In the child: an 8 MiB THP region that is a whole VMA. Whole-mapping numbers must be right and
+// exact; a part of the mapping is prorated and says so.
+int check_smaps_path(bool (*drop)(), const char* expected_note_word) {
+  if (!drop()) return 2;
+  const std::size_t length = 8 * kMiB;
+  ThpRegion region(length);
+  if (region.get() == nullptr) return 4;
+  const mapping_info vma = vma_of(region.get());
+  if (vma.start != reinterpret_cast<std::uintptr_t>(region.get()) || vma.size() != length) {
+    return 5;  // merged with a neighbour: the isolation failed
+  }
+  if (vma.anon_huge != length) return kNoThp;
+
+  const backing_report r = hugepage::backing_of(region.get(), length);
+  std::fprintf(stderr, "child whole: %s\n", describe(r).c_str());
+  if (r.source != backing_source::smaps) return 10;
+  if (r.bytes != length) return 11;
+  if (r.thp != length) return 12;
+  if (r.base != 0 || r.not_resident != 0 || r.unmapped != 0) return 13;
+  if (!r.exact) return 14;
+
+  // A quarter of the mapping: prorated from AnonHugePages, approximate, with the reason.
+  const backing_report q = hugepage::backing_of(static_cast<char*>(region.get()) + kHuge, kHuge);
+  std::fprintf(stderr, "child part: %s\n", describe(q).c_str());
+  if (q.source != backing_source::smaps) return 20;
+  if (q.thp != kHuge) return 21;
+  if (q.exact) return 22;
+  if (q.note.find(expected_note_word) == std::string::npos) return 23;
+  return 0;
+}
+
+TEST(BackingOf, WithoutCapSysAdminUsesSmaps) {
+  HUGEPAGE_REQUIRE_ROOT();
+  const int code = hugepage::test::run_in_child(
+      [] { return check_smaps_path(drop_cap_sys_admin, "CAP_SYS_ADMIN"); });
+  if (code == kNoThp) HUGEPAGE_SKIP_OR_FAIL("the kernel gave no THP for the 8 MiB region");
+  EXPECT_EQ(code, 0) << "see the child's output above";
+}
+
+TEST(BackingOf, AsNobodyUsesSmaps) {
+  HUGEPAGE_REQUIRE_ROOT();
+  const int code =
+      hugepage::test::run_in_child([] { return check_smaps_path(become_nobody, "kpageflags"); });
+  if (code == kNoThp) HUGEPAGE_SKIP_OR_FAIL("the kernel gave no THP for the 8 MiB region");
+  EXPECT_EQ(code, 0) << "see the child's output above";
+}
+
+// The smaps path prorates per-mapping sizes over the range: AnonHugePages * range / size. For a
+// big mapping that product passes 2^64 (a 256 GiB mapping with 64 MiB of THP), and a fully THP
+// container of 8 GiB, the use case the library is for, gets there too.
+TEST(BackingOf, SmapsPathDoesNotOverflowOnBigMappings) {
+  HUGEPAGE_REQUIRE_ROOT();
+  const int code = hugepage::test::run_in_child([]() -> int {
+    if (!drop_cap_sys_admin()) return 2;
+    const std::size_t length = std::size_t{256} << 30;  // virtual only: MAP_NORESERVE
+    const std::size_t touched = 64 * kMiB;
+    void* hint = reinterpret_cast<void*>(std::uintptr_t{0x3800} << 32);
+    void* p = ::mmap(hint, length, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p != hint) return 3;
+    hugepage::os::advise_huge(p, length);
+    touch(p, touched);
+    const mapping_info vma = vma_of(p);
+    if (vma.size() != length) return 4;
+    if (vma.anon_huge != touched) return kNoThp;
+    const backing_report r = hugepage::backing_of(p, length);
+    std::fprintf(stderr, "child: %s\n", describe(r).c_str());
+    if (r.source != backing_source::smaps) return 10;
+    if (r.thp != touched) return 11;
+    if (r.not_resident != length - touched) return 12;
+    // Everything but the last page: prorated, approximate, and still about 64 MiB.
+    const backing_report q = hugepage::backing_of(p, length - page());
+    std::fprintf(stderr, "child: %s\n", describe(q).c_str());
+    if (q.thp + page() < touched || q.thp > touched) return 13;
+    return 0;
+  });
+  if (code == kNoThp) HUGEPAGE_SKIP_OR_FAIL("the kernel gave no THP for the 64 MiB touched");
+  EXPECT_EQ(code, 0) << "see the child's output above";
+}
+
+// ---- parse_smaps ----------------------------------------------------------------------------
+
+constexpr const char* kSample =
+    "Rss:                 99 kB\n"  // before any header: ignored
+    "00400000-00452000 r-xp 00000000 08:02 173521      /usr/bin/dbus-daemon\n"
+    "Size:                328 kB\n"
+    "KernelPageSize:        4 kB\n"
+    "MMUPageSize:           4 kB\n"
+    "Rss:                 300 kB\n"
+    "Pss:                 150 kB\n"
+    "Pss_Dirty:             0 kB\n"
+    "Shared_Clean:        300 kB\n"
+    "Anonymous:             0 kB\n"
+    "FilePmdMapped:         0 kB\n"
+    "AnonHugePages:         0 kB\n"
+    "THPeligible:    0\n"
+    "ProtectionKey:         0\n"
+    "VmFlags: rd ex mr mw me dw sd \n"
+    "7f3a00000000-7f3a00800000 rw-p 00000000 00:00 0 \n"  // no name
+    "Size:               8192 kB\n"
+    "KernelPageSize:        4 kB\n"
+    "Rss:                6144 kB\n"
+    "Anonymous:          6144 kB\n"
+    "AnonHugePages:      4096 kB\n"
+    "Swap:                 12 kB\n"
+    "THPeligible:    1\n"
+    "SomeFieldFromTheFuture:   77 kB\n"  // unknown field
+    "this line is malformed\n"
+    "Rss:              lots kB\n"  // malformed value: skipped, the earlier Rss stays
+    "VmFlags: rd wr mr mw me ac sd hg\n"
+    "\n"
+    "7f3a00a00000-7f3a00e00000 rw-p 00000000 00:10 12345\t/anon_hugepage (deleted)\n"
+    "Size:               4096 kB\n"
+    "KernelPageSize:     2048 kB\n"
+    "MMUPageSize:        2048 kB\n"
+    "Rss:                   0 kB\n"
+    "Private_Hugetlb:    2048 kB\n"
+    "Shared_Hugetlb:     2048 kB\n"
+    "VmFlags: rd wr mr mw me de ht sd\n"
+    "7ffd1c000000-7ffd1c021000 rw-p 00000000 00:00 0                          [stack]\n"
+    "Rss:                  16 kB";  // no final newline
+
+TEST(ParseSmaps, HandwrittenSample) {
+  const std::vector<mapping_info> maps = hugepage::parse_smaps(kSample);
+  ASSERT_EQ(maps.size(), 4u);
+
+  const mapping_info& text = maps[0];
+  EXPECT_EQ(text.start, 0x400000u);
+  EXPECT_EQ(text.end, 0x452000u);
+  EXPECT_EQ(text.size(), 0x52000u);
+  EXPECT_EQ(text.permissions, "r-xp");
+  EXPECT_EQ(text.name, "/usr/bin/dbus-daemon");
+  EXPECT_EQ(text.rss, 300u * 1024);
+  EXPECT_EQ(text.kernel_page_bytes, 4096u);
+  EXPECT_FALSE(text.is_hugetlb());
+  EXPECT_FALSE(text.thp_eligible);
+  EXPECT_FALSE(text.advised_huge());
+  EXPECT_TRUE(text.has_flag("ex"));
+  EXPECT_TRUE(text.has_flag("sd"));
+
+  const mapping_info& anon = maps[1];
+  EXPECT_EQ(anon.start, UINT64_C(0x7f3a00000000));
+  EXPECT_EQ(anon.end, UINT64_C(0x7f3a00800000));
+  EXPECT_EQ(anon.name, "") << "a mapping with no name";
+  EXPECT_EQ(anon.rss, 6144u * 1024) << "the malformed Rss line must not change it";
+  EXPECT_EQ(anon.anonymous, 6144u * 1024);
+  EXPECT_EQ(anon.anon_huge, 4096u * 1024);
+  EXPECT_EQ(anon.swap, 12u * 1024);
+  EXPECT_TRUE(anon.thp_eligible);
+  EXPECT_EQ(anon.vm_flags, "rd wr mr mw me ac sd hg");
+  EXPECT_TRUE(anon.advised_huge());
+  EXPECT_TRUE(anon.has_flag("hg"));
+  EXPECT_FALSE(anon.has_flag("nh"));
+  EXPECT_FALSE(anon.has_flag("h")) << "whole flags only";
+  EXPECT_FALSE(anon.is_hugetlb());
+
+  const mapping_info& huge = maps[2];
+  EXPECT_EQ(huge.name, "/anon_hugepage (deleted)");
+  EXPECT_EQ(huge.kernel_page_bytes, kHuge);
+  EXPECT_TRUE(huge.is_hugetlb());
+  EXPECT_EQ(huge.private_hugetlb, kHuge);
+  EXPECT_EQ(huge.shared_hugetlb, kHuge);
+  EXPECT_EQ(huge.rss, 0u);
+  EXPECT_TRUE(huge.has_flag("ht"));
+  EXPECT_FALSE(huge.advised_huge());
+
+  const mapping_info& stack = maps[3];
+  EXPECT_EQ(stack.name, "[stack]");
+  EXPECT_EQ(stack.rss, 16u * 1024) << "the last line has no newline";
+}
+
+TEST(ParseSmaps, EmptyAndGarbage) {
+  EXPECT_TRUE(hugepage::parse_smaps("").empty());
+  EXPECT_TRUE(hugepage::parse_smaps("\n\n").empty());
+  EXPECT_TRUE(hugepage::parse_smaps("Rss: 4 kB\nVmFlags: rd\n").empty());
+  EXPECT_TRUE(hugepage::parse_smaps("not a header\nxyz-123 rw-p 0 0 0\n12345 rw-p\n").empty());
+}
+
+TEST(ParseSmaps, FieldsAfterAMalformedHeaderBelongToNoMapping) {
+  const auto maps = hugepage::parse_smaps(
+      "7f0000000000-7f0000200000 rw-p 00000000 00:00 0\n"
+      "Rss:                 8 kB\n"
+      "zzzz-not-a-range rw-p 00000000 00:00 0\n"
+      "Rss:              2048 kB\n"
+      "AnonHugePages:    2048 kB\n"
+      "7f0000400000-7f0000600000 rw-p 00000000 00:00 0\n"
+      "Rss:                 4 kB\n");
+  ASSERT_EQ(maps.size(), 2u);
+  EXPECT_EQ(maps[0].rss, 8u * 1024);
+  EXPECT_EQ(maps[0].anon_huge, 0u);
+  EXPECT_EQ(maps[1].start, 0x7f0000400000u);
+  EXPECT_EQ(maps[1].rss, 4u * 1024);
+}
+
+TEST(ParseSmaps, ReadsThisProcess) {
+  std::error_code ec;
+  const std::vector<mapping_info> maps = hugepage::read_smaps(0, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  ASSERT_FALSE(maps.empty());
+  int local = 0;
+  const auto address = reinterpret_cast<std::uintptr_t>(&local);
+  bool found_stack = false;
+  for (std::size_t i = 0; i < maps.size(); ++i) {
+    EXPECT_LT(maps[i].start, maps[i].end);
+    if (i > 0) {
+      EXPECT_LE(maps[i - 1].end, maps[i].start) << "sorted, not overlapping";
+    }
+    if (maps[i].start <= address && address < maps[i].end) found_stack = true;
+  }
+  EXPECT_TRUE(found_stack);
+
+  const std::vector<mapping_info> none = hugepage::read_smaps(pid_t{0x3fffffff}, ec);
+  EXPECT_TRUE(none.empty());
+  EXPECT_EQ(ec, std::errc::no_such_file_or_directory) << ec.message();
+}
+
+}  // namespace

@@ -1,0 +1,831 @@
+// failure_test.cpp - the failure modes of /work/shared/RELIABILITY.md, induced for real: a short
+// pool, a seccomp filter, prctl, setrlimit, a hugetlb cgroup limit, fork, a partial munmap.
+//
+// Failures that would disturb the rest of the process (seccomp, prctl, rlimits, cgroups) run in a
+// forked child (test::run_in_child), which returns a distinct code for each check that failed.
+// The hugetlb pools are shared with other processes: nothing here drains or resizes them; where a
+// test needs "the pool is short for this process" it uses a hugetlb cgroup limit instead.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <new>
+#include <string>
+#include <typeinfo>
+#include <vector>
+
+#include "hugepage/allocator.hpp"
+#include "hugepage/backing.hpp"
+#include "hugepage/errors.hpp"
+#include "hugepage/os.hpp"
+#include "hugepage/smaps.hpp"
+#include "hugepage/stats.hpp"
+#include "hugepage/strategy.hpp"
+#include "hugepage/system.hpp"
+#include "support.hpp"
+
+namespace {
+
+using hugepage::allocation_error;
+using hugepage::page_size;
+using hugepage::pool_exhausted;
+using hugepage::test::pool_counts;
+using hugepage::test::read_counts;
+using hugepage::test::run_in_child;
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+constexpr std::size_t kGiB = std::size_t{1} << 30;
+constexpr std::size_t kHuge = 2 * kMiB;
+
+std::size_t base_page() { return hugepage::os::base_page_size(); }
+
+// ---- helpers ----------------------------------------------------------------------------------
+
+// Hugetlb mappings this process holds now (smaps records with a huge KernelPageSize).
+std::size_t own_hugetlb_mappings() {
+  std::error_code ec;
+  std::size_t count = 0;
+  for (const auto& m : hugepage::read_smaps(0, ec)) count += m.is_hugetlb() ? 1 : 0;
+  return count;
+}
+
+// Whether the pool counts are back at `before`. Other processes share the pool, so a mismatch is
+// retried for a while; if it persists, this process must at least hold no hugetlb mapping (every
+// reservation and page we could have taken belongs to one).
+::testing::AssertionResult pool_back(page_size size, const pool_counts& before) {
+  pool_counts now = read_counts(size);
+  for (int i = 0; i < 20 && !(now == before); ++i) {
+    ::usleep(100 * 1000);
+    now = read_counts(size);
+  }
+  if (now == before) return ::testing::AssertionSuccess();
+  const std::size_t mine = own_hugetlb_mappings();
+  if (mine == 0) {
+    std::fprintf(stderr,
+                 "note: %s pool moved from {free %llu, reserved %llu} to {free %llu, reserved "
+                 "%llu}, but this process holds no hugetlb mapping: other processes use the pool\n",
+                 hugepage::name_of(size), static_cast<unsigned long long>(before.free),
+                 static_cast<unsigned long long>(before.reserved),
+                 static_cast<unsigned long long>(now.free),
+                 static_cast<unsigned long long>(now.reserved));
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure()
+         << hugepage::name_of(size) << " pool was " << before << ", now " << now
+         << ", and this process still holds " << mine << " hugetlb mapping(s)";
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// Writes a pattern that depends on the address into every 8-byte word of [p, p + length).
+void fill(void* p, std::size_t length, std::uint64_t seed) {
+  auto* words = static_cast<std::uint64_t*>(p);
+  for (std::size_t i = 0; i < length / sizeof(std::uint64_t); ++i) words[i] = seed ^ (i * 0x9e37);
+}
+
+// Whether the words of [p + from, p + to) still hold fill()'s pattern for the whole block at p.
+bool holds(const void* p, std::size_t from, std::size_t to, std::uint64_t seed) {
+  const auto* words = static_cast<const std::uint64_t*>(p);
+  for (std::size_t i = from / sizeof(std::uint64_t); i < to / sizeof(std::uint64_t); ++i) {
+    if (words[i] != (seed ^ (i * 0x9e37))) return false;
+  }
+  return true;
+}
+
+// In a child: let SIGSEGV and SIGBUS kill the process instead of a sanitizer's report.
+void default_fault_signals() {
+  std::signal(SIGSEGV, SIG_DFL);
+  std::signal(SIGBUS, SIG_DFL);
+}
+
+// A cgroup v2 directory with the hugetlb controller, removed again at destruction. It lets a child
+// see a short hugetlb "pool" (hugetlb.<size>.max, .rsvd.max) without draining the shared pool.
+class hugetlb_cgroup {
+ public:
+  hugetlb_cgroup() {
+    std::error_code ec;
+    const std::string mounts = hugepage::detail::read_file("/proc/self/mounts", ec);
+    std::string root;
+    for (std::size_t at = 0; at < mounts.size();) {
+      const std::size_t end = std::min(mounts.find('\n', at), mounts.size());
+      char device[256], dir[512], type[64];
+      const std::string line = mounts.substr(at, end - at);
+      if (std::sscanf(line.c_str(), "%255s %511s %63s", device, dir, type) == 3 &&
+          std::strcmp(type, "cgroup2") == 0) {
+        root = dir;
+        break;
+      }
+      at = end + 1;
+    }
+    if (root.empty()) {
+      error_ = "no cgroup2 file system mounted";
+      return;
+    }
+    const std::string controllers =
+        hugepage::detail::read_file((root + "/cgroup.controllers").c_str(), ec);
+    if (ec || !contains(controllers, "hugetlb")) {
+      error_ = "the hugetlb controller is not available in " + root;
+      return;
+    }
+    const std::string subtree =
+        hugepage::detail::read_file((root + "/cgroup.subtree_control").c_str(), ec);
+    if (!contains(subtree, "hugetlb") &&
+        !write_file(root + "/cgroup.subtree_control", "+hugetlb")) {
+      error_ =
+          "cannot enable hugetlb in " + root + "/cgroup.subtree_control: " + std::strerror(errno);
+      return;
+    }
+    static std::atomic<int> serial{0};
+    const std::string path = root + "/hugepage-test-" + std::to_string(::getpid()) + "-" +
+                             std::to_string(serial.fetch_add(1));
+    if (::mkdir(path.c_str(), 0755) != 0) {
+      error_ = "cannot create " + path + ": " + std::strerror(errno);
+      return;
+    }
+    path_ = path;
+  }
+  ~hugetlb_cgroup() {
+    if (!path_.empty()) ::rmdir(path_.c_str());
+  }
+  hugetlb_cgroup(const hugetlb_cgroup&) = delete;
+  hugetlb_cgroup& operator=(const hugetlb_cgroup&) = delete;
+
+  /// Empty when usable; otherwise why not.
+  const std::string& error() const { return error_; }
+  /// Limits the 2 MiB pages this cgroup may fault and reserve.
+  bool limit_2m(std::size_t pages) const {
+    const std::string bytes = std::to_string(pages * kHuge);
+    return write_file(path_ + "/hugetlb.2MB.max", bytes) &&
+           write_file(path_ + "/hugetlb.2MB.rsvd.max", bytes);
+  }
+  /// Moves the calling process into the cgroup (call it in a child).
+  bool join() const { return write_file(path_ + "/cgroup.procs", "0"); }
+
+ private:
+  static bool write_file(const std::string& path, const std::string& text) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    ::close(fd);
+    return ok;
+  }
+
+  std::string path_;
+  std::string error_;
+};
+
+// ---- pool shortage ----------------------------------------------------------------------------
+
+// More pages than the pool could ever give, whatever other processes hold.
+std::uint64_t pages_beyond_pool(const hugepage::hugetlb_pool& pool) {
+  return pool.total.value_or(0) + pool.overcommit.value_or(0) + 1;
+}
+
+TEST(PoolShortage, StrictThrowsPoolExhaustedNamingTheFix) {
+  const auto pool = hugepage::read_pool(page_size::huge_2m);
+  if (!pool || !pool->total) HUGEPAGE_SKIP_OR_FAIL("no 2 MiB hugetlb pool on this kernel");
+  const std::uint64_t pages = pages_beyond_pool(*pool);
+  const std::uint64_t total = *pool->total;
+
+  for (int attempt = 0;; ++attempt) {
+    const pool_counts before = read_counts(page_size::huge_2m);
+    const std::uint64_t available_before = hugepage::test::pool_available(page_size::huge_2m);
+    const hugepage::statistics stats_before = hugepage::stats();
+    hugepage::huge_page_allocator<char> allocator;
+    bool thrown = false;
+    try {
+      char* p = allocator.allocate(pages * kHuge);
+      allocator.deallocate(p, pages * kHuge);
+    } catch (const pool_exhausted& e) {
+      thrown = true;
+      EXPECT_EQ(typeid(e), typeid(pool_exhausted)) << "exactly pool_exhausted";
+      EXPECT_NE(dynamic_cast<const std::bad_alloc*>(&e), nullptr);
+      EXPECT_EQ(e.size(), page_size::huge_2m);
+      EXPECT_EQ(e.pages_requested(), pages);
+      EXPECT_LE(e.pages_available(), total);
+      EXPECT_EQ(e.code(), std::errc::not_enough_memory) << e.code().message();
+      const std::string what = e.what();
+      EXPECT_TRUE(contains(what, "asked for " + std::to_string(pages) + " x 2 MiB")) << what;
+      EXPECT_TRUE(contains(what, std::to_string(e.pages_available()) + " available")) << what;
+      // With N pages in the pool, `available` grows by N - total and covers the request.
+      const std::uint64_t target = total + pages - e.pages_available();
+      EXPECT_TRUE(contains(what, "sysctl -w vm.nr_hugepages=" + std::to_string(target))) << what;
+      const std::uint64_t available_after = hugepage::test::pool_available(page_size::huge_2m);
+      if (available_before != available_after && attempt < 5) continue;  // the pool moved
+      EXPECT_EQ(e.pages_available(), available_before) << what;
+    }
+    EXPECT_TRUE(thrown) << "asked for " << pages << " pages of a pool of " << total;
+    const hugepage::statistics stats_after = hugepage::stats();
+    EXPECT_EQ(stats_after.live_mappings, stats_before.live_mappings);
+    EXPECT_EQ(stats_after.requested_hugetlb_2m, stats_before.requested_hugetlb_2m);
+    EXPECT_EQ(stats_after.fallbacks_to_thp, stats_before.fallbacks_to_thp);
+    EXPECT_TRUE(pool_back(page_size::huge_2m, before));
+    break;
+  }
+}
+
+TEST(PoolShortage, StrictIsAlsoABadAlloc) {
+  const auto pool = hugepage::read_pool(page_size::huge_2m);
+  if (!pool || !pool->total) HUGEPAGE_SKIP_OR_FAIL("no 2 MiB hugetlb pool on this kernel");
+  hugepage::huge_page_allocator<std::uint64_t> allocator;
+  const std::size_t n = pages_beyond_pool(*pool) * kHuge / sizeof(std::uint64_t);
+  EXPECT_THROW((void)allocator.allocate(n), std::bad_alloc);
+  EXPECT_THROW((void)allocator.allocate(n), allocation_error);
+}
+
+TEST(PoolShortage, Strict1GNamesTheSysfsFile) {
+  const auto pool = hugepage::read_pool(page_size::huge_1g);
+  if (!pool || !pool->total) HUGEPAGE_SKIP_OR_FAIL("no 1 GiB hugetlb pool on this kernel");
+  const std::uint64_t pages = pages_beyond_pool(*pool);
+  const std::uint64_t total = *pool->total;
+  const pool_counts before = read_counts(page_size::huge_1g);
+  const hugepage::statistics stats_before = hugepage::stats();
+  hugepage::huge_page_allocator<char, page_size::huge_1g> allocator;
+  bool thrown = false;
+  try {
+    char* p = allocator.allocate(pages * kGiB);
+    allocator.deallocate(p, pages * kGiB);
+  } catch (const pool_exhausted& e) {
+    thrown = true;
+    EXPECT_EQ(typeid(e), typeid(pool_exhausted));
+    EXPECT_EQ(e.size(), page_size::huge_1g);
+    EXPECT_EQ(e.pages_requested(), pages);
+    EXPECT_LE(e.pages_available(), total);
+    const std::string what = e.what();
+    EXPECT_TRUE(contains(what, "asked for " + std::to_string(pages) + " x 1 GiB")) << what;
+    EXPECT_TRUE(contains(what, std::to_string(e.pages_available()) + " available")) << what;
+    const std::uint64_t target = total + pages - e.pages_available();
+    EXPECT_TRUE(contains(what, "echo " + std::to_string(target) +
+                                   " > /sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages"))
+        << what;
+    EXPECT_FALSE(contains(what, "sysctl")) << "vm.nr_hugepages sizes only the default pool";
+  }
+  EXPECT_TRUE(thrown);
+  EXPECT_EQ(hugepage::stats().live_mappings, stats_before.live_mappings);
+  EXPECT_EQ(hugepage::stats().requested_hugetlb_1g, stats_before.requested_hugetlb_1g);
+  EXPECT_TRUE(pool_back(page_size::huge_1g, before));
+}
+
+TEST(PoolShortage, FallbackServesFromThpAndCountsIt) {
+  const auto pool = hugepage::read_pool(page_size::huge_2m);
+  if (!pool || !pool->total) HUGEPAGE_SKIP_OR_FAIL("no 2 MiB hugetlb pool on this kernel");
+  const std::size_t bytes = pages_beyond_pool(*pool) * kHuge;
+  const pool_counts before = read_counts(page_size::huge_2m);
+  const hugepage::statistics s0 = hugepage::stats();
+
+  using fallback_allocator =
+      hugepage::huge_page_allocator<char, page_size::huge_2m, hugepage::fallback>;
+  fallback_allocator allocator;
+  char* p = nullptr;
+  ASSERT_NO_THROW(p = allocator.allocate(bytes));
+  ASSERT_NE(p, nullptr);
+  const hugepage::statistics s1 = hugepage::stats();
+  EXPECT_EQ(s1.fallbacks_to_thp, s0.fallbacks_to_thp + 1);
+  EXPECT_EQ(s1.fallbacks_to_base, s0.fallbacks_to_base);
+  EXPECT_EQ(s1.obtained_thp, s0.obtained_thp + bytes);
+  EXPECT_EQ(s1.obtained_hugetlb_2m, s0.obtained_hugetlb_2m);
+  EXPECT_EQ(s1.requested_hugetlb_2m, s0.requested_hugetlb_2m + bytes);
+  EXPECT_EQ(s1.live_mappings, s0.live_mappings + 1);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % kHuge, 0u);
+
+  // Touch the first 8 MiB only: the rest of the 1.2 GiB costs nothing.
+  const std::size_t touched = 8 * kMiB;
+  fill(p, touched, 42);
+  EXPECT_TRUE(holds(p, 0, touched, 42));
+  const hugepage::backing_report r = hugepage::backing_of(p, touched);
+  EXPECT_EQ(r.hugetlb_2m + r.hugetlb_1g, 0u) << "served from THP, not the pool";
+  EXPECT_EQ(r.not_resident + r.unmapped, 0u);
+  if (r.thp == 0) {
+    allocator.deallocate(p, bytes);
+    HUGEPAGE_SKIP_OR_FAIL("the THP fallback got no huge pages (source " +
+                          std::string(hugepage::name_of(r.source)) + ")");
+  }
+  allocator.deallocate(p, bytes);
+
+  const hugepage::statistics s2 = hugepage::stats();
+  EXPECT_EQ(s2.obtained_thp, s0.obtained_thp);
+  EXPECT_EQ(s2.requested_hugetlb_2m, s0.requested_hugetlb_2m);
+  EXPECT_EQ(s2.live_mappings, s0.live_mappings);
+  EXPECT_EQ(s2.fallbacks_to_thp, s0.fallbacks_to_thp + 1) << "an event count, not a level";
+  EXPECT_TRUE(pool_back(page_size::huge_2m, before));
+}
+
+// ---- MADV_COLLAPSE unavailable: a seccomp filter -----------------------------------------------
+
+#if defined(__x86_64__)
+constexpr std::uint32_t kAuditArch = AUDIT_ARCH_X86_64;
+#elif defined(__aarch64__)
+constexpr std::uint32_t kAuditArch = AUDIT_ARCH_AARCH64;
+#else
+constexpr std::uint32_t kAuditArch = 0;
+#endif
+
+// Installs a filter that fails madvise(..., `advice`) with `error` and allows everything else,
+// including every syscall of another architecture's ABI (the filter is not a sandbox).
+bool fail_madvise(std::uint32_t advice, std::uint32_t error) {
+  // The low 32 bits of the third argument.
+  constexpr std::uint32_t arg2 = offsetof(seccomp_data, args) + 2 * sizeof(std::uint64_t) +
+                                 (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__ ? 4 : 0);
+  sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kAuditArch, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_madvise, 0, 3),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, arg2),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, advice, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (error & SECCOMP_RET_DATA)),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog program{};
+  program.len = static_cast<unsigned short>(sizeof filter / sizeof filter[0]);
+  program.filter = filter;
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return false;
+  return ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) == 0;
+}
+
+// The body of the two seccomp tests; runs in a child. `permanent`: EINVAL (no further attempts)
+// versus a transient errno (every allocation tries again).
+int collapse_blocked_child(std::uint32_t error, bool permanent) {
+  if (!fail_madvise(MADV_COLLAPSE, error)) return 2;
+  // The filter works: the probe sees what an old kernel (or a busy one) would answer.
+  const hugepage::collapse_support probe = hugepage::probe_collapse();
+  if (probe != (permanent ? hugepage::collapse_support::unsupported
+                          : hugepage::collapse_support::transient)) {
+    return 3;
+  }
+  const hugepage::statistics s0 = hugepage::stats();
+  if (s0.collapse_unsupported) return 4;  // inherited from the parent: the test cannot run
+
+  const std::size_t bytes = 8 * kMiB;
+  hugepage::collapse_allocator<char> allocator;
+  char* p = nullptr;
+  try {
+    p = allocator.allocate(bytes);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "child: collapse allocation threw: %s\n", e.what());
+    return 10;
+  }
+  fill(p, bytes, 7);
+  if (!holds(p, 0, bytes, 7)) return 11;
+  const hugepage::statistics s1 = hugepage::stats();
+  if (s1.collapse_attempts != s0.collapse_attempts + 1) return 12;
+  if (s1.collapse_failures != s0.collapse_failures + 1) return 13;
+  if (s1.collapse_unsupported != permanent) return 14;
+  if (s1.prefaulted_bytes < s0.prefaulted_bytes + bytes) return 15;
+  // MADV_HUGEPAGE + populate fault huge pages at once: the coverage stays high without collapse.
+  const hugepage::backing_report r = hugepage::backing_of(p, bytes);
+  std::fprintf(stderr, "child: coverage %.2f (source %s)\n", r.huge_fraction(),
+               hugepage::name_of(r.source));
+  if (r.huge_fraction() < 0.5) return 16;
+  if (r.not_resident != 0) return 17;
+
+  char* q = nullptr;
+  try {
+    q = allocator.allocate(bytes);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "child: second collapse allocation threw: %s\n", e.what());
+    return 20;
+  }
+  const hugepage::statistics s2 = hugepage::stats();
+  if (permanent) {
+    if (s2.collapse_attempts != s1.collapse_attempts) return 21;  // no retry storm
+    if (s2.collapse_failures != s1.collapse_failures) return 22;
+    // Once the back-off has run out (moved here instead of waiting a minute), the next
+    // allocation asks the kernel again: a process whose THP comes back gets collapses again.
+    hugepage::detail::global_counters().collapse_retry_at.store(0);
+    char* again = allocator.allocate(bytes);
+    const hugepage::statistics s2b = hugepage::stats();
+    allocator.deallocate(again, bytes);
+    if (s2b.collapse_attempts != s2.collapse_attempts + 1) return 26;
+    if (!s2b.collapse_unsupported) return 27;
+  } else {
+    if (s2.collapse_attempts != s1.collapse_attempts + 1) return 23;  // tried again
+    if (s2.collapse_failures != s1.collapse_failures + 1) return 24;
+    if (s2.collapse_unsupported) return 25;
+  }
+  allocator.deallocate(q, bytes);
+  allocator.deallocate(p, bytes);
+  const hugepage::statistics s3 = hugepage::stats();
+  if (s3.live_mappings != s0.live_mappings || s3.requested_collapse != s0.requested_collapse) {
+    return 30;
+  }
+  return 0;
+}
+
+TEST(CollapseUnavailable, EinvalIsCountedAndBacksOff) {
+  if (kAuditArch == 0) GTEST_SKIP() << "no seccomp architecture constant for this CPU";
+  const int code = run_in_child([] { return collapse_blocked_child(EINVAL, true); });
+  EXPECT_EQ(code, 0) << "child check " << code << " failed (see collapse_blocked_child)";
+}
+
+TEST(CollapseUnavailable, TransientFailureIsCountedAndRetried) {
+  if (kAuditArch == 0) GTEST_SKIP() << "no seccomp architecture constant for this CPU";
+  const int code = run_in_child([] { return collapse_blocked_child(EAGAIN, false); });
+  EXPECT_EQ(code, 0) << "child check " << code << " failed (see collapse_blocked_child)";
+}
+
+// ---- THP disabled for the process -------------------------------------------------------------
+
+TEST(ThpDisabled, AllocatorsWorkAndReportNoThp) {
+  const int code = run_in_child([]() -> int {
+    if (::prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0) return 2;
+    if (::prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0) != 1) return 3;
+    const std::size_t bytes = 8 * kMiB;
+    const hugepage::statistics s0 = hugepage::stats();
+    try {
+      hugepage::thp_allocator<char> thp;
+      char* p = thp.allocate(bytes);
+      fill(p, bytes, 1);
+      if (!holds(p, 0, bytes, 1)) return 10;
+      const hugepage::backing_report r = hugepage::backing_of(p, bytes);
+      if (r.thp != 0 || r.huge_bytes() != 0) return 11;
+      if (r.base != bytes) return 12;
+
+      hugepage::collapse_allocator<char> collapse;
+      char* q = collapse.allocate(bytes);
+      fill(q, bytes, 2);
+      if (!holds(q, 0, bytes, 2)) return 20;
+      const hugepage::backing_report rq = hugepage::backing_of(q, bytes);
+      if (rq.thp != 0 || rq.huge_bytes() != 0) return 21;
+      if (rq.base != bytes) return 22;
+      // Newer kernels refuse MADV_COLLAPSE here with EINVAL; either way it is only counted.
+      const hugepage::statistics s1 = hugepage::stats();
+      if (s1.collapse_failures > s0.collapse_failures + 1) return 23;
+
+      thp.deallocate(p, bytes);
+      collapse.deallocate(q, bytes);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "child: threw with THP disabled: %s\n", e.what());
+      return 30;
+    }
+    if (hugepage::stats().live_mappings != s0.live_mappings) return 31;
+    return 0;
+  });
+  EXPECT_EQ(code, 0) << "child check " << code << " failed";
+}
+
+// ---- address space exhausted ------------------------------------------------------------------
+
+// Returns 0 when allocate(bytes) throws allocation_error; `code` otherwise.
+template <class Allocator>
+int expect_allocation_error(std::size_t bytes, int code) {
+  Allocator allocator;
+  try {
+    char* p = allocator.allocate(bytes);
+    allocator.deallocate(p, bytes);
+    return code;  // no throw
+  } catch (const allocation_error& e) {
+    std::fprintf(stderr, "child: as expected: %s\n", e.what());
+    return 0;
+  } catch (const std::bad_alloc&) {
+    return code + 1;  // a bad_alloc without the library's message
+  }
+}
+
+TEST(AddressSpaceExhausted, ThrowsBadAllocAndKeepsWorking) {
+  if (hugepage::test::under_asan()) {
+    GTEST_SKIP() << "AddressSanitizer reserves terabytes of shadow memory: RLIMIT_AS cannot "
+                    "express a limit that leaves the test room";
+  }
+  const int code = run_in_child([]() -> int {
+    std::error_code ec;
+    const std::string statm = hugepage::detail::read_file("/proc/self/statm", ec);
+    unsigned long vm_pages = 0;
+    if (ec || std::sscanf(statm.c_str(), "%lu", &vm_pages) != 1) return 2;
+    const rlim_t limit = vm_pages * base_page() + 64 * kMiB;
+    const rlimit as{limit, limit};
+    if (::setrlimit(RLIMIT_AS, &as) != 0) return 3;
+
+    const hugepage::statistics s0 = hugepage::stats();
+    using fallback_allocator =
+        hugepage::huge_page_allocator<char, page_size::huge_2m, hugepage::fallback>;
+    if (const int c = expect_allocation_error<hugepage::thp_allocator<char>>(kGiB, 10)) return c;
+    if (const int c = expect_allocation_error<hugepage::collapse_allocator<char>>(kGiB, 12)) {
+      return c;
+    }
+    if (const int c = expect_allocation_error<fallback_allocator>(kGiB, 14)) return c;
+    if (const int c = expect_allocation_error<hugepage::huge_page_allocator<char>>(kGiB, 16)) {
+      return c;
+    }
+    const hugepage::statistics s1 = hugepage::stats();
+    if (s1.live_mappings != s0.live_mappings) return 20;
+    if (s1.mapped_bytes() != s0.mapped_bytes()) return 21;
+    if (s1.requested_thp != s0.requested_thp || s1.requested_collapse != s0.requested_collapse ||
+        s1.requested_hugetlb_2m != s0.requested_hugetlb_2m) {
+      return 22;
+    }
+
+    // The process keeps working: a small mapped block and an ordinary container.
+    try {
+      hugepage::thp_allocator<char> thp;
+      char* p = thp.allocate(4 * kMiB);
+      fill(p, 4 * kMiB, 3);
+      if (!holds(p, 0, 4 * kMiB, 3)) return 30;
+      thp.deallocate(p, 4 * kMiB);
+      std::vector<int> small(1000, 7);
+      if (small[999] != 7) return 31;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "child: small allocation failed: %s\n", e.what());
+      return 32;
+    }
+    if (hugepage::stats().live_mappings != s0.live_mappings) return 33;
+    return 0;
+  });
+  EXPECT_EQ(code, 0) << "child check " << code << " failed";
+}
+
+// ---- MAP_NORESERVE ----------------------------------------------------------------------------
+
+// Why the library never passes MAP_NORESERVE: with it, mmap promises pages it does not have, and
+// the first touch past the pool raises SIGBUS. Without it the shortage fails allocate(). A hugetlb
+// cgroup limit of 2 pages plays the short pool, so the shared pool is not drained.
+TEST(NoReserve, TouchPastTheLimitRaisesSigbusWhileTheLibraryFailsAtAllocate) {
+  HUGEPAGE_REQUIRE_POOL(page_size::huge_2m, 4);
+  const hugetlb_cgroup cgroup;
+  if (!cgroup.error().empty()) HUGEPAGE_SKIP_OR_FAIL(cgroup.error());
+  ASSERT_TRUE(cgroup.limit_2m(2)) << std::strerror(errno);
+  const pool_counts before = read_counts(page_size::huge_2m);
+
+  const int code = run_in_child([&cgroup]() -> int {
+    default_fault_signals();
+    if (!cgroup.join()) return 2;
+    const std::size_t length = 4 * kHuge;  // 4 pages; 2 allowed
+    // The library's mapping reserves at mmap: the shortage is an exception now.
+    try {
+      hugepage::huge_page_allocator<char> allocator;
+      char* p = allocator.allocate(length);
+      allocator.deallocate(p, length);
+      return 10;
+    } catch (const pool_exhausted&) {
+      return 11;  // the pool has the pages; the message must not blame it
+    } catch (const allocation_error& e) {
+      if (e.code() != std::errc::not_enough_memory) return 12;
+      if (!contains(e.what(), "hugetlb.2MB.max")) return 13;
+    }
+    // Within the limit the library works.
+    try {
+      hugepage::huge_page_allocator<char> allocator;
+      char* p = allocator.allocate(2 * kHuge);
+      fill(p, 2 * kHuge, 5);
+      allocator.deallocate(p, 2 * kHuge);
+    } catch (const std::exception&) {
+      return 14;
+    }
+    // MAP_NORESERVE: mmap succeeds, and so do the first two pages.
+    void* raw = ::mmap(nullptr, length, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_NORESERVE, -1, 0);
+    if (raw == MAP_FAILED) return 20;
+    auto* bytes = static_cast<volatile char*>(raw);
+    bytes[0] = 1;
+    bytes[kHuge] = 1;
+    bytes[2 * kHuge] = 1;  // SIGBUS here
+    return 21;
+  });
+  EXPECT_EQ(code, 128 + SIGBUS) << "child check " << code << " failed";
+  EXPECT_TRUE(pool_back(page_size::huge_2m, before));
+}
+
+// ---- fork -------------------------------------------------------------------------------------
+
+// A private hugetlb page is copy-on-write across fork: the child's first write takes a new page
+// from the pool. With pages free, the child gets its copy and the parent's data is untouched.
+TEST(ForkHazard, ChildWriteGetsItsOwnCopyWhenThePoolHasPages) {
+  HUGEPAGE_REQUIRE_POOL(page_size::huge_2m, 2);
+  const pool_counts before = read_counts(page_size::huge_2m);
+  hugepage::huge_page_allocator<char> allocator;
+  char* p = allocator.allocate(kHuge);
+  fill(p, kHuge, 11);
+  const int code = run_in_child([p]() -> int {
+    default_fault_signals();
+    if (!holds(p, 0, kHuge, 11)) return 10;  // inherited
+    fill(p, kHuge, 12);                      // copy-on-write from the pool
+    if (!holds(p, 0, kHuge, 12)) return 11;
+    const hugepage::backing_report r = hugepage::backing_of(p, kHuge);
+    if (r.hugetlb_2m != kHuge) return 12;  // the copy is a huge page too
+    return 0;
+  });
+  EXPECT_EQ(code, 0) << "child check " << code << " failed";
+  EXPECT_TRUE(holds(p, 0, kHuge, 11)) << "the parent's page changed";
+  allocator.deallocate(p, kHuge);
+  EXPECT_TRUE(pool_back(page_size::huge_2m, before));
+}
+
+// The hazard itself: no page for the copy (here: the child's cgroup allows none) kills the child
+// with SIGBUS at the write. The parent keeps its page.
+TEST(ForkHazard, ChildWriteWithoutAPoolPageRaisesSigbus) {
+  HUGEPAGE_REQUIRE_POOL(page_size::huge_2m, 1);
+  const hugetlb_cgroup cgroup;
+  if (!cgroup.error().empty()) HUGEPAGE_SKIP_OR_FAIL(cgroup.error());
+  ASSERT_TRUE(cgroup.limit_2m(0));
+  const pool_counts before = read_counts(page_size::huge_2m);
+  hugepage::huge_page_allocator<char> allocator;
+  char* p = allocator.allocate(kHuge);
+  fill(p, kHuge, 21);
+  const int code = run_in_child([p, &cgroup]() -> int {
+    default_fault_signals();
+    if (!cgroup.join()) return 2;
+    if (!holds(p, 0, kHuge, 21)) return 10;  // reading shares the parent's page
+    p[100] = 1;                              // SIGBUS: no page for the copy
+    return 11;
+  });
+  EXPECT_EQ(code, 128 + SIGBUS) << "child check " << code << " failed";
+  EXPECT_TRUE(holds(p, 0, kHuge, 21));
+  allocator.deallocate(p, kHuge);
+  EXPECT_TRUE(pool_back(page_size::huge_2m, before));
+}
+
+struct dont_fork_options : hugepage::default_options {
+  static constexpr bool dont_fork = true;
+};
+
+TEST(ForkHazard, DontForkMemoryIsNotInherited) {
+  HUGEPAGE_REQUIRE_POOL(page_size::huge_2m, 1);
+  const pool_counts before = read_counts(page_size::huge_2m);
+  hugepage::huge_page_allocator<char, page_size::huge_2m, hugepage::strict, dont_fork_options>
+      allocator;
+  static_assert(decltype(allocator)::get_strategy().options().dont_fork);
+  char* p = allocator.allocate(kHuge);
+  fill(p, kHuge, 31);
+  std::error_code ec;
+  bool flagged = false;
+  for (const auto& m : hugepage::read_smaps(0, ec)) {
+    if (m.start == reinterpret_cast<std::uintptr_t>(p)) flagged = m.has_flag("dc");
+  }
+  EXPECT_TRUE(flagged) << "VmFlags lacks dc (MADV_DONTFORK)";
+  const int code = run_in_child([p]() -> int {
+    default_fault_signals();
+    const volatile char* v = p;
+    return v[0] == 0 ? 10 : 11;  // SIGSEGV before either
+  });
+  EXPECT_EQ(code, 128 + SIGSEGV) << "child check " << code << " failed";
+  EXPECT_TRUE(holds(p, 0, kHuge, 31));
+  allocator.deallocate(p, kHuge);
+  EXPECT_TRUE(pool_back(page_size::huge_2m, before));
+}
+
+// ---- partial release inside a huge page ---------------------------------------------------------
+
+// A THP region of 2 huge pages mapped with the os layer, filled with a pattern. Skips when the
+// kernel gave base pages (that is fragmentation, not the code under test) or PFNs are hidden.
+class ThpPair : public ::testing::Test {
+ protected:
+  static constexpr std::size_t kLength = 2 * kHuge;
+  static constexpr std::uint64_t kSeed = 0x5eed;
+
+  void SetUp() override {
+    if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("needs root for exact backing (kpageflags)");
+    std::error_code ec;
+    p_ = static_cast<char*>(hugepage::os::map_aligned(kLength, kHuge, ec));
+    ASSERT_NE(p_, nullptr) << ec.message();
+    ASSERT_FALSE(hugepage::os::advise_huge(p_, kLength));
+    fill(p_, kLength, kSeed);
+    const hugepage::backing_report r = hugepage::backing_of(p_, kLength);
+    ASSERT_EQ(r.source, hugepage::backing_source::kpageflags) << r.note;
+    if (r.thp != kLength) {
+      HUGEPAGE_SKIP_OR_FAIL("the kernel gave " + std::to_string(r.thp) + " bytes of THP of " +
+                            std::to_string(kLength));
+    }
+  }
+  void TearDown() override {
+    if (p_ != nullptr) hugepage::os::unmap(p_, kLength);  // holes inside are fine for munmap
+  }
+
+  char* p_ = nullptr;
+};
+
+TEST_F(ThpPair, MunmapOfOneBasePageSplitsOnlyThatHugePage) {
+  const std::size_t hole = kMiB;  // the middle of the first huge page
+  ASSERT_FALSE(hugepage::os::unmap(p_ + hole, base_page()));
+  EXPECT_TRUE(holds(p_, 0, hole, kSeed));
+  EXPECT_TRUE(holds(p_, hole + base_page(), kLength, kSeed));
+
+  const hugepage::backing_report r = hugepage::backing_of(p_, kLength);
+  EXPECT_EQ(r.unmapped, base_page());
+  EXPECT_EQ(r.thp, kHuge) << "the second huge page is still PMD-mapped";
+  EXPECT_EQ(r.base, kHuge - base_page()) << "the rest of the first is on base pages";
+  EXPECT_TRUE(r.exact);
+  const hugepage::backing_report first = hugepage::backing_of(p_, kHuge);
+  EXPECT_EQ(first.thp, 0u) << "the coverage loss is reported, not hidden";
+}
+
+TEST_F(ThpPair, DontneedOfOneBasePageSplitsOnlyThatHugePage) {
+  const std::size_t hole = kHuge + kMiB;  // the middle of the second huge page
+  ASSERT_FALSE(hugepage::os::advise(p_ + hole, base_page(), MADV_DONTNEED));
+  EXPECT_TRUE(holds(p_, 0, hole, kSeed));
+  EXPECT_TRUE(holds(p_, hole + base_page(), kLength, kSeed));
+  const auto* zeros = reinterpret_cast<const std::uint64_t*>(p_ + hole);
+  const hugepage::backing_report r = hugepage::backing_of(p_, kLength);  // before reading it
+  EXPECT_EQ(r.not_resident, base_page());
+  EXPECT_EQ(r.thp, kHuge) << "the first huge page is still PMD-mapped";
+  EXPECT_EQ(r.base, kHuge - base_page());
+  const hugepage::backing_report second = hugepage::backing_of(p_ + kHuge, kHuge);
+  EXPECT_EQ(second.thp, 0u) << "the coverage loss is reported, not hidden";
+  EXPECT_EQ(zeros[0], 0u) << "MADV_DONTNEED on private anonymous memory reads back zeros";
+  EXPECT_EQ(zeros[base_page() / sizeof(std::uint64_t) - 1], 0u);
+}
+
+// ---- bad input to every strategy --------------------------------------------------------------
+
+std::vector<hugepage::strategy> every_strategy() {
+  hugepage::allocation_options prefault;
+  prefault.prefault = true;
+  hugepage::allocation_options no_fork;
+  no_fork.dont_fork = true;
+  return {hugepage::strategy::thp(),
+          hugepage::strategy::thp(prefault),
+          hugepage::strategy::collapse(),
+          hugepage::strategy::hugetlb(page_size::huge_2m, hugepage::strict),
+          hugepage::strategy::hugetlb(page_size::huge_2m, hugepage::fallback, no_fork),
+          hugepage::strategy::hugetlb(page_size::huge_1g, hugepage::strict),
+          hugepage::strategy::hugetlb(page_size::huge_1g, hugepage::fallback, prefault)};
+}
+
+std::string describe(const hugepage::strategy& s) {
+  static const char* const methods[] = {"thp", "hugetlb", "collapse"};
+  return std::string(methods[static_cast<int>(s.how())]) + "/" + hugepage::name_of(s.size()) +
+         (s.policy() == hugepage::fallback ? "/fallback" : "/strict");
+}
+
+TEST(BadInput, MappedLengthOverflowThrowsAllocationError) {
+  const pool_counts before = read_counts(page_size::huge_2m);
+  const hugepage::statistics s0 = hugepage::stats();
+  for (const hugepage::strategy& s : every_strategy()) {
+    SCOPED_TRACE(describe(s));
+    const std::size_t page = s.page_bytes();
+    for (const std::size_t bytes : {SIZE_MAX, SIZE_MAX - 1, SIZE_MAX - page + 2}) {
+      EXPECT_EQ(s.mapped_length(bytes), 0u) << bytes;
+      for (const std::size_t alignment : {std::size_t{1}, std::size_t{64}, std::size_t{4096}}) {
+        try {
+          void* p = s.allocate(bytes, alignment);
+          ADD_FAILURE() << "allocate(" << bytes << ") returned " << p;
+          s.deallocate(p, bytes, alignment);
+        } catch (const allocation_error& e) {
+          EXPECT_EQ(e.code(), std::errc::not_enough_memory);
+          EXPECT_TRUE(contains(e.what(), "too large")) << e.what();
+        }
+      }
+    }
+    // Rounds without overflow, but no kernel maps it.
+    for (const std::size_t bytes : {SIZE_MAX - page + 1, SIZE_MAX / 2, std::size_t{1} << 62}) {
+      EXPECT_NE(s.mapped_length(bytes), 0u) << bytes;
+      EXPECT_THROW((void)s.allocate(bytes, 1), allocation_error) << bytes;
+    }
+  }
+  const hugepage::statistics s1 = hugepage::stats();
+  EXPECT_EQ(s1.live_mappings, s0.live_mappings);
+  EXPECT_EQ(s1.mapped_bytes(), s0.mapped_bytes());
+  EXPECT_EQ(s1.fallbacks_to_thp, s0.fallbacks_to_thp);
+  EXPECT_TRUE(pool_back(page_size::huge_2m, before));
+}
+
+TEST(BadInput, AlignmentAboveTheHugetlbPageThrowsAllocationError) {
+  const hugepage::statistics s0 = hugepage::stats();
+  for (const hugepage::strategy& s : every_strategy()) {
+    if (s.how() != hugepage::method::hugetlb) continue;
+    SCOPED_TRACE(describe(s));
+    const std::size_t page = hugepage::bytes_of(s.size());
+    try {
+      void* p = s.allocate(page, page * 2);
+      ADD_FAILURE() << "alignment " << page * 2 << " accepted: " << p;
+      s.deallocate(p, page, page * 2);
+    } catch (const pool_exhausted&) {
+      ADD_FAILURE() << "not a pool shortage";
+    } catch (const allocation_error& e) {
+      EXPECT_EQ(e.code(), std::errc::invalid_argument);
+      EXPECT_TRUE(contains(e.what(), "alignment")) << e.what();
+      EXPECT_TRUE(contains(e.what(), hugepage::name_of(s.size()))) << e.what();
+    }
+  }
+  const hugepage::statistics s1 = hugepage::stats();
+  EXPECT_EQ(s1.live_mappings, s0.live_mappings);
+  EXPECT_EQ(s1.fallbacks_to_thp, s0.fallbacks_to_thp) << "no fallback for a bad alignment";
+}
+
+TEST(BadInput, AlignmentOfOneHugetlbPageIsHonoured) {
+  HUGEPAGE_REQUIRE_POOL(page_size::huge_2m, 1);
+  const auto s = hugepage::strategy::hugetlb(page_size::huge_2m);
+  void* p = s.allocate(kHuge, kHuge);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % kHuge, 0u);
+  s.deallocate(p, kHuge, kHuge);
+}
+
+}  // namespace
