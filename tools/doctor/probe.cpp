@@ -1,0 +1,144 @@
+// tools/doctor/probe.cpp - --probe: how much this machine's TLB costs a random-access workload.
+//
+// For each working set, one random cyclic permutation of its 64-byte lines (Sattolo's algorithm:
+// a single cycle, so the chase visits every line) is written as pointers into two buffers: one on
+// base pages (MADV_NOHUGEPAGE), one on huge pages (the library's collapse strategy: MADV_HUGEPAGE,
+// populate, MADV_COLLAPSE). Each load depends on the previous one, so the time per access is the
+// latency of a cache miss plus, when the page is not in the TLB, a page walk. The ratio of the two
+// is the TLB tax that huge pages remove; backing_of() proves what each buffer was really on. Under
+// virtualisation a page walk is two-dimensional (guest and host tables), so the tax is larger.
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+
+#include "hugepage/backing.hpp"
+#include "hugepage/os.hpp"
+#include "hugepage/perf_counters.hpp"
+#include "hugepage/strategy.hpp"
+#include "report.hpp"
+
+namespace hugepage::doctor {
+
+namespace {
+
+constexpr std::size_t line_bytes = 64;
+
+// xorshift64*: fast, good enough to shuffle; fixed seed so runs are comparable.
+struct random_bits {
+  std::uint64_t state = 0x9e3779b97f4a7c15ULL;
+  std::uint64_t operator()() noexcept {
+    state ^= state >> 12;
+    state ^= state << 25;
+    state ^= state >> 27;
+    return state * 0x2545f4914f6cdd1dULL;
+  }
+};
+
+// next[i]: the line visited after line i, one cycle through all `lines`.
+std::vector<std::uint32_t> random_cycle(std::size_t lines) {
+  std::vector<std::uint32_t> next(lines);
+  for (std::size_t i = 0; i < lines; ++i) next[i] = static_cast<std::uint32_t>(i);
+  random_bits rng;
+  for (std::size_t i = lines - 1; i > 0; --i) {
+    const std::size_t j = static_cast<std::size_t>(rng() % i);  // j < i: Sattolo, one cycle
+    std::swap(next[i], next[j]);
+  }
+  return next;
+}
+
+void write_cycle(unsigned char* buffer, const std::vector<std::uint32_t>& next) {
+  for (std::size_t i = 0; i < next.size(); ++i) {
+    *reinterpret_cast<void**>(buffer + i * line_bytes) = buffer + next[i] * line_bytes;
+  }
+}
+
+struct chase_result {
+  double ns = 0;
+  std::optional<double> walks;
+};
+
+chase_result chase(unsigned char* buffer, std::size_t lines, std::uint64_t steps,
+                   perf_counters& counters) {
+  void* p = buffer;
+  const std::uint64_t warm = std::min<std::uint64_t>(lines, 1u << 18);
+  for (std::uint64_t i = 0; i < warm; ++i) p = *static_cast<void**>(p);
+  counters.start();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (std::uint64_t i = 0; i < steps; ++i) p = *static_cast<void**>(p);
+  const auto t1 = std::chrono::steady_clock::now();
+  const perf_reading reading = counters.stop();
+  asm volatile("" : : "r"(p) : "memory");  // keep the chain alive
+  chase_result r;
+  r.ns = std::chrono::duration<double, std::nano>(t1 - t0).count() / static_cast<double>(steps);
+  if (const auto misses = reading[perf_event::dtlb_load_misses]) {
+    r.walks = *misses / static_cast<double>(steps);
+  }
+  return r;
+}
+
+}  // namespace
+
+probe_report run_probe(const std::vector<std::size_t>& working_sets) {
+  const auto started = std::chrono::steady_clock::now();
+  probe_report report;
+  perf_counters counters({perf_event::dtlb_loads, perf_event::dtlb_load_misses});
+  report.counters = counters.available(perf_event::dtlb_load_misses);
+  if (!report.counters) {
+    report.counters_reason = counters.unavailable_reason(perf_event::dtlb_load_misses);
+  }
+  const strategy huge = strategy::collapse();
+  report.huge_method = "hugepage::strategy::collapse() (MADV_HUGEPAGE, populate, MADV_COLLAPSE)";
+  const std::size_t align = thp_page_bytes();
+
+  for (const std::size_t requested : working_sets) {
+    probe_row row;
+    std::size_t bytes = 0;
+    os::round_up(std::max(requested, align), align, bytes);
+    row.working_set = bytes;
+    const std::size_t lines = bytes / line_bytes;
+    row.accesses = std::uint64_t{1} << 20;
+    if (lines > UINT32_MAX) {
+      row.error = "working set too large for the probe";
+      report.rows.push_back(row);
+      continue;
+    }
+    try {
+      const std::vector<std::uint32_t> next = random_cycle(lines);
+
+      std::error_code ec;
+      void* base = os::map_aligned(bytes, align, ec);
+      if (base == nullptr) {
+        row.error = "cannot map " + format_bytes(bytes) + ": " + ec.message();
+        report.rows.push_back(row);
+        continue;
+      }
+      os::advise(base, bytes, MADV_NOHUGEPAGE);
+      write_cycle(static_cast<unsigned char*>(base), next);
+      row.base_huge_fraction = backing_of(base, bytes).huge_fraction();
+      const chase_result b =
+          chase(static_cast<unsigned char*>(base), lines, row.accesses, counters);
+      os::unmap(base, bytes);
+      row.base_ns = b.ns;
+      row.base_walks = b.walks;
+
+      void* h = huge.allocate(bytes, line_bytes);  // throws allocation_error / bad_alloc
+      write_cycle(static_cast<unsigned char*>(h), next);
+      row.huge_huge_fraction = backing_of(h, bytes).huge_fraction();
+      const chase_result u = chase(static_cast<unsigned char*>(h), lines, row.accesses, counters);
+      huge.deallocate(h, bytes, line_bytes);
+      row.huge_ns = u.ns;
+      row.huge_walks = u.walks;
+    } catch (const std::exception& e) {
+      row.error = e.what();
+    }
+    report.rows.push_back(row);
+  }
+  report.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return report;
+}
+
+}  // namespace hugepage::doctor

@@ -1,0 +1,379 @@
+// tools/doctor/proc_text.cpp - parsers for buddyinfo, vmstat, meminfo, cgroup, environ, maps.
+#include "proc_text.hpp"
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <system_error>
+
+#include "hugepage/detail/proc_file.hpp"
+
+namespace hugepage::doctor {
+
+namespace {
+
+// Splits off the next line (without its newline).
+std::string_view next_line(std::string_view& text) {
+  const auto newline = text.find('\n');
+  const std::string_view line = text.substr(0, newline);
+  text.remove_prefix(newline == std::string_view::npos ? text.size() : newline + 1);
+  return line;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
+  return s;
+}
+
+std::string_view next_word(std::string_view& text) {
+  text = trim(text);
+  std::size_t n = 0;
+  while (n < text.size() && text[n] != ' ' && text[n] != '\t') ++n;
+  const std::string_view word = text.substr(0, n);
+  text.remove_prefix(n);
+  return word;
+}
+
+bool starts_with(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
+// Whether `s` is all decimal digits (and not empty).
+bool all_digits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+}  // namespace
+
+// ---- buddyinfo ---------------------------------------------------------------------------------
+
+std::uint64_t buddy_zone::free_bytes(std::size_t base_page) const noexcept {
+  return free_bytes_from(0, base_page);
+}
+
+std::uint64_t buddy_zone::free_bytes_from(std::size_t order, std::size_t base_page) const noexcept {
+  std::uint64_t bytes = 0;
+  for (std::size_t o = order; o < free_blocks.size() && o < 40; ++o) {
+    bytes += free_blocks[o] * (std::uint64_t{base_page} << o);
+  }
+  return bytes;
+}
+
+std::uint64_t buddy_zone::blocks_of(std::size_t order) const noexcept {
+  std::uint64_t blocks = 0;
+  for (std::size_t o = order; o < free_blocks.size() && o < order + 40; ++o) {
+    blocks += free_blocks[o] << (o - order);
+  }
+  return blocks;
+}
+
+std::vector<buddy_zone> parse_buddyinfo(std::string_view text) {
+  std::vector<buddy_zone> zones;
+  while (!text.empty()) {
+    std::string_view line = next_line(text);
+    // "Node 0, zone   Normal  2175 1280 ..."
+    if (next_word(line) != "Node") continue;
+    std::string_view node = next_word(line);
+    if (!node.empty() && node.back() == ',') node.remove_suffix(1);
+    if (!all_digits(node) || next_word(line) != "zone") continue;
+    buddy_zone zone;
+    zone.node = static_cast<int>(detail::parse_u64(node).value_or(0));
+    zone.zone = std::string(next_word(line));
+    if (zone.zone.empty()) continue;
+    bool ok = true;
+    for (std::string_view word = next_word(line); !word.empty(); word = next_word(line)) {
+      const auto value = detail::parse_u64(word);
+      if (!value || !all_digits(word)) {
+        ok = false;
+        break;
+      }
+      zone.free_blocks.push_back(*value);
+    }
+    if (ok) zones.push_back(std::move(zone));
+  }
+  return zones;
+}
+
+// ---- vmstat, meminfo, status -------------------------------------------------------------------
+
+std::map<std::string, std::uint64_t> parse_vmstat(std::string_view text) {
+  std::map<std::string, std::uint64_t> values;
+  while (!text.empty()) {
+    std::string_view line = next_line(text);
+    const std::string_view name = next_word(line);
+    const std::string_view number = next_word(line);
+    if (name.empty() || !all_digits(number)) continue;
+    if (const auto value = detail::parse_u64(number)) values[std::string(name)] = *value;
+  }
+  return values;
+}
+
+std::map<std::string, std::uint64_t> parse_meminfo(std::string_view text) {
+  std::map<std::string, std::uint64_t> values;
+  while (!text.empty()) {
+    const std::string_view line = next_line(text);
+    const auto colon = line.find(':');
+    if (colon == std::string_view::npos || colon == 0) continue;
+    const std::string_view name = trim(line.substr(0, colon));
+    std::string_view rest = line.substr(colon + 1);
+    const std::string_view number = next_word(rest);
+    if (name.empty() || !all_digits(number)) continue;
+    const auto value = detail::parse_u64(number);
+    if (!value) continue;
+    const std::string_view unit = next_word(rest);
+    std::uint64_t v = *value;
+    if (unit == "kB" || unit == "KB") {
+      if (v > UINT64_MAX / 1024) continue;
+      v *= 1024;
+    } else if (!unit.empty()) {
+      continue;  // several numbers (status: "Uid: 0 0 0 0") or an unknown unit
+    }
+    values[std::string(name)] = v;
+  }
+  return values;
+}
+
+std::optional<std::string> status_text_field(std::string_view text, std::string_view key) {
+  while (!text.empty()) {
+    const std::string_view line = next_line(text);
+    const auto colon = line.find(':');
+    if (colon == std::string_view::npos) continue;
+    if (line.substr(0, colon) == key) return std::string(trim(line.substr(colon + 1)));
+  }
+  return std::nullopt;
+}
+
+// ---- environ, maps -----------------------------------------------------------------------------
+
+std::vector<std::pair<std::string, std::string>> parse_allocator_environ(std::string_view text) {
+  std::vector<std::pair<std::string, std::string>> kept;
+  while (!text.empty()) {
+    const auto nul = text.find('\0');
+    const std::string_view entry = text.substr(0, nul);
+    text.remove_prefix(nul == std::string_view::npos ? text.size() : nul + 1);
+    const auto equals = entry.find('=');
+    if (equals == std::string_view::npos || equals == 0) continue;
+    const std::string_view name = entry.substr(0, equals);
+    const bool wanted = name == "MALLOC_CONF" || name == "_RJEM_MALLOC_CONF" ||
+                        name == "GLIBC_TUNABLES" || name == "LD_PRELOAD" ||
+                        starts_with(name, "MIMALLOC_") || starts_with(name, "TCMALLOC_");
+    if (wanted) kept.emplace_back(std::string(name), std::string(entry.substr(equals + 1)));
+  }
+  return kept;
+}
+
+std::vector<std::string> parse_maps_paths(std::string_view text) {
+  std::vector<std::string> paths;
+  while (!text.empty()) {
+    std::string_view line = next_line(text);
+    // address perms offset dev inode [path]
+    for (int i = 0; i < 5; ++i) next_word(line);
+    const std::string_view path = trim(line);
+    if (path.empty() || path.front() != '/') continue;
+    if (std::find(paths.begin(), paths.end(), path) == paths.end()) paths.emplace_back(path);
+  }
+  return paths;
+}
+
+allocator_guess detect_allocator(const std::vector<std::string>& paths) {
+  // Checked in this order: a preloaded or linked allocator wins over glibc, which is always mapped.
+  static constexpr std::pair<const char*, const char*> known[] = {
+      {"libjemalloc", "jemalloc"},
+      {"libtcmalloc", "tcmalloc"},
+      {"libmimalloc", "mimalloc"},
+  };
+  for (const auto& [prefix, name] : known) {
+    for (const std::string& path : paths) {
+      const auto slash = path.rfind('/');
+      const std::string_view base =
+          std::string_view(path).substr(slash == std::string::npos ? 0 : slash + 1);
+      if (starts_with(base, prefix)) return {name, path};
+    }
+  }
+  for (const std::string& path : paths) {
+    const auto slash = path.rfind('/');
+    const std::string_view base =
+        std::string_view(path).substr(slash == std::string::npos ? 0 : slash + 1);
+    // libc.so.6, or libc-2.31.so on glibc before 2.34.
+    if (base == "libc.so.6" || (starts_with(base, "libc-2.") && base.size() > 7)) {
+      return {"glibc", path};
+    }
+  }
+  return {"unknown", ""};
+}
+
+// ---- cgroups -----------------------------------------------------------------------------------
+
+cgroup_membership parse_cgroup_file(std::string_view text) {
+  cgroup_membership m;
+  while (!text.empty()) {
+    const std::string_view line = next_line(text);
+    // "hierarchy-id:controller,list:path"
+    const auto first = line.find(':');
+    if (first == std::string_view::npos) continue;
+    const auto second = line.find(':', first + 1);
+    if (second == std::string_view::npos) continue;
+    const std::string_view id = line.substr(0, first);
+    const std::string_view controllers = line.substr(first + 1, second - first - 1);
+    const std::string path(trim(line.substr(second + 1)));
+    if (path.empty() || path.front() != '/') continue;
+    if (id == "0" && controllers.empty()) {
+      m.unified = path;
+      continue;
+    }
+    std::string_view list = controllers;
+    while (!list.empty()) {
+      const auto comma = list.find(',');
+      if (list.substr(0, comma) == "hugetlb") m.hugetlb = path;
+      list.remove_prefix(comma == std::string_view::npos ? list.size() : comma + 1);
+    }
+  }
+  return m;
+}
+
+std::optional<std::optional<std::uint64_t>> parse_limit(std::string_view text) {
+  text = trim(text.substr(0, text.find('\n')));
+  if (text == "max") return std::optional<std::uint64_t>{};
+  if (!all_digits(text)) return std::nullopt;
+  const auto value = detail::parse_u64(text);
+  if (!value) return std::nullopt;
+  // cgroup v1 "unlimited" is PAGE_COUNTER_MAX pages in bytes: about 2^63, rounded to a page.
+  if (*value >= (std::uint64_t{1} << 62)) return std::optional<std::uint64_t>{};
+  return std::optional<std::uint64_t>{*value};
+}
+
+std::string cgroup_size_name(std::size_t page_bytes) {
+  // The kernel's memfmt(): the largest unit that divides the size.
+  char name[32];
+  if (page_bytes >= (std::size_t{1} << 30) && page_bytes % (std::size_t{1} << 30) == 0) {
+    std::snprintf(name, sizeof name, "%zuGB", page_bytes >> 30);
+  } else if (page_bytes >= (std::size_t{1} << 20) && page_bytes % (std::size_t{1} << 20) == 0) {
+    std::snprintf(name, sizeof name, "%zuMB", page_bytes >> 20);
+  } else {
+    std::snprintf(name, sizeof name, "%zuKB", page_bytes >> 10);
+  }
+  return name;
+}
+
+namespace {
+
+std::optional<std::uint64_t> read_number(const std::string& root, const std::string& path) {
+  const auto text = read_text(root, path);
+  if (!text) return std::nullopt;
+  return detail::parse_u64(*text);
+}
+
+std::string join_path(const std::string& directory, const std::string& cgroup) {
+  if (cgroup == "/") return directory;
+  return directory + cgroup;
+}
+
+}  // namespace
+
+cgroup_report read_hugetlb_cgroup(const std::string& root, std::string_view cgroup_file_text,
+                                  const std::vector<std::size_t>& page_sizes) {
+  cgroup_report report;
+  const cgroup_membership member = parse_cgroup_file(cgroup_file_text);
+  const auto read_sizes = [&](const std::string& directory, const char* version, bool only_finite) {
+    for (const std::size_t bytes : page_sizes) {
+      const std::string prefix = directory + "/hugetlb." + cgroup_size_name(bytes) + ".";
+      hugetlb_limit limit;
+      limit.page_bytes = bytes;
+      limit.version = version;
+      limit.directory = directory;
+      const bool v2 = version[1] == '2';
+      if (const auto text = read_text(root, prefix + (v2 ? "max" : "limit_in_bytes"))) {
+        if (const auto value = parse_limit(*text)) {
+          limit.has_max = true;
+          limit.max = *value;
+        }
+      }
+      if (const auto text = read_text(root, prefix + (v2 ? "rsvd.max" : "rsvd.limit_in_bytes"))) {
+        if (const auto value = parse_limit(*text)) {
+          limit.has_rsvd_max = true;
+          limit.rsvd_max = *value;
+        }
+      }
+      limit.current = read_number(root, prefix + (v2 ? "current" : "usage_in_bytes"));
+      limit.rsvd_current =
+          read_number(root, prefix + (v2 ? "rsvd.current" : "rsvd.usage_in_bytes"));
+      const bool finite = (limit.has_max && limit.max) || (limit.has_rsvd_max && limit.rsvd_max);
+      if ((limit.has_max || limit.has_rsvd_max) && (finite || !only_finite)) {
+        report.limits.push_back(limit);
+      }
+    }
+  };
+  if (member.unified) {
+    // Pure v2 mounts at /sys/fs/cgroup; the hybrid layout puts it at /sys/fs/cgroup/unified.
+    for (const char* mount : {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"}) {
+      const auto controllers = read_text(root, std::string(mount) + "/cgroup.controllers");
+      if (!controllers) continue;
+      report.path = *member.unified;
+      std::string_view list = *controllers;
+      bool has_hugetlb = false;
+      for (std::string_view w = next_word(list); !w.empty(); w = next_word(list)) {
+        if (trim(w.substr(0, w.find('\n'))) == "hugetlb") has_hugetlb = true;
+        while (!list.empty() && list.front() == '\n') list.remove_prefix(1);
+      }
+      if (!has_hugetlb) continue;
+      read_sizes(join_path(mount, *member.unified), "v2", false);
+      report.status = "v2";
+      // A limit on an ancestor applies too, and the child's files do not show it: report the
+      // ancestors (below the root, which has no limit files) that set a finite one.
+      std::string path = *member.unified;
+      while (path.size() > 1) {
+        path = path.substr(0, std::max<std::size_t>(path.rfind('/'), 1));
+        if (path != "/") read_sizes(join_path(mount, path), "v2", true);
+      }
+      if (report.limits.empty()) {
+        report.status = *member.unified == "/" ? "v2: the root cgroup, which has no hugetlb limits"
+                                               : "v2: hugetlb limit files unreadable";
+      }
+      return report;
+    }
+  }
+  if (member.hugetlb) {
+    const std::string mount = "/sys/fs/cgroup/hugetlb";
+    report.path = *member.hugetlb;
+    read_sizes(join_path(mount, *member.hugetlb), "v1", false);
+    report.status = report.limits.empty() ? "v1 hugetlb controller unreadable" : "v1";
+    return report;
+  }
+  report.path = member.unified.value_or("");
+  report.status = "no hugetlb cgroup controller enabled for this process";
+  return report;
+}
+
+// ---- reading -----------------------------------------------------------------------------------
+
+std::optional<std::string> read_text(const std::string& root, const std::string& path,
+                                     std::string* error) {
+  std::error_code ec;
+  std::string text = detail::read_file((root + path).c_str(), ec);
+  if (ec) {
+    if (error != nullptr) *error = ec.message();
+    return std::nullopt;
+  }
+  return text;
+}
+
+std::vector<int> numa_nodes(const std::string& root) {
+  std::vector<int> nodes;
+  const std::string directory = root + "/sys/devices/system/node";
+  DIR* dir = ::opendir(directory.c_str());
+  if (dir == nullptr) return nodes;
+  while (const dirent* entry = ::readdir(dir)) {
+    const std::string_view name = entry->d_name;
+    if (starts_with(name, "node") && all_digits(name.substr(4))) {
+      nodes.push_back(static_cast<int>(detail::parse_u64(name.substr(4)).value_or(0)));
+    }
+  }
+  ::closedir(dir);
+  std::sort(nodes.begin(), nodes.end());
+  return nodes;
+}
+
+}  // namespace hugepage::doctor

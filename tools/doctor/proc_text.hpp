@@ -1,0 +1,133 @@
+// tools/doctor/proc_text.hpp - parsers for the kernel files the library does not read itself.
+//
+// hugepage-doctor needs a few more of the kernel's text files than the library does:
+//   /proc/buddyinfo              free blocks per order and zone: can the kernel find 2 MiB now?
+//   /proc/vmstat                 THP and compaction event counters
+//   /proc/meminfo                system-wide AnonHugePages, Hugetlb, MemAvailable
+//   /proc/<pid>/cgroup           which cgroup a process is in (v1 and v2 lines)
+//   <cgroup>/hugetlb.<size>.*    hugetlb cgroup limits (v2: max, rsvd.max; v1: limit_in_bytes)
+//   /proc/<pid>/environ          allocator settings (MALLOC_CONF, GLIBC_TUNABLES, ...)
+//   /proc/<pid>/maps             mapped libraries: which malloc the process runs
+//   /proc/<pid>/status           Name, THP_enabled (prctl(PR_SET_THP_DISABLE), Linux 5.0+)
+// Every parser takes the text, so tests feed stored samples; every reader takes a root directory
+// ("" for the live system), so tests feed a fake tree. Unknown fields and malformed lines are
+// skipped; a file that cannot be read is an empty optional, never a made-up zero.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace hugepage::doctor {
+
+// ---- buddyinfo ---------------------------------------------------------------------------------
+
+/// One line of /proc/buddyinfo: free blocks of each order (2^order base pages) in one zone.
+struct buddy_zone {
+  int node = 0;
+  std::string zone;                        ///< "DMA", "DMA32", "Normal", "Movable"
+  std::vector<std::uint64_t> free_blocks;  ///< index: order
+
+  /// Free bytes in the zone.
+  std::uint64_t free_bytes(std::size_t base_page) const noexcept;
+  /// Free bytes held in blocks of at least `order`.
+  std::uint64_t free_bytes_from(std::size_t order, std::size_t base_page) const noexcept;
+  /// How many naturally aligned blocks of `order` the free lists hold (larger blocks split).
+  std::uint64_t blocks_of(std::size_t order) const noexcept;
+};
+
+/// Parses /proc/buddyinfo ("Node 0, zone   Normal   2175   1280 ..."). Any number of orders.
+std::vector<buddy_zone> parse_buddyinfo(std::string_view text);
+
+// ---- vmstat, meminfo, status -------------------------------------------------------------------
+
+/// Parses "name value" lines (/proc/vmstat). Lines without a number are skipped.
+std::map<std::string, std::uint64_t> parse_vmstat(std::string_view text);
+
+/// Parses "Name:   value [kB]" lines (/proc/meminfo, /proc/<pid>/status). Values with a kB unit
+/// are returned in bytes; the others (HugePages_Total, THP_enabled) as they are.
+std::map<std::string, std::uint64_t> parse_meminfo(std::string_view text);
+
+/// The text fields of /proc/<pid>/status that the doctor wants ("Name").
+std::optional<std::string> status_text_field(std::string_view text, std::string_view key);
+
+// ---- environ, maps -----------------------------------------------------------------------------
+
+/// Splits /proc/<pid>/environ (NUL-separated NAME=value) and keeps the variables that configure
+/// an allocator's use of huge pages: MALLOC_CONF, _RJEM_MALLOC_CONF, GLIBC_TUNABLES, MIMALLOC_*,
+/// TCMALLOC_*, LD_PRELOAD. In the order found.
+std::vector<std::pair<std::string, std::string>> parse_allocator_environ(std::string_view text);
+
+/// The paths named in /proc/<pid>/maps text (each once, in order of first appearance).
+std::vector<std::string> parse_maps_paths(std::string_view text);
+
+/// The malloc a process runs, judged from its mapped libraries.
+struct allocator_guess {
+  std::string name;     ///< "jemalloc", "tcmalloc", "mimalloc", "glibc", or "unknown"
+  std::string library;  ///< the mapped file it was recognised by ("" when none)
+};
+
+/// Recognises libjemalloc, libtcmalloc(_minimal), libmimalloc and glibc's libc among `paths`. An
+/// allocator linked statically into the executable is not visible here and reads as glibc.
+allocator_guess detect_allocator(const std::vector<std::string>& paths);
+
+// ---- cgroups -----------------------------------------------------------------------------------
+
+/// Where a process sits in the cgroup hierarchies (/proc/<pid>/cgroup).
+struct cgroup_membership {
+  std::optional<std::string> unified;  ///< v2 path ("0::/system.slice/x.service")
+  std::optional<std::string> hugetlb;  ///< v1 path of the hugetlb controller
+};
+
+/// Parses /proc/<pid>/cgroup.
+cgroup_membership parse_cgroup_file(std::string_view text);
+
+/// A hugetlb cgroup file value: "max" (v2) or a number of bytes. v1 "unlimited" is a huge number;
+/// both come back as std::nullopt inside a set optional. An unparsable value is an empty outer
+/// optional.
+std::optional<std::optional<std::uint64_t>> parse_limit(std::string_view text);
+
+/// The name the kernel gives a hugetlb page size in cgroup files: 2097152 -> "2MB", 1 GiB -> "1GB".
+std::string cgroup_size_name(std::size_t page_bytes);
+
+/// The hugetlb limits of one page size in one cgroup. Bytes; std::nullopt: no limit ("max").
+struct hugetlb_limit {
+  std::size_t page_bytes = 0;
+  std::string version;    ///< "v2" or "v1"
+  std::string directory;  ///< the cgroup directory read
+  bool has_max = false;   ///< the max file was readable
+  std::optional<std::uint64_t> max;
+  bool has_rsvd_max = false;  ///< the rsvd.max file was readable (Linux 5.7+)
+  std::optional<std::uint64_t> rsvd_max;
+  std::optional<std::uint64_t> current;  ///< usage now, when readable
+  std::optional<std::uint64_t> rsvd_current;
+};
+
+/// What the doctor learned about hugetlb cgroups for one process.
+struct cgroup_report {
+  std::string status;  ///< "v2", "v1", or why nothing could be read
+  std::string path;    ///< the process's cgroup path ("/" for the root)
+  std::vector<hugetlb_limit> limits;
+};
+
+/// Reads the hugetlb limits that apply to the cgroup named in `cgroup_file_text`, for each of
+/// `page_sizes`, under `root` ("" for the live system): v2 in /sys/fs/cgroup or
+/// /sys/fs/cgroup/unified, v1 in /sys/fs/cgroup/hugetlb.
+cgroup_report read_hugetlb_cgroup(const std::string& root, std::string_view cgroup_file_text,
+                                  const std::vector<std::size_t>& page_sizes);
+
+// ---- reading -----------------------------------------------------------------------------------
+
+/// Reads root + path; std::nullopt when it cannot be read (`error` gets strerror, when given).
+std::optional<std::string> read_text(const std::string& root, const std::string& path,
+                                     std::string* error = nullptr);
+
+/// Lists the NUMA nodes under root/sys/devices/system/node (ascending); empty when there is none.
+std::vector<int> numa_nodes(const std::string& root);
+
+}  // namespace hugepage::doctor

@@ -1,0 +1,90 @@
+// tools/test/target_process.cpp - a process with known memory for hugepage-doctor's tests.
+//
+//   hugepage-doctor-target [--thp MIB] [--hugetlb MIB] [--mappings N --mapping-kib KIB]
+//
+// Maps MIB of THP through hugepage::thp_allocator and MIB of 2 MiB hugetlb pages through
+// hugepage::huge_page_allocator (touching every page), and/or N separate anonymous mappings of
+// KIB each (alternately MADV_HUGEPAGE and MADV_NOHUGEPAGE, so the kernel cannot merge them; every
+// page touched). Then prints one line
+//   ready thp_bytes=T hugetlb_bytes=H mapped_bytes=M
+// where T and H are what backing_of() found, and waits until stdin closes. On failure it prints
+// "error <reason>" and exits with 3.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "hugepage/allocator.hpp"
+#include "hugepage/backing.hpp"
+
+namespace {
+
+int fail(const std::string& message) {
+  std::printf("error %s\n", message.c_str());
+  std::fflush(stdout);
+  return 3;
+}
+
+void touch(char* p, std::size_t bytes) {
+  for (std::size_t i = 0; i < bytes; i += 4096) p[i] = 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::size_t thp_mib = 0, hugetlb_mib = 0, mappings = 0, mapping_kib = 0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::size_t value = std::strtoull(argv[i + 1], nullptr, 10);
+    if (std::strcmp(argv[i], "--thp") == 0) {
+      thp_mib = value;
+    } else if (std::strcmp(argv[i], "--hugetlb") == 0) {
+      hugetlb_mib = value;
+    } else if (std::strcmp(argv[i], "--mappings") == 0) {
+      mappings = value;
+    } else if (std::strcmp(argv[i], "--mapping-kib") == 0) {
+      mapping_kib = value;
+    } else {
+      return fail(std::string("unknown argument ") + argv[i]);
+    }
+  }
+  constexpr std::size_t mib = std::size_t{1} << 20;
+  std::size_t thp_bytes = 0, hugetlb_bytes = 0, mapped_bytes = 0;
+  try {
+    if (thp_mib != 0) {
+      hugepage::thp_allocator<char> allocator;
+      char* p = allocator.allocate(thp_mib * mib);
+      touch(p, thp_mib * mib);
+      thp_bytes = hugepage::backing_of(p, thp_mib * mib).thp;
+      mapped_bytes += thp_mib * mib;
+    }
+    if (hugetlb_mib != 0) {
+      hugepage::huge_page_allocator<char> allocator;
+      char* p = allocator.allocate(hugetlb_mib * mib);
+      touch(p, hugetlb_mib * mib);
+      hugetlb_bytes = hugepage::backing_of(p, hugetlb_mib * mib).hugetlb_2m;
+      mapped_bytes += hugetlb_mib * mib;
+    }
+  } catch (const std::exception& e) {
+    return fail(e.what());
+  }
+  for (std::size_t i = 0; i < mappings; ++i) {
+    const std::size_t bytes = mapping_kib * 1024;
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return fail("mmap: " + std::string(std::strerror(errno)));
+    ::madvise(p, bytes, i % 2 == 0 ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+    touch(static_cast<char*>(p), bytes);
+    mapped_bytes += bytes;
+  }
+  std::printf("ready thp_bytes=%zu hugetlb_bytes=%zu mapped_bytes=%zu\n", thp_bytes, hugetlb_bytes,
+              mapped_bytes);
+  std::fflush(stdout);
+  char buffer[64];
+  while (::read(STDIN_FILENO, buffer, sizeof buffer) > 0) {
+  }
+  return 0;
+}
