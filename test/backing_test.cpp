@@ -597,13 +597,17 @@ TEST(ParseSmaps, FieldsAfterAMalformedHeaderBelongToNoMapping) {
       "zzzz-not-a-range rw-p 00000000 00:00 0\n"
       "Rss:              2048 kB\n"
       "AnonHugePages:    2048 kB\n"
-      "7f0000400000-7f0000600000 rw-p 00000000 00:00 0\n"
-      "Rss:                 4 kB\n");
+      "7f0000400000-7f0000600000 rw-s 00000000 00:01 7 /dev/shm/book\n"
+      "Rss:                 4 kB\n"
+      "ShmemPmdMapped:   2048 kB\n"
+      "FilePmdMapped:    4096 kB\n");
   ASSERT_EQ(maps.size(), 2u);
   EXPECT_EQ(maps[0].rss, 8u * 1024);
   EXPECT_EQ(maps[0].anon_huge, 0u);
   EXPECT_EQ(maps[1].start, 0x7f0000400000u);
   EXPECT_EQ(maps[1].rss, 4u * 1024);
+  EXPECT_EQ(maps[1].shmem_huge, 2048u * 1024);
+  EXPECT_EQ(maps[1].file_huge, 4096u * 1024);
 }
 
 TEST(ParseSmaps, ReadsThisProcess) {

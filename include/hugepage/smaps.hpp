@@ -29,7 +29,9 @@ struct mapping_info {
   std::size_t kernel_page_bytes = 0;  ///< KernelPageSize: 2 MiB or 1 GiB for hugetlb mappings
   std::size_t rss = 0;
   std::size_t anonymous = 0;
-  std::size_t anon_huge = 0;  ///< AnonHugePages: PMD-mapped THP
+  std::size_t anon_huge = 0;   ///< AnonHugePages: PMD-mapped anonymous THP
+  std::size_t shmem_huge = 0;  ///< ShmemPmdMapped: PMD-mapped shmem/tmpfs THP
+  std::size_t file_huge = 0;   ///< FilePmdMapped: PMD-mapped page-cache THP
   std::size_t private_hugetlb = 0;
   std::size_t shared_hugetlb = 0;
   std::size_t swap = 0;
@@ -142,6 +144,10 @@ inline std::vector<mapping_info> parse_smaps(std::string_view text) {
       m.anonymous = kib;
     } else if (name == "AnonHugePages") {
       m.anon_huge = kib;
+    } else if (name == "ShmemPmdMapped") {
+      m.shmem_huge = kib;
+    } else if (name == "FilePmdMapped") {
+      m.file_huge = kib;
     } else if (name == "Private_Hugetlb") {
       m.private_hugetlb = kib;
     } else if (name == "Shared_Hugetlb") {

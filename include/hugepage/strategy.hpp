@@ -326,13 +326,15 @@ class strategy {
   }
 
   void* map_from_pool(std::size_t length, std::size_t alignment, backing& obtained) const {
-    if (alignment > bytes_of(size_)) {
+    // mmap aligns hugetlb mappings to their page size and no further.
+    const bool alignable = alignment <= bytes_of(size_);
+    if (!alignable && policy_ == pool_policy::strict) {
       detail::throw_allocation_error("hugepage: alignment " + std::to_string(alignment) +
                                          " exceeds the hugetlb page size " + name_of(size_),
                                      std::make_error_code(std::errc::invalid_argument));
     }
     std::error_code ec;
-    void* p = os::map_hugetlb(length, size_, ec);
+    void* p = alignable ? os::map_hugetlb(length, size_, ec) : nullptr;
     if (p != nullptr) return p;
     if (policy_ == pool_policy::strict) throw_pool_failure(length, ec);
     // Fallback: THP, at the same length, so that deallocate() unmaps what it would have unmapped

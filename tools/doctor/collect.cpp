@@ -108,7 +108,7 @@ process_report summarize_mappings(const std::vector<mapping_info>& mappings, std
   for (const mapping_info& m : mappings) {
     p.rss += m.rss;
     p.anonymous += m.anonymous;
-    p.thp += m.anon_huge;
+    p.thp += m.anon_huge + m.shmem_huge + m.file_huge;  // every PMD-mapped THP extends TLB reach
     if (m.advised_huge()) p.thp_advised += m.size();
     const std::size_t hugetlb = m.private_hugetlb + m.shared_hugetlb;
     if (m.is_hugetlb()) p.hugetlb[m.kernel_page_bytes] += hugetlb;

@@ -1,0 +1,887 @@
+// test/allocator_test.cpp - the STL allocators: with every standard and Abseil container, coverage
+// asserted from the kernel (backing_of, pool counters), bad input, options and statistics.
+//
+// Statistics are per process and gtest runs one test at a time, so stats() deltas are exact. The
+// hugetlb pool counters are system-wide: only the 1 GiB test compares them, and only while it owns
+// the page it allocated.
+#include "hugepage/allocator.hpp"
+
+#include <absl/container/flat_hash_map.h>
+#include <absl/container/node_hash_map.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <limits>
+#include <map>
+#include <memory>
+#include <string>
+#include <typeinfo>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "hugepage/backing.hpp"
+#include "hugepage/stats.hpp"
+#include "support.hpp"
+
+namespace hugepage {
+namespace {
+
+constexpr std::size_t kib = 1024;
+constexpr std::size_t mib = std::size_t{1} << 20;
+constexpr std::size_t gib = std::size_t{1} << 30;
+constexpr std::size_t huge_2m_bytes = bytes_of(page_size::huge_2m);
+
+// ---- the allocator kinds under test ------------------------------------------------------------
+
+struct thp_kind {
+  template <class T>
+  using allocator = thp_allocator<T>;
+  static constexpr bool strict_pool = false;
+  static constexpr std::size_t statistics::*requested = &statistics::requested_thp;
+  static constexpr std::size_t statistics::*obtained = &statistics::obtained_thp;
+};
+
+struct hugetlb_kind {
+  template <class T>
+  using allocator = huge_page_allocator<T>;
+  static constexpr bool strict_pool = true;
+  static constexpr std::size_t statistics::*requested = &statistics::requested_hugetlb_2m;
+  static constexpr std::size_t statistics::*obtained = &statistics::obtained_hugetlb_2m;
+};
+
+struct hugetlb_fallback_kind {
+  template <class T>
+  using allocator = huge_page_allocator<T, page_size::huge_2m, fallback>;
+  static constexpr bool strict_pool = false;
+  static constexpr std::size_t statistics::*requested = &statistics::requested_hugetlb_2m;
+  // What it obtains while the pool has pages; obtained_thp after a fallback.
+  static constexpr std::size_t statistics::*obtained = &statistics::obtained_hugetlb_2m;
+};
+
+struct collapse_kind {
+  template <class T>
+  using allocator = collapse_allocator<T>;
+  static constexpr bool strict_pool = false;
+  static constexpr std::size_t statistics::*requested = &statistics::requested_collapse;
+  static constexpr std::size_t statistics::*obtained = &statistics::obtained_thp;
+};
+
+template <class Kind, class T>
+using alloc_t = typename Kind::template allocator<T>;
+
+// Skips (or fails under HUGEPAGE_REQUIRE=1) a strict hugetlb kind when the 2 MiB pool is short.
+#define HUGEPAGE_REQUIRE_KIND_POOL(Kind, pages)         \
+  do {                                                  \
+    if constexpr (Kind::strict_pool) {                  \
+      HUGEPAGE_REQUIRE_POOL(page_size::huge_2m, pages); \
+    }                                                   \
+  } while (0)
+
+// ---- compile-time allocator requirements -------------------------------------------------------
+
+template <class A, class B, class = void>
+struct comparable : std::false_type {};
+template <class A, class B>
+struct comparable<A, B, std::void_t<decltype(std::declval<const A&>() == std::declval<const B&>())>>
+    : std::true_type {};
+
+template <class Kind>
+constexpr bool meets_allocator_requirements() {
+  using A = alloc_t<Kind, int>;
+  using B = alloc_t<Kind, double>;
+  using traits = std::allocator_traits<A>;
+  static_assert(std::is_same_v<typename traits::value_type, int>);
+  static_assert(std::is_same_v<typename A::template rebind<double>::other, B>);
+  static_assert(std::is_same_v<typename traits::template rebind_alloc<double>, B>);
+  static_assert(std::is_same_v<typename traits::template rebind_alloc<int>, A>);
+  static_assert(std::is_same_v<typename traits::size_type, std::size_t>);
+  static_assert(std::is_same_v<typename traits::pointer, int*>);
+  static_assert(traits::is_always_equal::value);
+  static_assert(traits::propagate_on_container_move_assignment::value);
+  static_assert(!traits::propagate_on_container_copy_assignment::value);
+  static_assert(!traits::propagate_on_container_swap::value);
+  static_assert(std::is_empty_v<A>, "stateless: containers pay no space for it");
+  static_assert(std::is_nothrow_default_constructible_v<A>);
+  static_assert(std::is_nothrow_copy_constructible_v<A>);
+  static_assert(std::is_nothrow_constructible_v<A, const B&>, "converting constructor");
+  static_assert(noexcept(std::declval<A&>().deallocate(nullptr, 0)));
+  static_assert(A{} == A{} && !(A{} != A{}));
+  static_assert(A{} == B{} && B{} == A{} && !(A{} != B{}), "rebound copies free each other's");
+  static_assert(A(B{}) == A{});
+  static_assert(A::get_strategy() == B::get_strategy());
+  return true;
+}
+static_assert(meets_allocator_requirements<thp_kind>());
+static_assert(meets_allocator_requirements<hugetlb_kind>());
+static_assert(meets_allocator_requirements<hugetlb_fallback_kind>());
+static_assert(meets_allocator_requirements<collapse_kind>());
+
+// Allocators of different strategies cannot free each other's memory, so they do not compare.
+static_assert(!comparable<thp_allocator<int>, collapse_allocator<int>>::value);
+static_assert(
+    !comparable<huge_page_allocator<int>, huge_page_allocator<int, page_size::huge_1g>>::value);
+static_assert(!comparable<huge_page_allocator<int>,
+                          huge_page_allocator<int, page_size::huge_2m, fallback>>::value);
+
+// Each alias carries the strategy it names.
+static_assert(thp_allocator<int>::get_strategy().how() == method::thp);
+static_assert(collapse_allocator<int>::get_strategy().how() == method::collapse);
+static_assert(huge_page_allocator<int>::get_strategy().how() == method::hugetlb);
+static_assert(huge_page_allocator<int>::get_strategy().size() == page_size::huge_2m);
+static_assert(huge_page_allocator<int>::get_strategy().policy() == pool_policy::strict);
+static_assert(huge_page_allocator<int, page_size::huge_1g, fallback>::get_strategy().size() ==
+              page_size::huge_1g);
+static_assert(huge_page_allocator<int, page_size::huge_1g, fallback>::get_strategy().policy() ==
+              pool_policy::fallback);
+static_assert(thp_allocator<int, prefault_options>::get_strategy().options().prefault);
+static_assert(!thp_allocator<int>::get_strategy().options().prefault);
+
+// ---- helpers -----------------------------------------------------------------------------------
+
+constexpr std::uint64_t value_of(std::uint64_t i) noexcept {
+  return (i * 0x9E3779B97F4A7C15ULL) ^ (i >> 7);
+}
+
+// Whether `c` holds exactly value_of(0..n) in order.
+template <class Container>
+::testing::AssertionResult holds_sequence(const Container& c, std::size_t n) {
+  if (c.size() != n) {
+    return ::testing::AssertionFailure() << "size " << c.size() << ", expected " << n;
+  }
+  std::size_t i = 0;
+  for (const auto& value : c) {
+    if (value != value_of(i)) {
+      return ::testing::AssertionFailure()
+             << "element " << i << " is " << value << ", expected " << value_of(i);
+    }
+    ++i;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Whether the map `m` holds exactly {k -> value_of(k)} for k in 0..n.
+template <class Map>
+::testing::AssertionResult holds_keys(const Map& m, std::size_t n) {
+  if (m.size() != n) {
+    return ::testing::AssertionFailure() << "size " << m.size() << ", expected " << n;
+  }
+  for (std::uint64_t k = 0; k < n; ++k) {
+    const auto it = m.find(k);
+    if (it == m.end()) return ::testing::AssertionFailure() << "key " << k << " missing";
+    if (it->second != value_of(k)) {
+      return ::testing::AssertionFailure() << "key " << k << " maps to " << it->second;
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+template <class Map>
+void fill_map(Map& m, std::size_t n) {
+  for (std::uint64_t k = 0; k < n; ++k) m.emplace(k, value_of(k));
+}
+
+// Copy, move, move assignment and swap of a filled map; checks contents after each.
+template <class Map>
+void check_map_value_semantics(Map& m, std::size_t n) {
+  Map copy(m);
+  EXPECT_TRUE(holds_keys(copy, n)) << "copy";
+  copy.erase(std::uint64_t{0});
+  EXPECT_TRUE(holds_keys(m, n)) << "the copy is independent";
+  Map moved(std::move(m));
+  EXPECT_TRUE(holds_keys(moved, n)) << "move construction";
+  Map assigned;
+  assigned.emplace(n + 1, 1);
+  assigned = std::move(moved);
+  EXPECT_TRUE(holds_keys(assigned, n)) << "move assignment";
+  using std::swap;
+  swap(assigned, copy);
+  EXPECT_EQ(assigned.size(), n - 1);
+  EXPECT_TRUE(holds_keys(copy, n)) << "swap";
+}
+
+std::size_t live_mappings() { return stats().live_mappings; }
+
+bool is_aligned(const void* p, std::size_t alignment) {
+  return reinterpret_cast<std::uintptr_t>(p) % alignment == 0;
+}
+
+// ---- typed tests over the four allocator kinds -------------------------------------------------
+
+template <class Kind>
+class AllocatorTest : public ::testing::Test {};
+
+struct kind_names {
+  template <class Kind>
+  static std::string GetName(int /*index*/) {
+    if (std::is_same_v<Kind, thp_kind>) return "Thp";
+    if (std::is_same_v<Kind, hugetlb_kind>) return "HugeTlb2m";
+    if (std::is_same_v<Kind, hugetlb_fallback_kind>) return "HugeTlb2mFallback";
+    return "Collapse";
+  }
+};
+
+using kinds = ::testing::Types<thp_kind, hugetlb_kind, hugetlb_fallback_kind, collapse_kind>;
+TYPED_TEST_SUITE(AllocatorTest, kinds, kind_names);
+
+TYPED_TEST(AllocatorTest, VectorKeepsContentsThroughGrowthCopyMoveAndSwap) {
+  HUGEPAGE_REQUIRE_KIND_POOL(TypeParam, 32);
+  using vector = std::vector<std::uint64_t, alloc_t<TypeParam, std::uint64_t>>;
+  constexpr std::size_t n = 6 * mib / sizeof(std::uint64_t) + 3;
+  const std::size_t live_before = live_mappings();
+  {
+    vector a;
+    for (std::size_t i = 0; i < n; ++i) a.push_back(value_of(i));
+    EXPECT_TRUE(holds_sequence(a, n)) << "after growth";
+    EXPECT_GT(live_mappings(), live_before) << "a 6 MiB vector must take the mapped path";
+    EXPECT_TRUE(is_aligned(a.data(), huge_2m_bytes)) << "mapped blocks start on a huge page";
+
+    vector b(a);
+    EXPECT_NE(b.data(), a.data());
+    EXPECT_TRUE(holds_sequence(b, n)) << "copy";
+    b[0] = 1;
+    EXPECT_TRUE(holds_sequence(a, n)) << "the copy is independent";
+    b[0] = value_of(0);
+
+    const std::uint64_t* const buffer = a.data();
+    vector c(std::move(a));
+    EXPECT_EQ(c.data(), buffer) << "move construction takes the buffer";
+    EXPECT_TRUE(holds_sequence(c, n)) << "move construction";
+
+    vector d(1000, 7);
+    d = std::move(c);
+    EXPECT_EQ(d.data(), buffer) << "propagate_on_container_move_assignment: the buffer moves";
+    EXPECT_TRUE(holds_sequence(d, n)) << "move assignment";
+
+    b.push_back(value_of(n));
+    const std::uint64_t* const b_buffer = b.data();
+    std::swap(b, d);
+    EXPECT_EQ(b.data(), buffer);
+    EXPECT_EQ(d.data(), b_buffer);
+    EXPECT_TRUE(holds_sequence(b, n)) << "swap";
+    EXPECT_TRUE(holds_sequence(d, n + 1)) << "swap";
+
+    // Shrinking below the threshold moves the data from a mapping to the small path.
+    d.resize(1000);
+    d.shrink_to_fit();
+    EXPECT_TRUE(holds_sequence(d, 1000)) << "shrink_to_fit below the threshold";
+  }
+  EXPECT_EQ(live_mappings(), live_before) << "every mapping released";
+}
+
+TYPED_TEST(AllocatorTest, VectorOfOverAlignedElementsIsAlignedAfterGrowth) {
+  HUGEPAGE_REQUIRE_KIND_POOL(TypeParam, 16);
+  struct alignas(4096) page4k {
+    std::uint64_t first = 0;
+    unsigned char rest[4096 - sizeof(std::uint64_t)] = {};
+  };
+  std::vector<page4k, alloc_t<TypeParam, page4k>> v;
+  constexpr std::size_t n = 4 * mib / sizeof(page4k) + 1;  // crosses the threshold
+  for (std::size_t i = 0; i < n; ++i) {
+    v.emplace_back();
+    v.back().first = value_of(i);
+    ASSERT_TRUE(is_aligned(v.data(), 4096)) << "capacity " << v.capacity();
+  }
+  for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(v[i].first, value_of(i)) << i;
+}
+
+TYPED_TEST(AllocatorTest, DequeKeepsContents) {
+  HUGEPAGE_REQUIRE_KIND_POOL(TypeParam, 40);
+  const std::size_t live_before = live_mappings();
+  {
+    // Many small elements: the deque's blocks and map are below the threshold.
+    using small_deque = std::deque<std::uint64_t, alloc_t<TypeParam, std::uint64_t>>;
+    constexpr std::size_t n = 300000;
+    small_deque d;
+    for (std::size_t i = n / 2; i-- > 0;) d.push_front(value_of(i));
+    for (std::size_t i = n / 2; i < n; ++i) d.push_back(value_of(i));
+    EXPECT_TRUE(holds_sequence(d, n));
+    small_deque copy(d);
+    EXPECT_TRUE(holds_sequence(copy, n)) << "copy";
+    small_deque moved(std::move(d));
+    EXPECT_TRUE(holds_sequence(moved, n)) << "move";
+    small_deque assigned(3, 3);
+    assigned = std::move(copy);
+    EXPECT_TRUE(holds_sequence(assigned, n)) << "move assignment";
+    assigned.pop_back();
+    std::swap(assigned, moved);
+    EXPECT_TRUE(holds_sequence(assigned, n)) << "swap";
+    EXPECT_TRUE(holds_sequence(moved, n - 1)) << "swap";
+  }
+  {
+    // 2 MiB elements: libstdc++ gives each its own block, so every block is mapped.
+    struct block {
+      std::uint64_t words[huge_2m_bytes / sizeof(std::uint64_t)];
+    };
+    using big_deque = std::deque<block, alloc_t<TypeParam, block>>;
+    constexpr std::size_t n = 6;
+    big_deque d;
+    for (std::size_t i = 0; i < n; ++i) {
+      block& b = d.emplace_back();
+      b.words[0] = value_of(i);
+      b.words[std::size(b.words) - 1] = value_of(i + 100);
+    }
+    EXPECT_GE(live_mappings(), live_before + n) << "each 2 MiB element block is mapped";
+    const auto holds = [](const big_deque& q, std::size_t count) {
+      if (q.size() != count) return false;
+      for (std::size_t i = 0; i < count; ++i) {
+        if (q[i].words[0] != value_of(i) ||
+            q[i].words[std::size(q[i].words) - 1] != value_of(i + 100)) {
+          return false;
+        }
+      }
+      return true;
+    };
+    EXPECT_TRUE(holds(d, n));
+    big_deque copy(d);
+    EXPECT_TRUE(holds(copy, n)) << "copy";
+    big_deque moved(std::move(d));
+    EXPECT_TRUE(holds(moved, n)) << "move";
+    copy.pop_back();
+    std::swap(copy, moved);
+    EXPECT_TRUE(holds(copy, n)) << "swap";
+    EXPECT_TRUE(holds(moved, n - 1)) << "swap";
+  }
+  EXPECT_EQ(live_mappings(), live_before);
+}
+
+TYPED_TEST(AllocatorTest, StringKeepsContents) {
+  HUGEPAGE_REQUIRE_KIND_POOL(TypeParam, 32);
+  using string = std::basic_string<char, std::char_traits<char>, alloc_t<TypeParam, char>>;
+  constexpr std::size_t n = 5 * mib + 11;
+  const auto expected = [](std::size_t i) { return static_cast<char>('a' + i % 26); };
+  const auto holds = [&](const string& s, std::size_t count) {
+    if (s.size() != count) return false;
+    for (std::size_t i = 0; i < count; ++i) {
+      if (s[i] != expected(i)) return false;
+    }
+    return s.c_str()[count] == '\0';
+  };
+  const std::size_t live_before = live_mappings();
+  {
+    string s;
+    for (std::size_t i = 0; i < n; ++i) s.push_back(expected(i));
+    EXPECT_TRUE(holds(s, n)) << "after growth";
+    EXPECT_GT(live_mappings(), live_before) << "a 5 MiB string must take the mapped path";
+    string copy(s);
+    EXPECT_TRUE(holds(copy, n)) << "copy";
+    EXPECT_NE(copy.data(), s.data());
+    const char* const buffer = s.data();
+    string moved(std::move(s));
+    EXPECT_EQ(moved.data(), buffer);
+    EXPECT_TRUE(holds(moved, n)) << "move";
+    string assigned("short");
+    assigned = std::move(moved);
+    EXPECT_EQ(assigned.data(), buffer);
+    EXPECT_TRUE(holds(assigned, n)) << "move assignment";
+    copy.append(copy.substr(0, 26));
+    std::swap(copy, assigned);
+    EXPECT_TRUE(holds(copy, n)) << "swap";
+    EXPECT_EQ(assigned.size(), n + 26);
+    EXPECT_EQ(assigned.compare(0, n, copy), 0);
+  }
+  EXPECT_EQ(live_mappings(), live_before);
+}
+
+TYPED_TEST(AllocatorTest, MapKeepsContents) {
+  // Tree nodes are small: all of them take the small path.
+  using map = std::map<std::uint64_t, std::uint64_t, std::less<>,
+                       alloc_t<TypeParam, std::pair<const std::uint64_t, std::uint64_t>>>;
+  constexpr std::size_t n = 100000;
+  const std::size_t live_before = live_mappings();
+  {
+    map m;
+    fill_map(m, n);
+    EXPECT_TRUE(holds_keys(m, n));
+    EXPECT_EQ(live_mappings(), live_before) << "map nodes are below the threshold";
+    check_map_value_semantics(m, n);
+  }
+  EXPECT_EQ(live_mappings(), live_before);
+}
+
+TYPED_TEST(AllocatorTest, UnorderedMapKeepsContentsThroughRehash) {
+  HUGEPAGE_REQUIRE_KIND_POOL(TypeParam, 32);
+  using map =
+      std::unordered_map<std::uint64_t, std::uint64_t, std::hash<std::uint64_t>, std::equal_to<>,
+                         alloc_t<TypeParam, std::pair<const std::uint64_t, std::uint64_t>>>;
+  constexpr std::size_t n = 300000;
+  const std::size_t live_before = live_mappings();
+  {
+    map m;
+    fill_map(m, n);
+    EXPECT_TRUE(holds_keys(m, n)) << "after growth";
+    EXPECT_GT(live_mappings(), live_before) << "the bucket array of 300k entries is mapped";
+    m.rehash(std::size_t{1} << 20);
+    EXPECT_GE(m.bucket_count(), std::size_t{1} << 20);
+    EXPECT_TRUE(holds_keys(m, n)) << "after rehash";
+    check_map_value_semantics(m, n);
+  }
+  EXPECT_EQ(live_mappings(), live_before);
+}
+
+TYPED_TEST(AllocatorTest, FlatHashMapKeepsContentsThroughRehash) {
+  HUGEPAGE_REQUIRE_KIND_POOL(TypeParam, 48);
+  using map =
+      absl::flat_hash_map<std::uint64_t, std::uint64_t, absl::Hash<std::uint64_t>,
+                          std::equal_to<std::uint64_t>,
+                          alloc_t<TypeParam, std::pair<const std::uint64_t, std::uint64_t>>>;
+  constexpr std::size_t n = 300000;
+  const std::size_t live_before = live_mappings();
+  {
+    map m;
+    fill_map(m, n);
+    EXPECT_TRUE(holds_keys(m, n)) << "after growth";
+    EXPECT_GT(live_mappings(), live_before) << "the slot array of 300k entries is mapped";
+    m.rehash(std::size_t{1} << 20);
+    EXPECT_GE(m.bucket_count(), std::size_t{1} << 20);
+    EXPECT_TRUE(holds_keys(m, n)) << "after rehash";
+    check_map_value_semantics(m, n);
+  }
+  EXPECT_EQ(live_mappings(), live_before);
+}
+
+TYPED_TEST(AllocatorTest, NodeHashMapKeepsContentsThroughRehash) {
+  HUGEPAGE_REQUIRE_KIND_POOL(TypeParam, 32);
+  using map =
+      absl::node_hash_map<std::uint64_t, std::uint64_t, absl::Hash<std::uint64_t>,
+                          std::equal_to<std::uint64_t>,
+                          alloc_t<TypeParam, std::pair<const std::uint64_t, std::uint64_t>>>;
+  constexpr std::size_t n = 300000;
+  const std::size_t live_before = live_mappings();
+  {
+    map m;
+    fill_map(m, n);
+    EXPECT_TRUE(holds_keys(m, n)) << "after growth";
+    EXPECT_GT(live_mappings(), live_before) << "the slot array of 300k entries is mapped";
+    const auto* node = &*m.find(std::uint64_t{12345});
+    m.rehash(std::size_t{1} << 20);
+    EXPECT_EQ(&*m.find(std::uint64_t{12345}), node) << "nodes stay put across a rehash";
+    EXPECT_TRUE(holds_keys(m, n)) << "after rehash";
+    check_map_value_semantics(m, n);
+  }
+  EXPECT_EQ(live_mappings(), live_before);
+}
+
+TYPED_TEST(AllocatorTest, AllocateSharedBuildsTheObjectInAMapping) {
+  HUGEPAGE_REQUIRE_KIND_POOL(TypeParam, 8);
+  struct big_object {
+    std::uint64_t words[4 * mib / sizeof(std::uint64_t)];
+  };
+  const std::size_t live_before = live_mappings();
+  {
+    auto p = std::allocate_shared<big_object>(alloc_t<TypeParam, big_object>{});
+    EXPECT_EQ(live_mappings(), live_before + 1) << "object and control block share one mapping";
+    EXPECT_EQ(p->words[0], 0u) << "value-initialised";
+    EXPECT_EQ(p->words[std::size(p->words) - 1], 0u) << "value-initialised";
+    for (std::size_t i = 0; i < std::size(p->words); i += 4096) p->words[i] = value_of(i);
+    std::shared_ptr<big_object> copy = p;
+    EXPECT_EQ(p.use_count(), 2);
+    p.reset();
+    EXPECT_EQ(live_mappings(), live_before + 1) << "still owned by the copy";
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < std::size(copy->words); i += 4096) {
+      wrong += copy->words[i] != value_of(i);
+    }
+    EXPECT_EQ(wrong, 0u);
+
+    // A small object through the same allocator takes the small path.
+    auto small = std::allocate_shared<std::uint64_t>(alloc_t<TypeParam, std::uint64_t>{}, 42u);
+    EXPECT_EQ(*small, 42u);
+    EXPECT_EQ(live_mappings(), live_before + 1);
+  }
+  EXPECT_EQ(live_mappings(), live_before) << "the last owner unmaps the block";
+}
+
+TYPED_TEST(AllocatorTest, OverflowingCountThrowsExactlyBadArrayNewLength) {
+  const auto expect_bad_array_new_length = [](auto allocator, std::size_t n) {
+    try {
+      (void)allocator.allocate(n);
+      ADD_FAILURE() << "allocate(" << n << ") returned";
+    } catch (const std::exception& e) {
+      EXPECT_EQ(typeid(e), typeid(std::bad_array_new_length)) << "threw " << typeid(e).name();
+    }
+  };
+  struct three {
+    unsigned char bytes[3];
+  };
+  constexpr std::size_t max = std::numeric_limits<std::size_t>::max();
+  expect_bad_array_new_length(alloc_t<TypeParam, std::uint64_t>{}, max / 8 + 1);
+  expect_bad_array_new_length(alloc_t<TypeParam, std::uint64_t>{}, max);
+  expect_bad_array_new_length(alloc_t<TypeParam, three>{}, max / 3 + 1);
+}
+
+TYPED_TEST(AllocatorTest, CountTooLargeToMapThrowsBadAlloc) {
+  // n * sizeof(T) does not overflow, but rounding it up to a huge page does.
+  alloc_t<TypeParam, std::uint64_t> a;
+  const statistics before = stats();
+  EXPECT_THROW((void)a.allocate(std::numeric_limits<std::size_t>::max() / 8), std::bad_alloc);
+  EXPECT_EQ(stats().live_mappings, before.live_mappings);
+  EXPECT_EQ(stats().mapped_bytes(), before.mapped_bytes());
+}
+
+TYPED_TEST(AllocatorTest, ZeroElementsAllocateAndDeallocate) {
+  alloc_t<TypeParam, std::uint64_t> a;
+  const statistics before = stats();
+  std::uint64_t* const p = a.allocate(0);
+  std::uint64_t* const q = a.allocate(0);
+  EXPECT_NE(p, nullptr);
+  EXPECT_NE(p, q) << "each allocation is distinct";
+  a.deallocate(p, 0);
+  a.deallocate(q, 0);
+  EXPECT_EQ(stats().live_mappings, before.live_mappings) << "nothing mapped for 0 elements";
+
+  std::vector<std::uint64_t, alloc_t<TypeParam, std::uint64_t>> v;
+  v.reserve(0);
+  v.shrink_to_fit();
+  EXPECT_TRUE(v.empty());
+}
+
+TYPED_TEST(AllocatorTest, OverAlignedTypesAreAlignedOnEveryPath) {
+  HUGEPAGE_REQUIRE_KIND_POOL(TypeParam, 16);
+  struct alignas(64) line {
+    std::uint64_t word;
+  };
+  struct alignas(4096) page4k {
+    std::uint64_t word;
+  };
+  const auto check = [](auto allocator, std::size_t n, const char* path) {
+    using T = typename decltype(allocator)::value_type;
+    const std::size_t live_before = live_mappings();
+    T* const p = allocator.allocate(n);
+    const bool mapped = live_mappings() == live_before + 1;
+    EXPECT_EQ(mapped, n * sizeof(T) >= decltype(allocator)::get_strategy().threshold()) << path;
+    EXPECT_TRUE(is_aligned(p, alignof(T)))
+        << path << ": " << static_cast<const void*>(p) << " is not aligned to " << alignof(T);
+    p[0].word = 1;
+    p[n - 1].word = 2;
+    EXPECT_EQ(p[n - 1].word, 2u) << path;
+    if (n > 1) {
+      EXPECT_EQ(p[0].word, 1u) << path;
+    }
+    allocator.deallocate(p, n);
+    EXPECT_EQ(live_mappings(), live_before) << path;
+  };
+  check(alloc_t<TypeParam, line>{}, 1, "small, 64");
+  check(alloc_t<TypeParam, line>{}, 1000, "small, 64");
+  check(alloc_t<TypeParam, line>{}, 4 * mib / sizeof(line) + 1, "mapped, 64");
+  check(alloc_t<TypeParam, page4k>{}, 1, "small, 4096");
+  check(alloc_t<TypeParam, page4k>{}, 100, "small, 4096");
+  check(alloc_t<TypeParam, page4k>{}, 4 * mib / sizeof(page4k) + 1, "mapped, 4096");
+}
+
+TYPED_TEST(AllocatorTest, StatisticsFollowOneMapping) {
+  HUGEPAGE_REQUIRE_KIND_POOL(TypeParam, 8);
+  constexpr std::size_t bytes = 16 * mib;
+  alloc_t<TypeParam, unsigned char> a;
+  const statistics before = stats();
+  unsigned char* const p = a.allocate(bytes);
+  const statistics during = stats();
+
+  EXPECT_EQ(during.*TypeParam::requested - before.*TypeParam::requested, bytes);
+  std::size_t statistics::*obtained = TypeParam::obtained;
+  if (during.fallbacks_to_thp != before.fallbacks_to_thp) obtained = &statistics::obtained_thp;
+  EXPECT_EQ(during.*obtained - before.*obtained, bytes);
+  EXPECT_EQ(during.mapped_bytes() - before.mapped_bytes(), bytes) << "one backing only";
+  EXPECT_EQ(during.live_mappings, before.live_mappings + 1);
+  if (std::is_same_v<TypeParam, collapse_kind>) {
+    EXPECT_EQ(during.prefaulted_bytes - before.prefaulted_bytes, bytes) << "collapse populates";
+    if (!before.collapse_unsupported) {
+      EXPECT_EQ(during.collapse_attempts, before.collapse_attempts + 1) << "one MADV_COLLAPSE";
+    }
+  } else {
+    EXPECT_EQ(during.prefaulted_bytes, before.prefaulted_bytes) << "no pre-fault by default";
+    EXPECT_EQ(during.collapse_attempts, before.collapse_attempts);
+  }
+
+  a.deallocate(p, bytes);
+  const statistics after = stats();
+  EXPECT_EQ(after.requested_thp, before.requested_thp);
+  EXPECT_EQ(after.requested_collapse, before.requested_collapse);
+  EXPECT_EQ(after.requested_hugetlb_2m, before.requested_hugetlb_2m);
+  EXPECT_EQ(after.requested_hugetlb_1g, before.requested_hugetlb_1g);
+  EXPECT_EQ(after.obtained_hugetlb_2m, before.obtained_hugetlb_2m);
+  EXPECT_EQ(after.obtained_hugetlb_1g, before.obtained_hugetlb_1g);
+  EXPECT_EQ(after.obtained_thp, before.obtained_thp);
+  EXPECT_EQ(after.obtained_base, before.obtained_base);
+  EXPECT_EQ(after.live_mappings, before.live_mappings);
+}
+
+TYPED_TEST(AllocatorTest, MappedLengthIsRoundedToWholeHugePages) {
+  HUGEPAGE_REQUIRE_KIND_POOL(TypeParam, 4);
+  alloc_t<TypeParam, unsigned char> a;
+  const statistics before = stats();
+  unsigned char* const p = a.allocate(huge_2m_bytes + 1);
+  EXPECT_EQ(stats().*TypeParam::requested - before.*TypeParam::requested, 2 * huge_2m_bytes);
+  p[huge_2m_bytes] = 1;
+  a.deallocate(p, huge_2m_bytes + 1);
+  EXPECT_EQ(stats().*TypeParam::requested, before.*TypeParam::requested);
+}
+
+// ---- coverage, asserted from the kernel --------------------------------------------------------
+
+void expect_kpageflags_when_root(const backing_report& r) {
+  if (::geteuid() == 0) {
+    EXPECT_EQ(r.source, backing_source::kpageflags) << r.note;
+    EXPECT_TRUE(r.exact) << r.note;
+  }
+}
+
+template <class Allocator>
+void expect_64_mib_vector_is_huge() {
+  constexpr std::size_t bytes = 64 * mib;
+  std::vector<std::uint64_t, Allocator> v(bytes / sizeof(std::uint64_t));  // every page touched
+  ASSERT_TRUE(is_aligned(v.data(), huge_2m_bytes));
+  const backing_report r = backing_of(v.data(), bytes);
+  expect_kpageflags_when_root(r);
+  EXPECT_EQ(r.bytes, bytes);
+  EXPECT_GE(r.huge_fraction(), 0.99) << "thp " << r.thp << ", base " << r.base << ", not resident "
+                                     << r.not_resident << "; " << r.note;
+  EXPECT_EQ(r.not_resident, 0u) << "fully touched";
+  EXPECT_EQ(r.hugetlb_2m + r.hugetlb_1g, 0u) << "THP, not hugetlb";
+  EXPECT_EQ(r.unmapped, 0u);
+}
+
+TEST(AllocatorCoverage, ThpVectorOf64MiBIsHuge) {
+  const auto thp = read_thp_settings();
+  if (!thp.enabled || *thp.enabled == "never") {
+    HUGEPAGE_SKIP_OR_FAIL("THP is disabled (transparent_hugepage/enabled is never or missing)");
+  }
+  expect_64_mib_vector_is_huge<thp_allocator<std::uint64_t>>();
+}
+
+TEST(AllocatorCoverage, CollapseVectorOf64MiBIsHuge) {
+  if (probe_collapse() != collapse_support::works) {
+    HUGEPAGE_SKIP_OR_FAIL(std::string("MADV_COLLAPSE: ") + name_of(probe_collapse()));
+  }
+  expect_64_mib_vector_is_huge<collapse_allocator<std::uint64_t>>();
+}
+
+TEST(AllocatorCoverage, HugePageVectorIsOnHugetlb2MiBPages) {
+  HUGEPAGE_REQUIRE_POOL(page_size::huge_2m, 8);
+  constexpr std::size_t count = 5 * mib / sizeof(std::uint32_t) + 7;  // 5 MiB + 28 bytes
+  constexpr std::size_t mapped = 6 * mib;                             // 3 whole pages
+  std::vector<std::uint32_t, huge_page_allocator<std::uint32_t>> v(count);
+  ASSERT_TRUE(is_aligned(v.data(), huge_2m_bytes));
+  const backing_report whole = backing_of(v.data(), mapped);
+  EXPECT_EQ(whole.bytes, mapped);
+  EXPECT_EQ(whole.hugetlb_2m, mapped) << "every page of the mapping is a resident hugetlb page";
+  EXPECT_EQ(whole.thp + whole.base + whole.hugetlb_1g + whole.not_resident + whole.unmapped, 0u);
+  EXPECT_TRUE(whole.exact) << whole.note;
+
+  const backing_report used = backing_of(v.data(), v.size() * sizeof(std::uint32_t));
+  EXPECT_EQ(used.hugetlb_2m, used.bytes);
+  EXPECT_DOUBLE_EQ(used.huge_fraction(), 1.0);
+}
+
+TEST(AllocatorCoverage, OneGiBVectorIsOnOneGiBPage) {
+  HUGEPAGE_REQUIRE_POOL(page_size::huge_1g, 1);
+  using allocator = huge_page_allocator<unsigned char, page_size::huge_1g>;
+  static_assert(allocator::get_strategy().options().small_threshold == 0);
+  ASSERT_EQ(allocator::get_strategy().threshold(), gib) << "a 1 GiB allocator maps from 1 GiB";
+
+  const test::pool_counts start = test::read_counts(page_size::huge_1g);
+  const statistics stats_before = stats();
+  {
+    // Reservation at mmap time, the page itself at first touch.
+    allocator a;
+    unsigned char* const p = a.allocate(gib);
+    const test::pool_counts mapped = test::read_counts(page_size::huge_1g);
+    EXPECT_EQ(mapped.reserved, start.reserved + 1) << "mapped: " << mapped << ", start: " << start;
+    EXPECT_EQ(mapped.free, start.free);
+    p[0] = 1;
+    const test::pool_counts touched = test::read_counts(page_size::huge_1g);
+    EXPECT_EQ(touched.reserved, start.reserved) << "touched: " << touched;
+    EXPECT_EQ(touched.free, start.free - 1) << "touched: " << touched;
+    a.deallocate(p, gib);
+    EXPECT_EQ(test::read_counts(page_size::huge_1g), start);
+  }
+  {
+    // Exactly 1 GiB, value-initialised: the page is touched.
+    std::vector<std::uint64_t, huge_page_allocator<std::uint64_t, page_size::huge_1g>> v(
+        gib / sizeof(std::uint64_t));
+    ASSERT_TRUE(is_aligned(v.data(), gib));
+    const test::pool_counts live = test::read_counts(page_size::huge_1g);
+    EXPECT_EQ(live.free, start.free - 1) << "live: " << live << ", start: " << start;
+    EXPECT_EQ(live.reserved, start.reserved) << "live: " << live;
+    EXPECT_EQ(live.total, start.total);
+    EXPECT_EQ(stats().requested_hugetlb_1g - stats_before.requested_hugetlb_1g, gib);
+    EXPECT_EQ(stats().obtained_hugetlb_1g - stats_before.obtained_hugetlb_1g, gib);
+
+    const backing_report r = backing_of(v.data(), gib);
+    EXPECT_EQ(r.hugetlb_1g, gib) << r.note;
+    EXPECT_EQ(r.hugetlb_2m + r.thp + r.base + r.not_resident + r.unmapped, 0u);
+    v.back() = 7;
+    EXPECT_EQ(v.back(), 7u);
+    EXPECT_EQ(v.front(), 0u);
+  }
+  EXPECT_EQ(test::read_counts(page_size::huge_1g), start) << "the page is back in the pool";
+  EXPECT_EQ(stats().requested_hugetlb_1g, stats_before.requested_hugetlb_1g);
+}
+
+TEST(AllocatorCoverage, OneGiBAllocatorServesSmallerVectorsFromTheHeap) {
+  // Below its threshold (1 GiB) a 1 GiB allocator uses ::operator new: no pool page is taken.
+  const statistics before = stats();
+  std::vector<std::uint64_t, huge_page_allocator<std::uint64_t, page_size::huge_1g>> v(
+      4 * mib / sizeof(std::uint64_t), 9);
+  EXPECT_EQ(stats().live_mappings, before.live_mappings);
+  EXPECT_EQ(stats().requested_hugetlb_1g, before.requested_hugetlb_1g);
+  EXPECT_EQ(v.back(), 9u);
+}
+
+// ---- small requests ----------------------------------------------------------------------------
+
+TEST(AllocatorSmallRequests, ThousandSmallVectorsDoNotCostThousandHugePages) {
+  constexpr std::size_t count = 1000;
+  constexpr std::size_t each = 100 * kib;
+  constexpr std::size_t live_bytes = count * each;
+  using vector = std::vector<unsigned char, thp_allocator<unsigned char>>;
+  std::vector<vector> vectors;
+  vectors.reserve(count);
+  const statistics before = stats();
+  const std::size_t rss_before = test::rss_bytes();
+  ASSERT_GT(rss_before, 0u) << "/proc/self/statm unreadable";
+  for (std::size_t i = 0; i < count; ++i) vectors.emplace_back(each, static_cast<unsigned char>(i));
+  const std::size_t rss_after = test::rss_bytes();
+  const std::size_t growth = rss_after > rss_before ? rss_after - rss_before : 0;
+  EXPECT_LT(growth, 2 * live_bytes)
+      << "RSS grew by " << growth << " bytes for " << live_bytes << " live bytes";
+  EXPECT_LT(growth, count * huge_2m_bytes / 4);
+  EXPECT_EQ(stats().live_mappings, before.live_mappings) << "small requests are never mapped";
+  EXPECT_EQ(stats().requested_thp, before.requested_thp);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    wrong += vectors[i].front() != static_cast<unsigned char>(i) ||
+             vectors[i].back() != static_cast<unsigned char>(i);
+  }
+  EXPECT_EQ(wrong, 0u);
+}
+
+TEST(AllocatorSmallRequests, ThresholdIsOneHugePage) {
+  using allocator = thp_allocator<unsigned char>;
+  EXPECT_EQ(allocator::get_strategy().threshold(), thp_page_bytes());
+  allocator a;
+  const std::size_t live_before = live_mappings();
+  unsigned char* const below = a.allocate(thp_page_bytes() - 1);
+  EXPECT_EQ(live_mappings(), live_before) << "one byte under a huge page: small path";
+  unsigned char* const at = a.allocate(thp_page_bytes());
+  EXPECT_EQ(live_mappings(), live_before + 1) << "one huge page: mapped";
+  a.deallocate(at, thp_page_bytes());
+  a.deallocate(below, thp_page_bytes() - 1);
+  EXPECT_EQ(live_mappings(), live_before);
+}
+
+struct small_threshold_64k : default_options {
+  static constexpr std::size_t small_threshold = 64 * kib;
+};
+
+TEST(AllocatorSmallRequests, ConfiguredThresholdMapsSmallerRequests) {
+  thp_allocator<unsigned char, small_threshold_64k> a;
+  const statistics before = stats();
+  unsigned char* const p = a.allocate(64 * kib);
+  EXPECT_EQ(stats().live_mappings, before.live_mappings + 1);
+  EXPECT_EQ(stats().requested_thp - before.requested_thp, huge_2m_bytes)
+      << "rounded to a huge page";
+  unsigned char* const q = a.allocate(64 * kib - 1);
+  EXPECT_EQ(stats().live_mappings, before.live_mappings + 1) << "under the threshold";
+  a.deallocate(q, 64 * kib - 1);
+  a.deallocate(p, 64 * kib);
+  EXPECT_EQ(stats().requested_thp, before.requested_thp);
+}
+
+// ---- options: pre-fault and MADV_DONTFORK -----------------------------------------------------
+
+template <class Allocator>
+void expect_resident_at_allocation(std::size_t bytes) {
+  Allocator a;
+  const statistics before = stats();
+  unsigned char* const p = a.allocate(bytes);
+  const backing_report r = backing_of(p, bytes);  // nothing touched the block yet
+  EXPECT_EQ(r.bytes, bytes);
+  EXPECT_EQ(r.not_resident, 0u) << "pre-faulted at allocation; " << r.note;
+  EXPECT_EQ(r.resident_bytes(), bytes);
+  EXPECT_EQ(stats().prefaulted_bytes - before.prefaulted_bytes, bytes);
+  a.deallocate(p, bytes);
+}
+
+TEST(AllocatorOptions, PrefaultMakesThpBlockResidentBeforeTouch) {
+  expect_resident_at_allocation<thp_allocator<unsigned char, prefault_options>>(16 * mib);
+}
+
+TEST(AllocatorOptions, PrefaultMakesHugetlbBlockResidentBeforeTouch) {
+  HUGEPAGE_REQUIRE_POOL(page_size::huge_2m, 8);
+  expect_resident_at_allocation<
+      huge_page_allocator<unsigned char, page_size::huge_2m, strict, prefault_options>>(8 * mib);
+}
+
+TEST(AllocatorOptions, CollapseAlwaysPrefaults) {
+  expect_resident_at_allocation<collapse_allocator<unsigned char>>(8 * mib);
+}
+
+TEST(AllocatorOptions, UntouchedThpBlockIsNotResidentWithoutPrefault) {
+  constexpr std::size_t bytes = 16 * mib;
+  thp_allocator<unsigned char> a;
+  const statistics before = stats();
+  unsigned char* const p = a.allocate(bytes);
+  const backing_report r = backing_of(p, bytes);
+  EXPECT_EQ(r.not_resident, bytes) << "no page faulted before the first touch; " << r.note;
+  EXPECT_EQ(r.resident_bytes(), 0u);
+  EXPECT_EQ(stats().prefaulted_bytes, before.prefaulted_bytes);
+  p[0] = 1;  // one touch faults one page (huge or base), not the block
+  const backing_report touched = backing_of(p, bytes);
+  EXPECT_GT(touched.resident_bytes(), 0u);
+  EXPECT_LE(touched.resident_bytes(), huge_2m_bytes);
+  a.deallocate(p, bytes);
+}
+
+struct dont_fork_options : default_options {
+  static constexpr bool dont_fork = true;
+};
+
+// Writes a value into a fresh block and returns what a forked child that reads it exits with:
+// 0 when it read the value, 128 + signal when it died.
+template <class Allocator>
+int child_reading_a_block() {
+  constexpr std::size_t n = 4 * mib / sizeof(std::uint64_t);
+  Allocator a;
+  std::uint64_t* const p = a.allocate(n);
+  p[0] = 42;
+  p[n - 1] = 43;
+  const int status = test::run_in_child([p] {
+    std::signal(SIGSEGV, SIG_DFL);  // die of it, even under a sanitizer's handler
+    const volatile std::uint64_t* q = p;
+    return q[0] == 42 && q[n - 1] == 43 ? 0 : 1;
+  });
+  EXPECT_EQ(p[0], 42u) << "the parent keeps its memory";
+  EXPECT_EQ(p[n - 1], 43u);
+  a.deallocate(p, n);
+  return status;
+}
+
+TEST(AllocatorOptions, DontForkHidesThpBlockFromChild) {
+  EXPECT_EQ((child_reading_a_block<thp_allocator<std::uint64_t, dont_fork_options>>()),
+            128 + SIGSEGV);
+}
+
+TEST(AllocatorOptions, DontForkHidesHugetlbBlockFromChild) {
+  HUGEPAGE_REQUIRE_POOL(page_size::huge_2m, 4);
+  EXPECT_EQ(
+      (child_reading_a_block<
+          huge_page_allocator<std::uint64_t, page_size::huge_2m, strict, dont_fork_options>>()),
+      128 + SIGSEGV);
+}
+
+TEST(AllocatorOptions, WithoutDontForkChildReadsTheBlock) {
+  EXPECT_EQ(child_reading_a_block<thp_allocator<std::uint64_t>>(), 0);
+}
+
+TEST(AllocatorOptions, WithoutDontForkChildReadsTheHugetlbBlock) {
+  HUGEPAGE_REQUIRE_POOL(page_size::huge_2m, 4);
+  EXPECT_EQ(child_reading_a_block<huge_page_allocator<std::uint64_t>>(), 0);
+}
+
+}  // namespace
+}  // namespace hugepage
