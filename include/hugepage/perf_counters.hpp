@@ -286,7 +286,7 @@ class perf_counters {
                                               perf_event::instructions, perf_event::page_faults}) {}
 
   /// Opens only `events`; the others are unavailable with the reason "not requested".
-  explicit perf_counters(std::vector<perf_event> events) {
+  explicit perf_counters(const std::vector<perf_event>& events) {
     for (auto& reason : reasons_) reason = "not requested";
     for (auto& fd : fds_) fd = -1;
     for (auto& id : ids_) id = 0;
