@@ -3,8 +3,9 @@
 
 One *configuration* is one way of running the benchmark binary:
 
-  glibc            our allocators (std, thp, hugetlb_2m, hugetlb_1g, collapse) under plain glibc;
-                   its `std` rows are the baseline every speedup is measured against
+  glibc            std rows under plain glibc: the baseline every speedup is measured against
+  ours <allocator> one configuration per hugepage allocator (thp, hugetlb_2m, hugetlb_1g,
+                   collapse, thp_prefault) under plain glibc, each its own process
   glibc hugetlb=1  std rows, GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (madvise THP on malloc's mmaps)
   glibc hugetlb=2  std rows, GLIBC_TUNABLES=glibc.malloc.hugetlb=2 (MAP_HUGETLB from the 2 MiB pool)
   jemalloc         std rows, Debian's libjemalloc2 (5.3) via LD_PRELOAD, MALLOC_CONF=thp:always,...
@@ -12,10 +13,13 @@ One *configuration* is one way of running the benchmark binary:
 
 Rounds interleave the configurations (round r runs every configuration once, in an order rotated
 by r), so drift of the machine (other tenants, frequency, memory fragmentation) hits all alike.
-Each table cell is the median over the rounds; the spread is min-max over the rounds.
+Each table cell is the median over the rounds; the spread is min-max over the rounds. Ratios
+(speedup over glibc std, ours/peer) are paired per round: the ratio of the two rows measured in
+the same round, then the median, min-max and number of those per-round ratios.
 
   bench/run.py [--quick] [--rounds N] [--sizes 4M,64M,1G] [--suites A,B] [--no-peers]
                [--out DIR] [--cpu N] [--bench PATH] [-- extra google-benchmark flags]
+  bench/run.py --from DIR [--out NEW]   (redo the tables of an earlier run; runs nothing)
 
 Writes into the output directory (default out/bench-<timestamp>/): raw/*.json (the
 google-benchmark JSON of every run), logs/*.log (its console output), probes.txt (proof that
@@ -32,6 +36,7 @@ import os
 import platform
 import re
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -56,10 +61,11 @@ CORE_SUITES = ["FlatHashMap_Lookup", "Vector_Chase"]
 PEER_CORE_SUITES = ["FlatHashMap_Lookup"]
 OURS_ALLOCATORS = ["std", "thp", "hugetlb_2m", "hugetlb_1g", "collapse", "thp_prefault"]
 
-# The default run (see README-results.md for the time it takes on the 2-core dev VM).
+# The default run (see README-results.md for the time it takes on the 2-core dev VM). The peers
+# take part in every round (unless --peer-rounds says otherwise), so that each ours/peer ratio of
+# the core suites has one pair per round.
 DEFAULT_ROUNDS = 5
 DEFAULT_HEAVY_ROUNDS = 2
-DEFAULT_PEER_ROUNDS = 3
 DEFAULT_MIN_TIME = "0.1"
 DEFAULT_SUITES = ALL_SUITES
 DEFAULT_PEER_SUITES = ["FlatHashMap_Lookup", "Vector_Chase", "FaultIn"]
@@ -67,6 +73,9 @@ QUICK_ROUNDS = 2
 QUICK_PEER_SUITES = ["FlatHashMap_Lookup"]
 
 BASELINE = "glibc std"
+# Target of the issue: our best huge-page row no slower than the best peer from this working set up.
+TARGET_OURS_OVER_PEER = 1.02
+TARGET_MIN_WS = 256 * MiB
 # Environment variables that select or tune a malloc: removed before each run, then set per config.
 MALLOC_ENV_PREFIXES = ("LD_PRELOAD", "GLIBC_TUNABLES", "MALLOC_CONF", "JE_MALLOC_CONF",
                        "_RJEM_MALLOC_CONF", "MIMALLOC_")
@@ -138,6 +147,28 @@ def quartiles(xs):
     return q[0], q[2]
 
 
+def paired_ratios(num, den):
+    """[(round, num ns / den ns)] for every round in which both cells were measured: a ratio of
+    two rows run side by side, under the same state of the machine."""
+    den_ns = {s["round"]: s["ns"] for s in den["samples"]}
+    return sorted((s["round"], s["ns"] / den_ns[s["round"]])
+                  for s in num["samples"] if den_ns.get(s["round"]))
+
+
+def ratio_summary(pairs):
+    """Median, min, max and n of paired ratios, with the pairs themselves; None without a pair."""
+    if not pairs:
+        return None
+    ratios = [x for _, x in pairs]
+    return {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios),
+            "n": len(ratios), "pairs": [{"round": r, "ratio": x} for r, x in pairs]}
+
+
+def fmt_ratio_range(summary, digits=2):
+    """'min-max, n=N' of a ratio_summary."""
+    return f"{summary['min']:.{digits}f}-{summary['max']:.{digits}f}, n={summary['n']}"
+
+
 # ------------------------------------------------------------------------------------------------
 # configurations
 
@@ -195,9 +226,19 @@ def hugetlb_free(kb):
 
 
 def make_configs(args):
-    ours_allocs = args.allocators or OURS_ALLOCATORS
-    configs = [Config("glibc", {}, ours_allocs, args.suites, peer=False, expect_huge=False,
-                      note="our allocators; std rows = plain glibc malloc (the baseline)")]
+    # One process per allocator, ours as well as the peers': every row starts from a fresh process
+    # with the same history (no containers of other rows built before it in the same heap), and the
+    # rotation interleaves all of them alike.
+    ours_allocs = args.allocators or [a for a in OURS_ALLOCATORS
+                                      if not (args.quick and a in ALLOCATOR_SUITES)]
+    configs = []
+    for alloc in ours_allocs:
+        if alloc == "std":
+            configs.append(Config("glibc", {}, ["std"], args.suites, peer=False, expect_huge=False,
+                                  note="std rows = plain glibc malloc (the baseline)"))
+        else:
+            configs.append(Config(f"ours {alloc}", {}, [alloc], args.suites, peer=False,
+                                  note=f"hugepage {alloc} under plain glibc"))
     if args.no_peers:
         return configs, []
     skipped = []
@@ -301,15 +342,22 @@ def spread_rounds(n, rounds):
     return {1 + round(i * (rounds - 1) / (n - 1)) for i in range(n)}
 
 
+# Allocators that have rows in some suites only (the binary registers nothing else for them).
+ALLOCATOR_SUITES = {"thp_prefault": ["FaultIn"]}
+
+
 def suites_for_round(args, config, rnd):
     """The suites a configuration runs in round rnd: [] = skip the run; None = binary default."""
     if config.peer and rnd not in args.peer_round_set:
         return []
-    if not config.suites:
-        return None
-    if rnd in args.heavy_round_set:
-        return config.suites
-    return [s for s in config.suites if s in config.core]
+    suites = config.suites or ALL_SUITES
+    if rnd not in args.heavy_round_set:
+        suites = [s for s in suites if s in config.core]
+    only = [s for a in config.allocators for s in ALLOCATOR_SUITES.get(a, ALL_SUITES)]
+    suites = [s for s in suites if s in only]
+    if not suites:
+        return []
+    return None if not config.suites and suites == ALL_SUITES else suites
 
 
 def bench_command(args, config, json_path, suites):
@@ -421,12 +469,10 @@ def collect(runs, configs, time_field):
                                        if k in s["counters"]]) for k in sorted(keys)}
         cell["coverage_min"] = min((s["counters"]["coverage_pct"] for s in cell["samples"]
                                     if "coverage_pct" in s["counters"]), default=None)
+    # Speedup over the baseline, paired per round: baseline_r / row_r, then their median and range.
     for cell in cells.values():
         base = cells.get((cell["suite"], BASELINE, cell["ws"]))
-        if base and base["median_ns"] and cell["median_ns"]:
-            cell["speedup"] = base["median_ns"] / cell["median_ns"]
-        else:
-            cell["speedup"] = None
+        cell["speedup"] = ratio_summary(paired_ratios(base, cell)) if base else None
     return cells
 
 
@@ -481,9 +527,9 @@ def suite_table(cells, configs, suite, rounds):
     has = lambda k: any(k in c["counters"] for c in mine)
     unit, scale = SUITE_UNITS.get(suite, ("ns/op", 1.0))
     num = lambda x: fmt_num(x / scale if x is not None else None)
-    headers = ["working set", "configuration", unit, "spread (min-max)", "vs glibc std", "huge %",
-               "peak RSS MiB"]
-    align = ["r", "l", "r", "r", "r", "r", "r"]
+    headers = ["working set", "configuration", unit, "spread (min-max)", "vs glibc std",
+               "vs std min-max", "pairs", "huge %", "peak RSS MiB"]
+    align = ["r", "l", "r", "r", "r", "r", "r", "r", "r"]
     extra = []
     if has("bytes_per_second"):
         extra.append(("GB/s", lambda c: fmt_num(c["counters"]["bytes_per_second"] / 1e9)
@@ -504,7 +550,8 @@ def suite_table(cells, configs, suite, rounds):
         config = by_name[c["config"]]
         if not c["samples"]:
             msg = "skipped: " + (c["errors"][0] if c["errors"] else "no result")
-            rows.append([ws, c["label"], "-", "-", "-", "-", "-"] + ["-"] * len(extra) + ["0", msg])
+            rows.append([ws, c["label"], "-", "-", "-", "-", "0", "-", "-"] + ["-"] * len(extra)
+                        + ["0", msg])
             continue
         spread = f"{num(c['min_ns'])}-{num(c['max_ns'])}"
         cov = c["counters"].get("coverage_pct")
@@ -513,13 +560,17 @@ def suite_table(cells, configs, suite, rounds):
             note = (note + "; " if note else "") + "0 faults: reused memory, not a first touch"
         if c["errors"]:
             note = (note + "; " if note else "") + f"{len(c['errors'])} run(s) failed"
+        sp = c["speedup"]
         rows.append([ws, c["label"], num(c["median_ns"]), spread,
-                     f"{c['speedup']:.2f}x" if c["speedup"] else "-",
+                     f"{sp['median']:.2f}x" if sp else "-",
+                     f"{sp['min']:.2f}-{sp['max']:.2f}" if sp else "-",
+                     str(sp["n"]) if sp else "0",
                      f"{cov:.1f}" if cov is not None else "-",
                      fmt_num(c["counters"].get("peak_rss_mib"))]
                     + [f(c) for _, f in extra] + [str(c["n"]), note])
-    title = (f"{suite}: {unit}, median over n interleaved rounds; spread = min-max over "
-             f"rounds; vs glibc std = glibc std median / row median (>1 is faster)")
+    title = (f"{suite}: {unit}, median over n interleaved rounds; spread = min-max over rounds; "
+             f"vs glibc std = ratios paired per round: median over the rounds where both ran of "
+             f"glibc std / row in that round (>1 is faster), their min-max and number of pairs")
     return title, headers, rows, align
 
 
@@ -552,36 +603,80 @@ def bloat_table(cells, configs):
     return title, headers, rows, align
 
 
-def targets_summary(cells, configs, suite="FlatHashMap_Lookup"):
-    """Lines comparing our best huge-page row with plain std and with the best peer."""
-    lines = []
+def compare_with_peers(cells, configs, suite):
+    """Per working set of a suite: our best huge-page row (highest paired speedup over glibc std)
+    against every peer, ours/peer paired per round. The best peer is the one that gives the
+    highest median ours/peer. A list of dicts, as saved in results.json."""
     by_name = {c.name: c for c in configs}
-    sizes = sorted({c["ws"] for c in cells.values() if c["suite"] == suite})
-    if not sizes:
-        return lines
-    for ws in sizes:
-        row = [c for c in cells.values() if c["suite"] == suite and c["ws"] == ws and c["median_ns"]]
+    by_paired_speedup = lambda c: (c["speedup"]["median"] if c["speedup"] else 0.0, -c["median_ns"])
+    out = []
+    for ws in sorted({c["ws"] for c in cells.values() if c["suite"] == suite}):
+        row = [c for c in cells.values() if c["suite"] == suite and c["ws"] == ws and c["samples"]]
         ours = [c for c in row if not by_name[c["config"]].peer and c["allocator"] != "std"]
-        peers = [c for c in row if by_name[c["config"]].peer]
-        base = next((c for c in row if c["label"] == BASELINE), None)
         if not ours:
             continue
-        best = min(ours, key=lambda c: c["median_ns"])
-        text = (f"  {fmt_size(ws):>8}: best of ours {best['allocator']} "
-                f"{fmt_num(best['median_ns'])} ns")
-        if base:
-            lo = base["min_ns"] / best["max_ns"]
-            hi = base["max_ns"] / best["min_ns"]
-            text += f" = {base['median_ns'] / best['median_ns']:.2f}x glibc std (range {lo:.2f}-{hi:.2f})"
-        if peers:
-            bp = min(peers, key=lambda c: c["median_ns"])
-            text += (f"; best peer {bp['label']} {fmt_num(bp['median_ns'])} ns, "
-                     f"ours/peer = {best['median_ns'] / bp['median_ns']:.3f}")
+        best = max(ours, key=by_paired_speedup)
+        peers = [{"peer": p["label"], "peer_median_ns": p["median_ns"],
+                  "ours_over_peer": ratio_summary(paired_ratios(best, p))}
+                 for p in row if by_name[p["config"]].peer]
+        paired = [p for p in peers if p["ours_over_peer"]]
+        best_peer = max(paired, key=lambda p: p["ours_over_peer"]["median"], default=None)
         one_g = next((c for c in ours if c["allocator"] == "hugetlb_1g"), None)
-        if one_g and best is not one_g:
-            text += f"; 1 GiB pages {fmt_num(one_g['median_ns'])} ns"
+        out.append({"suite": suite, "ws": ws, "ours": best["label"],
+                    "ours_allocator": best["allocator"], "ours_median_ns": best["median_ns"],
+                    "vs_glibc_std": best["speedup"], "peers": peers,
+                    "best_peer": best_peer["peer"] if best_peer else None,
+                    "hugetlb_1g_median_ns": one_g["median_ns"] if one_g and one_g is not best
+                    else None})
+    return out
+
+
+def target_verdict(ratio):
+    """The ours/peer target, judged on the paired median, with what the range says about noise."""
+    if ratio["median"] <= TARGET_OURS_OVER_PEER:
+        return "target met"
+    miss = f"target missed by {100 * (ratio['median'] / TARGET_OURS_OVER_PEER - 1):.1f}%"
+    if ratio["min"] <= TARGET_OURS_OVER_PEER:
+        return miss + ", within the noise (some rounds meet it)"
+    return miss + f", above {TARGET_OURS_OVER_PEER} in every round"
+
+
+def fmt_ours_over_peer(peer):
+    """'name median (min-max, n=N)' of one peer's paired ours/peer ratio."""
+    r = peer["ours_over_peer"]
+    if not r:
+        return f"{peer['peer']} (no common round)"
+    return f"{peer['peer']} {r['median']:.3f} ({fmt_ratio_range(r, 3)})"
+
+
+def targets_summary(comparisons, suite="FlatHashMap_Lookup"):
+    """Lines comparing our best huge-page row with plain std and with the peers (paired ratios)."""
+    lines = []
+    for cmp in comparisons:
+        text = (f"  {fmt_size(cmp['ws']):>8}: best of ours {cmp['ours_allocator']} "
+                f"{fmt_num(cmp['ours_median_ns'])} ns")
+        sp = cmp["vs_glibc_std"]
+        if sp:
+            text += f" = {sp['median']:.2f}x glibc std ({fmt_ratio_range(sp)})"
+        best = next((p for p in cmp["peers"] if p["peer"] == cmp["best_peer"]), None)
+        if best:
+            r = best["ours_over_peer"]
+            text += (f"; best peer {best['peer']} {fmt_num(best['peer_median_ns'])} ns, "
+                     f"ours/peer = {r['median']:.3f} ({fmt_ratio_range(r, 3)})")
+            if cmp["ws"] >= TARGET_MIN_WS:
+                text += f": {target_verdict(r)}"
+        if cmp["hugetlb_1g_median_ns"] is not None:
+            text += f"; 1 GiB pages {fmt_num(cmp['hugetlb_1g_median_ns'])} ns"
         lines.append(text)
-    return ["", f"{suite}, summary per working set (ours/peer <= 1.02 is the target at >= 256 MiB):"] + lines
+        if len(cmp["peers"]) > 1:
+            lines.append(f"  {'':>8}  ours/peer for each peer: "
+                         + "; ".join(fmt_ours_over_peer(p) for p in cmp["peers"]))
+    if not lines:
+        return []
+    return ["", f"{suite}, summary per working set: ratios paired per round (in each round where both "
+                f"ran: ours / peer, glibc std / ours), shown as median (min-max, n = pairs); best peer = "
+                f"the one with the highest median ours/peer; target: ours/peer <= "
+                f"{TARGET_OURS_OVER_PEER} at >= {fmt_size(TARGET_MIN_WS)}, judged on the median:"] + lines
 
 
 # ------------------------------------------------------------------------------------------------
@@ -681,7 +776,7 @@ def draw_chart(cells, configs, path, suites):
             ax.errorbar(xs, ys, yerr=err, label=name, color=colors[label], linestyle=style,
                         linewidth=lw, marker="o" if not config.peer else "s", markersize=4,
                         capsize=3, elinewidth=1)
-            sp = [(c["ws"], c["speedup"]) for c in pts if c.get("speedup")]
+            sp = [(c["ws"], c["speedup"]["median"]) for c in pts if c["speedup"]]
             if sp and label != BASELINE:
                 ax2.plot([x for x, _ in sp], [y for _, y in sp], color=colors[label],
                          linestyle=style, linewidth=1.6, marker="o" if not config.peer else "s",
@@ -717,7 +812,8 @@ def draw_chart(cells, configs, path, suites):
         ax2.axhline(1.0, color="black", linewidth=1)
         ax2.set_ylabel("speedup over glibc std (x)")
         ax2.set_xlabel("working set (log scale)")
-        ax2.set_title("speedup over plain glibc std (>1 is faster)", fontsize=10)
+        ax2.set_title("speedup over plain glibc std: median of per-round ratios (>1 is faster)",
+                      fontsize=10)
     # One legend for all panels (same labels, same colours), outside the plots.
     handles, names = [], []
     for a in axes[0]:
@@ -759,8 +855,8 @@ def parse_args(argv):
                         f"later rounds run only {','.join(CORE_SUITES)} (peers: "
                         f"{','.join(PEER_CORE_SUITES)})")
     p.add_argument("--peer-rounds", type=int,
-                   help=f"rounds the peers take part in (default {DEFAULT_PEER_ROUNDS}, spread "
-                        f"over the run)")
+                   help="rounds the peers take part in, spread over the run (default: every "
+                        "round, so that every ours/peer ratio has a pair in each round)")
     p.add_argument("--min-time", default=DEFAULT_MIN_TIME,
                    help=f"google-benchmark min time per row in seconds (default {DEFAULT_MIN_TIME}: "
                         f"the interleaved rounds give the repetitions; --quick keeps the "
@@ -771,7 +867,8 @@ def parse_args(argv):
                    f"{','.join(DEFAULT_PEER_SUITES)})")
     p.add_argument("--allocators", help="our allocators (default: " + ",".join(OURS_ALLOCATORS) + ")")
     p.add_argument("--no-peers", action="store_true", help="only our allocators under plain glibc")
-    p.add_argument("--out", type=Path, help="output directory (default out/bench-<timestamp>)")
+    p.add_argument("--out", type=Path, help="output directory (default out/bench-<timestamp>; "
+                   "with --from: the --from directory itself)")
     p.add_argument("--cpu", type=int, help="pin the benchmark to this CPU (passed as --cpu=N)")
     p.add_argument("--bench", type=Path, default=Path(os.environ.get("HUGEPAGE_BENCH", DEFAULT_BENCH)),
                    help=f"the benchmark binary (default {DEFAULT_BENCH.relative_to(ROOT)})")
@@ -779,7 +876,8 @@ def parse_args(argv):
                    help="seconds one run of the binary may take before it is killed (default 900)")
     p.add_argument("--from", dest="from_dir", type=Path, metavar="DIR",
                    help="run nothing: redo the tables, results.md/.json and chart.png of an "
-                        "earlier output directory from its raw JSON")
+                        "earlier output directory from its raw JSON, in that directory or, with "
+                        "--out, in a new one (raw/, logs/ and probes.txt are copied there)")
     p.add_argument("--time", choices=["auto", "real", "cpu"], default="auto",
                    help="time to report: auto (default) = the one google-benchmark iterates on: "
                         "CPU time for lookups (robust to preemption on a small VM), real time "
@@ -798,7 +896,7 @@ def parse_args(argv):
     if args.heavy_rounds is None:
         args.heavy_rounds = args.rounds if args.quick else min(args.rounds, DEFAULT_HEAVY_ROUNDS)
     if args.peer_rounds is None:
-        args.peer_rounds = args.rounds if args.quick else min(args.rounds, DEFAULT_PEER_ROUNDS)
+        args.peer_rounds = args.rounds
     args.heavy_round_set = spread_rounds(args.heavy_rounds, args.rounds)
     args.peer_round_set = spread_rounds(args.peer_rounds, args.rounds)
     args.max_size = max(args.sizes) if args.sizes else GiB
@@ -834,10 +932,23 @@ def load_previous(args):
     return src, prev["date"], configs, prev.get("skipped_peers", []), runs, prev["wall_s"]
 
 
+def copy_run_files(src, dst):
+    """raw/, logs/ and probes.txt of an output directory into another, so that it stands alone."""
+    dst.mkdir(parents=True, exist_ok=True)
+    for name in ("raw", "logs"):
+        if (src / name).is_dir():
+            shutil.copytree(src / name, dst / name, dirs_exist_ok=True)
+    if (src / "probes.txt").exists():
+        shutil.copy2(src / "probes.txt", dst / "probes.txt")
+
+
 def main(argv):
     args = parse_args(argv)
     if args.from_dir:
-        out_dir, stamp, configs, skipped, runs, wall = load_previous(args)
+        src, stamp, configs, skipped, runs, wall = load_previous(args)
+        out_dir = args.out.resolve() if args.out else src
+        if out_dir != src:
+            copy_run_files(src, out_dir)
         return report(args, out_dir, stamp, configs, skipped, runs, wall)
     if not os.access(args.bench, os.X_OK):
         sys.exit(f"error: {args.bench} not found or not executable; build it first:\n"
@@ -909,7 +1020,7 @@ def report(args, out_dir, stamp, configs, skipped, runs, wall):
     out.append(f"Runs: {len(runs)} ({args.rounds} round(s), {len(configs)} configuration(s); "
                f"all suites in rounds {sorted(args.heavy_round_set)}, the core ones in every round; "
                f"peers in rounds {sorted(args.peer_round_set)}), "
-               f"wall {wall:.0f} s; each cell = median over rounds, "
+               f"wall {wall:.0f} s; each cell = median over rounds, ratios paired per round, "
                f"{'google-benchmark time (CPU for lookups, real for build/fault-in/bloat)' if args.time == 'auto' else args.time + ' time'}.")
     out.append("Configurations:")
     for c in configs:
@@ -934,7 +1045,8 @@ def report(args, out_dir, stamp, configs, skipped, runs, wall):
     for s in ALL_SUITES + sorted({c["suite"] for c in cells.values()} - set(ALL_SUITES)):
         if s != "Bloat_Sparse" and any(c["suite"] == s for c in cells.values()):
             present.append(s)
-    for i, suite in enumerate(present):
+    comparisons = {suite: compare_with_peers(cells, configs, suite) for suite in present}
+    for suite in present:
         t = suite_table(cells, configs, suite, args.rounds)
         if not t:
             continue
@@ -942,7 +1054,7 @@ def report(args, out_dir, stamp, configs, skipped, runs, wall):
         out += [title, text_table(headers, rows, align)]
         md += [f"## {suite}", "", title, "", md_table(headers, rows, align), ""]
         if suite == "FlatHashMap_Lookup":
-            summ = targets_summary(cells, configs)
+            summ = targets_summary(comparisons[suite], suite)
             out += summ
             md += ["```"] + summ[1:] + ["```", ""] if summ else []
             b = bloat_table(cells, configs)
@@ -974,6 +1086,7 @@ def report(args, out_dir, stamp, configs, skipped, runs, wall):
                      "context_shows_preload": getattr(c, "context_shows_preload", None)}
                     for c in configs],
         "skipped_peers": skipped,
+        "ours_vs_peers": comparisons,
         "runs": [{k: v for k, v in r.items() if k != "data"} for r in runs],
         "cells": [{k: v for k, v in c.items()} | {"note": coverage_note(c, {x.name: x for x in configs}[c["config"]])}
                   for c in sorted(cells.values(), key=lambda c: (c["suite"], c["ws"], c["label"]))],
