@@ -45,6 +45,7 @@ namespace {
 using hugepage::allocation_error;
 using hugepage::page_size;
 using hugepage::pool_exhausted;
+using hugepage::test::pool_back;
 using hugepage::test::pool_counts;
 using hugepage::test::read_counts;
 using hugepage::test::run_in_child;
@@ -56,40 +57,6 @@ constexpr std::size_t kHuge = 2 * kMiB;
 std::size_t base_page() { return hugepage::os::base_page_size(); }
 
 // ---- helpers ----------------------------------------------------------------------------------
-
-// Hugetlb mappings this process holds now (smaps records with a huge KernelPageSize).
-std::size_t own_hugetlb_mappings() {
-  std::error_code ec;
-  std::size_t count = 0;
-  for (const auto& m : hugepage::read_smaps(0, ec)) count += m.is_hugetlb() ? 1 : 0;
-  return count;
-}
-
-// Whether the pool counts are back at `before`. Other processes share the pool, so a mismatch is
-// retried for a while; if it persists, this process must at least hold no hugetlb mapping (every
-// reservation and page we could have taken belongs to one).
-::testing::AssertionResult pool_back(page_size size, const pool_counts& before) {
-  pool_counts now = read_counts(size);
-  for (int i = 0; i < 20 && !(now == before); ++i) {
-    ::usleep(100 * 1000);
-    now = read_counts(size);
-  }
-  if (now == before) return ::testing::AssertionSuccess();
-  const std::size_t mine = own_hugetlb_mappings();
-  if (mine == 0) {
-    std::fprintf(stderr,
-                 "note: %s pool moved from {free %llu, reserved %llu} to {free %llu, reserved "
-                 "%llu}, but this process holds no hugetlb mapping: other processes use the pool\n",
-                 hugepage::name_of(size), static_cast<unsigned long long>(before.free),
-                 static_cast<unsigned long long>(before.reserved),
-                 static_cast<unsigned long long>(now.free),
-                 static_cast<unsigned long long>(now.reserved));
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure()
-         << hugepage::name_of(size) << " pool was " << before << ", now " << now
-         << ", and this process still holds " << mine << " hugetlb mapping(s)";
-}
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
@@ -330,42 +297,10 @@ TEST(PoolShortage, FallbackServesFromThpAndCountsIt) {
 
 // ---- MADV_COLLAPSE unavailable: a seccomp filter -----------------------------------------------
 
-#if defined(__x86_64__)
-constexpr std::uint32_t kAuditArch = AUDIT_ARCH_X86_64;
-#elif defined(__aarch64__)
-constexpr std::uint32_t kAuditArch = AUDIT_ARCH_AARCH64;
-#else
-constexpr std::uint32_t kAuditArch = 0;
-#endif
-
-// Installs a filter that fails madvise(..., `advice`) with `error` and allows everything else,
-// including every syscall of another architecture's ABI (the filter is not a sandbox).
-bool fail_madvise(std::uint32_t advice, std::uint32_t error) {
-  // The low 32 bits of the third argument.
-  constexpr std::uint32_t arg2 = offsetof(seccomp_data, args) + 2 * sizeof(std::uint64_t) +
-                                 (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__ ? 4 : 0);
-  sock_filter filter[] = {
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kAuditArch, 1, 0),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_madvise, 0, 3),
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, arg2),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, advice, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (error & SECCOMP_RET_DATA)),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-  };
-  sock_fprog program{};
-  program.len = static_cast<unsigned short>(sizeof filter / sizeof filter[0]);
-  program.filter = filter;
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return false;
-  return ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) == 0;
-}
-
 // The body of the two seccomp tests; runs in a child. `permanent`: EINVAL (no further attempts)
 // versus a transient errno (every allocation tries again).
 int collapse_blocked_child(std::uint32_t error, bool permanent) {
-  if (!fail_madvise(MADV_COLLAPSE, error)) return 2;
+  if (!hugepage::test::fail_syscall(__NR_madvise, error, MADV_COLLAPSE)) return 2;
   // The filter works: the probe sees what an old kernel (or a busy one) would answer.
   const hugepage::collapse_support probe = hugepage::probe_collapse();
   if (probe != (permanent ? hugepage::collapse_support::unsupported
@@ -432,13 +367,15 @@ int collapse_blocked_child(std::uint32_t error, bool permanent) {
 }
 
 TEST(CollapseUnavailable, EinvalIsCountedAndBacksOff) {
-  if (kAuditArch == 0) GTEST_SKIP() << "no seccomp architecture constant for this CPU";
+  if (hugepage::test::seccomp_arch == 0)
+    GTEST_SKIP() << "no seccomp architecture constant for this CPU";
   const int code = run_in_child([] { return collapse_blocked_child(EINVAL, true); });
   EXPECT_EQ(code, 0) << "child check " << code << " failed (see collapse_blocked_child)";
 }
 
 TEST(CollapseUnavailable, TransientFailureIsCountedAndRetried) {
-  if (kAuditArch == 0) GTEST_SKIP() << "no seccomp architecture constant for this CPU";
+  if (hugepage::test::seccomp_arch == 0)
+    GTEST_SKIP() << "no seccomp architecture constant for this CPU";
   const int code = run_in_child([] { return collapse_blocked_child(EAGAIN, false); });
   EXPECT_EQ(code, 0) << "child check " << code << " failed (see collapse_blocked_child)";
 }

@@ -193,37 +193,12 @@ TEST(PerfCounters, MoveKeepsTheCounters) {
   EXPECT_GE(moved.stop()[perf_event::page_faults].value_or(0), 64.0);
 }
 
-// Installs a seccomp filter that makes perf_event_open fail with EACCES; every other call passes.
-bool block_perf_event_open() {
-#if defined(__x86_64__)
-  constexpr unsigned arch = AUDIT_ARCH_X86_64;
-#elif defined(__aarch64__)
-  constexpr unsigned arch = AUDIT_ARCH_AARCH64;
-#else
-  return false;
-#endif
-  sock_filter program[] = {
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, arch, 1, 0),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_perf_event_open, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EACCES & SECCOMP_RET_DATA)),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-  };
-  sock_fprog fprog{};
-  fprog.len = static_cast<unsigned short>(sizeof program / sizeof program[0]);
-  fprog.filter = program;
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return false;
-  return ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog) == 0;
-}
-
 TEST(PerfCounters, SeccompBlockedIsUnavailableWithReason) {
 #if !defined(__x86_64__) && !defined(__aarch64__)
   GTEST_SKIP() << "the test's seccomp filter knows only x86-64 and arm64";
 #endif
   const int code = hugepage::test::run_in_child([] {
-    if (!block_perf_event_open()) {
+    if (!hugepage::test::fail_syscall(SYS_perf_event_open, EACCES)) {
       std::fprintf(stderr, "cannot install the seccomp filter: %s\n", std::strerror(errno));
       return 10;
     }

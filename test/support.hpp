@@ -2,10 +2,15 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +20,7 @@
 #include <string>
 
 #include "hugepage/detail/proc_file.hpp"
+#include "hugepage/smaps.hpp"
 #include "hugepage/system.hpp"
 
 namespace hugepage::test {
@@ -54,6 +60,76 @@ inline pool_counts read_counts(page_size size) {
 inline std::ostream& operator<<(std::ostream& out, const pool_counts& c) {
   return out << "{free " << c.free << ", reserved " << c.reserved << ", surplus " << c.surplus
              << ", total " << c.total << "}";
+}
+
+/// Hugetlb mappings this process holds now (smaps records with a huge KernelPageSize).
+inline std::size_t own_hugetlb_mappings() {
+  std::error_code ec;
+  std::size_t count = 0;
+  for (const auto& m : hugepage::read_smaps(0, ec)) count += m.is_hugetlb() ? 1 : 0;
+  return count;
+}
+
+/// Whether the pool counts are back at `before`. Other processes share the pool, so a mismatch
+/// is retried for two seconds; if it persists, this process must at least hold no hugetlb mapping
+/// (every reservation and page it could have taken belongs to one).
+inline ::testing::AssertionResult pool_back(page_size size, const pool_counts& before) {
+  pool_counts now = read_counts(size);
+  for (int i = 0; i < 20 && !(now == before); ++i) {
+    ::usleep(100 * 1000);
+    now = read_counts(size);
+  }
+  if (now == before) return ::testing::AssertionSuccess();
+  const std::size_t mine = own_hugetlb_mappings();
+  if (mine == 0) {
+    std::fprintf(stderr,
+                 "note: %s pool moved from {free %llu, reserved %llu} to {free %llu, reserved "
+                 "%llu}, but this process holds no hugetlb mapping: other processes use the pool\n",
+                 hugepage::name_of(size), static_cast<unsigned long long>(before.free),
+                 static_cast<unsigned long long>(before.reserved),
+                 static_cast<unsigned long long>(now.free),
+                 static_cast<unsigned long long>(now.reserved));
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure()
+         << hugepage::name_of(size) << " pool was " << before << ", now " << now
+         << ", and this process still holds " << mine << " hugetlb mapping(s)";
+}
+
+#if defined(__x86_64__)
+inline constexpr std::uint32_t seccomp_arch = AUDIT_ARCH_X86_64;
+#elif defined(__aarch64__)
+inline constexpr std::uint32_t seccomp_arch = AUDIT_ARCH_AARCH64;
+#else
+inline constexpr std::uint32_t seccomp_arch = 0;  // the filter below cannot be built
+#endif
+
+/// Installs a seccomp filter (call it in a child: it cannot be removed) that fails syscall `nr`
+/// with `error` - only when the low 32 bits of its third argument equal `third` if given - and
+/// allows everything else, including every syscall of another ABI (it is no sandbox).
+inline bool fail_syscall(std::uint32_t nr, std::uint32_t error,
+                         std::optional<std::uint32_t> third = std::nullopt) {
+  if (seccomp_arch == 0) return false;
+  constexpr std::uint32_t arg2 = offsetof(seccomp_data, args) + 2 * sizeof(std::uint64_t) +
+                                 (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__ ? 4 : 0);
+  const auto fail = static_cast<std::uint32_t>(SECCOMP_RET_ERRNO | (error & SECCOMP_RET_DATA));
+  const std::uint8_t skip_if_other = third ? 1 : 0;  // no `third`: fail whatever it is
+  sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, seccomp_arch, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nr, 0, 3),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, arg2),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, third.value_or(0), 0, skip_if_other),
+      BPF_STMT(BPF_RET | BPF_K, fail),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog program{};
+  program.len = static_cast<unsigned short>(sizeof filter / sizeof filter[0]);
+  program.filter = filter;
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return false;
+  return ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) == 0;
 }
 
 /// Resident set size of this process, from /proc/self/statm.

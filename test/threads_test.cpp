@@ -25,6 +25,7 @@
 namespace {
 
 using hugepage::page_size;
+using hugepage::test::pool_back;
 using hugepage::test::pool_counts;
 using hugepage::test::read_counts;
 
@@ -100,31 +101,6 @@ bool verify_pattern(const block& b) {
     ok = ok && word == expected_word(b, offset);
   });
   return ok;
-}
-
-std::size_t own_hugetlb_mappings() {
-  std::error_code ec;
-  std::size_t count = 0;
-  for (const auto& m : hugepage::read_smaps(0, ec)) count += m.is_hugetlb() ? 1 : 0;
-  return count;
-}
-
-// See failure_test.cpp: retried, because other processes share the pool; if it does not come
-// back, this process must at least hold no hugetlb mapping.
-::testing::AssertionResult pool_back(page_size size, const pool_counts& before) {
-  pool_counts now = read_counts(size);
-  for (int i = 0; i < 20 && !(now == before); ++i) {
-    ::usleep(100 * 1000);
-    now = read_counts(size);
-  }
-  if (now == before) return ::testing::AssertionSuccess();
-  const std::size_t mine = own_hugetlb_mappings();
-  if (mine == 0) {
-    std::fprintf(stderr, "note: the pool moved, but this process holds no hugetlb mapping\n");
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure() << "pool was " << before << ", now " << now << ", and "
-                                       << mine << " hugetlb mapping(s) are still held";
 }
 
 struct shared_state {
