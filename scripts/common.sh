@@ -27,6 +27,8 @@ ensure_packages() {
 }
 
 BUILD_PACKAGES=(cmake make g++ libabsl-dev libbenchmark-dev libgtest-dev libgmock-dev libfmt-dev)
+# scripts/test only: the HeadersCompileForAarch64 test.
+TEST_PACKAGES=(g++-aarch64-linux-gnu)
 
 # Pool reservation: remembers the sizes before, restores them on exit (also on failure).
 POOL_2M=/proc/sys/vm/nr_hugepages
