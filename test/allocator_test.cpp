@@ -204,11 +204,8 @@ void check_map_value_semantics(Map& m, std::size_t n) {
   EXPECT_TRUE(holds_keys(copy, n)) << "swap";
 }
 
-std::size_t live_mappings() { return stats().live_mappings; }
-
-bool is_aligned(const void* p, std::size_t alignment) {
-  return reinterpret_cast<std::uintptr_t>(p) % alignment == 0;
-}
+using hugepage::test::is_aligned;
+using hugepage::test::live_mappings;
 
 // ---- typed tests over the four allocator kinds -------------------------------------------------
 
@@ -403,18 +400,17 @@ TYPED_TEST(AllocatorTest, MapKeepsContents) {
   EXPECT_EQ(live_mappings(), live_before);
 }
 
-TYPED_TEST(AllocatorTest, UnorderedMapKeepsContentsThroughRehash) {
-  HUGEPAGE_REQUIRE_KIND_POOL(TypeParam, 32);
-  using map =
-      std::unordered_map<std::uint64_t, std::uint64_t, std::hash<std::uint64_t>, std::equal_to<>,
-                         alloc_t<TypeParam, std::pair<const std::uint64_t, std::uint64_t>>>;
+// Fills a hash map of 300k entries (its table is mapped), rehashes it to 1M buckets, and checks
+// the contents after each step and through copy, move and swap; every mapping is gone after.
+template <class Map>
+void expect_map_keeps_contents_through_rehash(const char* table) {
   constexpr std::size_t n = 300000;
   const std::size_t live_before = live_mappings();
   {
-    map m;
+    Map m;
     fill_map(m, n);
     EXPECT_TRUE(holds_keys(m, n)) << "after growth";
-    EXPECT_GT(live_mappings(), live_before) << "the bucket array of 300k entries is mapped";
+    EXPECT_GT(live_mappings(), live_before) << "the " << table << " of 300k entries is mapped";
     m.rehash(std::size_t{1} << 20);
     EXPECT_GE(m.bucket_count(), std::size_t{1} << 20);
     EXPECT_TRUE(holds_keys(m, n)) << "after rehash";
@@ -423,25 +419,21 @@ TYPED_TEST(AllocatorTest, UnorderedMapKeepsContentsThroughRehash) {
   EXPECT_EQ(live_mappings(), live_before);
 }
 
+TYPED_TEST(AllocatorTest, UnorderedMapKeepsContentsThroughRehash) {
+  HUGEPAGE_REQUIRE_KIND_POOL(TypeParam, 32);
+  using map =
+      std::unordered_map<std::uint64_t, std::uint64_t, std::hash<std::uint64_t>, std::equal_to<>,
+                         alloc_t<TypeParam, std::pair<const std::uint64_t, std::uint64_t>>>;
+  expect_map_keeps_contents_through_rehash<map>("bucket array");
+}
+
 TYPED_TEST(AllocatorTest, FlatHashMapKeepsContentsThroughRehash) {
   HUGEPAGE_REQUIRE_KIND_POOL(TypeParam, 48);
   using map =
       absl::flat_hash_map<std::uint64_t, std::uint64_t, absl::Hash<std::uint64_t>,
                           std::equal_to<std::uint64_t>,
                           alloc_t<TypeParam, std::pair<const std::uint64_t, std::uint64_t>>>;
-  constexpr std::size_t n = 300000;
-  const std::size_t live_before = live_mappings();
-  {
-    map m;
-    fill_map(m, n);
-    EXPECT_TRUE(holds_keys(m, n)) << "after growth";
-    EXPECT_GT(live_mappings(), live_before) << "the slot array of 300k entries is mapped";
-    m.rehash(std::size_t{1} << 20);
-    EXPECT_GE(m.bucket_count(), std::size_t{1} << 20);
-    EXPECT_TRUE(holds_keys(m, n)) << "after rehash";
-    check_map_value_semantics(m, n);
-  }
-  EXPECT_EQ(live_mappings(), live_before);
+  expect_map_keeps_contents_through_rehash<map>("slot array");
 }
 
 TYPED_TEST(AllocatorTest, NodeHashMapKeepsContentsThroughRehash) {

@@ -104,11 +104,8 @@ template <class Map>
   return ::testing::AssertionSuccess();
 }
 
-std::size_t live_mappings() { return stats().live_mappings; }
-
-bool is_aligned(const void* p, std::size_t alignment) {
-  return reinterpret_cast<std::uintptr_t>(p) % alignment == 0;
-}
+using hugepage::test::is_aligned;
+using hugepage::test::live_mappings;
 
 // ---- typed tests over the four process-wide resources ------------------------------------------
 

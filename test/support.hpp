@@ -21,6 +21,7 @@
 
 #include "hugepage/detail/proc_file.hpp"
 #include "hugepage/smaps.hpp"
+#include "hugepage/stats.hpp"
 #include "hugepage/system.hpp"
 
 namespace hugepage::test {
@@ -130,6 +131,14 @@ inline bool fail_syscall(std::uint32_t nr, std::uint32_t error,
   program.filter = filter;
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return false;
   return ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) == 0;
+}
+
+/// Mappings the library holds now.
+inline std::size_t live_mappings() { return hugepage::stats().live_mappings; }
+
+/// Whether `p` is a multiple of `alignment`.
+inline bool is_aligned(const void* p, std::size_t alignment) {
+  return reinterpret_cast<std::uintptr_t>(p) % alignment == 0;
 }
 
 /// Resident set size of this process, from /proc/self/statm.
