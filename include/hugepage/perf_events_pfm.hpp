@@ -38,11 +38,13 @@ inline const std::string& initialize() {
 /// Encodes `name` ("DTLB_LOAD_MISSES.WALK_ACTIVE" or libpfm's "DTLB_LOAD_MISSES:WALK_ACTIVE") for
 /// perf_event_open, counting user space (and the kernel unless `user_only`). Returns nullopt and
 /// sets `error` when libpfm does not know the event on this CPU.
-inline std::optional<perf_event_attr> encode(std::string name, bool user_only, std::string& error) {
+inline std::optional<perf_event_attr> encode(const std::string& event, bool user_only,
+                                             std::string& error) {
   if (!initialize().empty()) {
     error = initialize();
     return std::nullopt;
   }
+  std::string name = event;
   for (char& c : name) {
     if (c == '.') c = ':';  // Intel's spelling to libpfm's
   }
