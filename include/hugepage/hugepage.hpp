@@ -5,6 +5,8 @@
 //   strategy.hpp   where every hugepage decision is made
 //   backing.hpp    backing_of(): what the kernel actually gave
 //   system.hpp     THP settings, hugetlb pools, MADV_COLLAPSE support
+//   cgroup.hpp     the memory and hugetlb cgroup limits this process runs under
+//   errors.hpp     the exceptions: allocation_error, pool_exhausted and the cgroup refusals
 //   stats.hpp      what the library has mapped
 //   smaps.hpp      /proc/<pid>/smaps parser
 //   os.hpp         the noexcept mmap/madvise layer
@@ -12,6 +14,7 @@
 
 #include "hugepage/allocator.hpp"
 #include "hugepage/backing.hpp"
+#include "hugepage/cgroup.hpp"
 #include "hugepage/errors.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/page_size.hpp"
