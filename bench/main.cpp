@@ -275,12 +275,19 @@ void print_registry_json() {
   fmt::print("\n ]\n}}\n");
 }
 
+// One block per family, families in the order of their first suite.
 void print_registry_text() {
-  std::string family;
+  std::vector<std::string> families;
   for (const suite_info& s : registry()) {
-    if (s.family != family) fmt::print("{}{}:\n", family.empty() ? "" : "\n", s.family);
-    family = s.family;
-    fmt::print("  {:<28}{}\n", s.name, s.description);
+    if (std::find(families.begin(), families.end(), s.family) == families.end()) {
+      families.push_back(s.family);
+    }
+  }
+  for (const std::string& family : families) {
+    fmt::print("{}{}:\n", family == families.front() ? "" : "\n", family);
+    for (const suite_info& s : registry()) {
+      if (s.family == family) fmt::print("  {:<28}{}\n", s.name, s.description);
+    }
   }
 }
 

@@ -36,7 +36,11 @@ def draw_chart(cells, configs, path, suites, registry=None):
                              gridspec_kw={"height_ratios": [3, 2.5, 2] if has_tail else [3, 2]})
     for col, suite in enumerate(suites):
         ax, ax2 = axes[0][col], axes[rows - 1][col]
-        axt = axes[1][col] if has_tail else None
+        axt = axes[1][col] if has_tail and tails[suite] else None
+        if has_tail and not tails[suite]:
+            axes[1][col].set_axis_off()
+            axes[1][col].text(0.5, 0.5, f"{suite}: no tail suite", ha="center", va="center",
+                              fontsize=9, color="gray", transform=axes[1][col].transAxes)
         sizes = sorted({c["ws"] for c in cells.values() if c["suite"] == suite})
         top = 0.0
         for label in labels:
@@ -104,7 +108,7 @@ def draw_chart(cells, configs, path, suites, registry=None):
         if axt is not None:
             axt.set_yscale("log")
             axt.set_ylabel("ns per lookup, one timed alone")
-            axt.set_title(f"tail ({', '.join(tails[suite]) or 'not measured'}): p99 (lines as above) "
+            axt.set_title(f"tail ({', '.join(tails[suite])}): p99 (lines as above) "
                           f"and p99.9 (dotted), timer cost subtracted", fontsize=10)
         ax2.axhline(1.0, color="black", linewidth=1)
         ax2.set_ylabel("speedup over glibc std (x)")
