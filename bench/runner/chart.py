@@ -20,16 +20,16 @@ def draw_chart(cells, configs, path, suites, registry=None):
         from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
     except ImportError:
         return "matplotlib not installed (apt-get install python3-matplotlib): no chart"
-    suites = [s for s in suites if any(c["suite"] == s and c["samples"] for c in cells.values())]
+    suites = [s for s in suites if any(c.suite == s and c.samples for c in cells.values())]
     if not suites:
         return "no lookup rows to chart"
     by_name = {c.name: c for c in configs}
     labels = [l for l in label_order(configs)
-              if any(c["label"] == l and c["suite"] in suites and c["samples"] for c in cells.values())]
+              if any(c.label == l and c.suite in suites and c.samples for c in cells.values())]
     cmap = plt.get_cmap("tab10")
     colors = {l: cmap(i % 10) for i, l in enumerate(labels)}
     tails = {s: [t.name for t in registry.tails_of(s)] if registry else [] for s in suites}
-    has_tail = any(c["suite"] in sum(tails.values(), []) and c["samples"] for c in cells.values())
+    has_tail = any(c.suite in sum(tails.values(), []) and c.samples for c in cells.values())
     rows = 3 if has_tail else 2
     fig, axes = plt.subplots(rows, len(suites), figsize=(7.5 * len(suites) + 2.2, 9.5 + 4 * (rows - 2)),
                              squeeze=False,
@@ -41,22 +41,22 @@ def draw_chart(cells, configs, path, suites, registry=None):
             axes[1][col].set_axis_off()
             axes[1][col].text(0.5, 0.5, f"{suite}: no tail suite", ha="center", va="center",
                               fontsize=9, color="gray", transform=axes[1][col].transAxes)
-        sizes = sorted({c["ws"] for c in cells.values() if c["suite"] == suite})
+        sizes = sorted({c.ws for c in cells.values() if c.suite == suite})
         top = 0.0
         for label in labels:
             pts = sorted((c for c in cells.values()
-                          if c["suite"] == suite and c["label"] == label and c["samples"]),
-                         key=lambda c: c["ws"])
+                          if c.suite == suite and c.label == label and c.samples),
+                         key=lambda c: c.ws)
             if not pts:
                 continue
-            config = by_name[pts[0]["config"]]
-            xs = [c["ws"] for c in pts]
-            ys = [c["median_ns"] for c in pts]
+            config = by_name[pts[0].config]
+            xs = [c.ws for c in pts]
+            ys = [c.median_ns for c in pts]
             # Bars: interquartile range over rounds (min-max is in the tables; one preempted
             # round would otherwise set the scale of the whole panel).
-            err = [[max(0.0, c["median_ns"] - c["q1_ns"]) for c in pts],
-                   [max(0.0, c["q3_ns"] - c["median_ns"]) for c in pts]]
-            top = max([top] + [max(c["q3_ns"], c["median_ns"]) for c in pts])
+            err = [[max(0.0, c.median_ns - c.q1_ns) for c in pts],
+                   [max(0.0, c.q3_ns - c.median_ns) for c in pts]]
+            top = max([top] + [max(c.q3_ns, c.median_ns) for c in pts])
             nohuge = [coverage_note(c, config).startswith("no huge") for c in pts]
             style = "--" if config.peer else "-"
             lw = 2.6 if label == BASELINE else 1.6
@@ -64,15 +64,15 @@ def draw_chart(cells, configs, path, suites, registry=None):
             ax.errorbar(xs, ys, yerr=err, label=name, color=colors[label], linestyle=style,
                         linewidth=lw, marker="o" if not config.peer else "s", markersize=4,
                         capsize=3, elinewidth=1)
-            tail = sorted((t for t in cells.values() if t["suite"] in tails[suite]
-                           and t["label"] == label and t["samples"]), key=lambda t: t["ws"])
+            tail = sorted((t for t in cells.values() if t.suite in tails[suite]
+                           and t.label == label and t.samples), key=lambda t: t.ws)
             if axt is not None and tail:
                 for key, dash, width in (("lat_p99_ns", style, 1.6), ("lat_p999_ns", ":", 1.0)):
-                    pts_t = [(t["ws"], t["counters"][key]) for t in tail if key in t["counters"]]
+                    pts_t = [(t.ws, t.counters[key]) for t in tail if key in t.counters]
                     axt.plot([x for x, _ in pts_t], [y for _, y in pts_t], color=colors[label],
                              linestyle=dash, linewidth=width,
                              marker="o" if not config.peer else "s", markersize=3)
-            sp = [(c["ws"], c["speedup"]["median"]) for c in pts if c["speedup"]]
+            sp = [(c.ws, c.speedup["median"]) for c in pts if c.speedup]
             if sp and label != BASELINE:
                 ax2.plot([x for x, _ in sp], [y for _, y in sp], color=colors[label],
                          linestyle=style, linewidth=1.6, marker="o" if not config.peer else "s",

@@ -114,11 +114,9 @@ def collect(runs, configs, time_field):
                 continue
             suite, alloc, ws = m.group(1), m.group(2), int(m.group(3))
             key = (suite, config.row_label(alloc), ws)
-            cell = cells.setdefault(key, {"suite": suite, "label": key[1], "ws": ws,
-                                          "config": config.name, "allocator": alloc,
-                                          "samples": [], "errors": []})
+            cell = cells.setdefault(key, stats.Cell(suite, key[1], ws, config.name, alloc))
             if b.get("error_occurred"):
-                cell["errors"].append(b.get("error_message", "error"))
+                cell.errors.append(b.get("error_message", "error"))
                 continue
             field = time_field
             if field == "auto":  # the time google-benchmark itself used: real with UseRealTime
@@ -132,12 +130,12 @@ def collect(runs, configs, time_field):
         for key, reps in per_run.items():
             times = sorted(t for t, _ in reps)
             mid = reps[[t for t, _ in reps].index(statistics.median_low(times))]
-            cells[key]["samples"].append({"round": run.round, "ns": statistics.median(times),
+            cells[key].samples.append({"round": run.round, "ns": statistics.median(times),
                                           "counters": mid[1]})
     for cell in cells.values():
         stats.summarize(cell)
     # Speedup over the baseline, paired per round: baseline_r / row_r, then their median and range.
     for cell in cells.values():
-        base = cells.get((cell["suite"], BASELINE, cell["ws"]))
-        cell["speedup"] = stats.ratio_summary(stats.paired_ratios(base, cell)) if base else None
+        base = cells.get((cell.suite, BASELINE, cell.ws))
+        cell.speedup = stats.ratio_summary(stats.paired_ratios(base, cell)) if base else None
     return cells

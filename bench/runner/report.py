@@ -67,11 +67,11 @@ def report(args, registry, out_dir, stamp, configs, skipped, runs, wall):
     # One table per suite in registry order; tail suites are columns of their suite's table,
     # bloat suites get the bloat table after FlatHashMap_Lookup's (or alone).
     known = registry.names()
-    present = [s for s in known + sorted({c["suite"] for c in cells.values()} - set(known))
-               if any(c["suite"] == s for c in cells.values())
+    present = [s for s in known + sorted({c.suite for c in cells.values()} - set(known))
+               if any(c.suite == s for c in cells.values())
                and (registry.get(s) is None or registry.get(s).table == "time")]
     bloat = [s for s in known if registry.get(s).table == "bloat"
-             and any(c["suite"] == s for c in cells.values())]
+             and any(c.suite == s for c in cells.values())]
     comparisons = {suite: stats.compare_with_peers(cells, configs, suite) for suite in present}
 
     def add_bloat(first_line_blank):
@@ -116,8 +116,8 @@ def report(args, registry, out_dir, stamp, configs, skipped, runs, wall):
         "skipped_peers": skipped,
         "ours_vs_peers": comparisons,
         "runs": [r.to_json() for r in runs],
-        "cells": [{k: v for k, v in c.items()} | {"note": coverage_note(c, {x.name: x for x in configs}[c["config"]])}
-                  for c in sorted(cells.values(), key=lambda c: (c["suite"], c["ws"], c["label"]))],
+        "cells": [c.to_json() | {"note": coverage_note(c, {x.name: x for x in configs}[c.config])}
+                  for c in sorted(cells.values(), key=lambda c: (c.suite, c.ws, c.label))],
     }
     (out_dir / "results.json").write_text(json.dumps(result, indent=1) + "\n")
     return 0 if all(r.rc == 0 for r in runs) else 1

@@ -4,6 +4,7 @@ from types import SimpleNamespace
 
 from runner.configs import Config
 from runner.registry import Registry
+from runner.stats import Cell
 
 ALL = ["std", "thp", "hugetlb_2m", "hugetlb_1g", "collapse", "thp_prefault"]
 OURS = ALL[:-1]
@@ -49,6 +50,5 @@ def args(**kw):
 
 def cell(suite, label, ws, config, allocator, ns_by_round, **counters):
     """A cell as execute.collect makes it, before stats.summarize."""
-    return {"suite": suite, "label": label, "ws": ws, "config": config, "allocator": allocator,
-            "samples": [{"round": r, "ns": ns, "counters": dict(counters)}
-                        for r, ns in ns_by_round.items()], "errors": []}
+    return Cell(suite, label, ws, config, allocator,
+                [{"round": r, "ns": ns, "counters": dict(counters)} for r, ns in ns_by_round.items()])

@@ -39,9 +39,9 @@ class Collect(unittest.TestCase):
                 run(2, "ours thp", 4.0)]
         cells = execute.collect(runs, cfgs, "auto")
         thp = cells[("Map_Lookup", "ours thp", 4 << 20)]
-        self.assertEqual([s["ns"] for s in thp["samples"]], [5.0, 4.0])  # CPU time for lookups
-        self.assertEqual(thp["speedup"]["median"], 2.5)
-        self.assertEqual(cells[("Map_Lookup", "glibc std", 64 << 20)]["errors"],
+        self.assertEqual([s["ns"] for s in thp.samples], [5.0, 4.0])  # CPU time for lookups
+        self.assertEqual(thp.speedup["median"], 2.5)
+        self.assertEqual(cells[("Map_Lookup", "glibc std", 64 << 20)].errors,
                          ["pool too small", "pool too small"])
         self.assertEqual(json.loads(json.dumps(runs[0].to_json()))["json"], "raw/x.json")
 

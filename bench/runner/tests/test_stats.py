@@ -41,18 +41,18 @@ class Summarize(unittest.TestCase):
     def test_summary_fields(self):
         c = fixtures.cell("S", "a", 1, "c", "std", {1: 4.0, 2: 1.0, 3: 3.0, 4: 2.0},
                           coverage_pct=100.0, lat_p99_ns=50.0)
-        c["samples"][1]["counters"]["coverage_pct"] = 40.0
+        c.samples[1]["counters"]["coverage_pct"] = 40.0
         stats.summarize(c)
-        self.assertEqual((c["n"], c["median_ns"], c["min_ns"], c["max_ns"]), (4, 2.5, 1.0, 4.0))
-        self.assertEqual((c["q1_ns"], c["q3_ns"]), (1.75, 3.25))
-        self.assertEqual(c["coverage_min"], 40.0)
-        self.assertEqual(c["counters"]["coverage_pct"], 100.0)
-        self.assertEqual(c["counters"]["lat_p99_ns"], 50.0)
+        self.assertEqual((c.n, c.median_ns, c.min_ns, c.max_ns), (4, 2.5, 1.0, 4.0))
+        self.assertEqual((c.q1_ns, c.q3_ns), (1.75, 3.25))
+        self.assertEqual(c.coverage_min, 40.0)
+        self.assertEqual(c.counters["coverage_pct"], 100.0)
+        self.assertEqual(c.counters["lat_p99_ns"], 50.0)
 
     def test_no_samples(self):
         c = stats.summarize(fixtures.cell("S", "a", 1, "c", "std", {}))
-        self.assertEqual(c["n"], 0)
-        self.assertIsNone(c["median_ns"])
+        self.assertEqual(c.n, 0)
+        self.assertIsNone(c.median_ns)
 
 
 class CompareWithPeers(unittest.TestCase):
@@ -63,10 +63,10 @@ class CompareWithPeers(unittest.TestCase):
         cells = [fixtures.cell("Map_Lookup", BASELINE, ws, "glibc", "std", {1: 100.0, 2: 110.0}),
                  fixtures.cell("Map_Lookup", "ours thp", ws, "ours thp", "thp", {1: 50.0, 2: 55.0}),
                  fixtures.cell("Map_Lookup", "jemalloc", ws, "jemalloc", "std", {1: 60.0, 2: 50.0})]
-        self.cells = {(c["suite"], c["label"], c["ws"]): stats.summarize(c) for c in cells}
+        self.cells = {(c.suite, c.label, c.ws): stats.summarize(c) for c in cells}
         for c in self.cells.values():
             base = self.cells[("Map_Lookup", BASELINE, ws)]
-            c["speedup"] = stats.ratio_summary(stats.paired_ratios(base, c))
+            c.speedup = stats.ratio_summary(stats.paired_ratios(base, c))
 
     def test_best_of_ours_against_each_peer(self):
         (cmp,) = stats.compare_with_peers(self.cells, self.configs, "Map_Lookup")

@@ -10,10 +10,10 @@ WS = 64 << 20
 
 
 def summarized(cells):
-    out = {(c["suite"], c["label"], c["ws"]): stats.summarize(c) for c in cells}
+    out = {(c.suite, c.label, c.ws): stats.summarize(c) for c in cells}
     for c in out.values():
-        base = out.get((c["suite"], BASELINE, c["ws"]))
-        c["speedup"] = stats.ratio_summary(stats.paired_ratios(base, c)) if base else None
+        base = out.get((c.suite, BASELINE, c.ws))
+        c.speedup = stats.ratio_summary(stats.paired_ratios(base, c)) if base else None
     return out
 
 
@@ -83,13 +83,13 @@ class SuiteTable(unittest.TestCase):
                  fixtures.cell("Map_LookupLatency", BASELINE, WS, "glibc", "std",
                                {1: 1.0, 2: 1.0, 3: 1.0}, lat_p99_ns=0.0)]
         for r, p99 in zip((1, 2, 3), (300.0, 900.0, 400.0)):
-            cells[1]["samples"][r - 1]["counters"] = {"lat_p99_ns": p99}
+            cells[1].samples[r - 1]["counters"] = {"lat_p99_ns": p99}
         _, _, rows = self.table(cells)
         self.assertEqual(rows[0]["p99 ns"], "400")
 
     def test_skipped_row_says_why(self):
         c = fixtures.cell("Map_Lookup", "ours thp", WS, "ours thp", "thp", {})
-        c["errors"] = ["hugetlb pool too small"]
+        c.errors = ["hugetlb pool too small"]
         _, _, rows = self.table([c])
         self.assertEqual(rows[0]["note"], "skipped: hugetlb pool too small")
 
