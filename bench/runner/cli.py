@@ -191,10 +191,12 @@ def main(argv):
     resolve_suites(args, registry)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     out_dir = (args.out or ROOT / "out" / f"bench-{stamp}").resolve()
+    configs, skipped = make_configs(args, registry)
+    if not configs:
+        sys.exit("error: no configuration to run:\n"
+                 + "\n".join(f"  skipped: {s}" for s in skipped))
     (out_dir / "raw").mkdir(parents=True, exist_ok=True)
     (out_dir / "logs").mkdir(parents=True, exist_ok=True)
-
-    configs, skipped = make_configs(args, registry)
     probes = []
     for c in configs:
         if c.peer:
