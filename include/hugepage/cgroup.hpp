@@ -20,6 +20,9 @@
 // Every reader here is thread-safe and reads the files anew; none throws except std::bad_alloc.
 #pragma once
 
+#include <unistd.h>
+
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -31,6 +34,7 @@
 #include <vector>
 
 #include "hugepage/detail/proc_file.hpp"
+#include "hugepage/stats.hpp"
 
 namespace hugepage {
 
@@ -156,13 +160,42 @@ inline std::vector<std::string> cgroup_directories(std::string_view controller,
   return directories;
 }
 
-inline std::vector<std::string> cgroup_directories(std::string_view controller) {
+inline std::vector<std::string> read_cgroup_directories(std::string_view controller) {
   std::error_code ec;
   const std::string cgroup = read_file("/proc/self/cgroup", ec);
   if (ec) return {};
   const std::string mountinfo = read_file("/proc/self/mountinfo", ec);
   if (ec) return {};
   return cgroup_directories(controller, cgroup, mountinfo);
+}
+
+// cgroup_directories() of this process, for "memory" or "hugetlb", re-read at most once a second
+// and at once in a child after fork(): parsing mountinfo costs more than reading the limits. A list
+// is replaced only when it changed (the process was moved to another cgroup); the old one is then
+// left allocated, since another thread may still be reading it.
+inline const std::vector<std::string>& cgroup_directories(std::string_view controller) {
+  struct cache {
+    std::atomic<const std::vector<std::string>*> list{nullptr};
+    std::atomic<std::int64_t> checked_at{-1};
+    std::atomic<pid_t> pid{0};
+  };
+  static cache caches[2];
+  cache& c = caches[controller == "memory" ? 0 : 1];
+  const std::int64_t now = monotonic_seconds();
+  const pid_t pid = ::getpid();
+  const std::vector<std::string>* list = c.list.load(std::memory_order_acquire);
+  if (list != nullptr && c.checked_at.load(std::memory_order_relaxed) == now &&
+      c.pid.load(std::memory_order_relaxed) == pid) {
+    return *list;
+  }
+  std::vector<std::string> fresh = read_cgroup_directories(controller);
+  if (list == nullptr || *list != fresh) {
+    list = new std::vector<std::string>(std::move(fresh));
+    c.list.store(list, std::memory_order_release);
+  }
+  c.pid.store(pid, std::memory_order_relaxed);
+  c.checked_at.store(now, std::memory_order_relaxed);
+  return *list;
 }
 
 // A limit file: "max" (v2) or a number of bytes; nullopt when absent, unreadable or unlimited.
@@ -221,27 +254,33 @@ inline bool is_v1_directory(const std::string& directory, const char* v1_file) {
 /// (active_file + inactive_file in memory.stat) counts as reclaimable. Thread-safe.
 inline cgroup_limit_search memory_limit() {
   cgroup_limit_search search;
-  const std::vector<std::string> directories = detail::cgroup_directories("memory");
+  const std::vector<std::string>& directories = detail::cgroup_directories("memory");
   search.readable = !directories.empty();
   for (const std::string& dir : directories) {
-    if (detail::is_v1_directory(dir, "memory.usage_in_bytes")) {
-      const auto limit = detail::read_limit(dir + "/memory.limit_in_bytes");
-      if (!limit) continue;
-      cgroup_limit l{dir + "/memory.limit_in_bytes", *limit,
+    const std::string v1_limit = dir + "/memory.limit_in_bytes";
+    if (const auto limit = detail::read_u64(v1_limit.c_str())) {  // a v1 directory
+      if (*limit >= detail::cgroup_unlimited) continue;
+      cgroup_limit l{v1_limit, *limit,
                      detail::read_u64((dir + "/memory.usage_in_bytes").c_str()).value_or(0),
                      detail::sum_stat_fields(dir + "/memory.stat",
                                              {"total_active_file", "total_inactive_file"})};
       detail::keep_tightest(search, std::move(l));
       continue;
     }
-    const auto usage = detail::read_u64((dir + "/memory.current").c_str());
-    if (!usage) continue;  // the root, or memory not enabled at this level
-    const std::uint64_t reclaimable =
-        detail::sum_stat_fields(dir + "/memory.stat", {"active_file", "inactive_file"});
+    // v2 (the root and levels without the controller have no such files). Usage only where a
+    // limit is set: most levels have none, and the files cost a read each.
+    std::optional<std::uint64_t> usage;
+    std::uint64_t reclaimable = 0;
     for (const char* name : {"/memory.max", "/memory.high"}) {
-      if (const auto limit = detail::read_limit(dir + name)) {
-        detail::keep_tightest(search, cgroup_limit{dir + name, *limit, *usage, reclaimable});
+      const auto limit = detail::read_limit(dir + name);
+      if (!limit) continue;
+      if (!usage) {
+        usage = detail::read_u64((dir + "/memory.current").c_str());
+        if (!usage) break;
+        reclaimable =
+            detail::sum_stat_fields(dir + "/memory.stat", {"active_file", "inactive_file"});
       }
+      detail::keep_tightest(search, cgroup_limit{dir + name, *limit, *usage, reclaimable});
     }
   }
   return search;
@@ -265,7 +304,7 @@ enum class hugetlb_charge : unsigned char {
 /// hierarchy, for `charge`. Thread-safe.
 inline cgroup_limit_search hugetlb_limit(std::size_t page_bytes, hugetlb_charge charge) {
   cgroup_limit_search search;
-  const std::vector<std::string> directories = detail::cgroup_directories("hugetlb");
+  const std::vector<std::string>& directories = detail::cgroup_directories("hugetlb");
   search.readable = !directories.empty();
   const std::string prefix = "/hugetlb." + detail::hugetlb_cgroup_size_name(page_bytes) +
                              (charge == hugetlb_charge::reservation ? ".rsvd" : "");
