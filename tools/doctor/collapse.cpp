@@ -1,0 +1,184 @@
+// tools/doctor/collapse.cpp - see collapse.hpp.
+#include "collapse.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "hugepage/collapse.hpp"
+#include "report.hpp"
+
+namespace hugepage::doctor {
+
+namespace {
+
+constexpr std::size_t chunk = std::size_t{2} << 20;
+
+// Mapping names come from the target process (file names): printed as data, control characters
+// replaced, never put into a command.
+std::string printable(const std::string& text) {
+  std::string out;
+  for (const char c : text.substr(0, 60)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
+  return out;
+}
+
+// Anonymous memory only: that is where a fragmented heap lives, and MADV_COLLAPSE of file text
+// needs CONFIG_READ_ONLY_THP_FOR_FS. THPeligible is not required: it says whether faults and
+// khugepaged may use THP (0 for an unadvised VMA under enabled=madvise), and MADV_COLLAPSE
+// ignores the mode. VM_NOHUGEPAGE, hugetlb and the kernel's special mappings are left alone.
+bool collapsible(const mapping_info& m) {
+  const bool special = m.name == "[vsyscall]" || m.name == "[vvar]" || m.name == "[vdso]" ||
+                       m.name == "[vvar_vclock]" || m.name == "[uprobes]";
+  const bool anonymous = m.anonymous > 0 || m.name.empty() || m.name == "[heap]";
+  return anonymous && !special && !m.is_hugetlb() && !m.has_flag("nh") &&
+         m.permissions.size() == 4 && m.permissions[0] == 'r';
+}
+
+}  // namespace
+
+std::vector<mapping_coverage> coverage_by_mapping(pid_t pid, std::error_code& ec) {
+  std::vector<mapping_coverage> out;
+  const std::vector<mapping_info> mappings = read_smaps(pid, ec);
+  if (ec) return out;
+  for (const mapping_info& m : mappings) {
+    mapping_coverage c;
+    c.mapping = m;
+    c.exact = backing_of(pid, reinterpret_cast<const void*>(m.start), m.size());
+    c.smaps_huge = m.anon_huge + m.shmem_huge + m.file_huge + m.private_hugetlb + m.shared_hugetlb;
+    c.smaps_disagrees = c.exact.exact && c.exact.huge_bytes() != c.smaps_huge;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::string explain_refusal(int error, pid_t pid) {
+  const std::string who = "pid " + std::to_string(pid);
+  switch (error) {
+    case EPERM:
+    case EACCES:
+      return fmt::format(
+          "{}: process_madvise(MADV_COLLAPSE) needs CAP_SYS_NICE and ptrace access to {} "
+          "(PTRACE_MODE_READ: the same user and no more privileged, or CAP_SYS_PTRACE; "
+          "kernel.yama.ptrace_scope may restrict it further). Run as root, or as a user with "
+          "both capabilities.",
+          std::strerror(error), who);
+    case EINVAL:
+      return "EINVAL: the kernel refused the range: a kernel before 6.1 has no MADV_COLLAPSE; or "
+             "the range is not eligible (hugetlb, a special mapping, crossing mappings); or THP "
+             "is disabled for the process (prctl PR_SET_THP_DISABLE, or THP enabled=never on "
+             "some kernels); or the mapping has VM_NOHUGEPAGE (MADV_NOHUGEPAGE).";
+    case EAGAIN:
+      return "EAGAIN (transient): pages were busy (locked, pinned or under writeback). Run "
+             "again later.";
+    case ENOMEM:
+      return "ENOMEM (transient): no free 2 MiB block even after compaction, or the memory "
+             "cgroup is at its limit. Free memory or compact it (/proc/sys/vm/compact_memory), "
+             "then run again.";
+    case EBUSY:
+      return "EBUSY (transient): the memory cgroup could not be charged for the new huge page. "
+             "Raise its memory.max or run again when it has room.";
+    case ESRCH: return "ESRCH: " + who + " has exited.";
+    default: return fmt::format("{}: unexpected refusal", std::strerror(error));
+  }
+}
+
+collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std::string& error) {
+  collapse_report report;
+  report.pid = o.pid;
+  report.dry_run = o.dry_run;
+  const std::vector<mapping_info> mappings = read_smaps(o.pid, ec);
+  if (ec) {
+    const std::string smaps = "/proc/" + std::to_string(o.pid) + "/smaps";
+    if (ec == std::errc::no_such_file_or_directory) {
+      error = "no process with pid " + std::to_string(o.pid);
+    } else if (ec == std::errc::permission_denied || ec == std::errc::operation_not_permitted) {
+      error = "cannot read " + smaps + ": " + explain_refusal(ec.value(), o.pid);
+    } else {
+      error = "cannot read " + smaps + ": " + ec.message();
+    }
+    return report;
+  }
+  for (const mapping_info& m : mappings) {
+    if (!collapsible(m)) continue;
+    const std::uintptr_t lo = (m.start + chunk - 1) & ~(chunk - 1);
+    const std::uintptr_t hi = m.end & ~(chunk - 1);
+    if (lo >= hi) continue;
+    const backing_report b = backing_of(o.pid, reinterpret_cast<const void*>(lo), hi - lo);
+    if (b.base == 0) continue;
+    collapse_row row;
+    row.start = lo;
+    row.end = hi;
+    row.name = printable(m.name.empty() ? "[anon]" : m.name);
+    row.resident_base = b.base;
+    row.before = row.after = b.huge_fraction();
+    report.expected_gain += b.base;
+    report.rows.push_back(std::move(row));
+  }
+  std::stable_sort(report.rows.begin(), report.rows.end(),
+                   [](const collapse_row& a, const collapse_row& b) {
+                     return a.resident_base > b.resident_base;
+                   });
+  if (o.dry_run) return report;
+
+  using clock = std::chrono::steady_clock;
+  const clock::time_point start = clock::now();
+  std::size_t submitted = 0;
+  std::vector<int> seen;
+  for (collapse_row& row : report.rows) {
+    const auto spent = clock::now() - start;
+    if (spent >= o.budget || submitted >= o.max_bytes) break;
+    hugepage::collapse_budget budget;
+    budget.time = std::chrono::duration_cast<std::chrono::nanoseconds>(o.budget - spent);
+    budget.bytes = o.max_bytes - submitted;
+    const collapse_result r =
+        hugepage::collapse(o.pid, reinterpret_cast<void*>(row.start), row.end - row.start, budget);
+    row.attempted = true;
+    row.collapsed = r.collapsed;
+    row.refused = r.refused;
+    row.left = r.left;
+    row.ms = std::chrono::duration<double, std::milli>(r.elapsed).count();
+    for (const collapse_refusal& x : r.refusals) {
+      row.refusals.emplace_back(x.error, x.chunks);
+      if (std::find(seen.begin(), seen.end(), x.error) == seen.end()) {
+        seen.push_back(x.error);
+        report.explanations.push_back(explain_refusal(x.error, o.pid));
+      }
+    }
+    submitted += r.collapsed + r.refused;
+    report.collapsed += r.collapsed;
+    row.after = backing_of(o.pid, reinterpret_cast<const void*>(row.start), row.end - row.start)
+                    .huge_fraction();
+    if (r.fatal) {
+      report.fatal = r.fatal;
+      if (std::find(seen.begin(), seen.end(), r.fatal.value()) == seen.end()) {
+        report.explanations.push_back(explain_refusal(r.fatal.value(), o.pid));
+      }
+      break;
+    }
+  }
+  return report;
+}
+
+std::string render_collapse(const collapse_report& report) {
+  std::string out = fmt::format(
+      "{} pid {}: {} candidate range(s), {} resident on base pages in whole 2 MiB chunks\n",
+      report.dry_run ? "Would collapse (dry run, nothing changed) in" : "Collapse in", report.pid,
+      report.rows.size(), format_bytes(report.expected_gain));
+  out += fmt::format("  {:<33} {:>10} {:>8} {:>8} {:>10} {:>9}  {}\n", "range", "gain", "before",
+                     "after", "collapsed", "ms", "mapping");
+  for (const collapse_row& row : report.rows) {
+    out += fmt::format("  {:#014x}-{:#014x} {:>10} {:>7.1f}% {:>7} {:>10} {:>9}  {}\n", row.start,
+                       row.end, format_bytes(row.resident_base), 100 * row.before,
+                       row.attempted ? fmt::format("{:.1f}%", 100 * row.after) : "-",
+                       row.attempted ? format_bytes(row.collapsed) : "-",
+                       row.attempted ? fmt::format("{:.2f}", row.ms) : "-", row.name);
+  }
+  if (!report.dry_run) out += fmt::format("Collapsed {}.\n", format_bytes(report.collapsed));
+  for (const std::string& e : report.explanations) out += "Refused: " + e + "\n";
+  return out;
+}
+
+}  // namespace hugepage::doctor

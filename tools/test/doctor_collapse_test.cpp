@@ -1,0 +1,148 @@
+// doctor_collapse_test.cpp - hugepage-doctor --pid PID --collapse [--dry-run] on a child process.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "hugepage/backing.hpp"
+#include "hugepage/os.hpp"
+#include "support.hpp"
+
+namespace {
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+constexpr std::size_t kLength = 32 * kMiB;
+
+struct run_result {
+  int status = -1;
+  std::string out, err;
+};
+
+// Runs the doctor with `args` (as `nobody` when asked), capturing stdout and stderr.
+run_result doctor(const std::string& args, bool as_nobody = false) {
+  const std::string err_file = "/tmp/hugepage-doctor-collapse-" + std::to_string(::getpid());
+  const std::string command = std::string(as_nobody ? "setpriv --reuid=nobody --regid=nogroup "
+                                                      "--clear-groups "
+                                                    : "") +
+                              HUGEPAGE_DOCTOR_BINARY + " " + args + " 2>" + err_file;
+  run_result r;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buffer[4096];
+  std::size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) r.out.append(buffer, n);
+  const int status = ::pclose(pipe);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::error_code ec;
+  r.err = hugepage::detail::read_file(err_file.c_str(), ec);
+  ::unlink(err_file.c_str());
+  return r;
+}
+
+// A child holding kLength of populated, unadvised memory (base pages under enabled=madvise),
+// waiting for its stdin to close.
+class Target {
+ public:
+  Target() {
+    std::error_code ec;
+    p_ = static_cast<char*>(hugepage::os::map_aligned(kLength, 2 * kMiB, ec));
+    if (p_ == nullptr || ::pipe(ready_) != 0 || ::pipe(done_) != 0) return;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      for (std::size_t i = 0; i < kLength; i += 4096) p_[i] = static_cast<char>(i >> 12);
+      char c = 0;
+      (void)!::write(ready_[1], &c, 1);
+      (void)!::read(done_[0], &c, 1);
+      for (std::size_t i = 0; i < kLength; i += 4096) {
+        if (p_[i] != static_cast<char>(i >> 12)) ::_exit(1);
+      }
+      ::_exit(0);
+    }
+    char c = 0;
+    if (::read(ready_[0], &c, 1) != 1) pid_ = -1;
+  }
+  ~Target() { finish(); }
+  Target(const Target&) = delete;
+  Target& operator=(const Target&) = delete;
+  pid_t pid() const { return pid_; }
+  double huge() const { return hugepage::backing_of(pid_, p_, kLength).huge_fraction(); }
+  /// Lets the child check its data and exit; returns its exit status.
+  int finish() {
+    if (pid_ <= 0) return -1;
+    char c = 0;
+    (void)!::write(done_[1], &c, 1);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    for (const int fd : {ready_[0], ready_[1], done_[0], done_[1]}) ::close(fd);
+    hugepage::os::unmap(p_, kLength);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+ private:
+  char* p_ = nullptr;
+  pid_t pid_ = -1;
+  int ready_[2] = {-1, -1}, done_[2] = {-1, -1};
+};
+
+TEST(DoctorCollapse, DryRunChangesNothingThenCollapseRaisesCoverage) {
+  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("process_madvise(MADV_COLLAPSE) needs root");
+  Target target;
+  ASSERT_GT(target.pid(), 0);
+  const double before = target.huge();
+  if (before > 0.05) HUGEPAGE_SKIP_OR_FAIL("unadvised memory is on THP already here");
+  const std::string pid = std::to_string(target.pid());
+
+  const run_result dry = doctor("--pid " + pid + " --collapse --dry-run");
+  EXPECT_EQ(dry.status, 0) << dry.err;
+  EXPECT_NE(dry.out.find("dry run, nothing changed"), std::string::npos) << dry.out;
+  EXPECT_NE(dry.out.find("32 MiB"), std::string::npos) << "the expected gain:\n" << dry.out;
+  EXPECT_DOUBLE_EQ(target.huge(), before) << "--dry-run changed the process";
+
+  const run_result run = doctor("--pid " + pid + " --collapse --budget-ms 5000");
+  EXPECT_EQ(run.status, 0) << run.err;
+  std::fputs(run.out.c_str(), stderr);
+  EXPECT_GE(target.huge(), 0.99) << run.out;
+  EXPECT_EQ(target.finish(), 0) << "the target's data survived and it kept running";
+}
+
+TEST(DoctorCollapse, MaxBytesBoundsTheWork) {
+  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("process_madvise(MADV_COLLAPSE) needs root");
+  Target target;
+  ASSERT_GT(target.pid(), 0);
+  if (target.huge() > 0.05) HUGEPAGE_SKIP_OR_FAIL("unadvised memory is on THP already here");
+  const run_result run =
+      doctor("--pid " + std::to_string(target.pid()) + " --collapse --max-bytes 8388608");
+  EXPECT_EQ(run.status, 0) << run.err;
+  const double after = target.huge();
+  EXPECT_GT(after, 0.0) << run.out;
+  EXPECT_LE(after, (8.0 + 2.0) / 32.0 + 1e-9) << "at most the budget plus one chunk\n" << run.out;
+}
+
+TEST(DoctorCollapse, AsNobodyOnARootProcessNamesThePermission) {
+  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("needs a root process to point nobody at");
+  Target target;  // a root process
+  ASSERT_GT(target.pid(), 0);
+  const double before = target.huge();
+  const run_result run =
+      doctor("--pid " + std::to_string(target.pid()) + " --collapse", /*as_nobody=*/true);
+  EXPECT_EQ(run.status, 2);
+  EXPECT_TRUE(run.out.empty()) << run.out;
+  // Reading a root process's smaps already needs ptrace access: the message names both rights.
+  EXPECT_NE(run.err.find("CAP_SYS_NICE"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("ptrace access"), std::string::npos) << run.err;
+  EXPECT_DOUBLE_EQ(target.huge(), before);
+}
+
+TEST(DoctorCollapse, UsageErrors) {
+  EXPECT_EQ(doctor("--collapse").status, 2);
+  EXPECT_EQ(doctor("--pid 1 --dry-run").status, 2);
+  EXPECT_EQ(doctor("--pid 1 --collapse --budget-ms 0").status, 2);
+  EXPECT_EQ(doctor("--pid 1 --collapse --max-bytes x").status, 2);
+}
+
+}  // namespace
