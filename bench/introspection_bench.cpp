@@ -3,8 +3,9 @@
 // Rows:
 //   BM_BackingOf_Source/<source>/<layout>/<MiB>  one backing_of() of a THP-advised, populated range
 //       from one source (0 pagemap_scan, 1 kpageflags, 2 smaps); layout 0: fully huge, 1: half
-//       split (every other huge page mapped by PTEs, same VMA). Counters: ms_per_gib (time per GiB
-//       of range), huge_pct (what the source reported). kpageflags needs root: skipped otherwise.
+//       split (every other huge page mapped by PTEs, same VMA). Counters: gib_per_s (GiB of range
+//       examined per second of real time; time per GiB is its inverse), huge_pct (what the
+//       source reported). kpageflags needs root: skipped otherwise.
 //   BM_Collapse_Chunk/<MiB>  one collapse() call with a 2 MiB byte budget on a populated, unadvised
 //       range (the range is rebuilt on base pages, untimed, when every chunk is huge). Manual time:
 //       the call itself. Counters: p50_us, p99_us (chunk latency), gib_per_s.
@@ -87,11 +88,9 @@ void BM_BackingOf_Source(benchmark::State& state) {
     state.SkipWithError(("source unavailable: " + r.note).c_str());
     return;
   }
-  const double per_gib = static_cast<double>(gib) / static_cast<double>(bytes);
-  // kInvert turns the rate into seconds per unit: units are thousandths of a GiB, so ms per GiB.
-  state.counters["ms_per_gib"] =
-      benchmark::Counter(static_cast<double>(state.iterations()) * 1e-3 / per_gib,
-                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["gib_per_s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * static_cast<double>(bytes) / gib,
+                         benchmark::Counter::kIsRate);
   state.counters["huge_pct"] = 100.0 * r.huge_fraction();
 }
 
@@ -120,7 +119,8 @@ void BM_Collapse_Chunk(benchmark::State& state) {
       state.ResumeTiming();
     }
     const auto start = std::chrono::steady_clock::now();
-    const hugepage::collapse_result r = hugepage::collapse(p + at, bytes - at, {{}, huge});
+    const hugepage::collapse_result r =
+        hugepage::collapse(p + at, bytes - at, hugepage::collapse_budget::of_bytes(huge));
     const double s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     state.SetIterationTime(s);

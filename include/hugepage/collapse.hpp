@@ -60,6 +60,15 @@ struct collapse_budget {
   std::chrono::nanoseconds time = std::chrono::nanoseconds::max();
   /// Bytes submitted to MADV_COLLAPSE (chunks found already huge are free).
   std::size_t bytes = SIZE_MAX;
+
+  /// A budget of `time` only. (Beware `collapse_budget{{}, n}`: `{}` is a zero time budget.)
+  static collapse_budget of_time(std::chrono::nanoseconds time) noexcept {
+    return {time, SIZE_MAX};
+  }
+  /// A budget of `bytes` only.
+  static collapse_budget of_bytes(std::size_t bytes) noexcept {
+    return {std::chrono::nanoseconds::max(), bytes};
+  }
 };
 
 /// Refusals of one errno.

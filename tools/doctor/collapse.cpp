@@ -182,3 +182,39 @@ std::string render_collapse(const collapse_report& report) {
 }
 
 }  // namespace hugepage::doctor
+
+namespace hugepage::doctor {
+
+std::string render_coverage(const std::vector<mapping_coverage>& mappings, std::size_t top) {
+  std::vector<const mapping_coverage*> rows;
+  for (const mapping_coverage& c : mappings) {
+    if (c.exact.resident_bytes() != 0) rows.push_back(&c);
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const auto* a, const auto* b) {
+    return a->exact.resident_bytes() > b->exact.resident_bytes();
+  });
+  if (rows.size() > top) rows.resize(top);
+  if (rows.empty()) return {};
+  const backing_source source = rows.front()->exact.source;
+  std::string out = fmt::format("\nHuge pages per mapping (exact, from {}{}):\n", name_of(source),
+                                rows.front()->exact.exact ? "" : ", approximate");
+  out += fmt::format("  {:<29} {:>10} {:>10} {:>10}  {}\n", "mapping", "resident", "huge", "smaps",
+                     "name");
+  bool any = false;
+  for (const mapping_coverage* c : rows) {
+    any = any || c->smaps_disagrees;
+    out += fmt::format("  {:#014x}-{:#014x} {:>10} {:>10} {:>10}{} {}\n", c->mapping.start,
+                       c->mapping.end, format_bytes(c->exact.resident_bytes()),
+                       format_bytes(c->exact.huge_bytes()), format_bytes(c->smaps_huge),
+                       c->smaps_disagrees ? "!" : " ",
+                       printable(c->mapping.name.empty() ? "[anon]" : c->mapping.name));
+  }
+  if (any) {
+    out +=
+        "  ! smaps' counters differ from the page tables (pages changed between the two reads, "
+        "or THP the counters do not show)\n";
+  }
+  return out;
+}
+
+}  // namespace hugepage::doctor

@@ -69,3 +69,11 @@ std::string explain_refusal(int error, pid_t pid);
 std::string render_collapse(const collapse_report& report);
 
 }  // namespace hugepage::doctor
+
+namespace hugepage::doctor {
+
+/// The `top` mappings with the most resident bytes: exact huge bytes per mapping, with '!' where
+/// smaps' per-mapping counters say otherwise. Empty when smaps is unreadable.
+std::string render_coverage(const std::vector<mapping_coverage>& mappings, std::size_t top);
+
+}  // namespace hugepage::doctor

@@ -192,8 +192,12 @@ int run(const options& o) {
     if (ec) return fail(error);
     const system_report system = collect_system();
     const std::vector<advice> advice = advise_process(process, system);
-    const std::string out =
+    std::string out =
         o.json ? json_process(process, system, advice) : render_process(process, system, advice);
+    if (!o.json) {  // issue 10: exact per-mapping coverage; see collapse.hpp
+      std::error_code coverage_ec;
+      out += render_coverage(coverage_by_mapping(*o.pid, coverage_ec), o.top);
+    }
     std::fputs(out.c_str(), stdout);
     return advice.empty() ? exit_healthy : exit_advice;
   }
