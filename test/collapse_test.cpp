@@ -76,12 +76,25 @@ std::string describe(const collapse_result& r) {
   return s + " }, fatal '" + r.fatal.message() + "'";
 }
 
-// Skips unless MADV_COLLAPSE works here (Linux 6.1, THP not `never` or disabled).
+// Whether MADV_COLLAPSE works here (Linux 6.1, THP not disabled): a populated chunk collapses.
+// EAGAIN and ENOMEM are transient (a busy page, no free 2 MiB block for a moment): tried again.
+std::error_code collapse_works() {
+  std::error_code ec;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    Populated probe(kHuge);
+    if (probe.get() == nullptr) return std::make_error_code(std::errc::not_enough_memory);
+    ec = hugepage::os::collapse(probe.get(), kHuge);
+    if (ec != std::errc::resource_unavailable_try_again && ec != std::errc::not_enough_memory) {
+      break;
+    }
+  }
+  return ec;
+}
+
+// Skips (or fails under HUGEPAGE_REQUIRE=1) unless MADV_COLLAPSE works here.
 #define HUGEPAGE_REQUIRE_COLLAPSE()                                                              \
   do {                                                                                           \
-    Populated probe_(kHuge);                                                                     \
-    ASSERT_NE(probe_.get(), nullptr);                                                            \
-    if (const std::error_code ec_ = hugepage::os::collapse(probe_.get(), kHuge)) {               \
+    if (const std::error_code ec_ = collapse_works()) {                                          \
       HUGEPAGE_SKIP_OR_FAIL("MADV_COLLAPSE of a populated 2 MiB chunk fails: " + ec_.message()); \
     }                                                                                            \
   } while (0)

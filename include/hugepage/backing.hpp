@@ -102,7 +102,7 @@ inline std::string proc_path(pid_t pid, const char* file) {
   return (pid == 0 ? std::string("/proc/self/") : "/proc/" + std::to_string(pid) + "/") + file;
 }
 
-inline std::string errno_text(const std::error_code& ec) {
+inline std::string errno_name_and_text(const std::error_code& ec) {
   const char* name = ec == std::errc::inappropriate_io_control_operation ? "ENOTTY"
                      : ec == std::errc::invalid_argument                 ? "EINVAL"
                      : ec == std::errc::operation_not_permitted          ? "EPERM"
@@ -491,7 +491,7 @@ inline backing_report backing_of(pid_t pid, const void* p, std::size_t bytes,
     if (!detail::backing_by_scan(mappings, lo, hi, pagemap.get(), r, ec)) {
       backing_report failed;
       failed.bytes = r.bytes;
-      failed.note = "PAGEMAP_SCAN failed (" + detail::errno_text(ec) + ")" +
+      failed.note = "PAGEMAP_SCAN failed (" + detail::errno_name_and_text(ec) + ")" +
                     (ec == std::errc::inappropriate_io_control_operation
                          ? ": kernels before Linux 6.7 lack it"
                          : "");

@@ -156,13 +156,15 @@ inline collapse_result collapse_range(int pidfd, int pagemap_fd, void* p, std::s
   using clock = std::chrono::steady_clock;
   const clock::time_point start = clock::now();
   collapse_result r;
+  // Addresses as integers for the arithmetic, pointers derived from `p` for the calls.
+  char* const base = static_cast<char*>(p);
   const auto address = reinterpret_cast<std::uintptr_t>(p);
   const std::uintptr_t end = bytes > UINTPTR_MAX - address ? UINTPTR_MAX : address + bytes;
   const std::uintptr_t lo = (address + collapse_chunk - 1) & ~(collapse_chunk - 1);
   const std::uintptr_t hi = end & ~(collapse_chunk - 1);
   if (lo >= hi || lo < address) {  // no whole chunk (or the rounding wrapped)
     r.unaligned = end - address;
-    r.resume = reinterpret_cast<void*>(end);
+    r.resume = static_cast<char*>(p) + (end - address);
     r.elapsed = clock::now() - start;
     return r;
   }
@@ -191,10 +193,9 @@ inline collapse_result collapse_range(int pidfd, int pagemap_fd, void* p, std::s
     const clock::time_point chunk_start = clock::now();
     std::error_code ec;
     if (pidfd < 0) {
-      ec = os::collapse(reinterpret_cast<void*>(at), collapse_chunk);
+      ec = os::collapse(base + (at - address), collapse_chunk);
     } else {
-      pagemap::process_madvise(pidfd, reinterpret_cast<void*>(at), collapse_chunk, MADV_COLLAPSE,
-                               ec);
+      pagemap::process_madvise(pidfd, base + (at - address), collapse_chunk, MADV_COLLAPSE, ec);
     }
     r.slowest_chunk =
         std::max<std::chrono::nanoseconds>(r.slowest_chunk, clock::now() - chunk_start);
@@ -213,7 +214,7 @@ inline collapse_result collapse_range(int pidfd, int pagemap_fd, void* p, std::s
     }
   }
   r.left = hi - std::min(at, hi);
-  r.resume = reinterpret_cast<void*>(r.left == 0 ? hi : at);
+  r.resume = base + ((r.left == 0 ? hi : at) - address);
   r.elapsed = clock::now() - start;
   return r;
 }
