@@ -4,6 +4,11 @@
 // errno the kernel returned (std::generic_category). backing.hpp and collapse.hpp decide what a
 // failure means.
 //
+// PROCMAP_QUERY (Linux 6.11) answers "which mapping is at this address" from /proc/<pid>/maps
+// without reading the whole file and without the page walk that /proc/<pid>/smaps does for every
+// mapping of the process: with it, backing_of() costs the same in a 100 GiB process as in a small
+// one.
+//
 // PAGEMAP_SCAN walks a range of /proc/<pid>/pagemap in the kernel and returns runs of pages that
 // share the same categories (present, PMD-mapped or hugetlb "huge", file-backed, zero page...),
 // one struct page_region per run: a fully huge GiB is one region, not 262,144 pagemap words. It
@@ -103,6 +108,58 @@ inline std::error_code scan(int fd, std::uintptr_t start, std::uintptr_t end,
   }
   count = static_cast<std::size_t>(n);
   walk_end = static_cast<std::uintptr_t>(arg.walk_end);
+  return {};
+}
+
+// ---- PROCMAP_QUERY (Linux 6.11): one mapping of /proc/<pid>/maps by address, no page walk ----
+
+/// query_flags: the mapping that covers the address, or else the next one.
+constexpr std::uint64_t procmap_covering_or_next = 0x10;
+
+/// The ioctl's argument (struct procmap_query, include/uapi/linux/fs.h).
+struct procmap_query {
+  std::uint64_t size;
+  std::uint64_t query_flags;
+  std::uint64_t query_addr;
+  std::uint64_t vma_start;      ///< out
+  std::uint64_t vma_end;        ///< out
+  std::uint64_t vma_flags;      ///< out: PROCMAP_QUERY_VMA_*
+  std::uint64_t vma_page_size;  ///< out: the hugetlb page size for hugetlb mappings
+  std::uint64_t vma_offset;
+  std::uint64_t inode;
+  std::uint32_t dev_major;
+  std::uint32_t dev_minor;
+  std::uint32_t vma_name_size;  ///< in/out; 0: no name wanted
+  std::uint32_t build_id_size;  ///< in/out; 0: no build id wanted
+  std::uint64_t vma_name_addr;
+  std::uint64_t build_id_addr;
+};
+static_assert(sizeof(procmap_query) == 104, "the kernel's layout");
+
+/// _IOWR('f', 17, struct procmap_query).
+constexpr unsigned long procmap_query_request = _IOWR('f', 17, procmap_query);
+
+#if defined(PROCMAP_QUERY)
+static_assert(PROCMAP_QUERY == procmap_query_request, "<linux/fs.h> and this header disagree");
+#endif
+
+/// The mapping of the /proc/<pid>/maps file `fd` that covers `address`, or the next one above it:
+/// [start, end) and its page size (larger than the base page for hugetlb). ENOENT: none;
+/// ENOTTY: a kernel before 6.11.
+inline std::error_code query_mapping(int fd, std::uintptr_t address, std::uintptr_t& start,
+                                     std::uintptr_t& end, std::size_t& page_size) noexcept {
+  procmap_query q{};
+  q.size = sizeof q;
+  q.query_flags = procmap_covering_or_next;
+  q.query_addr = address;
+  int n;
+  do {
+    n = ::ioctl(fd, procmap_query_request, &q);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return std::error_code(errno, std::generic_category());
+  start = static_cast<std::uintptr_t>(q.vma_start);
+  end = static_cast<std::uintptr_t>(q.vma_end);
+  page_size = static_cast<std::size_t>(q.vma_page_size);
   return {};
 }
 
