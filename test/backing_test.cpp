@@ -830,7 +830,9 @@ TEST(BackingOf, RestOfTheAddressSpaceFromAPointerIsTrue) {
     EXPECT_EQ(k.source, backing_source::kpageflags) << describe(k);
     EXPECT_TRUE(k.exact) << describe(k);
     EXPECT_EQ(k.note.find("CAP_SYS_ADMIN"), std::string::npos) << k.note;
-    if (vsyscall) EXPECT_NE(k.note.find("[vsyscall]"), std::string::npos) << k.note;
+    if (vsyscall) {
+      EXPECT_NE(k.note.find("[vsyscall]"), std::string::npos) << k.note;
+    }
     EXPECT_EQ(k.unmapped, r.unmapped) << describe(k) << "\n" << describe(r);
   }
   expect_consistent(r);

@@ -139,6 +139,7 @@ TEST(Collapse, RaisesAnUnadvisedRangeInBudgetedSteps) {
     EXPECT_EQ(again.calls, 0u) << describe(again);
   }
   EXPECT_TRUE(again.done());
+  EXPECT_EQ(again.resume, region.get() + length) << "done: resume is the end of the range";
 }
 
 TEST(Collapse, ByteBudgetAndUnalignedEnds) {
@@ -162,6 +163,7 @@ TEST(Collapse, ByteBudgetAndUnalignedEnds) {
   const collapse_result none = hugepage::collapse(p, kHuge);  // no whole chunk inside
   EXPECT_EQ(none.calls, 0u);
   EXPECT_EQ(none.unaligned, kHuge);
+  EXPECT_EQ(none.resume, p + kHuge);
   EXPECT_TRUE(none.done());
 }
 

@@ -164,8 +164,8 @@ inline void add_thp(const mapping_info& m, bool file_backed, std::size_t bytes, 
 // Classifies [lo, hi) inside mapping `m` with PAGEMAP_SCAN. On failure (ENOTTY before Linux 6.7)
 // returns the error; `r` then holds part of the answer and must be discarded.
 // `m` from PROCMAP_QUERY has no smaps counters (`anon_huge` is SIZE_MAX, no cap): file-backed THP
-// there cannot be told shmem or page cache, and the call returns `needs_smaps` instead.
-constexpr std::errc needs_smaps = std::errc::operation_in_progress;
+// there cannot be told shmem or page cache, and the call returns `scan_needs_smaps` instead.
+constexpr std::errc scan_needs_smaps = std::errc::operation_in_progress;
 
 inline std::error_code classify_scan(const mapping_info& m, std::uintptr_t lo, std::uintptr_t hi,
                                      int pagemap_fd, std::vector<pagemap::page_region>& regions,
@@ -202,7 +202,7 @@ inline std::error_code classify_scan(const mapping_info& m, std::uintptr_t lo, s
       } else if (hugetlb) {
         hugetlb_part += length;
       } else if ((c & pm::page_is_huge) != 0 && (c & pm::page_is_file) != 0) {
-        if (from_query) return std::make_error_code(needs_smaps);
+        if (from_query) return std::make_error_code(scan_needs_smaps);
         add_thp(m, true, length, r);
       } else if ((c & pm::page_is_huge) != 0) {
         anon_huge += length;
@@ -502,7 +502,7 @@ inline query_outcome backing_by_query(int maps_fd, int pagemap_fd, std::uintptr_
     r.unmapped += s - cursor;
     m.anon_huge = SIZE_MAX;  // the huge zero page is flagged: no cap needed
     ec = classify_scan(m, s, e, pagemap_fd, regions, r, /*from_query=*/true);
-    if (ec == needs_smaps) return query_outcome::needs_smaps;
+    if (ec == scan_needs_smaps) return query_outcome::needs_smaps;
     if (ec) return query_outcome::no_scan;
     cursor = e;
   }

@@ -88,8 +88,7 @@ struct collapse_result {
   std::size_t calls = 0;         ///< MADV_COLLAPSE / process_madvise calls made
   std::chrono::nanoseconds elapsed{0};        ///< the whole call
   std::chrono::nanoseconds slowest_chunk{0};  ///< the longest single MADV_COLLAPSE
-  /// Where to continue: call again with [resume, end of range). The end of the last whole chunk
-  /// when the range is done.
+  /// Where to continue: call again with [resume, end of range). The end of the range when done.
   void* resume = nullptr;
   std::vector<collapse_refusal> refusals;  ///< by errno, in order of first appearance
   /// Set when the call stopped early on an error no other chunk can escape (EPERM, ESRCH...).
@@ -214,7 +213,7 @@ inline collapse_result collapse_range(int pidfd, int pagemap_fd, void* p, std::s
     }
   }
   r.left = hi - std::min(at, hi);
-  r.resume = base + ((r.left == 0 ? hi : at) - address);
+  r.resume = base + ((r.left == 0 ? end : at) - address);
   r.elapsed = clock::now() - start;
   return r;
 }
