@@ -40,12 +40,12 @@
 #include <sys/types.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <system_error>
-#include <vector>
 
 #include "hugepage/detail/pagemap.hpp"
 #include "hugepage/detail/proc_file.hpp"
@@ -90,7 +90,10 @@ struct collapse_result {
   std::chrono::nanoseconds slowest_chunk{0};  ///< the longest single MADV_COLLAPSE
   /// Where to continue: call again with [resume, end of range). The end of the range when done.
   void* resume = nullptr;
-  std::vector<collapse_refusal> refusals;  ///< by errno, in order of first appearance
+  /// By errno, in order of first appearance; unused entries have error 0. A fixed array, so that
+  /// collapse() allocates nothing and can run on an allocation path. Past eight distinct errnos
+  /// (never seen: the kernel has six answers) the last entry counts the rest.
+  std::array<collapse_refusal, 8> refusals{};
   /// Set when the call stopped early on an error no other chunk can escape (EPERM, ESRCH...).
   std::error_code fatal;
   /// Whether the skipping of huge chunks worked (false before Linux 6.7: every chunk is tried).
@@ -101,7 +104,7 @@ struct collapse_result {
   /// Chunks refused with `error`.
   std::size_t refusals_of(int error) const noexcept {
     for (const collapse_refusal& r : refusals) {
-      if (r.error == error) return r.chunks;
+      if (r.error == error && error != 0) return r.chunks;
     }
     return 0;
   }
@@ -116,42 +119,43 @@ inline bool collapse_fatal(int error) noexcept {
   return error == EPERM || error == ESRCH || error == ENOSYS || error == EBADF || error == EACCES;
 }
 
-inline void count_refusal(collapse_result& r, int error) {
+inline void count_refusal(collapse_result& r, int error) noexcept {
   for (collapse_refusal& x : r.refusals) {
-    if (x.error == error) {
+    if (x.error == error || x.error == 0) {
+      x.error = error;
       ++x.chunks;
       return;
     }
   }
-  r.refusals.push_back({error, 1});
+  ++r.refusals.back().chunks;
 }
 
-// The huge (PMD-mapped or hugetlb) runs of [lo, hi), sorted; false when PAGEMAP_SCAN fails.
+constexpr std::size_t run_capacity = 128;
+
+// Scans [lo, hi) for huge runs (PMD-mapped THP or hugetlb; the huge zero page is huge but holds
+// no data, so it is left out) into `runs`. Sets `count` and `scanned_to`: `hi`, or where the
+// kernel stopped when `runs` filled up. False when PAGEMAP_SCAN fails (ENOTTY before 6.7).
 inline bool huge_runs(int pagemap_fd, std::uintptr_t lo, std::uintptr_t hi,
-                      std::vector<pagemap::page_region>& runs) {
-  runs.clear();
-  pagemap::page_region buffer[256];
-  for (std::uintptr_t at = lo; at < hi;) {
-    std::size_t count = 0;
-    std::uintptr_t walk_end = at;
-    // The huge zero page (a read fault in a THP region) is huge but holds no data: not skipped.
-    if (pagemap::scan(pagemap_fd, at, hi, pagemap::page_is_huge | pagemap::page_is_present,
-                      pagemap::page_is_huge | pagemap::page_is_pfnzero, buffer, 256, count,
-                      walk_end)) {
-      return false;
-    }
-    for (std::size_t i = 0; i < count; ++i) {
-      if ((buffer[i].categories & pagemap::page_is_pfnzero) == 0) runs.push_back(buffer[i]);
-    }
-    if (count < 256 || walk_end <= at) break;
-    at = walk_end;
+                      pagemap::page_region (&runs)[run_capacity], std::size_t& count,
+                      std::uintptr_t& scanned_to) noexcept {
+  std::size_t found = 0;
+  std::uintptr_t walk_end = lo;
+  if (pagemap::scan(pagemap_fd, lo, hi, pagemap::page_is_huge | pagemap::page_is_present,
+                    pagemap::page_is_huge | pagemap::page_is_pfnzero, runs, run_capacity, found,
+                    walk_end)) {
+    return false;
+  }
+  scanned_to = found == run_capacity && walk_end > lo && walk_end < hi ? walk_end : hi;
+  count = 0;
+  for (std::size_t i = 0; i < found; ++i) {
+    if ((runs[i].categories & pagemap::page_is_pfnzero) == 0) runs[count++] = runs[i];
   }
   return true;
 }
 
 // The core of both collapse() overloads. `pidfd` < 0: this process (madvise).
 inline collapse_result collapse_range(int pidfd, int pagemap_fd, void* p, std::size_t bytes,
-                                      const collapse_budget& budget) {
+                                      const collapse_budget& budget) noexcept {
   using clock = std::chrono::steady_clock;
   const clock::time_point start = clock::now();
   collapse_result r;
@@ -169,7 +173,8 @@ inline collapse_result collapse_range(int pidfd, int pagemap_fd, void* p, std::s
   }
   r.unaligned = (lo - address) + (end - hi);
   r.scanned = pagemap_fd >= 0;
-  std::vector<pagemap::page_region> runs;
+  pagemap::page_region runs[run_capacity];
+  std::size_t run_count = 0;
   std::size_t run = 0;
   std::uintptr_t scanned_to = lo;
   std::size_t submitted = 0;
@@ -177,13 +182,13 @@ inline collapse_result collapse_range(int pidfd, int pagemap_fd, void* p, std::s
   std::uintptr_t at = lo;
   for (; at < hi; at += collapse_chunk) {
     if (r.scanned && at >= scanned_to) {
-      scanned_to = hi - at > scan_window ? at + scan_window : hi;
-      r.scanned = huge_runs(pagemap_fd, at, scanned_to, runs);
+      const std::uintptr_t limit = hi - at > scan_window ? at + scan_window : hi;
+      r.scanned = huge_runs(pagemap_fd, at, limit, runs, run_count, scanned_to);
       run = 0;
     }
     if (r.scanned) {
-      while (run < runs.size() && runs[run].end <= at) ++run;
-      if (run < runs.size() && runs[run].start <= at && runs[run].end >= at + collapse_chunk) {
+      while (run < run_count && runs[run].end <= at) ++run;
+      if (run < run_count && runs[run].start <= at && runs[run].end >= at + collapse_chunk) {
         r.already_huge += collapse_chunk;
         continue;
       }
@@ -223,10 +228,11 @@ inline collapse_result collapse_range(int pidfd, int pagemap_fd, void* p, std::s
 /// Collapses [p, p + bytes) of this process into transparent huge pages, 2 MiB chunk by chunk,
 /// until `budget` is spent. Only whole, aligned 2 MiB chunks inside the range are collapsible
 /// (`unaligned` says how much is not). Chunks already huge are skipped (PAGEMAP_SCAN). Never
-/// throws except std::bad_alloc; refusals are counted in the result. Continue a partial call with
-/// collapse(result.resume, end - result.resume, budget). Thread-safe (other threads may touch the
-/// range meanwhile; the kernel copies under the page table lock).
-inline collapse_result collapse(void* p, std::size_t bytes, const collapse_budget& budget = {}) {
+/// throws and allocates nothing (usable on an allocation path); refusals are counted in the result.
+/// Continue a partial call with collapse(result.resume, end - result.resume, budget). Thread-safe
+/// (other threads may touch the range meanwhile; the kernel copies under the page table lock).
+inline collapse_result collapse(void* p, std::size_t bytes,
+                                const collapse_budget& budget = {}) noexcept {
   const detail::unique_fd pagemap(detail::open_read_only("/proc/self/pagemap"));
   return detail::collapse_range(-1, pagemap.get(), p, bytes, budget);
 }

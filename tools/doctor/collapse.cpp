@@ -141,6 +141,7 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
     row.left = r.left;
     row.ms = std::chrono::duration<double, std::milli>(r.elapsed).count();
     for (const collapse_refusal& x : r.refusals) {
+      if (x.chunks == 0) continue;
       row.refusals.emplace_back(x.error, x.chunks);
       if (std::find(seen.begin(), seen.end(), x.error) == seen.end()) {
         seen.push_back(x.error);
