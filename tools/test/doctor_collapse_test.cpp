@@ -1,6 +1,8 @@
 // doctor_collapse_test.cpp - hugepage-doctor --pid PID --collapse [--dry-run] on a child process.
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +18,7 @@ namespace {
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 constexpr std::size_t kLength = 32 * kMiB;
+constexpr std::size_t kHuge = 2 * kMiB;
 
 struct run_result {
   int status = -1;
@@ -143,6 +146,56 @@ TEST(DoctorCollapse, UsageErrors) {
   EXPECT_EQ(doctor("--pid 1 --dry-run").status, 2);
   EXPECT_EQ(doctor("--pid 1 --collapse --budget-ms 0").status, 2);
   EXPECT_EQ(doctor("--pid 1 --collapse --max-bytes x").status, 2);
+}
+
+// --pid lists exact huge bytes per mapping, without root: a nobody process whose 4 MiB THP region
+// has its second huge page mapped by PTEs (split by madvise NOHUGEPAGE + HUGEPAGE of one page,
+// after which the VMA merges back), read by the doctor running as nobody too.
+TEST(DoctorCoverage, ExactHugeBytesPerMappingAsNobody) {
+  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("needs root to start processes as nobody");
+  int ready[2], done[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(done), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(2);
+    ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);  // a credential change made it non-dumpable
+    std::error_code ec;
+    auto* p = static_cast<char*>(hugepage::os::map_aligned(2 * kHuge, kHuge, ec));
+    std::uintptr_t address = 0;
+    if (p != nullptr) {
+      hugepage::os::advise_huge(p, 2 * kHuge);
+      for (std::size_t i = 0; i < 2 * kHuge; i += 4096) p[i] = 1;
+      hugepage::os::advise(p + kHuge + kMiB, 4096, MADV_NOHUGEPAGE);
+      hugepage::os::advise(p + kHuge + kMiB, 4096, MADV_HUGEPAGE);
+      address = reinterpret_cast<std::uintptr_t>(p);
+    }
+    (void)!::write(ready[1], &address, sizeof address);
+    char c = 0;
+    (void)!::read(done[0], &c, 1);
+    ::_exit(0);
+  }
+  std::uintptr_t address = 0;
+  ASSERT_EQ(::read(ready[0], &address, sizeof address), static_cast<ssize_t>(sizeof address));
+  ASSERT_NE(address, 0u);
+  const hugepage::backing_report truth =
+      hugepage::backing_of(child, reinterpret_cast<const void*>(address), 2 * kHuge);
+  const run_result r = doctor("--pid " + std::to_string(child) + " --top 100", /*as_nobody=*/true);
+  char c = 0;
+  (void)!::write(done[1], &c, 1);
+  ::waitpid(child, nullptr, 0);
+  for (const int fd : {ready[0], ready[1], done[0], done[1]}) ::close(fd);
+  if (truth.thp != kHuge) HUGEPAGE_SKIP_OR_FAIL("the kernel gave no THP for the first 2 MiB");
+  EXPECT_LE(r.status, 1) << r.err;
+  char start[32];
+  std::snprintf(start, sizeof start, "%#014llx-", static_cast<unsigned long long>(address));
+  const std::size_t row = r.out.find(std::string("  ") + start);
+  ASSERT_NE(row, std::string::npos) << start << " not listed:\n" << r.out;
+  const std::string line = r.out.substr(row, r.out.find('\n', row) - row);
+  EXPECT_NE(r.out.find("exact, from pagemap_scan"), std::string::npos) << r.out;
+  // resident 4 MiB, huge exactly 2 MiB (the split half is not), smaps agrees: no '!'.
+  EXPECT_NE(line.find("4 MiB      2 MiB      2 MiB "), std::string::npos) << line;
 }
 
 }  // namespace
