@@ -267,6 +267,23 @@ TEST(Collapse, AsNobodyOnAnotherProcessIsEperm) {
   EXPECT_EQ(code, 0) << "see the child's output above";
 }
 
+// What the header says about sparse chunks: MADV_COLLAPSE fills a chunk with one page populated
+// (its memory grows to 2 MiB) and refuses an empty one.
+TEST(Collapse, SparseChunkIsFilledEmptyChunkIsRefused) {
+  HUGEPAGE_REQUIRE_COLLAPSE();
+  std::error_code ec;
+  auto* p = static_cast<char*>(hugepage::os::map_aligned(2 * kHuge, kHuge, ec));
+  ASSERT_NE(p, nullptr);
+  p[0] = 1;
+  const collapse_result r = hugepage::collapse(p, 2 * kHuge);
+  const backing_report b = hugepage::backing_of(p, 2 * kHuge);
+  hugepage::os::unmap(p, 2 * kHuge);
+  EXPECT_EQ(r.collapsed, kHuge) << describe(r);
+  EXPECT_EQ(r.refusals_of(EINVAL), 1u) << describe(r);
+  EXPECT_EQ(b.thp, kHuge) << "one page became 2 MiB resident";
+  EXPECT_EQ(b.not_resident, kHuge);
+}
+
 // Under enabled=madvise, a range collapsed without MADV_HUGEPAGE: does khugepaged or anything
 // else split it later? Waits one khugepaged scan period (scan_sleep_millisecs, capped at 12 s).
 TEST(Collapse, CollapsedRangeWithoutVmHugepageStaysHugeUntilTheProcessSplitsIt) {
@@ -287,6 +304,14 @@ TEST(Collapse, CollapsedRangeWithoutVmHugepageStaysHugeUntilTheProcessSplitsIt) 
   std::this_thread::sleep_for(wait);
   EXPECT_EQ(hugepage::backing_of(region.get(), length).thp, length)
       << "still PMD-mapped after " << wait.count() << " ms";
+  // A write after fork: copy-on-write splits the writer's PMD; the other process keeps its THP.
+  const int code = hugepage::test::run_in_child([&region] {
+    region.get()[kHuge + 5] ^= 1;
+    const backing_report b = hugepage::backing_of(region.get() + kHuge, kHuge);
+    return b.thp == 0 && b.base == kHuge ? 0 : 1;
+  });
+  EXPECT_EQ(code, 0) << "the child's written huge page should be on base pages";
+  EXPECT_EQ(hugepage::backing_of(region.get(), length).thp, length);
   // Given back and faulted in again: base pages, since the VMA is not VM_HUGEPAGE.
   ASSERT_FALSE(hugepage::os::advise(region.get(), kHuge, MADV_DONTNEED));
   for (std::size_t i = 0; i < kHuge; i += page()) region.get()[i] = 1;
