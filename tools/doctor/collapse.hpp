@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -42,7 +43,10 @@ struct collapse_row {
   std::uintptr_t start = 0, end = 0;
   std::string name;
   std::size_t resident_base = 0;  ///< expected gain: resident bytes on base pages in whole chunks
-  double before = 0, after = 0;   ///< huge fraction of the range
+  /// Memory the collapse adds: partly populated chunks are filled to 2 MiB (nullopt: unknown,
+  /// no PAGEMAP_SCAN)
+  std::optional<std::size_t> growth;
+  double before = 0, after = 0;  ///< huge fraction of the range
   std::size_t collapsed = 0, refused = 0, left = 0;
   std::vector<std::pair<int, std::size_t>> refusals;  ///< errno, chunks
   double ms = 0;
@@ -54,6 +58,7 @@ struct collapse_report {
   bool dry_run = false;
   std::vector<collapse_row> rows;  ///< largest expected gain first
   std::size_t expected_gain = 0, collapsed = 0;
+  std::size_t growth = 0;                 ///< sum of the rows' known growth
   std::error_code fatal;                  ///< an error that stopped everything (EPERM, ESRCH...)
   std::vector<std::string> explanations;  ///< one per distinct refusal
 };

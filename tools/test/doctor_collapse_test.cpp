@@ -50,17 +50,17 @@ run_result doctor(const std::string& args, bool as_nobody = false) {
 // waiting for its stdin to close.
 class Target {
  public:
-  Target() {
+  explicit Target(std::size_t stride = 4096) {
     std::error_code ec;
     p_ = static_cast<char*>(hugepage::os::map_aligned(kLength, 2 * kMiB, ec));
     if (p_ == nullptr || ::pipe(ready_) != 0 || ::pipe(done_) != 0) return;
     pid_ = ::fork();
     if (pid_ == 0) {
-      for (std::size_t i = 0; i < kLength; i += 4096) p_[i] = static_cast<char>(i >> 12);
+      for (std::size_t i = 0; i < kLength; i += stride) p_[i] = static_cast<char>(i >> 12);
       char c = 0;
       (void)!::write(ready_[1], &c, 1);
       (void)!::read(done_[0], &c, 1);
-      for (std::size_t i = 0; i < kLength; i += 4096) {
+      for (std::size_t i = 0; i < kLength; i += stride) {
         if (p_[i] != static_cast<char>(i >> 12)) ::_exit(1);
       }
       ::_exit(0);
@@ -103,7 +103,10 @@ TEST(DoctorCollapse, DryRunChangesNothingThenCollapseRaisesCoverage) {
   const run_result dry = doctor("--pid " + pid + " --collapse --dry-run");
   EXPECT_EQ(dry.status, 0) << dry.err;
   EXPECT_NE(dry.out.find("dry run, nothing changed"), std::string::npos) << dry.out;
-  EXPECT_NE(dry.out.find("32 MiB"), std::string::npos) << "the expected gain:\n" << dry.out;
+  EXPECT_NE(dry.out.find("32 MiB resident on base pages"), std::string::npos)
+      << "the expected gain:\n"
+      << dry.out;
+  EXPECT_NE(dry.out.find("chunks adds 0 B"), std::string::npos) << "fully populated:\n" << dry.out;
   EXPECT_DOUBLE_EQ(target.huge(), before) << "--dry-run changed the process";
 
   const run_result run = doctor("--pid " + pid + " --collapse --budget-ms 5000");
@@ -111,6 +114,19 @@ TEST(DoctorCollapse, DryRunChangesNothingThenCollapseRaisesCoverage) {
   std::fputs(run.out.c_str(), stderr);
   EXPECT_GE(target.huge(), 0.99) << run.out;
   EXPECT_EQ(target.finish(), 0) << "the target's data survived and it kept running";
+}
+
+// Every other page populated: collapsing fills each chunk, adding the other half.
+TEST(DoctorCollapse, DryRunShowsTheMemoryAFillWouldAdd) {
+  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("needs ptrace access to a child, as root");
+  Target target(2 * 4096);
+  ASSERT_GT(target.pid(), 0);
+  const run_result dry = doctor("--pid " + std::to_string(target.pid()) + " --collapse --dry-run");
+  EXPECT_EQ(dry.status, 0) << dry.err;
+  EXPECT_NE(dry.out.find("16 MiB resident on base pages in whole 2 MiB chunks; filling partly "
+                         "populated chunks adds 16 MiB"),
+            std::string::npos)
+      << dry.out;
 }
 
 TEST(DoctorCollapse, MaxBytesBoundsTheWork) {
