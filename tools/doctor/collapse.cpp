@@ -12,6 +12,7 @@
 #include "hugepage/collapse.hpp"
 #include "hugepage/detail/pagemap.hpp"
 #include "hugepage/detail/proc_file.hpp"
+#include "json.hpp"
 #include "report.hpp"
 
 namespace hugepage::doctor {
@@ -225,6 +226,43 @@ std::string render_collapse(const collapse_report& report) {
   if (!report.dry_run) out += fmt::format("Collapsed {}.\n", format_bytes(report.collapsed));
   for (const std::string& e : report.explanations) out += "Refused: " + e + "\n";
   return out;
+}
+
+std::string json_collapse(const collapse_report& report) {
+  json ranges = json::array();
+  for (const collapse_row& row : report.rows) {
+    json refusals = json::array();
+    for (const auto& [error, chunks] : row.refusals) {
+      refusals.push(json::object().set("errno", error).set("chunks", chunks));
+    }
+    ranges.push(json::object()
+                    .set("start", row.start)
+                    .set("end", row.end)
+                    .set("mapping", row.name)
+                    .set("expected_gain_bytes", row.resident_base)
+                    .set("growth_bytes", row.growth)
+                    .set("huge_fraction_before", row.before)
+                    .set("huge_fraction_after", row.attempted ? json(row.after) : json())
+                    .set("attempted", row.attempted)
+                    .set("collapsed_bytes", row.collapsed)
+                    .set("refused_bytes", row.refused)
+                    .set("left_bytes", row.left)
+                    .set("milliseconds", row.ms)
+                    .set("refusals", refusals));
+  }
+  json explanations = json::array();
+  for (const std::string& e : report.explanations) explanations.push(e);
+  return json::object()
+      .set("schema", "hugepage-doctor/1")
+      .set("mode", "collapse")
+      .set("pid", static_cast<std::int64_t>(report.pid))
+      .set("dry_run", report.dry_run)
+      .set("expected_gain_bytes", report.expected_gain)
+      .set("growth_bytes", report.growth)
+      .set("collapsed_bytes", report.collapsed)
+      .set("ranges", ranges)
+      .set("refusals_explained", explanations)
+      .dump();
 }
 
 }  // namespace hugepage::doctor

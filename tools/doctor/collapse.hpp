@@ -73,6 +73,9 @@ std::string explain_refusal(int error, pid_t pid);
 /// The report as a table.
 std::string render_collapse(const collapse_report& report);
 
+/// The report as JSON (schema "hugepage-doctor/1", mode "collapse"; see tools/README.md).
+std::string json_collapse(const collapse_report& report);
+
 }  // namespace hugepage::doctor
 
 namespace hugepage::doctor {

@@ -182,7 +182,7 @@ int run(const options& o) {
     if (ec) return fail(error);
     // An error that stopped everything is one line on stderr, nothing on stdout, as elsewhere.
     if (report.fatal) return fail(explain_refusal(report.fatal.value(), c.pid));
-    std::fputs(render_collapse(report).c_str(), stdout);
+    std::fputs((o.json ? json_collapse(report) : render_collapse(report)).c_str(), stdout);
     return exit_healthy;
   }
   if (o.pid) {

@@ -108,6 +108,11 @@ TEST(DoctorCollapse, DryRunChangesNothingThenCollapseRaisesCoverage) {
       << dry.out;
   EXPECT_NE(dry.out.find("chunks adds 0 B"), std::string::npos) << "fully populated:\n" << dry.out;
   EXPECT_DOUBLE_EQ(target.huge(), before) << "--dry-run changed the process";
+  const run_result json = doctor("--pid " + pid + " --collapse --dry-run --json");
+  EXPECT_EQ(json.status, 0) << json.err;
+  EXPECT_NE(json.out.find("\"mode\": \"collapse\""), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("\"expected_gain_bytes\": 33554432"), std::string::npos) << json.out;
+  EXPECT_DOUBLE_EQ(target.huge(), before) << "--dry-run --json changed the process";
 
   const run_result run = doctor("--pid " + pid + " --collapse --budget-ms 5000");
   EXPECT_EQ(run.status, 0) << run.err;
