@@ -833,7 +833,9 @@ TEST(BackingOf, RestOfTheAddressSpaceFromAPointerIsTrue) {
     if (vsyscall) {
       EXPECT_NE(k.note.find("[vsyscall]"), std::string::npos) << k.note;
     }
-    EXPECT_EQ(k.unmapped, r.unmapped) << describe(k) << "\n" << describe(r);
+    // (Not the same `unmapped` as `r`: reading smaps mallocs a buffer that maps memory meanwhile.)
+    EXPECT_GE(k.base, mine.base) << describe(k);
+    expect_consistent(k);
   }
   expect_consistent(r);
   hugepage::os::unmap(p, length);
