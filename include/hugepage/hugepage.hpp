@@ -4,6 +4,7 @@
 //   pmr.hpp        std::pmr resources over the same strategies
 //   strategy.hpp   where every hugepage decision is made
 //   backing.hpp    backing_of(): what the kernel actually gave
+//   collapse.hpp   collapse(): huge pages now, in budgeted steps, here or in another process
 //   system.hpp     THP settings, hugetlb pools, MADV_COLLAPSE support
 //   cgroup.hpp     the memory and hugetlb cgroup limits this process runs under
 //   errors.hpp     the exceptions: allocation_error, pool_exhausted and the cgroup refusals
@@ -15,6 +16,7 @@
 #include "hugepage/allocator.hpp"
 #include "hugepage/backing.hpp"
 #include "hugepage/cgroup.hpp"
+#include "hugepage/collapse.hpp"
 #include "hugepage/errors.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/page_size.hpp"

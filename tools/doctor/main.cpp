@@ -3,6 +3,7 @@
 // Parses the command line, collects one report, derives advice, prints a table or JSON. Every
 // error is one line on stderr and exit status 2, with nothing on stdout: output is built whole
 // before it is printed.
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -10,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "collapse.hpp"
 #include "report.hpp"
 
 namespace {
@@ -39,6 +41,10 @@ Modes:
 Options:
   --json        print JSON instead of tables (schema "hugepage-doctor/1", see tools/README.md)
   --top N       with --pid: how many of the largest anonymous mappings to list (default 10)
+  --collapse    with --pid: collapse its mappings into huge pages now (process_madvise
+                MADV_COLLAPSE, Linux 6.1; needs CAP_SYS_NICE and ptrace access), largest gain
+                first; --dry-run lists them and changes nothing; --budget-ms N (default 1000)
+                and --max-bytes N bound the work
   -h, --help    print this help and exit
   --version     print the version and exit
 
@@ -54,6 +60,8 @@ struct options {
   bool probe = false;
   std::optional<pid_t> pid;
   std::size_t top = 10;
+  bool collapse = false;  // issue 10: see collapse.hpp
+  collapse_options collapse_with;
 };
 
 int fail(const std::string& message) {
@@ -116,6 +124,22 @@ int parse(int argc, char** argv, options& o) {
       o.pid = static_cast<pid_t>(*pid);
       continue;
     }
+    if (arg == "--collapse" || arg == "--dry-run") {
+      if (inline_value) return usage_error(std::string(arg) + " takes no value");
+      (arg == "--collapse" ? o.collapse : o.collapse_with.dry_run) = true;
+      continue;
+    }
+    if (arg == "--budget-ms" || arg == "--max-bytes") {
+      const auto text = value("number");
+      const auto n = text ? positive(*text, 1LL << 50) : std::nullopt;
+      if (!n) return usage_error(std::string(arg) + " needs a positive number");
+      if (arg == "--budget-ms") {
+        o.collapse_with.budget = std::chrono::milliseconds(*n);
+      } else {
+        o.collapse_with.max_bytes = static_cast<std::size_t>(*n);
+      }
+      continue;
+    }
     if (arg == "--top") {
       const auto text = value("count");
       if (!text || text->empty()) return usage_error("--top needs a count");
@@ -130,6 +154,8 @@ int parse(int argc, char** argv, options& o) {
     return usage_error("unexpected argument '" + std::string(arg) + "'");
   }
   if (o.pid && o.probe) return usage_error("--pid and --probe cannot be combined");
+  if (o.collapse && !o.pid) return usage_error("--collapse needs --pid");
+  if (o.collapse_with.dry_run && !o.collapse) return usage_error("--dry-run needs --collapse");
   return exit_healthy;
 }
 
@@ -147,6 +173,18 @@ int run(const options& o) {
     std::fputs(out.c_str(), stdout);
     return exit_healthy;
   }
+  if (o.pid && o.collapse) {
+    collapse_options c = o.collapse_with;
+    c.pid = *o.pid;
+    std::error_code ec;
+    std::string error;
+    const collapse_report report = run_collapse(c, ec, error);
+    if (ec) return fail(error);
+    // An error that stopped everything is one line on stderr, nothing on stdout, as elsewhere.
+    if (report.fatal) return fail(explain_refusal(report.fatal.value(), c.pid));
+    std::fputs((o.json ? json_collapse(report) : render_collapse(report)).c_str(), stdout);
+    return exit_healthy;
+  }
   if (o.pid) {
     std::error_code ec;
     std::string error;
@@ -154,8 +192,12 @@ int run(const options& o) {
     if (ec) return fail(error);
     const system_report system = collect_system();
     const std::vector<advice> advice = advise_process(process, system);
-    const std::string out =
+    std::string out =
         o.json ? json_process(process, system, advice) : render_process(process, system, advice);
+    if (!o.json) {  // issue 10: exact per-mapping coverage; see collapse.hpp
+      std::error_code coverage_ec;
+      out += render_coverage(coverage_by_mapping(*o.pid, coverage_ec), o.top);
+    }
     std::fputs(out.c_str(), stdout);
     return advice.empty() ? exit_healthy : exit_advice;
   }
