@@ -157,12 +157,31 @@ std::vector<std::pair<std::string, std::string>> parse_allocator_environ(std::st
     const auto equals = entry.find('=');
     if (equals == std::string_view::npos || equals == 0) continue;
     const std::string_view name = entry.substr(0, equals);
-    const bool wanted = name == "MALLOC_CONF" || name == "_RJEM_MALLOC_CONF" ||
-                        name == "GLIBC_TUNABLES" || name == "LD_PRELOAD" ||
-                        starts_with(name, "MIMALLOC_") || starts_with(name, "TCMALLOC_");
+    const bool wanted =
+        name == "MALLOC_CONF" || name == "_RJEM_MALLOC_CONF" || name == "GLIBC_TUNABLES" ||
+        name == "LD_PRELOAD" || name == "JAVA_TOOL_OPTIONS" || name == "JDK_JAVA_OPTIONS" ||
+        name == "_JAVA_OPTIONS" || starts_with(name, "MIMALLOC_") || starts_with(name, "TCMALLOC_");
     if (wanted) kept.emplace_back(std::string(name), std::string(entry.substr(equals + 1)));
   }
   return kept;
+}
+
+bool environ_overwritten(std::string_view text) {
+  // A real environment is NAME=value entries; a title written over it (setproctitle) is text
+  // without '=' followed by NUL padding, or only NULs (setproctitle clears the whole area). One
+  // entry without '=' is enough to distrust the rest.
+  const bool had_bytes = !text.empty();
+  bool any_entry = false;
+  while (!text.empty()) {
+    const auto nul = text.find('\0');
+    const std::string_view entry = text.substr(0, nul);
+    text.remove_prefix(nul == std::string_view::npos ? text.size() : nul + 1);
+    if (entry.empty()) continue;
+    any_entry = true;
+    const auto equals = entry.find('=');
+    if (equals == std::string_view::npos || equals == 0) return true;
+  }
+  return had_bytes && !any_entry;
 }
 
 std::vector<std::string> parse_maps_paths(std::string_view text) {
@@ -190,7 +209,21 @@ allocator_guess detect_allocator(const std::vector<std::string>& paths) {
       const auto slash = path.rfind('/');
       const std::string_view base =
           std::string_view(path).substr(slash == std::string::npos ? 0 : slash + 1);
-      if (starts_with(base, prefix)) return {name, path};
+      if (!starts_with(base, prefix)) continue;
+      allocator_guess g{name, path, ""};
+      // mimalloc's soname carries its minor version (libmimalloc.so.2.0, .so.2.1); the others'
+      // carry an ABI number that says nothing about the options they read.
+      if (std::string_view(name) == "mimalloc") {
+        if (const auto so = base.find(".so."); so != std::string_view::npos) {
+          const std::string_view rest = base.substr(so + 4);
+          const auto dot = rest.find('.');
+          if (dot != std::string_view::npos) {
+            const auto end = rest.find('.', dot + 1);
+            g.version = std::string(rest.substr(0, end));
+          }
+        }
+      }
+      return g;
     }
   }
   for (const std::string& path : paths) {
@@ -198,11 +231,13 @@ allocator_guess detect_allocator(const std::vector<std::string>& paths) {
     const std::string_view base =
         std::string_view(path).substr(slash == std::string::npos ? 0 : slash + 1);
     // libc.so.6, or libc-2.31.so on glibc before 2.34.
-    if (base == "libc.so.6" || (starts_with(base, "libc-2.") && base.size() > 7)) {
-      return {"glibc", path};
+    if (base == "libc.so.6") return {"glibc", path, ""};
+    if (starts_with(base, "libc-2.") && base.size() > 10) {
+      const std::string_view version = base.substr(5, base.size() - 5 - 3);  // "2.31"
+      return {"glibc", path, std::string(version)};
     }
   }
-  return {"unknown", ""};
+  return {"unknown", "", ""};
 }
 
 // ---- cgroups -----------------------------------------------------------------------------------

@@ -60,8 +60,12 @@ std::optional<std::string> status_text_field(std::string_view text, std::string_
 
 /// Splits /proc/<pid>/environ (NUL-separated NAME=value) and keeps the variables that configure
 /// an allocator's use of huge pages: MALLOC_CONF, _RJEM_MALLOC_CONF, GLIBC_TUNABLES, MIMALLOC_*,
-/// TCMALLOC_*, LD_PRELOAD. In the order found.
+/// TCMALLOC_*, LD_PRELOAD, JAVA_TOOL_OPTIONS, JDK_JAVA_OPTIONS, _JAVA_OPTIONS. In the order found.
 std::vector<std::pair<std::string, std::string>> parse_allocator_environ(std::string_view text);
+
+/// True when /proc/<pid>/environ text is not NAME=value pairs: the process wrote its title over
+/// its environment (Redis, PostgreSQL), so its settings cannot be read from it.
+bool environ_overwritten(std::string_view text);
 
 /// The paths named in /proc/<pid>/maps text (each once, in order of first appearance).
 std::vector<std::string> parse_maps_paths(std::string_view text);
@@ -70,6 +74,9 @@ std::vector<std::string> parse_maps_paths(std::string_view text);
 struct allocator_guess {
   std::string name;     ///< "jemalloc", "tcmalloc", "mimalloc", "glibc", or "unknown"
   std::string library;  ///< the mapped file it was recognised by ("" when none)
+  /// The version its file name gives ("2.0" from libmimalloc.so.2.0, "2.31" from libc-2.31.so);
+  /// "" when the name does not say. collect_process() may fill it in from other evidence.
+  std::string version;
 };
 
 /// Recognises libjemalloc, libtcmalloc(_minimal), libmimalloc and glibc's libc among `paths`. An

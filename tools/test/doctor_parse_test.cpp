@@ -186,19 +186,20 @@ TEST(DoctorAllocator, EnvironKeepsOnlyAllocatorVariables) {
 }
 
 TEST(DoctorAllocator, SettingsSayWhetherItAsksForHugePages) {
-  const auto je = describe_allocator({"jemalloc", "/lib/libjemalloc.so.2"}, true,
+  const auto je = describe_allocator({"jemalloc", "/lib/libjemalloc.so.2", ""}, true,
                                      {{"MALLOC_CONF", "narenas:4,thp:always"}});
   EXPECT_TRUE(je.asks_for_huge);
   EXPECT_EQ(je.hugepage_mode, "thp:always");
-  const auto je_default = describe_allocator({"jemalloc", "x"}, true, {});
+  const auto je_default = describe_allocator({"jemalloc", "x", ""}, true, {});
   EXPECT_FALSE(je_default.asks_for_huge);
   EXPECT_EQ(je_default.hugepage_mode, "thp:default");
   const auto glibc =
-      describe_allocator({"glibc", "x"}, true, {{"GLIBC_TUNABLES", "glibc.malloc.hugetlb=1"}});
+      describe_allocator({"glibc", "x", ""}, true, {{"GLIBC_TUNABLES", "glibc.malloc.hugetlb=1"}});
   EXPECT_TRUE(glibc.asks_for_huge);
-  const auto mi = describe_allocator({"mimalloc", "x"}, true, {{"MIMALLOC_LARGE_OS_PAGES", "0"}});
+  const auto mi =
+      describe_allocator({"mimalloc", "x", ""}, true, {{"MIMALLOC_LARGE_OS_PAGES", "0"}});
   EXPECT_FALSE(mi.asks_for_huge);
-  const auto unreadable = describe_allocator({"glibc", "x"}, false, {});
+  const auto unreadable = describe_allocator({"glibc", "x", ""}, false, {});
   EXPECT_FALSE(unreadable.asks_for_huge);
   EXPECT_NE(unreadable.hugepage_mode.find("unreadable"), std::string::npos);
 }
