@@ -421,7 +421,10 @@ void advise_allocator(const process_report& p, const std::string& head, std::vec
         {"mimalloc_without_large_pages", advice_level::warning,
          head + "mimalloc runs without large OS pages, so its segments are not advised; " +
              apply_note(p),
-         evidence, trade,
+         evidence,
+         "mimalloc then maps its segments from the hugetlb pool first (MAP_HUGETLB) while the "
+         "pool has free pages, and advises THP for the rest: pool pages other users lack, more "
+         "RSS for sparse heaps",
          environment_commands(
              p, new_name ? "MIMALLOC_ALLOW_LARGE_OS_PAGES" : "MIMALLOC_LARGE_OS_PAGES", "1")});
   } else if (a.guess.name == "tcmalloc") {
@@ -460,11 +463,10 @@ std::vector<advice> advise_process(const process_report& p, const system_report&
 
   // PostgreSQL: shared_buffers is one shared mapping; huge_pages=try (the default) takes it
   // from the hugetlb pool when the pool has room, silently falls back otherwise.
-  if (rt.kind == "postgres" && p.shmem >= (std::size_t{64} << 20) && p.hugetlb_total() == 0) {
-    std::size_t largest_shared = 0;
-    for (const anon_mapping& m : p.largest) {
-      if (m.shared) largest_shared = std::max(largest_shared, m.size);
-    }
+  // The mapping's size, not its resident bytes: shared_buffers fill up as the server works.
+  const std::size_t largest_shared = p.largest_shared;
+  if (rt.kind == "postgres" && largest_shared >= (std::size_t{64} << 20) &&
+      p.hugetlb_total() == 0) {
     const std::size_t page = s.pools.empty() ? s.thp_bytes : s.pools.front().page_bytes;
     const std::uint64_t pages = (largest_shared + page - 1) / std::max<std::size_t>(page, 1);
     std::uint64_t total = 0, available = 0;

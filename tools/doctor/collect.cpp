@@ -182,6 +182,7 @@ process_report summarize_mappings(const std::vector<mapping_info>& mappings, std
     p.anonymous += m.anonymous;
     p.thp += m.anon_huge;
     if (shared) {
+      p.largest_shared = std::max(p.largest_shared, m.size());
       p.shmem += m.rss;
       p.shmem_huge += m.shmem_huge;
     } else if (!anonymous) {
@@ -375,7 +376,9 @@ runtime_report detect_runtime(const std::vector<std::string>& paths, std::string
   }
   r.settings_known = true;
   std::optional<bool> thp, large;
-  for (const std::string_view w : words) {
+  for (std::string_view w : words) {
+    // JDK tools (keytool, jcmd, ...) take JVM options as -J-XX:...
+    if (w.rfind("-J-", 0) == 0) w.remove_prefix(2);
     if (w == "-XX:+UseTransparentHugePages") thp = true;
     if (w == "-XX:-UseTransparentHugePages") thp = false;
     if (w == "-XX:+UseLargePages") large = true;
@@ -520,6 +523,57 @@ std::string glibc_version_of(pid_t pid, const std::string& library) {
 
 }  // namespace
 
+process_report build_process_report(pid_t pid, const process_files& files, std::size_t top,
+                                    const std::string& root) {
+  const std::vector<mapping_info> mappings = parse_smaps(files.smaps);
+  process_report p = summarize_mappings(mappings, top);
+  p.pid = pid;
+  if (files.status) {
+    p.name = status_text_field(*files.status, "Name").value_or("");
+    const auto fields = parse_meminfo(*files.status);
+    if (const auto it = fields.find("THP_enabled"); it != fields.end()) {
+      p.thp_enabled = it->second != 0;
+    }
+  }
+  // status Name is the comm (the executable's name, 15 bytes, unless the process renamed
+  // itself); the title is the command line, which servers rewrite ("redis-server *:6379",
+  // "postgres: checkpointer"). Both are the process's own text: shown escaped, never put in a
+  // command.
+  const auto& cmdline = files.cmdline;
+  if (cmdline) {
+    std::string title = *cmdline;
+    while (!title.empty() && title.back() == '\0') title.pop_back();
+    std::replace(title.begin(), title.end(), '\0', ' ');
+    p.title = std::move(title);
+  }
+  std::vector<std::string> paths;
+  for (const mapping_info& m : mappings) {
+    if (!m.name.empty() && m.name.front() == '/' &&
+        std::find(paths.begin(), paths.end(), m.name) == paths.end()) {
+      paths.push_back(m.name);
+    }
+  }
+  const auto& environ = files.environ;
+  const bool overwritten = environ && environ_overwritten(*environ);
+  std::vector<std::pair<std::string, std::string>> settings;
+  if (environ && !overwritten) settings = parse_allocator_environ(*environ);
+  p.allocator =
+      describe_allocator(detect_allocator(paths), environ.has_value(), settings, overwritten);
+  p.runtime = detect_runtime(paths, cmdline.value_or(""), settings);
+  if (p.runtime.kind == "jvm" && (!cmdline || !environ || overwritten)) {
+    p.runtime.settings_known = false;
+  }
+  std::vector<std::size_t> sizes;
+  for (const std::size_t bytes : pool_page_sizes()) sizes.push_back(bytes);
+  if (files.cgroup) {
+    p.cgroup = read_hugetlb_cgroup(root, *files.cgroup, sizes);
+    p.unit = systemd_unit(*files.cgroup);
+  } else {
+    p.cgroup.status = "/proc/PID/cgroup unreadable";
+  }
+  return p;
+}
+
 std::optional<process_report> collect_process(pid_t pid, std::size_t top,
                                               collect_failure& failure) {
   const auto started = std::chrono::steady_clock::now();
@@ -544,56 +598,20 @@ std::optional<process_report> collect_process(pid_t pid, std::size_t top,
     return std::nullopt;
   }
   std::error_code ec;
-  const std::vector<mapping_info> mappings = read_smaps(pid, ec);
+  process_files files;
+  files.smaps = detail::read_file((dir + "/smaps").c_str(), ec);
   if (ec) {
     failure.message = explain_unreadable(pid, ec.value(), read_access_facts(pid));
     return std::nullopt;
   }
-  process_report p = summarize_mappings(mappings, top);
-  p.pid = pid;
   const auto status = read_text("", dir + "/status");
-  if (status) {
-    p.name = status_text_field(*status, "Name").value_or("");
-    const auto fields = parse_meminfo(*status);
-    if (const auto it = fields.find("THP_enabled"); it != fields.end()) {
-      p.thp_enabled = it->second != 0;
-    }
-  }
-  // status Name is the 15-byte comm; argv[0] from cmdline is what an operator typed. Both are
-  // the process's own text: shown escaped, never put in a command.
-  const auto cmdline = read_text("", dir + "/cmdline");
-  if (cmdline && !cmdline->empty()) {
-    const std::string argv0 = cmdline->substr(0, cmdline->find('\0'));
-    const std::string base(base_name(argv0));
-    if (!base.empty()) p.name = base;
-  }
-  std::vector<std::string> paths;
-  for (const mapping_info& m : mappings) {
-    if (!m.name.empty() && m.name.front() == '/' &&
-        std::find(paths.begin(), paths.end(), m.name) == paths.end()) {
-      paths.push_back(m.name);
-    }
-  }
-  const auto environ = read_text("", dir + "/environ");
-  allocator_guess guess = detect_allocator(paths);
-  if (guess.name == "glibc" && guess.version.empty()) {
-    guess.version = glibc_version_of(pid, guess.library);
-  }
-  const bool overwritten = environ && environ_overwritten(*environ);
-  std::vector<std::pair<std::string, std::string>> settings;
-  if (environ && !overwritten) settings = parse_allocator_environ(*environ);
-  p.allocator = describe_allocator(guess, environ.has_value(), settings, overwritten);
-  p.runtime = detect_runtime(paths, cmdline.value_or(""), settings);
-  if (p.runtime.kind == "jvm" && (!cmdline || !environ || overwritten)) {
-    p.runtime.settings_known = false;
-  }
-  std::vector<std::size_t> sizes;
-  for (const std::size_t bytes : pool_page_sizes()) sizes.push_back(bytes);
-  if (const auto text = read_text("", dir + "/cgroup")) {
-    p.cgroup = read_hugetlb_cgroup("", *text, sizes);
-    p.unit = systemd_unit(*text);
-  } else {
-    p.cgroup.status = dir + "/cgroup unreadable";
+  files.status = status;
+  files.cmdline = read_text("", dir + "/cmdline");
+  files.environ = read_text("", dir + "/environ");
+  files.cgroup = read_text("", dir + "/cgroup");
+  process_report p = build_process_report(pid, files, top, "");
+  if (p.allocator.guess.name == "glibc" && p.allocator.guess.version.empty()) {
+    p.allocator.guess.version = glibc_version_of(pid, p.allocator.guess.library);
   }
   test_hook();
   // The same process from start to end: a pid that vanished, or was reused by a process

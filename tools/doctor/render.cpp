@@ -335,6 +335,7 @@ std::string render_process(const process_report& p, const system_report& s,
   std::string out =
       fmt::format("hugepage-doctor: pid {} ({}), {} mappings, read in {:.1f} ms\n", p.pid,
                   p.name.empty() ? "?" : printable(p.name), p.mappings, p.seconds * 1000.0);
+  if (!p.title.empty()) out += fmt::format("title: {}\n", printable(p.title));
   out += "\nMemory\n";
   const auto line = [&](const std::string& label, std::uint64_t bytes) {
     out += fmt::format("  {:<26} {:>12}\n", label, format_bytes(bytes));
@@ -396,6 +397,19 @@ std::string render_process(const process_report& p, const system_report& s,
     out += "\nRuntime\n";
     out += fmt::format("  {:<18} {}{}\n", "kind", r.kind, r.version.empty() ? "" : " " + r.version);
     out += fmt::format("  {:<18} {}\n", "recognised by", printable(r.evidence));
+    if (r.kind == "redis") {
+      // Redis (disable-thp yes, the default) turns THP off for itself only under enabled=always,
+      // where its fork for persistence would copy 2 MiB per written page.
+      out += fmt::format(
+          "  {:<18} {}\n", "THP for itself",
+          !p.thp_enabled ? "unknown"
+          : !*p.thp_enabled
+              ? "off: prctl(PR_SET_THP_DISABLE), Redis's disable-thp (fork copy-on-write)"
+          : s.thp.enabled.value_or("") == "always"
+              ? "on, although THP is always (disable-thp no?)"
+              : "on; Redis disables it only under enabled=always, and its jemalloc does not "
+                "advise the heap under madvise");
+    }
     if (r.kind == "jvm") {
       std::string flags;
       for (const auto& f : r.settings) flags += (flags.empty() ? "" : " ") + f;
@@ -493,6 +507,7 @@ std::string json_process(const process_report& p, const system_report& s,
   json process = json::object()
                      .set("pid", static_cast<std::int64_t>(p.pid))
                      .set("name", p.name)
+                     .set("title", p.title)
                      .set("mappings", p.mappings)
                      .set("rss_bytes", p.rss)
                      .set("anonymous_bytes", p.anonymous)
@@ -506,6 +521,7 @@ std::string json_process(const process_report& p, const system_report& s,
                      .set("shmem_bytes", p.shmem)
                      .set("shmem_huge_bytes", p.shmem_huge)
                      .set("shmem_huge_fraction", p.shmem_huge_fraction())
+                     .set("largest_shared_bytes", p.largest_shared)
                      .set("file_bytes", p.file)
                      .set("file_huge_bytes", p.file_huge)
                      .set("file_huge_fraction", p.file_huge_fraction())

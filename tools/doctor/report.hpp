@@ -159,7 +159,8 @@ struct runtime_report {
 /// hugetlb pages are counted apart, per page size, and in the anonymous class's fraction.
 struct process_report {
   pid_t pid = 0;
-  std::string name;  ///< argv[0]'s base name, or comm: process-controlled, print escaped
+  std::string name;   ///< comm (status Name): process-controlled, print escaped
+  std::string title;  ///< the command line, NULs as spaces: process-controlled, print escaped
   std::size_t mappings = 0;
   std::size_t rss = 0;         ///< resident base and THP pages (hugetlb pages are not in Rss)
   std::size_t anonymous = 0;   ///< private anonymous resident bytes (excluding hugetlb)
@@ -172,7 +173,8 @@ struct process_report {
   std::size_t base = 0;                        ///< rss - all PMD-mapped THP
   std::size_t thp_advised = 0;                 ///< bytes in MADV_HUGEPAGE mappings
   std::size_t thp_eligible_anon = 0;           ///< anonymous resident bytes in THPeligible ranges
-  std::optional<bool> thp_enabled;             ///< status THP_enabled (false: PR_SET_THP_DISABLE)
+  std::size_t largest_shared = 0;   ///< size of the largest shared-memory mapping (not hugetlb)
+  std::optional<bool> thp_enabled;  ///< status THP_enabled (false: PR_SET_THP_DISABLE)
   std::vector<anon_mapping> largest;
   allocator_report allocator;
   runtime_report runtime;
@@ -209,6 +211,18 @@ process_report summarize_mappings(const std::vector<mapping_info>& mappings, std
 allocator_report describe_allocator(const allocator_guess& guess, bool environ_readable,
                                     std::vector<std::pair<std::string, std::string>> settings,
                                     bool environ_overwritten = false);
+
+/// The /proc/PID files a process report is built from (nullopt: unreadable).
+struct process_files {
+  std::string smaps;
+  std::optional<std::string> status, cmdline, environ, cgroup;
+};
+
+/// Builds a process report from the texts of its files: mappings, name, allocator, runtime,
+/// systemd unit, hugetlb cgroup limits (read under `root`). Pure but for the cgroup limits, so
+/// tests feed files captured from real services (tools/test/data/services).
+process_report build_process_report(pid_t pid, const process_files& files, std::size_t top,
+                                    const std::string& root);
 
 /// Exit status for a target that is a zombie, and for a kernel thread: neither has memory to
 /// report, and a script must be able to tell them from a healthy process and from an error.

@@ -759,7 +759,7 @@ TEST(DoctorCli, HostileTargetCannotReachACommandOrTheTerminal) {
     nlohmann::json doc;
     ASSERT_NO_THROW(doc = nlohmann::json::parse(json.out)) << context << ": " << json.out;
     EXPECT_EQ(doc.at("exit_code").get<int>(), json.code);
-    EXPECT_NE(doc.at("process").at("name").get<std::string>().find("HOSTILE;reboot"),
+    EXPECT_NE(doc.at("process").at("title").get<std::string>().find("HOSTILE;reboot"),
               std::string::npos);
     expect_safe_commands(doc, context, commands_seen);
   };
