@@ -47,7 +47,8 @@ Modes:
 
 Options:
   --json        the same as --format json
-  --format F    table (default) or json (schema "hugepage-doctor/1", see tools/README.md)
+  --format F    table (default), json (schema "hugepage-doctor/1") or prometheus (the
+                node_exporter textfile format); both documented in tools/README.md
   --top N       with --pid: how many of the largest mappings to list (default 10)
   -h, --help    print this help and exit
   --version     print the version and exit
@@ -108,7 +109,8 @@ int parse(int argc, char** argv, options& o, int& code) {
   app.add_flag("-h,--help", help)->disable_flag_override();
   app.add_flag("--version", version)->disable_flag_override();
   app.add_flag("--json", json)->disable_flag_override();
-  auto* format = app.add_option("--format", o.format)->check(CLI::IsMember({"table", "json"}));
+  auto* format =
+      app.add_option("--format", o.format)->check(CLI::IsMember({"table", "json", "prometheus"}));
   auto* pid_option = app.add_option("--pid", pid)->type_name("PID");
   auto* top_option = app.add_option("--top", top)->type_name("N");
   auto* probe = app.add_flag("--probe", o.probe)->disable_flag_override();
@@ -130,7 +132,7 @@ int parse(int argc, char** argv, options& o, int& code) {
     return -1;
   }
   if (version) {
-    code = emit("hugepage-doctor 0.2.0\n", exit_healthy);
+    code = emit("hugepage-doctor " HUGEPAGE_DOCTOR_VERSION "\n", exit_healthy);
     return -1;
   }
   if (json) o.format = "json";
@@ -150,6 +152,7 @@ int parse(int argc, char** argv, options& o, int& code) {
 
 int run(const options& o) {
   const bool json = o.format == "json";
+  const bool prometheus = o.format == "prometheus";
   if (o.probe) {
     const probe_report probe =
         run_probe({std::size_t{4} << 20, std::size_t{64} << 20, std::size_t{1} << 30});
@@ -159,7 +162,10 @@ int run(const options& o) {
       return fail("probe failed: " +
                   (probe.rows.empty() ? std::string("no working sets") : probe.rows[0].error));
     }
-    return emit(json ? json_probe(probe) : render_probe(probe), exit_healthy);
+    return emit(json         ? json_probe(probe)
+                : prometheus ? prometheus_probe(probe)
+                             : render_probe(probe),
+                exit_healthy);
   }
   if (o.pid) {
     collect_failure failure;
@@ -170,13 +176,16 @@ int run(const options& o) {
     }
     const system_report system = collect_system();
     const std::vector<advice> advice = advise_process(*process, system);
-    return emit(
-        json ? json_process(*process, system, advice) : render_process(*process, system, advice),
-        has_warning(advice) ? exit_advice : exit_healthy);
+    return emit(json         ? json_process(*process, system, advice)
+                : prometheus ? prometheus_process(*process, system, advice)
+                             : render_process(*process, system, advice),
+                has_warning(advice) ? exit_advice : exit_healthy);
   }
   const system_report system = collect_system();
   const std::vector<advice> advice = advise_system(system);
-  return emit(json ? json_system(system, advice) : render_system(system, advice),
+  return emit(json         ? json_system(system, advice)
+              : prometheus ? prometheus_system(system, advice)
+                           : render_system(system, advice),
               has_warning(advice) ? exit_advice : exit_healthy);
 }
 

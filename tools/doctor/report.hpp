@@ -316,6 +316,13 @@ std::string json_process(const process_report& process, const system_report& sys
                          const std::vector<advice>& advice);
 std::string json_probe(const probe_report& probe);
 
+/// The same reports in the Prometheus text format (node_exporter textfile collector); metric
+/// names in tools/README.md.
+std::string prometheus_system(const system_report& system, const std::vector<advice>& advice);
+std::string prometheus_process(const process_report& process, const system_report& system,
+                               const std::vector<advice>& advice);
+std::string prometheus_probe(const probe_report& probe);
+
 /// "64.0 MiB", "1.50 GiB", "12 KiB", "0 B".
 std::string format_bytes(std::uint64_t bytes);
 

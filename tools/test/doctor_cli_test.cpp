@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -20,6 +21,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -346,7 +348,7 @@ TEST(DoctorCli, GarbageFlags) {
   expect_usage_error({"stray"}, "not expected: stray");
   expect_usage_error({"--probe=yes"}, "probe was given a disallowed flag override");
   expect_usage_error({"--top", "0", "--pid", "1"}, "--top: '0' is not a positive count");
-  expect_usage_error({"--format", "xml"}, "--format: xml not in {table,json}");
+  expect_usage_error({"--format", "xml"}, "--format: xml not in {table,json,prometheus}");
 }
 
 TEST(DoctorCli, PidWithoutValue) {
@@ -482,6 +484,91 @@ TEST(DoctorCli, ProbeJson) {
   // The huge buffers were checked with backing_of(): MADV_COLLAPSE works on this kernel, so they
   // are (nearly) all huge; where it does not, the row still runs and says so.
   EXPECT_GE(json_number(r.out, "huge_huge_fraction"), 0.0);
+}
+
+// The Prometheus text exposition format, checked line by line: every sample's family declared
+// by # HELP and # TYPE before it, valid metric and label names, label values with only the
+// format's escapes, a number as value, no control byte, valid UTF-8. "" when it is fine.
+std::string exposition_problem(const std::string& text) {
+  const auto name_ok = [](const std::string& n) {
+    if (n.empty() || std::isdigit(static_cast<unsigned char>(n[0]))) return false;
+    return std::all_of(n.begin(), n.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == ':';
+    });
+  };
+  std::vector<std::string> typed;
+  std::istringstream lines(text);
+  std::string line;
+  int samples = 0;
+  while (std::getline(lines, line)) {
+    for (const char c : line) {
+      if (static_cast<unsigned char>(c) < 0x20) return "control byte in: " + line;
+    }
+    if (line.rfind("# HELP ", 0) == 0) continue;
+    if (line.rfind("# TYPE ", 0) == 0) {
+      std::istringstream w(line.substr(7));
+      std::string name, type;
+      w >> name >> type;
+      if (!name_ok(name) || (type != "gauge" && type != "counter")) return "bad TYPE: " + line;
+      typed.push_back(name);
+      continue;
+    }
+    std::size_t i = 0;
+    while (i < line.size() && line[i] != '{' && line[i] != ' ') ++i;
+    const std::string name = line.substr(0, i);
+    if (!name_ok(name)) return "bad metric name: " + line;
+    if (std::find(typed.begin(), typed.end(), name) == typed.end()) return "no TYPE: " + line;
+    if (i < line.size() && line[i] == '{') {
+      ++i;
+      while (i < line.size() && line[i] != '}') {
+        const auto eq = line.find("=\"", i);
+        if (eq == std::string::npos || !name_ok(line.substr(i, eq - i)))
+          return "bad label: " + line;
+        for (i = eq + 2; i < line.size() && line[i] != '"'; ++i) {
+          if (line[i] == '\\') {
+            if (i + 1 >= line.size() || std::strchr("\\\"n", line[i + 1]) == nullptr) {
+              return "bad escape: " + line;
+            }
+            ++i;
+          }
+        }
+        if (i >= line.size()) return "open label value: " + line;
+        ++i;
+        if (i < line.size() && line[i] == ',') ++i;
+      }
+      if (i >= line.size()) return "open labels: " + line;
+      ++i;
+    }
+    if (i >= line.size() || line[i] != ' ') return "no value: " + line;
+    const std::string value = line.substr(i + 1);
+    char* end = nullptr;
+    std::strtod(value.c_str(), &end);
+    if (value.empty() || *end != '\0') return "bad value: " + line;
+    ++samples;
+  }
+  try {
+    (void)nlohmann::json(text).dump();  // throws on invalid UTF-8
+  } catch (const std::exception& e) {
+    return std::string("invalid UTF-8: ") + e.what();
+  }
+  return samples == 0 ? "no samples" : "";
+}
+
+TEST(DoctorCli, PrometheusFormat) {
+  const result r = doctor({"--format", "prometheus"});
+  ASSERT_TRUE(r.code == 0 || r.code == 1) << r.err;
+  EXPECT_EQ(exposition_problem(r.out), "") << r.out;
+  EXPECT_NE(r.out.find("\nhugepage_doctor_hugetlb_pool_pages{size_bytes=\"2097152\",node=\"all\","
+                       "state=\"total\"} "),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("# TYPE hugepage_doctor_vmstat_total counter\n"), std::string::npos);
+  const auto at = r.out.find("\nhugepage_doctor_warnings ");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_EQ(std::strtol(r.out.c_str() + at + 26, nullptr, 10) > 0, r.code == 1) << r.out;
+  EXPECT_EQ(exposition_problem("x 1\n"), "no TYPE: x 1");  // the checker itself
+  EXPECT_EQ(exposition_problem("# TYPE x gauge\nx{a=\"\x1b\"} 1\n"),
+            "control byte in: x{a=\"\x1b\"} 1");
 }
 
 // ---- odd targets --------------------------------------------------------------------------------
@@ -730,7 +817,9 @@ TEST(DoctorCli, HostileTargetCannotReachACommandOrTheTerminal) {
                                      "JAVA_TOOL_OPTIONS=HOSTILE `reboot`",
                                      "PATH=/usr/bin:/bin",
                                      std::string("HOSTILE_VAR=") + hostile_title};
-  target t({"--anon", "600", "--memfd-name", hostile_title.substr(0, 200)}, hostile_title, &env);
+  target t({"--anon", "600", "--memfd-name", hostile_title.substr(0, 200), "--comm",
+            "H\x1b[2J\"\\;$(x)\xff"},
+           hostile_title, &env);
   ASSERT_TRUE(t.ready()) << t.line();
   std::size_t commands_seen = 0;
   const auto check = [&](const std::string& context) {
@@ -762,6 +851,16 @@ TEST(DoctorCli, HostileTargetCannotReachACommandOrTheTerminal) {
     EXPECT_NE(doc.at("process").at("title").get<std::string>().find("HOSTILE;reboot"),
               std::string::npos);
     expect_safe_commands(doc, context, commands_seen);
+    const result prom = doctor({"--pid", std::to_string(t.pid()), "--format", "prometheus"});
+    ASSERT_TRUE(prom.code == 0 || prom.code == 1) << prom.err;
+    EXPECT_EQ(exposition_problem(prom.out), "") << context << prom.out;
+    // status Name already escapes a backslash as \\ (the kernel's), printable() doubles that,
+    // the label value doubles it again; the quote gets \", ESC and 0xff their \x form.
+    EXPECT_NE(prom.out.find(R"(comm="H\\x1b[2J\"\\\\\\\\;$(x)\\xff")"), std::string::npos)
+        << context << ": comm escaped: " << prom.out;
+    EXPECT_NE(prom.out.find("hugepage_doctor_process_bytes{pid=\"" + std::to_string(t.pid()) +
+                            "\",kind=\"anonymous\"}"),
+              std::string::npos);
   };
   check("plain");
   // In a cgroup named like a service by someone hostile: refused as a unit name.

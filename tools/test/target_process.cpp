@@ -1,18 +1,20 @@
 // tools/test/target_process.cpp - a process with known memory for hugepage-doctor's tests.
 //
 //   hugepage-doctor-target [--thp MIB] [--hugetlb MIB] [--mappings N --mapping-kib KIB]
-//                          [--anon MIB] [--memfd-name NAME]
+//                          [--anon MIB] [--memfd-name NAME] [--comm NAME]
 //
 // Maps MIB of THP through hugepage::thp_allocator and MIB of 2 MiB hugetlb pages through
 // hugepage::huge_page_allocator (touching every page), and/or N separate anonymous mappings of
 // KIB each (alternately MADV_HUGEPAGE and MADV_NOHUGEPAGE, so the kernel cannot merge them; every
 // page touched), MIB of plain private anonymous memory (no advice, every page touched), and a
 // 2 MiB shared mapping of a memfd called NAME (a name the process chooses, for the hostile-target
-// tests; argv[0] and the environment come from whoever execs it). Then prints one line
+// tests, as is the comm NAME; argv[0] and the environment come from whoever execs it). Then prints
+// one line
 //   ready thp_bytes=T hugetlb_bytes=H mapped_bytes=M
 // where T and H are what backing_of() found, and waits until stdin closes. On failure it prints
 // "error <reason>" and exits with 3.
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -47,6 +49,9 @@ int main(int argc, char** argv) {
     const std::size_t value = std::strtoull(argv[i + 1], nullptr, 10);
     if (std::strcmp(argv[i], "--memfd-name") == 0) {
       memfd_name = argv[i + 1];
+    } else if (std::strcmp(argv[i], "--comm") == 0) {
+      // The name in /proc/PID/status and comm (15 bytes), as prctl(PR_SET_NAME) sets it.
+      ::prctl(PR_SET_NAME, argv[i + 1], 0, 0, 0);
     } else if (std::strcmp(argv[i], "--anon") == 0) {
       anon_mib = value;
     } else if (std::strcmp(argv[i], "--thp") == 0) {
