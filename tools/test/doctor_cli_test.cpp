@@ -26,6 +26,8 @@
 #include <thread>
 #include <vector>
 
+#include "support.hpp"
+
 namespace {
 
 struct result {
@@ -647,7 +649,9 @@ TEST(DoctorCli, HidepidSaysWhy) {
            ::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2") == 0;
   };
   const result r = doctor({"--pid", "1"}, o);
-  if (r.code == 97) GTEST_SKIP() << "cannot mount proc with hidepid=2 in a mount namespace here";
+  if (r.code == 97) {
+    HUGEPAGE_SKIP_OR_FAIL("cannot mount proc with hidepid=2 in a private mount namespace here");
+  }
   if (r.code == 98 || r.code == 99) GTEST_SKIP() << "cannot exec the doctor as nobody";
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_TRUE(r.out.empty()) << r.out;
@@ -872,8 +876,9 @@ TEST(DoctorCli, HostileTargetCannotReachACommandOrTheTerminal) {
 }
 
 TEST(DoctorCli, ServiceUnitFromCgroupGoesIntoTheDropIn) {
-  if (::geteuid() != 0 || unit_hierarchy().empty()) {
-    GTEST_SKIP() << "needs root and a cgroup hierarchy systemd names units in";
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to create a cgroup";
+  if (unit_hierarchy().empty()) {
+    HUGEPAGE_SKIP_OR_FAIL("no cgroup v2 at /sys/fs/cgroup and no v1 name=systemd hierarchy");
   }
   target t({"--anon", "600"}, "HOSTILE;reboot");
   ASSERT_TRUE(t.ready()) << t.line();
