@@ -334,6 +334,7 @@ runtime_report detect_runtime(const std::vector<std::string>& paths, std::string
     const std::string_view base = base_name(path);
     if (base == "libjvm.so") {
       r.kind = "jvm";
+      r.file = path;
       r.evidence = "libjvm.so mapped (" + path + ")";
       // Debian and most distributions: /usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so.
       r.version = number_after(path, "/java-");
@@ -343,6 +344,7 @@ runtime_report detect_runtime(const std::vector<std::string>& paths, std::string
     }
     if (base == "postgres" && path.find("/postgresql/") != std::string::npos) {
       r.kind = "postgres";
+      r.file = path;
       r.evidence = "executable " + path;
       r.version = number_after(path, "/postgresql/");
       break;
@@ -350,6 +352,7 @@ runtime_report detect_runtime(const std::vector<std::string>& paths, std::string
     if (base == "redis-server" || base == "redis-check-rdb" || base == "redis-check-aof") {
       // Debian's redis-server is a link to redis-check-rdb: one binary, named by argv[0].
       r.kind = "redis";
+      r.file = path;
       r.evidence = "executable " + path;
       break;
     }
@@ -578,6 +581,60 @@ process_report build_process_report(pid_t pid, const process_files& files, std::
   return p;
 }
 
+std::string upstream_version(std::string_view v) {
+  if (const auto colon = v.find(':'); colon != std::string_view::npos) v.remove_prefix(colon + 1);
+  if (const auto dash = v.rfind('-'); dash != std::string_view::npos) v = v.substr(0, dash);
+  for (const std::string_view repack : {"+ds", "+dfsg", "~ds", "~dfsg"}) {
+    if (const auto at = v.find(repack); at != std::string_view::npos) v = v.substr(0, at);
+  }
+  return std::string(v);
+}
+
+std::map<std::string, std::pair<std::string, std::string>> debian_packages(
+    const std::string& root, const std::vector<std::string>& paths) {
+  std::map<std::string, std::pair<std::string, std::string>> found;
+  // Debian 12 is /usr-merged but dpkg still lists many files under /lib.
+  std::vector<std::pair<std::string, std::string>> wanted;  // spelling in dpkg, path asked
+  for (const std::string& path : paths) {
+    wanted.emplace_back(path, path);
+    if (path.rfind("/usr/lib/", 0) == 0) wanted.emplace_back(path.substr(4), path);
+  }
+  const std::string info = root + "/var/lib/dpkg/info";
+  DIR* d = ::opendir(info.c_str());
+  if (d == nullptr) return found;
+  std::map<std::string, std::string> owner;  // path asked -> package
+  while (const dirent* e = ::readdir(d)) {
+    const std::string_view name = e->d_name;
+    if (name.size() < 6 || name.substr(name.size() - 5) != ".list") continue;
+    const auto text = read_text(info + "/", std::string(name));
+    if (!text) continue;
+    for (const auto& [spelling, path] : wanted) {
+      if (owner.count(path) != 0) continue;
+      const auto at = text->find(spelling + "\n");
+      if (at != std::string::npos && (at == 0 || (*text)[at - 1] == '\n')) {
+        std::string package(name.substr(0, name.size() - 5));
+        package = package.substr(0, package.find(':'));
+        owner[path] = package;
+      }
+    }
+    if (owner.size() == paths.size()) break;
+  }
+  ::closedir(d);
+  if (owner.empty()) return found;
+  const auto status = read_text(root, "/var/lib/dpkg/status");
+  if (!status) return found;
+  for (const auto& [path, package] : owner) {
+    const auto at = status->find("Package: " + package + "\n");
+    if (at != 0 && (at == std::string::npos || (*status)[at - 1] != '\n')) continue;
+    const auto end = status->find("\n\n", at);
+    const std::string stanza = status->substr(at, end == std::string::npos ? end : end - at);
+    const auto v = stanza.find("\nVersion: ");
+    if (v == std::string::npos) continue;
+    found[path] = {package, stanza.substr(v + 10, stanza.find('\n', v + 10) - v - 10)};
+  }
+  return found;
+}
+
 std::optional<process_report> collect_process(pid_t pid, std::size_t top,
                                               collect_failure& failure) {
   const auto started = std::chrono::steady_clock::now();
@@ -616,6 +673,32 @@ std::optional<process_report> collect_process(pid_t pid, std::size_t top,
   process_report p = build_process_report(pid, files, top, "");
   if (p.allocator.guess.name == "glibc" && p.allocator.guess.version.empty()) {
     p.allocator.guess.version = glibc_version_of(pid, p.allocator.guess.library);
+  }
+  // Versions from the package database, where the target sees the same files as the doctor
+  // (not in a container with its own root).
+  struct stat ours {
+  }, theirs{};
+  if (::stat("/", &ours) == 0 && ::stat((dir + "/root").c_str(), &theirs) == 0 &&
+      ours.st_dev == theirs.st_dev && ours.st_ino == theirs.st_ino) {
+    std::vector<std::string> files_of_interest;
+    if (!p.allocator.guess.library.empty()) files_of_interest.push_back(p.allocator.guess.library);
+    if (!p.runtime.file.empty()) files_of_interest.push_back(p.runtime.file);
+    const auto packages = debian_packages("", files_of_interest);
+    if (const auto it = packages.find(p.allocator.guess.library); it != packages.end()) {
+      auto& g = p.allocator.guess;
+      g.package = it->second.first + " " + it->second.second;
+      const std::string upstream = upstream_version(it->second.second);
+      // The package's upstream version is more precise than a soname ("2.0" -> "2.0.9"), and
+      // must agree with it.
+      if (g.version.empty() || upstream.rfind(g.version, 0) == 0) g.version = upstream;
+    }
+    if (const auto it = packages.find(p.runtime.file); it != packages.end()) {
+      p.runtime.package = it->second.first + " " + it->second.second;
+      const std::string upstream = upstream_version(it->second.second);
+      if (p.runtime.version.empty() || upstream.rfind(p.runtime.version, 0) == 0) {
+        p.runtime.version = upstream;
+      }
+    }
   }
   test_hook();
   // The same process from start to end: a pid that vanished, or was reused by a process

@@ -72,11 +72,17 @@ std::vector<std::string> parse_maps_paths(std::string_view text);
 
 /// The malloc a process runs, judged from its mapped libraries.
 struct allocator_guess {
+  allocator_guess() = default;
+  allocator_guess(std::string name_, std::string library_ = "",  // NOLINT: brace lists in tests
+                  std::string version_ = "")
+      : name(std::move(name_)), library(std::move(library_)), version(std::move(version_)) {}
+
   std::string name;     ///< "jemalloc", "tcmalloc", "mimalloc", "glibc", or "unknown"
   std::string library;  ///< the mapped file it was recognised by ("" when none)
   /// The version its file name gives ("2.0" from libmimalloc.so.2.0, "2.31" from libc-2.31.so);
   /// "" when the name does not say. collect_process() may fill it in from other evidence.
   std::string version;
+  std::string package;  ///< the Debian package that owns `library`, with its version, or ""
 };
 
 /// Recognises libjemalloc, libtcmalloc(_minimal), libmimalloc and glibc's libc among `paths`. An

@@ -379,6 +379,7 @@ std::string render_process(const process_report& p, const system_report& s,
       fmt::format("  {:<18} {}{}{}\n", "malloc", a.guess.name,
                   a.guess.version.empty() ? "" : " " + a.guess.version,
                   a.guess.library.empty() ? "" : fmt::format(" ({})", printable(a.guess.library)));
+  if (!a.guess.package.empty()) out += fmt::format("  {:<18} {}\n", "package", a.guess.package);
   out += fmt::format("  {:<18} {}\n", "huge page setting", a.hugepage_mode);
   if (!a.environ_readable) {
     out += fmt::format("  {:<18} unreadable\n", "environment");
@@ -397,6 +398,7 @@ std::string render_process(const process_report& p, const system_report& s,
     out += "\nRuntime\n";
     out += fmt::format("  {:<18} {}{}\n", "kind", r.kind, r.version.empty() ? "" : " " + r.version);
     out += fmt::format("  {:<18} {}\n", "recognised by", printable(r.evidence));
+    if (!r.package.empty()) out += fmt::format("  {:<18} {}\n", "package", r.package);
     if (r.kind == "redis") {
       // Redis (disable-thp yes, the default) turns THP off for itself only under enabled=always,
       // where its fork for persistence would copy 2 MiB per written page.
@@ -531,6 +533,9 @@ std::string json_process(const process_report& p, const system_report& s,
                                                .set("kind", p.runtime.kind)
                                                .set("version", p.runtime.version)
                                                .set("evidence", p.runtime.evidence)
+                                               .set("package", p.runtime.package.empty()
+                                                                   ? json()
+                                                                   : json(p.runtime.package))
                                                .set("settings_known", p.runtime.settings_known)
                                                .set("settings", strings(p.runtime.settings))
                                                .set("asks_for_huge", p.runtime.asks_for_huge))

@@ -145,6 +145,8 @@ struct runtime_report {
   std::string kind;      ///< "jvm", "postgres", "redis" or "" (none recognised)
   std::string version;   ///< from a library or binary path ("17"), "" when unknown
   std::string evidence;  ///< what it was recognised by (a mapped file the kernel names)
+  std::string file;      ///< that file
+  std::string package;   ///< the Debian package that owns it, with its version, or ""
   /// The runtime's own huge page settings, as read ("-XX:+UseTransparentHugePages", ...).
   std::vector<std::string> settings;
   bool settings_known = false;  ///< false: the command line or environment was unreadable
@@ -223,6 +225,16 @@ struct process_files {
 /// tests feed files captured from real services (tools/test/data/services).
 process_report build_process_report(pid_t pid, const process_files& files, std::size_t top,
                                     const std::string& root);
+
+/// The Debian packages that own `paths` (as dpkg lists them; /usr-merged paths also match their
+/// /lib spelling) in the dpkg database under `root`: path -> {package, version}. Missing paths
+/// are left out; an unreadable database gives an empty map.
+std::map<std::string, std::pair<std::string, std::string>> debian_packages(
+    const std::string& root, const std::vector<std::string>& paths);
+
+/// The upstream part of a Debian version: "5:7.0.15-1~deb12u10" -> "7.0.15",
+/// "2.0.9+ds-2" -> "2.0.9", "17.0.15+6-1~deb12u1" -> "17.0.15+6".
+std::string upstream_version(std::string_view debian_version);
 
 /// Exit status for a target that is a zombie, and for a kernel thread: neither has memory to
 /// report, and a script must be able to tell them from a healthy process and from an error.

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "report.hpp"
@@ -94,6 +96,44 @@ TEST(DoctorText, AllocatorVersionsFromFileNames) {
   EXPECT_EQ(detect_allocator({"/usr/lib/libmimalloc.so.2.1"}).version, "2.1");
   EXPECT_EQ(detect_allocator({"/lib/x86_64-linux-gnu/libc-2.31.so"}).version, "2.31");
   EXPECT_EQ(detect_allocator({"/usr/lib/x86_64-linux-gnu/libc.so.6"}).version, "");
+}
+
+TEST(DoctorText, DebianVersions) {
+  EXPECT_EQ(upstream_version("5:7.0.15-1~deb12u10"), "7.0.15");
+  EXPECT_EQ(upstream_version("2.0.9+ds-2"), "2.0.9");
+  EXPECT_EQ(upstream_version("17.0.15+6-1~deb12u1"), "17.0.15+6");
+  EXPECT_EQ(upstream_version("2.36-9+deb12u14"), "2.36");
+  EXPECT_EQ(upstream_version("5.3.0"), "5.3.0");
+}
+
+TEST(DoctorText, DebianPackagesOwningFiles) {
+  char name[] = "/tmp/hugepage-doctor-dpkg-XXXXXX";
+  ASSERT_NE(::mkdtemp(name), nullptr);
+  const std::string root = name;
+  const auto write = [&](const std::string& path, const std::string& text) {
+    FILE* f = std::fopen((root + path).c_str(), "w");
+    ASSERT_NE(f, nullptr) << path;
+    std::fputs(text.c_str(), f);
+    std::fclose(f);
+  };
+  ASSERT_EQ(std::system(("mkdir -p " + root + "/var/lib/dpkg/info").c_str()), 0);
+  write("/var/lib/dpkg/info/libjemalloc2:amd64.list",
+        "/.\n/usr/lib/x86_64-linux-gnu/libjemalloc.so.2\n");
+  write("/var/lib/dpkg/info/libc6:amd64.list", "/.\n/lib/x86_64-linux-gnu/libc.so.6\n");
+  write("/var/lib/dpkg/info/decoy.list", "/usr/lib/x86_64-linux-gnu/libjemalloc.so.22\n");
+  write("/var/lib/dpkg/status",
+        "Package: libc6\nStatus: install ok installed\nVersion: 2.36-9+deb12u14\n\n"
+        "Package: libjemalloc2\nStatus: install ok installed\nVersion: 5.3.0-1\n\n");
+  const auto found = debian_packages(
+      root, {"/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "/usr/lib/x86_64-linux-gnu/libc.so.6",
+             "/usr/lib/x86_64-linux-gnu/libmissing.so"});
+  ASSERT_EQ(found.size(), 2u);
+  EXPECT_EQ(found.at("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"),
+            std::make_pair(std::string("libjemalloc2"), std::string("5.3.0-1")));
+  // /usr-merged: dpkg lists /lib/..., the kernel names /usr/lib/...
+  EXPECT_EQ(found.at("/usr/lib/x86_64-linux-gnu/libc.so.6").first, "libc6");
+  EXPECT_TRUE(debian_packages(root + "/nothing", {"/x"}).empty());
+  ASSERT_EQ(std::system(("rm -rf " + root).c_str()), 0);
 }
 
 TEST(DoctorText, UnreadableSaysWhy) {
