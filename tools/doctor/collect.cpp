@@ -570,6 +570,7 @@ process_report build_process_report(pid_t pid, const process_files& files, std::
   if (p.runtime.kind == "jvm" && (!cmdline || !environ || overwritten)) {
     p.runtime.settings_known = false;
   }
+  if (files.numa_maps) p.numa = parse_numa_maps(*files.numa_maps);
   std::vector<std::size_t> sizes;
   for (const std::size_t bytes : pool_page_sizes()) sizes.push_back(bytes);
   if (files.cgroup) {
@@ -670,6 +671,7 @@ std::optional<process_report> collect_process(pid_t pid, std::size_t top,
   files.cmdline = read_text("", dir + "/cmdline");
   files.environ = read_text("", dir + "/environ");
   files.cgroup = read_text("", dir + "/cgroup");
+  files.numa_maps = read_text("", dir + "/numa_maps");
   process_report p = build_process_report(pid, files, top, "");
   if (p.allocator.guess.name == "glibc" && p.allocator.guess.version.empty()) {
     p.allocator.guess.version = glibc_version_of(pid, p.allocator.guess.library);

@@ -240,6 +240,36 @@ allocator_guess detect_allocator(const std::vector<std::string>& paths) {
   return {"unknown", "", ""};
 }
 
+// ---- numa_maps ---------------------------------------------------------------------------------
+
+std::map<int, numa_usage> parse_numa_maps(std::string_view text) {
+  std::map<int, numa_usage> nodes;
+  while (!text.empty()) {
+    std::string_view line = next_line(text);
+    std::uint64_t page_kib = 4;
+    std::vector<std::pair<int, std::uint64_t>> counts;
+    while (!line.empty()) {
+      const std::string_view word = next_word(line);
+      if (word.empty()) break;
+      if (starts_with(word, "kernelpagesize_kB=")) {
+        page_kib = detail::parse_u64(word.substr(18)).value_or(4);
+      } else if (word.size() > 3 && word[0] == 'N' && word[1] >= '0' && word[1] <= '9') {
+        const auto eq = word.find('=');
+        if (eq == std::string_view::npos) continue;
+        const auto node = detail::parse_u64(word.substr(1, eq - 1));
+        const auto pages = detail::parse_u64(word.substr(eq + 1));
+        if (node && pages && *node < 4096) counts.emplace_back(static_cast<int>(*node), *pages);
+      }
+    }
+    for (const auto& [node, pages] : counts) {
+      numa_usage& u = nodes[node];
+      u.bytes += pages * page_kib * 1024;
+      if (page_kib > 4) u.hugetlb_bytes += pages * page_kib * 1024;
+    }
+  }
+  return nodes;
+}
+
 // ---- cgroups -----------------------------------------------------------------------------------
 
 cgroup_membership parse_cgroup_file(std::string_view text) {

@@ -89,6 +89,18 @@ struct allocator_guess {
 /// allocator linked statically into the executable is not visible here and reads as glibc.
 allocator_guess detect_allocator(const std::vector<std::string>& paths);
 
+// ---- numa_maps ---------------------------------------------------------------------------------
+
+/// A process's resident memory on one NUMA node (/proc/<pid>/numa_maps). Bytes.
+struct numa_usage {
+  std::uint64_t bytes = 0;          ///< all pages on the node
+  std::uint64_t hugetlb_bytes = 0;  ///< of which hugetlb pages (kernelpagesize_kB above 4 KiB)
+};
+
+/// Parses /proc/<pid>/numa_maps: "N<node>=<pages>" per mapping, times its kernelpagesize_kB.
+/// (THP pages count as base pages there: the file cannot tell them apart.)
+std::map<int, numa_usage> parse_numa_maps(std::string_view text);
+
 // ---- cgroups -----------------------------------------------------------------------------------
 
 /// Where a process sits in the cgroup hierarchies (/proc/<pid>/cgroup).

@@ -210,6 +210,15 @@ std::string prometheus_process(const process_report& p, const system_report& s,
   fraction("anonymous", p.huge_fraction());
   fraction("shmem", p.shmem_huge_fraction());
   fraction("file", p.file_huge_fraction());
+  for (const auto& [node, u] : p.numa) {
+    const std::string n = num(static_cast<std::uint64_t>(node));
+    e.gauge("hugepage_doctor_process_node_bytes",
+            "resident bytes of the process per NUMA node (numa_maps), all pages and hugetlb",
+            {{"pid", pid}, {"node", n}, {"kind", "all"}}, static_cast<double>(u.bytes));
+    e.gauge("hugepage_doctor_process_node_bytes",
+            "resident bytes of the process per NUMA node (numa_maps), all pages and hugetlb",
+            {{"pid", pid}, {"node", n}, {"kind", "hugetlb"}}, static_cast<double>(u.hugetlb_bytes));
+  }
   if (p.thp_enabled) {
     e.gauge("hugepage_doctor_process_thp_allowed", "0 when the process set PR_SET_THP_DISABLE",
             {{"pid", pid}}, *p.thp_enabled ? 1 : 0);

@@ -356,6 +356,15 @@ std::string render_process(const process_report& p, const system_report& s,
   out += fmt::format("  {:<26} {:>12}\n", "THP allowed (prctl)",
                      p.thp_enabled ? (*p.thp_enabled ? "yes" : "no") : "unknown");
 
+  if (p.numa.size() > 1) {
+    out += "\nNUMA placement (/proc/PID/numa_maps; THP counts as base pages there)\n";
+    out += fmt::format("  {:>4} {:>12} {:>12}\n", "node", "resident", "hugetlb");
+    for (const auto& [node, u] : p.numa) {
+      out += fmt::format("  {:>4} {:>12} {:>12}\n", node, format_bytes(u.bytes),
+                         format_bytes(u.hugetlb_bytes));
+    }
+  }
+
   out += "\nLargest anonymous and shared memory mappings (by resident size)\n";
   if (p.largest.empty()) {
     out += "  none\n";
@@ -495,6 +504,13 @@ std::string json_process(const process_report& p, const system_report& s,
   }
   json settings = json::object();
   for (const auto& [key, value] : p.allocator.settings) settings.set(key, value);
+  json numa = json::array();
+  for (const auto& [node, u] : p.numa) {
+    numa.push(json::object()
+                  .set("node", node)
+                  .set("bytes", u.bytes)
+                  .set("hugetlb_bytes", u.hugetlb_bytes));
+  }
   json allocator =
       json::object()
           .set("name", p.allocator.guess.name)
@@ -540,6 +556,7 @@ std::string json_process(const process_report& p, const system_report& s,
                                                .set("settings", strings(p.runtime.settings))
                                                .set("asks_for_huge", p.runtime.asks_for_huge))
                      .set("systemd_unit", p.unit.empty() ? json() : json(p.unit))
+                     .set("numa", numa)
                      .set("largest_anonymous", largest)
                      .set("allocator", allocator)
                      .set("cgroup", cgroup_json(p.cgroup))

@@ -181,8 +181,9 @@ struct process_report {
   allocator_report allocator;
   runtime_report runtime;
   cgroup_report cgroup;
-  std::string unit;    ///< systemd service (safe_unit_name), "" when none
-  double seconds = 0;  ///< time spent reading the process
+  std::map<int, numa_usage> numa;  ///< per NUMA node (numa_maps); empty when unreadable
+  std::string unit;                ///< systemd service (safe_unit_name), "" when none
+  double seconds = 0;              ///< time spent reading the process
 
   std::size_t hugetlb_total() const noexcept {
     std::size_t total = 0;
@@ -217,7 +218,7 @@ allocator_report describe_allocator(const allocator_guess& guess, bool environ_r
 /// The /proc/PID files a process report is built from (nullopt: unreadable).
 struct process_files {
   std::string smaps;
-  std::optional<std::string> status, cmdline, environ, cgroup;
+  std::optional<std::string> status, cmdline, environ, cgroup, numa_maps;
 };
 
 /// Builds a process report from the texts of its files: mappings, name, allocator, runtime,

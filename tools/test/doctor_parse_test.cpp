@@ -345,5 +345,23 @@ TEST(DoctorFormat, Bytes) {
   EXPECT_EQ(format_bytes(1536), "1.5 KiB");
 }
 
+TEST(DoctorNuma, NumaMapsPerNode) {
+  const auto nodes = parse_numa_maps(
+      "55fb1c9f4000 default file=/usr/bin/x mapped=205 N0=205 kernelpagesize_kB=4\n"
+      "7fe5d0000000 bind:1 file=/anon_hugepage\\040(deleted) huge dirty=8 N1=8 "
+      "kernelpagesize_kB=2048\n"
+      "7f0000000000 interleave:0-1 anon=10 dirty=10 N0=4 N1=6 kernelpagesize_kB=4\n"
+      "garbage line N=x Nfoo=3\n");
+  ASSERT_EQ(nodes.size(), 2u);
+  EXPECT_EQ(nodes.at(0).bytes, (205u + 4u) * 4096);
+  EXPECT_EQ(nodes.at(0).hugetlb_bytes, 0u);
+  EXPECT_EQ(nodes.at(1).bytes, 8u * 2048 * 1024 + 6u * 4096);
+  EXPECT_EQ(nodes.at(1).hugetlb_bytes, 8u * 2048 * 1024);
+  // A capture from PostgreSQL 15 with huge_pages=on: its hugetlb pages on node 0.
+  const auto pg = parse_numa_maps(sample("services/postgres-huge-pages-on/numa_maps"));
+  ASSERT_EQ(pg.size(), 1u);
+  EXPECT_GT(pg.at(0).hugetlb_bytes, 0u);
+}
+
 }  // namespace
 }  // namespace hugepage::doctor
