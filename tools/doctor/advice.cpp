@@ -496,6 +496,30 @@ std::vector<advice> advise_process(const process_report& p, const system_report&
     out.push_back(std::move(a));
   }
 
+  // Shared memory (tmpfs, memfd, SysV, MAP_SHARED anonymous) follows shmem_enabled, and files on
+  // a tmpfs mount follow its huge= option; PostgreSQL's is better on the hugetlb pool (above).
+  const std::string shmem_enabled = s.thp.shmem_enabled.value_or("");
+  if (rt.kind != "postgres" && p.shmem >= process_advice_threshold &&
+      p.shmem_huge_fraction() < 0.5 && (shmem_enabled == "never" || shmem_enabled == "deny")) {
+    advice a{"shmem_without_thp",
+             advice_level::warning,
+             fmt::format("{} of shared memory, {} huge; shmem_enabled={} gives it base pages "
+                         "only",
+                         format_bytes(p.shmem), percent(p.shmem_huge_fraction()), shmem_enabled),
+             {fmt::format("{}/shmem_enabled: {}", thp_dir, shmem_enabled),
+              fmt::format("{} resident in shared mappings", format_bytes(p.shmem))},
+             "advise: only ranges with MADV_HUGEPAGE (and tmpfs mounts with huge=) get huge "
+             "pages; a sparse shared file grows in 2 MiB steps",
+             sysfs_setting("advise", fmt::format("{}/shmem_enabled", thp_dir))};
+    if (p.dev_shm >= p.shmem / 2) {
+      // Most of it is POSIX shared memory in /dev/shm: that mount's own option decides.
+      a.evidence.push_back(
+          fmt::format("{} of it in files under /dev/shm", format_bytes(p.dev_shm)));
+      a.commands.push_back(shell_line({"mount", "-o", "remount,huge=within_size", "/dev/shm"}));
+    }
+    out.push_back(std::move(a));
+  }
+
   if (anon >= process_advice_threshold && p.huge_fraction() < 0.5) {
     const std::string head = fmt::format("{} anonymous memory, {} huge; ", format_bytes(anon),
                                          percent(p.huge_fraction()));

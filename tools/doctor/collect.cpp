@@ -183,6 +183,7 @@ process_report summarize_mappings(const std::vector<mapping_info>& mappings, std
     p.thp += m.anon_huge;
     if (shared) {
       p.largest_shared = std::max(p.largest_shared, m.size());
+      if (m.name.rfind("/dev/shm/", 0) == 0) p.dev_shm += m.rss;
       p.shmem += m.rss;
       p.shmem_huge += m.shmem_huge;
     } else if (!anonymous) {

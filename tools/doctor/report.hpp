@@ -175,7 +175,9 @@ struct process_report {
   std::size_t base = 0;                        ///< rss - all PMD-mapped THP
   std::size_t thp_advised = 0;                 ///< bytes in MADV_HUGEPAGE mappings
   std::size_t thp_eligible_anon = 0;           ///< anonymous resident bytes in THPeligible ranges
-  std::size_t largest_shared = 0;   ///< size of the largest shared-memory mapping (not hugetlb)
+  std::size_t largest_shared = 0;
+  std::size_t dev_shm = 0;  ///< resident bytes of shared memory in files under /dev/shm   ///< size
+                            ///< of the largest shared-memory mapping (not hugetlb)
   std::optional<bool> thp_enabled;  ///< status THP_enabled (false: PR_SET_THP_DISABLE)
   std::vector<anon_mapping> largest;
   allocator_report allocator;

@@ -11,7 +11,7 @@ namespace {
 
 bool shell_plain(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         std::string_view("_./:=,+@%^-").find(c) != std::string_view::npos;
+         std::string_view("_./:=,+@%-").find(c) != std::string_view::npos;
 }
 
 // Length of the valid UTF-8 sequence at the start of `s` (1..4), or 0 when it is not one
@@ -49,7 +49,7 @@ std::size_t utf8_length(std::string_view s) {
 }  // namespace
 
 std::string shell_quote(std::string_view text) {
-  bool plain = !text.empty() && text.front() != '-' && text.front() != '=';
+  bool plain = !text.empty() && text.front() != '=';
   for (const char c : text) plain = plain && shell_plain(c);
   // '=' in a first word makes an assignment; callers that want NAME=value as an assignment
   // build it from two quoted halves, so a word with '=' is quoted unless it is plain.

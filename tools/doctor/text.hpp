@@ -13,8 +13,8 @@
 namespace hugepage::doctor {
 
 /// One shell word for `text`: as it is when it holds only characters no POSIX shell treats
-/// specially ([A-Za-z0-9_./:=,+@%^-], not empty, not starting with '-'... is allowed), otherwise
-/// single-quoted with each ' written as '\''.
+/// specially ([A-Za-z0-9_./:=,+@%-]; not empty, not starting with '=', which zsh expands),
+/// otherwise single-quoted with each ' written as '\''.
 std::string shell_quote(std::string_view text);
 
 /// A command line: each word shell-quoted, joined by spaces.

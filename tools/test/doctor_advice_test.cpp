@@ -463,6 +463,24 @@ TEST(DoctorAdvice, FractionsStayInTheirClass) {
   EXPECT_TRUE(p.largest[0].shared);
 }
 
+TEST(DoctorAdvice, SharedMemoryFollowsShmemEnabled) {
+  process_report p;
+  p.pid = 9;
+  p.shmem = 2 * gib;
+  p.dev_shm = 2 * gib;
+  p.rss = 2 * gib;
+  system_report s = healthy_system();  // shmem_enabled never
+  auto list = advise_process(p, s);
+  const advice a = only(list, "shmem_without_thp");
+  EXPECT_EQ(a.commands.at(0), "echo advise > /sys/kernel/mm/transparent_hugepage/shmem_enabled");
+  EXPECT_EQ(a.commands.back(), "mount -o remount,huge=within_size /dev/shm");
+  s.thp.shmem_enabled = "advise";
+  EXPECT_EQ(find(advise_process(p, s), "shmem_without_thp"), std::nullopt);
+  s.thp.shmem_enabled = "never";
+  p.shmem_huge = 2 * gib;  // already huge (tmpfs huge=always)
+  EXPECT_EQ(find(advise_process(p, s), "shmem_without_thp"), std::nullopt);
+}
+
 TEST(DoctorAdvice, ProcessDisabledThpOrSystemNever) {
   process_report p = big_process("glibc");
   p.thp_enabled = false;
