@@ -117,6 +117,13 @@ std::vector<std::string> pool_shortage_evidence(const system_report& s, const hu
     why.push_back(fmt::format("resv_hugepages {} > free_hugepages {}", pool.reserved.value_or(0),
                               pool.free.value_or(0)));
   }
+  for (const hugetlb_limit& limit : s.cgroup.limits) {
+    if (limit.page_bytes == pool.page_bytes && limit.refused.value_or(0) > 0) {
+      why.push_back(fmt::format("hugetlb cgroup {} refused {} time{} ({} {})", limit.directory,
+                                *limit.refused, *limit.refused == 1 ? "" : "s",
+                                limit.version == "v2" ? "events max" : "failcnt", *limit.refused));
+    }
+  }
   return why;
 }
 

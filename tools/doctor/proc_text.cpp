@@ -365,6 +365,18 @@ cgroup_report read_hugetlb_cgroup(const std::string& root, std::string_view cgro
       limit.current = read_number(root, prefix + (v2 ? "current" : "usage_in_bytes"));
       limit.rsvd_current =
           read_number(root, prefix + (v2 ? "rsvd.current" : "rsvd.usage_in_bytes"));
+      // v2 "events": "max N", how often the limit refused (v1: failcnt).
+      if (v2) {
+        if (const auto text = read_text(root, prefix + "events")) {
+          const auto at = text->find("max ");
+          if (at == 0 || (at != std::string::npos && (*text)[at - 1] == '\n')) {
+            limit.refused =
+                detail::parse_u64(trim(text->substr(at + 4, text->find('\n', at) - at - 4)));
+          }
+        }
+      } else {
+        limit.refused = read_number(root, prefix + "failcnt");
+      }
       const bool finite = (limit.has_max && limit.max) || (limit.has_rsvd_max && limit.rsvd_max);
       if ((limit.has_max || limit.has_rsvd_max) && (finite || !only_finite)) {
         report.limits.push_back(limit);

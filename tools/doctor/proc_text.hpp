@@ -131,6 +131,7 @@ struct hugetlb_limit {
   std::optional<std::uint64_t> rsvd_max;
   std::optional<std::uint64_t> current;  ///< usage now, when readable
   std::optional<std::uint64_t> rsvd_current;
+  std::optional<std::uint64_t> refused;  ///< times the limit refused (v2 events "max", v1 failcnt)
 };
 
 /// What the doctor learned about hugetlb cgroups for one process.

@@ -61,7 +61,8 @@ json cgroup_json(const cgroup_report& c) {
                     .set("rsvd_max_readable", l.has_rsvd_max)
                     .set("rsvd_max_bytes", l.rsvd_max)
                     .set("current_bytes", l.current)
-                    .set("rsvd_current_bytes", l.rsvd_current));
+                    .set("rsvd_current_bytes", l.rsvd_current)
+                    .set("refused", l.refused));
   }
   return json::object().set("status", c.status).set("path", c.path).set("limits", limits);
 }

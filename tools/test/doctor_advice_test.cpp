@@ -169,6 +169,20 @@ TEST(DoctorAdvice, ExhaustedOnlyWhenSomethingWantedMore) {
   s.pools[0].surplus = 10;
   s.vmstat["htlb_buddy_alloc_fail"] = 3;
   EXPECT_EQ(only(advise_system(s), "pool_exhausted").evidence.size(), 3u);
+  // A cgroup limit that refused (v2 hugetlb.2MB.events "max 2") also shows demand.
+  s.vmstat.erase("htlb_buddy_alloc_fail");
+  s.pools[0].surplus = 0;
+  s.pools[0].overcommit = 0;
+  EXPECT_EQ(find(advise_system(s), "pool_exhausted"), std::nullopt);
+  hugetlb_limit limit;
+  limit.page_bytes = 2 * mib;
+  limit.version = "v2";
+  limit.directory = "/sys/fs/cgroup/app.slice";
+  limit.refused = 2;
+  s.cgroup.limits.push_back(limit);
+  const advice refused = only(advise_system(s), "pool_exhausted");
+  EXPECT_EQ(refused.evidence.back(),
+            "hugetlb cgroup /sys/fs/cgroup/app.slice refused 2 times (events max 2)");
   // A pool that was never reserved is not "exhausted": not everyone wants one.
   s.pools[0].total = 0;
   s.pools[0].free = 0;

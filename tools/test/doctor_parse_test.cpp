@@ -266,6 +266,7 @@ TEST(DoctorCgroup, ReadsV2LimitsAndAnAncestorsLimit) {
   tree.write(svc + "hugetlb.2MB.current", "16777216\n");
   tree.write("/sys/fs/cgroup/app.slice/hugetlb.2MB.max", "536870912\n");
   tree.write("/sys/fs/cgroup/app.slice/hugetlb.2MB.rsvd.max", "max\n");
+  tree.write("/sys/fs/cgroup/app.slice/hugetlb.2MB.events", "max 3\n");
   const cgroup_report r =
       read_hugetlb_cgroup(tree.root(), "0::/app.slice/fared.service\n", {2 * mib, 1024 * mib});
   EXPECT_EQ(r.status, "v2");
@@ -275,12 +276,15 @@ TEST(DoctorCgroup, ReadsV2LimitsAndAnAncestorsLimit) {
   EXPECT_EQ(r.limits[0].current.value_or(0), 16 * mib);
   EXPECT_EQ(r.limits[1].max.value_or(0), 512 * mib);  // the slice's limit
   EXPECT_NE(r.limits[1].directory.find("app.slice"), std::string::npos);
+  EXPECT_EQ(r.limits[1].refused, std::optional<std::uint64_t>(3));  // events "max 3"
+  EXPECT_FALSE(r.limits[0].refused.has_value());
 }
 
 TEST(DoctorCgroup, ReadsV1Limits) {
   fake_tree tree;
   tree.write("/sys/fs/cgroup/hugetlb/batch/hugetlb.2MB.limit_in_bytes", "9223372036854771712\n");
   tree.write("/sys/fs/cgroup/hugetlb/batch/hugetlb.1GB.limit_in_bytes", "2147483648\n");
+  tree.write("/sys/fs/cgroup/hugetlb/batch/hugetlb.1GB.failcnt", "7\n");
   const cgroup_report r =
       read_hugetlb_cgroup(tree.root(), "5:hugetlb:/batch\n", {2 * mib, 1024 * mib});
   EXPECT_EQ(r.status, "v1");
@@ -288,6 +292,7 @@ TEST(DoctorCgroup, ReadsV1Limits) {
   EXPECT_FALSE(r.limits[0].max);
   EXPECT_FALSE(r.limits[0].has_rsvd_max);  // kernel before 5.7
   EXPECT_EQ(r.limits[1].max.value_or(0), 2048 * mib);
+  EXPECT_EQ(r.limits[1].refused.value_or(0), 7u);  // failcnt
 }
 
 TEST(DoctorCgroup, NoControllerSaysSo) {
