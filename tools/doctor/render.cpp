@@ -470,6 +470,9 @@ std::string render_probe(const probe_report& r) {
     }
     out += '\n';
   }
+  for (const auto& row : r.rows) {
+    if (!row.note.empty()) out += fmt::format("  {}\n", row.note);
+  }
   out += "\n  ratio: base-page ns / huge-page ns per access (the TLB tax a huge page removes).\n";
   out += "  cov: share of each buffer found on huge pages by backing_of().\n";
   if (r.counters) {
@@ -585,7 +588,8 @@ std::string json_probe(const probe_report& r) {
                   .set("huge_huge_fraction", row.huge_huge_fraction)
                   .set("base_dtlb_misses_per_access", row.base_walks)
                   .set("huge_dtlb_misses_per_access", row.huge_walks)
-                  .set("error", row.error.empty() ? json() : json(row.error)));
+                  .set("error", row.error.empty() ? json() : json(row.error))
+                  .set("note", row.note.empty() ? json() : json(row.note)));
   }
   json probe =
       json::object()

@@ -304,6 +304,7 @@ struct probe_row {
   std::optional<double> base_walks;  ///< dTLB load misses per access, where a PMU exists
   std::optional<double> huge_walks;
   std::string error;  ///< non-empty: this row could not run
+  std::string note;   ///< non-empty: why the working set differs from the one asked for
   double ratio() const noexcept { return huge_ns > 0 ? base_ns / huge_ns : 0.0; }
 };
 
