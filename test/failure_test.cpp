@@ -755,6 +755,23 @@ std::string describe(const hugepage::strategy& s) {
          (s.policy() == hugepage::fallback ? "/fallback" : "/strict");
 }
 
+// A request beyond the machine's memory gets no advice to reserve an absurd pool.
+TEST(BadInput, RequestBeyondPhysicalMemoryGetsNoPoolCommand) {
+  if (!hugepage::read_pool(page_size::huge_2m)) HUGEPAGE_SKIP_OR_FAIL("no 2 MiB hugetlb pool");
+  hugepage::huge_page_allocator<char> allocator;
+  const std::size_t bytes = std::size_t{6} << 60;  // 6 EiB
+  try {
+    (void)allocator.allocate(bytes);
+    FAIL() << "6 EiB was mapped";
+  } catch (const pool_exhausted& e) {
+    const std::string what = e.what();
+    EXPECT_TRUE(contains(what, "no pool can hold that: it is more than this machine's memory"))
+        << what;
+    EXPECT_FALSE(contains(what, "sysctl")) << what;
+    EXPECT_EQ(e.pages_requested(), bytes / kHuge);
+  }
+}
+
 TEST(BadInput, MappedLengthOverflowThrowsAllocationError) {
   const pool_counts before = read_counts(page_size::huge_2m);
   const hugepage::statistics s0 = hugepage::stats();
