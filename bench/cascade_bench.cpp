@@ -54,9 +54,7 @@ block& cached(int kind, std::size_t working_set) {
       b.how = hugepage::strategy::hugetlb(hugepage::page_size::huge_1g);
       b.bytes = working_set;
       break;
-    default:
-      b.how = hugepage::strategy::thp();
-      b.bytes = working_set;
+    default: b.how = hugepage::strategy::thp(); b.bytes = working_set;
   }
   b.data = static_cast<std::uint64_t*>(b.how.allocate(b.bytes, line));
   b.kind = kind;
@@ -91,8 +89,7 @@ void BM_TailLayout_Chase(benchmark::State& state) {
   std::uint64_t at = 0;
   for (auto _ : state) at = data[at];
   benchmark::DoNotOptimize(at);
-  const hugepage::backing_report r =
-      hugepage::backing_of(b->data, b->how.mapped_length(b->bytes));
+  const hugepage::backing_report r = hugepage::backing_of(b->data, b->how.mapped_length(b->bytes));
   state.counters["resident_mib"] = static_cast<double>(r.bytes - r.not_resident - r.unmapped) / mib;
   state.counters["huge_pct"] = 100.0 * r.huge_fraction();
   state.counters["hugetlb_1g_mib"] = static_cast<double>(r.hugetlb_1g) / mib;
