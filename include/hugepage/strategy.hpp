@@ -441,12 +441,12 @@ class strategy {
                        ? backing::hugetlb_2m
                        : reserved;
       }
+      if (pool_pages(p + l.head, l.tail(), alignment, page_size::huge_2m, false) == nullptr) {
+        got.tail = reserved;
+      }
     } catch (...) {
-      os::unmap(p, l.length);
+      os::unmap(p, l.length);  // the whole range, whatever each part became
       throw;
-    }
-    if (pool_pages(p + l.head, l.tail(), alignment, page_size::huge_2m, false) == nullptr) {
-      got.tail = reserved;
     }
     return p;
   }
@@ -474,7 +474,7 @@ class strategy {
         if (must) throw_fault_refused(length, ec);
         return nullptr;
       }
-      if (at != nullptr) release_part(nullptr, at, length);
+      if (at != nullptr) release_part(nullptr, at, length);  // a failed MAP_FIXED
       if (!must) return nullptr;
       if (!pool_refilled_since(length, ec) || attempt == 2) throw_pool_failure(length, ec);
     }
@@ -482,14 +482,21 @@ class strategy {
 
   // Undoes a part of pool_pages(): unmaps a mapping of its own, or turns the part of a
   // reservation back into THP-advised anonymous memory (a failed MAP_FIXED may have left a hole
-  // on kernels before 6.12). A part that cannot be restored stays as it is: pool pages that
-  // could not be populated are unmapped with the whole block.
-  static void release_part(void* p, void* at, std::size_t length) noexcept {
+  // on kernels before 6.12, and unpopulated pool pages must not stay). Where that fails, throws:
+  // the caller unmaps the whole block rather than return a part that could SIGBUS.
+  static void release_part(void* p, void* at, std::size_t length) {
     if (at == nullptr) {
       os::unmap(p, length);
       return;
     }
-    if (!os::map_anonymous_at(at, length)) os::advise_huge(at, length);
+    const std::error_code ec = os::map_anonymous_at(at, length);
+    if (ec) {
+      detail::throw_allocation_error(
+          "hugepage: could not remap " + detail::describe_bytes(length) +
+              " of a block after its pool pages were refused: " + ec.message(),
+          ec);
+    }
+    os::advise_huge(at, length);
   }
 
   // Whether a hugetlb cgroup limit charged at fault time (hugetlb.<size>.max, v1 limit_in_bytes)
