@@ -332,4 +332,64 @@ TEST(CascadeComposite, TailFallsToThpAloneWhenTheTwoMiBPoolIsEmpty) {
   EXPECT_TRUE(pool_back(page_size::huge_1g, start));
 }
 
+TEST(CascadeComposite, FallbackPolicySendsRefusedGiBsToTwoMiBPagesNotBasePages) {
+  // The 1 GiB pages are refused to this child (hugetlb.1GB limits of 0): the whole 1.5 GiB goes
+  // to the 2 MiB pool where it has room, else THP, and says so in the statistics.
+  hugepage::test::scratch_cgroup cgroup("hugetlb");
+  if (!cgroup.error().empty()) HUGEPAGE_SKIP_OR_FAIL(cgroup.error());
+  if (!cgroup.write("hugetlb.1GB.max", "0") || !cgroup.write("hugetlb.1GB.rsvd.max", "0")) {
+    HUGEPAGE_SKIP_OR_FAIL("cannot limit 1 GiB pages in " + cgroup.path() +
+                          " (no 1 GiB hugetlb support?): " + std::strerror(errno));
+  }
+  const pool_counts start = read_counts(page_size::huge_2m);
+  const int result = run_in_child([&]() -> int {
+    std::signal(SIGBUS, SIG_DFL);
+    if (!cgroup.join()) return 2;
+    const std::size_t bytes = kGiB + kGiB / 2;
+    const statistics s0 = hugepage::stats();
+    one_gib_allocator<unsigned char, hugepage::fallback> allocator;
+    unsigned char* p = nullptr;
+    try {
+      p = allocator.allocate(bytes);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "child: threw: %s\n", e.what());
+      return 3;
+    }
+    std::memset(p, 4, bytes);
+    const statistics s1 = hugepage::stats();
+    const backing_report r = hugepage::backing_of(p, bytes);
+    std::fprintf(stderr, "child: hugetlb_2m %zu, thp %zu, base %zu, hugetlb_1g %zu\n", r.hugetlb_2m,
+                 r.thp, r.base, r.hugetlb_1g);
+    int code = 0;
+    if (r.hugetlb_1g != 0) code = 10;
+    if (r.not_resident + r.unmapped != 0) code = 11;
+    if (r.huge_bytes() == r.hugetlb_2m && r.hugetlb_2m != bytes) code = 12;
+    if (r.thp == 0 && r.hugetlb_2m == 0 && code == 0) code = kNoThp;
+    if (s1.obtained_hugetlb_1g != s0.obtained_hugetlb_1g) code = 13;
+    if (s1.obtained_hugetlb_2m + s1.obtained_thp - s0.obtained_hugetlb_2m - s0.obtained_thp !=
+        bytes) {
+      code = 14;
+    }
+    if (s1.obtained_hugetlb_2m - s0.obtained_hugetlb_2m != r.hugetlb_2m) code = 15;
+    if (s1.requested_hugetlb_1g - s0.requested_hugetlb_1g != bytes) code = 16;
+    // The head counts as a downgrade to 2 MiB pool pages or to THP; the tail, on THP, as one more.
+    const bool head_on_pool = r.hugetlb_2m >= kGiB;
+    if (s1.fallbacks_to_hugetlb_2m - s0.fallbacks_to_hugetlb_2m != (head_on_pool ? 1u : 0u)) {
+      code = 17;
+    }
+    if ((s1.fallbacks_to_thp != s0.fallbacks_to_thp) != (r.thp != 0)) code = 18;
+    allocator.deallocate(p, bytes);
+    const statistics s2 = hugepage::stats();
+    if (s2.obtained_hugetlb_2m != s0.obtained_hugetlb_2m || s2.obtained_thp != s0.obtained_thp ||
+        s2.live_mappings != s0.live_mappings) {
+      code = 19;
+    }
+    if (hugepage::test::own_hugetlb_mappings() != 0) code = 20;
+    return code;
+  });
+  if (result == kNoThp) HUGEPAGE_SKIP_OR_FAIL("THP got no huge pages here (memory fragmented?)");
+  EXPECT_EQ(result, 0) << "child check " << result << " failed";
+  EXPECT_TRUE(pool_back(page_size::huge_2m, start));
+}
+
 }  // namespace
