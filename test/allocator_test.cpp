@@ -675,7 +675,8 @@ TEST(AllocatorCoverage, OneGiBVectorIsOnOneGiBPage) {
   HUGEPAGE_REQUIRE_POOL(page_size::huge_1g, 1);
   using allocator = huge_page_allocator<unsigned char, page_size::huge_1g>;
   static_assert(allocator::get_strategy().options().small_threshold == 0);
-  ASSERT_EQ(allocator::get_strategy().threshold(), gib) << "a 1 GiB allocator maps from 1 GiB";
+  ASSERT_EQ(allocator::get_strategy().threshold(), huge_2m_bytes)
+      << "a 1 GiB allocator maps from 2 MiB (the cascade)";
 
   const test::pool_counts start = test::read_counts(page_size::huge_1g);
   const statistics stats_before = stats();
@@ -716,13 +717,33 @@ TEST(AllocatorCoverage, OneGiBVectorIsOnOneGiBPage) {
   EXPECT_EQ(stats().requested_hugetlb_1g, stats_before.requested_hugetlb_1g);
 }
 
-TEST(AllocatorCoverage, OneGiBAllocatorServesSmallerVectorsFromTheHeap) {
-  // Below its threshold (1 GiB) a 1 GiB allocator uses ::operator new: no pool page is taken.
+TEST(AllocatorCoverage, OneGiBAllocatorServesBlocksBelowTwoMiBFromTheHeap) {
+  // Below 2 MiB a 1 GiB allocator uses ::operator new: nothing is mapped, no pool page is taken.
+  const statistics before = stats();
+  std::vector<std::uint64_t, huge_page_allocator<std::uint64_t, page_size::huge_1g>> v(
+      huge_2m_bytes / sizeof(std::uint64_t) - 1, 9);
+  EXPECT_EQ(stats().live_mappings, before.live_mappings);
+  EXPECT_EQ(stats().requested_hugetlb_1g, before.requested_hugetlb_1g);
+  EXPECT_EQ(v.back(), 9u);
+}
+
+TEST(AllocatorCoverage, OneGiBAllocatorMapsFourMiBOnTwoMiBPages) {
+  // 2 MiB pool pages where the pool has two, else THP: never the heap, never a 1 GiB page.
   const statistics before = stats();
   std::vector<std::uint64_t, huge_page_allocator<std::uint64_t, page_size::huge_1g>> v(
       4 * mib / sizeof(std::uint64_t), 9);
-  EXPECT_EQ(stats().live_mappings, before.live_mappings);
-  EXPECT_EQ(stats().requested_hugetlb_1g, before.requested_hugetlb_1g);
+  const statistics during = stats();
+  EXPECT_EQ(during.live_mappings, before.live_mappings + 1);
+  EXPECT_EQ(during.requested_hugetlb_1g, before.requested_hugetlb_1g + 4 * mib);
+  EXPECT_EQ(during.obtained_hugetlb_1g, before.obtained_hugetlb_1g);
+  EXPECT_EQ(during.obtained_hugetlb_2m + during.obtained_thp + during.obtained_base,
+            before.obtained_hugetlb_2m + before.obtained_thp + before.obtained_base + 4 * mib);
+  ASSERT_TRUE(is_aligned(v.data(), huge_2m_bytes));
+  const backing_report r = backing_of(v.data(), 4 * mib);
+  EXPECT_EQ(r.hugetlb_1g, 0u);
+  if (during.obtained_hugetlb_2m != before.obtained_hugetlb_2m) {
+    EXPECT_EQ(r.hugetlb_2m, 4 * mib) << r.note;
+  }
   EXPECT_EQ(v.back(), 9u);
 }
 

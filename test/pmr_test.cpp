@@ -339,7 +339,8 @@ TEST(PmrResources, ProcessWideResourcesHaveDefaultOptions) {
   EXPECT_TRUE(strategy_of(pmr::huge_page_resource(page_size::huge_1g, fallback)) ==
               strategy::hugetlb(page_size::huge_1g, fallback));
   EXPECT_EQ(strategy_of(pmr::huge_page_resource(page_size::huge_1g)).threshold(),
-            bytes_of(page_size::huge_1g));
+            bytes_of(page_size::huge_2m))
+      << "a 1 GiB resource cascades to 2 MiB pages below one page";
 }
 
 TEST(PmrResources, ShareTheStrategiesOfTheAllocators) {

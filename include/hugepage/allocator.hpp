@@ -105,6 +105,9 @@ using thp_allocator = basic_allocator<T, detail::thp_config<Options>>;
 
 /// hugetlb pool pages of `Size`. Guaranteed huge once allocate() returns. `Policy` strict: a
 /// short pool throws pool_exhausted; fallback: the request is served from THP and counted.
+/// `Size` 1 GiB cascades (strategy.hpp): whole GiBs on 1 GiB pages under `Policy`; blocks of
+/// 2 MiB to 1 GiB, and a block's tail past its whole GiBs, on 2 MiB pages from the pool where it
+/// has room, else THP, counted, under either policy.
 template <class T, page_size Size = page_size::huge_2m, pool_policy Policy = pool_policy::strict,
           class Options = default_options>
 using huge_page_allocator = basic_allocator<T, detail::hugetlb_config<Size, Policy, Options>>;

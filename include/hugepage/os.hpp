@@ -88,15 +88,29 @@ inline void* map_aligned(std::size_t length, std::size_t alignment, std::error_c
 /// Maps `length` bytes (a multiple of the page size) from the hugetlb pool of `size`. A private
 /// mapping takes its reservation from the pool here, so a short pool fails now with ENOMEM rather
 /// than with SIGBUS at first touch; for that reason MAP_NORESERVE is never used.
-inline void* map_hugetlb(std::size_t length, page_size size, std::error_code& ec) noexcept {
+///
+/// With `at` (a multiple of the page size) the pages replace [at, at + length), which must be a
+/// range the caller mapped itself (MAP_FIXED). Where that mmap fails, Linux 6.12 and later leave
+/// the old mapping in place; older kernels may leave the range unmapped.
+inline void* map_hugetlb(std::size_t length, page_size size, std::error_code& ec,
+                         void* at = nullptr) noexcept {
   ec.clear();
-  const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | (shift_of(size) << MAP_HUGE_SHIFT);
-  void* p = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, flags, -1, 0);
+  const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | (shift_of(size) << MAP_HUGE_SHIFT) |
+                    (at != nullptr ? MAP_FIXED : 0);
+  void* p = ::mmap(at, length, PROT_READ | PROT_WRITE, flags, -1, 0);
   if (p == MAP_FAILED) {
     ec = detail::last_error();
     return nullptr;
   }
   return p;
+}
+
+/// Fresh private anonymous memory over [at, at + length), a range the caller mapped itself
+/// (MAP_FIXED): what was there is discarded.
+inline std::error_code map_anonymous_at(void* at, std::size_t length) noexcept {
+  void* p =
+      ::mmap(at, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+  return p == MAP_FAILED ? detail::last_error() : std::error_code{};
 }
 
 /// Unmaps exactly [p, p + length). For hugetlb memory `length` must be a multiple of the page

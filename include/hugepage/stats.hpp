@@ -23,6 +23,8 @@ enum class backing : unsigned char {
 };
 
 /// A snapshot of the library's counters. "Bytes" are mapped lengths (rounded to the page size).
+/// A block of a 1 GiB strategy can sit on two page sizes (strategy::layout): each part counts
+/// under what obtained it, and the whole length under requested_hugetlb_1g.
 struct statistics {
   // Bytes currently mapped, by what the caller asked for.
   std::size_t requested_thp = 0;       ///< thp_allocator / thp_resource
@@ -36,8 +38,12 @@ struct statistics {
   std::size_t obtained_base = 0;
   std::size_t live_mappings = 0;  ///< mappings currently held
   // Events since start.
-  std::uint64_t fallbacks_to_thp = 0;   ///< hugetlb requests served from THP (fallback policy)
-  std::uint64_t fallbacks_to_base = 0;  ///< requests served from base pages
+  /// hugetlb requests served (in part) from THP: fallback policy, or a 1 GiB strategy's 2 MiB
+  /// cascade (strategy.hpp) where the 2 MiB pool is short.
+  std::uint64_t fallbacks_to_thp = 0;
+  std::uint64_t fallbacks_to_base = 0;  ///< requests served (in part) from base pages
+  /// Whole 1 GiB pages of a 1 GiB fallback request served from the 2 MiB pool instead.
+  std::uint64_t fallbacks_to_hugetlb_2m = 0;
   std::uint64_t collapse_attempts = 0;  ///< MADV_COLLAPSE calls made
   std::uint64_t collapse_failures = 0;  ///< ... that failed (any errno)
   /// The last MADV_COLLAPSE failed with EINVAL: calls are suspended for a minute, then retried.
@@ -57,7 +63,7 @@ struct counters {
       requested_hugetlb_1g{0};
   std::atomic<std::size_t> obtained[4] = {};  // indexed by backing
   std::atomic<std::size_t> live_mappings{0};
-  std::atomic<std::uint64_t> fallbacks_to_thp{0}, fallbacks_to_base{0};
+  std::atomic<std::uint64_t> fallbacks_to_thp{0}, fallbacks_to_base{0}, fallbacks_to_hugetlb_2m{0};
   std::atomic<std::uint64_t> collapse_attempts{0}, collapse_failures{0};
   std::atomic<bool> collapse_unsupported{false};
   std::atomic<std::int64_t> collapse_retry_at{0};  // monotonic seconds
@@ -93,6 +99,7 @@ inline statistics stats() noexcept {
   s.live_mappings = c.live_mappings.load(relaxed);
   s.fallbacks_to_thp = c.fallbacks_to_thp.load(relaxed);
   s.fallbacks_to_base = c.fallbacks_to_base.load(relaxed);
+  s.fallbacks_to_hugetlb_2m = c.fallbacks_to_hugetlb_2m.load(relaxed);
   s.collapse_attempts = c.collapse_attempts.load(relaxed);
   s.collapse_failures = c.collapse_failures.load(relaxed);
   s.collapse_unsupported = c.collapse_unsupported.load(relaxed);

@@ -6,7 +6,7 @@
 //
 // Data flow of allocate(bytes, alignment):
 //   bytes < small-request threshold  -> ::operator new (honours over-alignment); RSS stays small
-//   else mapped length = bytes rounded up to the huge page size
+//   else mapped length = bytes rounded up to the huge page size (1 GiB pages: see "cascade")
 //        thp:      2 MiB-aligned anonymous mapping + MADV_HUGEPAGE (first touch faults huge pages)
 //        collapse: the same, populated at once, then MADV_COLLAPSE
 //        hugetlb:  MAP_HUGETLB from the pool; on shortage throw pool_exhausted (strict) or map THP
@@ -14,6 +14,23 @@
 //        optional: pre-fault (MADV_POPULATE_WRITE), MADV_DONTFORK
 // deallocate(p, bytes, alignment) recomputes the same decision from `bytes` - no header in front
 // of the block, no lookup on the common path - and unmaps exactly the length that was mapped.
+//
+// The cascade of a 1 GiB hugetlb strategy (layout_of(), the one place that decides it):
+//   bytes < 2 MiB                 -> ::operator new (unless small_threshold says otherwise)
+//   2 MiB <= bytes < 1 GiB        -> 2 MiB pages: the 2 MiB pool where it has room, else THP,
+//                                    else base pages; never pool_exhausted, whatever the policy
+//   bytes >= 1 GiB                -> whole 1 GiB pages for the whole GiBs ("head"); the rest
+//                                    ("tail") rounds up to one more 1 GiB page when that wastes at
+//                                    most 1/whole_page_waste_divisor of `bytes`, and is otherwise
+//                                    mapped on 2 MiB pages like a block below 1 GiB
+// A block with a 2 MiB tail is one address range, 1 GiB-aligned: an anonymous reservation with
+// the 1 GiB pages mapped over its head and the 2 MiB pages over its tail (MAP_FIXED); one munmap
+// of the whole length releases both. The strict policy is strict for the 1 GiB pages only: every
+// head is on 1 GiB pages or allocate() throws pool_exhausted, as before; blocks below 1 GiB and
+// tails were never promised 1 GiB pages (they went to ::operator new before the cascade), so they
+// take 2 MiB pages where the pool has them and THP otherwise, counted in fallbacks_to_thp.
+// Under the fallback policy a head the 1 GiB pool cannot serve goes to the 2 MiB pool
+// (fallbacks_to_hugetlb_2m), else THP. Each part is counted under what it obtained (stats.hpp).
 //
 // Why a threshold: a huge page is also the unit of reclaim. Rounding a 100 KiB vector up to 2 MiB
 // pins 20 times its size, and a heap of such vectors would multiply RSS. Only requests of at least
@@ -24,6 +41,7 @@
 // stays THP-advised, the failure is counted once and the call is not made again).
 #pragma once
 
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -148,20 +166,54 @@ class strategy {
     return method_ == method::hugetlb ? bytes_of(size_) : thp_page_bytes();
   }
 
-  /// Requests of at least this many bytes are mapped; smaller ones go to ::operator new.
+  /// Whether blocks below one page cascade to 2 MiB pages (a 1 GiB hugetlb strategy).
+  constexpr bool cascades() const noexcept {
+    return method_ == method::hugetlb && size_ == page_size::huge_1g;
+  }
+
+  /// Requests of at least this many bytes are mapped; smaller ones go to ::operator new. By
+  /// default one huge page, and 2 MiB for a 1 GiB strategy (see the cascade above).
   std::size_t threshold() const noexcept {
-    return options_.small_threshold != 0 ? options_.small_threshold : page_bytes();
+    if (options_.small_threshold != 0) return options_.small_threshold;
+    return cascades() ? bytes_of(page_size::huge_2m) : page_bytes();
   }
 
   /// Whether a request of `bytes` is mapped (true) or served by ::operator new (false).
   bool is_mapped(std::size_t bytes) const noexcept { return bytes >= threshold(); }
 
-  /// The length a mapped request of `bytes` occupies: `bytes` rounded up to the page size;
-  /// 0 when that overflows.
-  std::size_t mapped_length(std::size_t bytes) const noexcept {
-    std::size_t length = 0;
-    return os::round_up(bytes, page_bytes(), length) ? length : 0;
+  /// A 1 GiB strategy rounds a block's last partial GiB up to a whole 1 GiB page when that adds at
+  /// most 1/whole_page_waste_divisor of the block (a 1.95 GiB block takes two pages; a 1.5 GiB
+  /// block takes one page and 256 pages of 2 MiB). Measured in the README ("1 GiB pages").
+  static constexpr std::size_t whole_page_waste_divisor = 16;
+
+  /// How a mapped request is laid out: `length` bytes mapped, of which the first `head` are on
+  /// pages of size() and the rest (the tail) on 2 MiB pages. Only a 1 GiB strategy has a tail.
+  struct layout {
+    std::size_t length = 0;  ///< 0 when rounding up to page_bytes() overflows
+    std::size_t head = 0;    ///< a multiple of page_bytes()
+    constexpr std::size_t tail() const noexcept { return length - head; }
+  };
+
+  /// The layout of a mapped request of `bytes`: a pure function of `bytes`, so deallocate()
+  /// recomputes it. The cascade of 1 GiB strategies is decided here and nowhere else.
+  layout layout_of(std::size_t bytes) const noexcept {
+    layout l;
+    std::size_t whole_pages = 0;
+    if (!os::round_up(bytes, page_bytes(), whole_pages)) return l;
+    if (!cascades()) return {whole_pages, whole_pages};
+    const std::size_t gib = bytes_of(page_size::huge_1g);
+    const std::size_t head = bytes & ~(gib - 1);
+    if (head != 0 && whole_pages - bytes <= bytes / whole_page_waste_divisor) {
+      return {whole_pages, whole_pages};
+    }
+    std::size_t tail = 0;
+    os::round_up(bytes - head, bytes_of(page_size::huge_2m), tail);  // no overflow: < 1 GiB
+    return {head + tail, head};
   }
+
+  /// The length a mapped request of `bytes` occupies (layout_of(bytes).length): `bytes` rounded
+  /// up to the page size, or for a 1 GiB strategy as the cascade says; 0 when that overflows.
+  std::size_t mapped_length(std::size_t bytes) const noexcept { return layout_of(bytes).length; }
 
   /// Returns memory for `bytes` aligned to `alignment` (a power of two).
   /// Throws pool_exhausted (strict hugetlb, pool short), allocation_error (the kernel refused a
@@ -175,10 +227,12 @@ class strategy {
   void deallocate(void* p, std::size_t bytes, std::size_t alignment) const noexcept {
     if (p == nullptr) return;
     if (!is_mapped(bytes)) return deallocate_small(p, bytes, alignment);
-    const std::size_t length = mapped_length(bytes);
-    const backing obtained = detail::registry().take(p, requested_backing());
-    os::unmap(p, length);
-    account(obtained, length, /*add=*/false);
+    const layout l = layout_of(bytes);
+    placement got = planned();
+    detail::mapping_registry::entry record{};
+    if (detail::registry().take(p, record)) got = {record.obtained, record.tail};
+    os::unmap(p, l.length);  // head and tail alike
+    account(got, l, /*add=*/false);
   }
 
   friend constexpr bool operator==(const strategy& a, const strategy& b) noexcept {
@@ -228,6 +282,15 @@ class strategy {
     return size_ == page_size::huge_1g ? backing::hugetlb_1g : backing::hugetlb_2m;
   }
 
+  // What backs the head and the tail of a block (layout).
+  struct placement {
+    backing head;
+    backing tail;
+  };
+  placement planned() const noexcept { return {requested_backing(), backing::hugetlb_2m}; }
+
+  static bool anonymous(backing b) noexcept { return b == backing::thp || b == backing::base; }
+
   std::atomic<std::size_t>& requested_counter() const noexcept {
     detail::counters& c = detail::global_counters();
     switch (method_) {
@@ -238,51 +301,92 @@ class strategy {
     return size_ == page_size::huge_1g ? c.requested_hugetlb_1g : c.requested_hugetlb_2m;
   }
 
-  void account(backing obtained, std::size_t length, bool add) const noexcept {
+  void account(placement got, const layout& l, bool add) const noexcept {
     detail::counters& c = detail::global_counters();
     constexpr auto relaxed = std::memory_order_relaxed;
+    auto& head = c.obtained[static_cast<int>(got.head)];
+    auto& tail = c.obtained[static_cast<int>(got.tail)];
     if (add) {
-      requested_counter().fetch_add(length, relaxed);
-      c.obtained[static_cast<int>(obtained)].fetch_add(length, relaxed);
+      requested_counter().fetch_add(l.length, relaxed);
+      head.fetch_add(l.head, relaxed);
+      tail.fetch_add(l.tail(), relaxed);
       c.live_mappings.fetch_add(1, relaxed);
     } else {
-      requested_counter().fetch_sub(length, relaxed);
-      c.obtained[static_cast<int>(obtained)].fetch_sub(length, relaxed);
+      requested_counter().fetch_sub(l.length, relaxed);
+      head.fetch_sub(l.head, relaxed);
+      tail.fetch_sub(l.tail(), relaxed);
       c.live_mappings.fetch_sub(1, relaxed);
     }
   }
 
   void* allocate_mapped(std::size_t bytes, std::size_t alignment) const {
-    const std::size_t length = mapped_length(bytes);
-    if (length == 0) {
+    const layout l = layout_of(bytes);
+    if (l.length == 0) {
       detail::throw_allocation_error(
           "hugepage: request of " + std::to_string(bytes) + " bytes is too large to map",
           std::make_error_code(std::errc::not_enough_memory));
     }
+    const placement plan = planned();
+    placement got = plan;
     void* p = nullptr;
-    backing obtained = requested_backing();
     if (method_ == method::hugetlb) {
-      p = map_from_pool(length, alignment, obtained);
+      p = map_hugetlb_block(l, alignment, got);
+      count_fallbacks(l, got);
     } else {
-      p = map_thp(length, std::max(alignment, page_bytes()), obtained);
+      p = map_thp(l.length, std::max(alignment, page_bytes()), got.head);
     }
+    if (l.head == 0) got.head = plan.head;  // parts of no bytes compare equal to the plan
+    if (l.tail() == 0) got.tail = plan.tail;
     // A record only where deallocate() cannot work it out: another backing, or MADV_DONTFORK.
-    if (obtained != requested_backing() || options_.dont_fork) {
+    if (got.head != plan.head || got.tail != plan.tail || options_.dont_fork) {
       try {
-        detail::registry().add(p, {obtained, length, options_.dont_fork});
+        detail::registry().add(p, {got.head, l.length, options_.dont_fork, got.tail});
       } catch (...) {
-        os::unmap(p, length);
+        os::unmap(p, l.length);
         throw;
       }
     }
-    account(obtained, length, /*add=*/true);
+    account(got, l, /*add=*/true);
     // From here on the mapping is accounted for: failures release it through deallocate().
-    finish(p, bytes, length, obtained);
+    finish(p, bytes, l, got);
     return p;
   }
 
+  // One count per block and kind of downgrade, whichever part it hit.
+  void count_fallbacks(const layout& l, placement got) const noexcept {
+    detail::counters& c = detail::global_counters();
+    constexpr auto relaxed = std::memory_order_relaxed;
+    const auto hit = [&](backing b) {
+      return (l.head != 0 && got.head == b) || (l.tail() != 0 && got.tail == b);
+    };
+    if (hit(backing::thp)) c.fallbacks_to_thp.fetch_add(1, relaxed);
+    if (hit(backing::base)) c.fallbacks_to_base.fetch_add(1, relaxed);
+    if (l.head != 0 && got.head == backing::hugetlb_2m && size_ == page_size::huge_1g) {
+      c.fallbacks_to_hugetlb_2m.fetch_add(1, relaxed);
+    }
+  }
+
+  // Whether THP advice is accepted but cannot be honoured: THP `enabled` is never (read at most
+  // once a second), or this process has PR_SET_THP_DISABLE without the exception for advised
+  // memory (Linux 6.18, PR_THP_DISABLE_EXCEPT_ADVISED). madvise succeeds either way.
+  static bool thp_refused() noexcept {
+    const int disabled = ::prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0);
+    if (disabled > 0 && (disabled & 2) == 0) return true;
+    static std::atomic<std::int64_t> checked_at{-1};
+    static std::atomic<bool> never{false};
+    constexpr auto relaxed = std::memory_order_relaxed;
+    const std::int64_t now = detail::monotonic_seconds();
+    if (checked_at.load(relaxed) != now) {
+      std::error_code ec;
+      const std::string text = detail::read_file("/sys/kernel/mm/transparent_hugepage/enabled", ec);
+      never.store(!ec && detail::selected_mode(text) == "never", relaxed);
+      checked_at.store(now, relaxed);
+    }
+    return never.load(relaxed);
+  }
+
   // THP-advised anonymous memory; `obtained` becomes base when the kernel refuses the advice
-  // (a kernel without CONFIG_TRANSPARENT_HUGEPAGE answers EINVAL).
+  // (a kernel without CONFIG_TRANSPARENT_HUGEPAGE answers EINVAL) or THP is off (thp_refused).
   static void* map_thp(std::size_t length, std::size_t alignment, backing& obtained) {
     std::error_code ec;
     void* p = os::map_aligned(length, alignment, ec);
@@ -291,46 +395,108 @@ class strategy {
                                          " for transparent huge pages failed: " + ec.message(),
                                      ec);
     }
-    obtained = os::advise_huge(p, length) ? backing::base : backing::thp;
+    obtained = os::advise_huge(p, length) || thp_refused() ? backing::base : backing::thp;
     return p;
   }
 
-  // Pool pages, populated here when a fault could be refused later (see hugetlb_faults_limited),
-  // or THP under the fallback policy. Never returns memory whose first touch can raise SIGBUS.
-  void* map_from_pool(std::size_t length, std::size_t alignment, backing& obtained) const {
-    // mmap aligns hugetlb mappings to their page size and no further.
-    const bool alignable = alignment <= bytes_of(size_);
-    if (!alignable && policy_ == pool_policy::strict) {
-      detail::throw_allocation_error("hugepage: alignment " + std::to_string(alignment) +
-                                         " exceeds the hugetlb page size " + name_of(size_),
-                                     std::make_error_code(std::errc::invalid_argument));
+  // The hugetlb blocks, cascade included (see the top of this file). Never returns memory whose
+  // first touch can raise SIGBUS: pool pages are populated where a fault could be refused.
+  void* map_hugetlb_block(const layout& l, std::size_t alignment, placement& got) const {
+    const bool must = policy_ == pool_policy::strict;
+    if (l.head == 0) {  // below one 1 GiB page: 2 MiB pages, best effort under either policy
+      if (void* p = pool_pages(nullptr, l.length, alignment, page_size::huge_2m, false)) return p;
+      return map_thp(l.length, std::max(alignment, thp_page_bytes()), got.tail);
     }
+    // mmap aligns hugetlb mappings to their page size and no further.
+    if (alignment > bytes_of(size_)) {
+      if (must) {
+        detail::throw_allocation_error("hugepage: alignment " + std::to_string(alignment) +
+                                           " exceeds the hugetlb page size " + name_of(size_),
+                                       std::make_error_code(std::errc::invalid_argument));
+      }
+      void* p = map_thp(l.length, alignment, got.head);
+      got.tail = got.head;
+      return p;
+    }
+    if (l.tail() == 0) {  // whole pages of size()
+      if (void* p = pool_pages(nullptr, l.length, alignment, size_, must)) return p;
+      // Fallback policy: the 2 MiB pool for a 1 GiB request, else THP at the same length, so
+      // that deallocate() unmaps what it would have unmapped for pool pages; pages past `bytes`
+      // are never touched and cost no RSS.
+      if (cascades()) {
+        if (void* p = pool_pages(nullptr, l.length, alignment, page_size::huge_2m, false)) {
+          got.head = backing::hugetlb_2m;
+          return p;
+        }
+      }
+      return map_thp(l.length, std::max(alignment, thp_page_bytes()), got.head);
+    }
+    // Head on 1 GiB pages, tail on 2 MiB pages: one THP-advised reservation, 1 GiB-aligned, with
+    // the pool pages mapped over it; a part the pools cannot serve stays THP.
+    backing reserved = backing::thp;
+    char* const p = static_cast<char*>(map_thp(l.length, bytes_of(size_), reserved));
+    try {
+      if (pool_pages(p, l.head, alignment, size_, must) == nullptr) {
+        got.head = pool_pages(p, l.head, alignment, page_size::huge_2m, false) != nullptr
+                       ? backing::hugetlb_2m
+                       : reserved;
+      }
+      if (pool_pages(p + l.head, l.tail(), alignment, page_size::huge_2m, false) == nullptr) {
+        got.tail = reserved;
+      }
+    } catch (...) {
+      os::unmap(p, l.length);  // the whole range, whatever each part became
+      throw;
+    }
+    return p;
+  }
+
+  // `length` bytes of pool pages of `size`, populated when a fault could be refused later (see
+  // hugetlb_faults_limited) or pre-faulting is asked for. At `at`, a part of a reservation of our
+  // own, or anywhere when `at` is null. When the pool cannot serve: throws where `must` (strict,
+  // pages of size()), else returns nullptr, the range at `at` THP-advised anonymous memory again.
+  void* pool_pages(void* at, std::size_t length, std::size_t alignment, page_size size,
+                   bool must) const {
+    if (at == nullptr && alignment > bytes_of(size)) return nullptr;
     // A refused mmap is retried a few times when the pool has room again by the time we look:
     // other threads returned pages in between, so the shortage is already over.
-    for (int attempt = 0; alignable; ++attempt) {
+    for (int attempt = 0;; ++attempt) {
       std::error_code ec;
-      void* p = os::map_hugetlb(length, size_, ec);
+      void* p = os::map_hugetlb(length, size, ec, at);
       if (p != nullptr) {
-        if (!options_.prefault && !hugetlb_faults_limited(size_)) return p;
-        ec = os::populate(p, length, bytes_of(size_));
+        if (!options_.prefault && !hugetlb_faults_limited(size)) return p;
+        ec = os::populate(p, length, bytes_of(size));
         if (!ec) {
           detail::global_counters().prefaulted_bytes.fetch_add(length, std::memory_order_relaxed);
           return p;
         }
-        os::unmap(p, length);
-        if (policy_ == pool_policy::strict) throw_fault_refused(length, ec);
-        break;
+        release_part(p, at, length);
+        if (must) throw_fault_refused(length, ec);
+        return nullptr;
       }
-      if (policy_ == pool_policy::fallback) break;
+      if (at != nullptr) release_part(nullptr, at, length);  // a failed MAP_FIXED
+      if (!must) return nullptr;
       if (!pool_refilled_since(length, ec) || attempt == 2) throw_pool_failure(length, ec);
     }
-    // Fallback: THP, at the same length, so that deallocate() unmaps what it would have unmapped
-    // for a pool page; pages past `bytes` are never touched and cost no RSS.
-    void* p = map_thp(length, std::max(alignment, thp_page_bytes()), obtained);
-    detail::counters& c = detail::global_counters();
-    (obtained == backing::thp ? c.fallbacks_to_thp : c.fallbacks_to_base)
-        .fetch_add(1, std::memory_order_relaxed);
-    return p;
+  }
+
+  // Undoes a part of pool_pages(): unmaps a mapping of its own, or turns the part of a
+  // reservation back into THP-advised anonymous memory (a failed MAP_FIXED may have left a hole
+  // on kernels before 6.12, and unpopulated pool pages must not stay). Where that fails, throws:
+  // the caller unmaps the whole block rather than return a part that could SIGBUS.
+  static void release_part(void* p, void* at, std::size_t length) {
+    if (at == nullptr) {
+      os::unmap(p, length);
+      return;
+    }
+    const std::error_code ec = os::map_anonymous_at(at, length);
+    if (ec) {
+      detail::throw_allocation_error(
+          "hugepage: could not remap " + detail::describe_bytes(length) +
+              " of a block after its pool pages were refused: " + ec.message(),
+          ec);
+    }
+    os::advise_huge(at, length);
   }
 
   // Whether a hugetlb cgroup limit charged at fault time (hugetlb.<size>.max, v1 limit_in_bytes)
@@ -449,7 +615,7 @@ class strategy {
     std::string advice;
     if (available >= pages) {
       // The pool had fewer pages when the kernel refused and has been refilled since (three
-      // times, see map_from_pool): other threads or processes hold pages at the same moments.
+      // times, see pool_pages): other threads or processes hold pages at the same moments.
       advice =
           "; it was short when the kernel refused and is in concurrent use: size it for the "
           "peak, e.g. " +
@@ -475,28 +641,33 @@ class strategy {
   }
 
   // Optional steps after mapping: fork behaviour, pre-fault and collapse of THP memory (hugetlb
-  // memory was populated in map_from_pool where needed).
-  void finish(void* p, std::size_t bytes, std::size_t length, backing obtained) const {
-    if (options_.dont_fork) os::advise(p, length, MADV_DONTFORK);
-    const bool anonymous = obtained == backing::thp || obtained == backing::base;
-    if (!anonymous || !(options_.prefault || method_ == method::collapse)) return;
+  // memory was populated in pool_pages where needed).
+  void finish(void* p, std::size_t bytes, const layout& l, placement got) const {
+    if (options_.dont_fork) os::advise(p, l.length, MADV_DONTFORK);
+    if (!(options_.prefault || method_ == method::collapse)) return;
+    // The anonymous part of the block: all of it, its head or its tail.
+    const std::size_t from = l.head != 0 && anonymous(got.head) ? 0 : l.head;
+    std::size_t to = l.tail() != 0 && anonymous(got.tail) ? l.length : l.head;
     // A fallback THP mapping of a 1 GiB-page request spans whole 1 GiB; populate only what the
     // caller asked for, rounded to the page that backs it.
-    std::size_t extent = length;
+    std::size_t extent = l.length;
     os::round_up(bytes, thp_page_bytes(), extent);
-    extent = std::min(extent, length);
+    to = std::min(to, extent);
+    if (from >= to) return;
+    char* const start = static_cast<char*>(p) + from;
+    const std::size_t length = to - from;
     // MADV_COLLAPSE copies into a fresh huge page before it frees the old ones: one page more.
-    const bool collapse = method_ == method::collapse && obtained == backing::thp;
-    check_memory_headroom(p, bytes, extent + (collapse ? thp_page_bytes() : 0));
-    const std::error_code ec = os::populate(p, extent, os::base_page_size());
+    const bool collapse = method_ == method::collapse && got.head == backing::thp;
+    check_memory_headroom(p, bytes, length + (collapse ? thp_page_bytes() : 0));
+    const std::error_code ec = os::populate(start, length, os::base_page_size());
     if (ec) {
       deallocate(p, bytes, 1);
       detail::throw_allocation_error(
-          "hugepage: could not pre-fault " + detail::describe_bytes(extent) + ": " + ec.message(),
+          "hugepage: could not pre-fault " + detail::describe_bytes(length) + ": " + ec.message(),
           ec);
     }
-    detail::global_counters().prefaulted_bytes.fetch_add(extent, std::memory_order_relaxed);
-    if (collapse) collapse_now(p, extent);
+    detail::global_counters().prefaulted_bytes.fetch_add(length, std::memory_order_relaxed);
+    if (collapse) collapse_now(start, length);
   }
 
   // Populating past a memory cgroup limit gets the process OOM-killed; refuse before touching.

@@ -38,9 +38,10 @@ namespace hugepage::detail {
 class mapping_registry {
  public:
   struct entry {
-    backing obtained;
+    backing obtained;  ///< what backs the block, or its head (strategy::layout) when it has a tail
     std::size_t length;
     bool dont_fork;
+    backing tail = backing::base;  ///< what backs the block's tail; unused when it has none
   };
 
   mapping_registry() noexcept {
@@ -58,14 +59,21 @@ class mapping_registry {
 
   /// Removes `p` and returns how it was obtained, or `otherwise` when `p` has no record.
   backing take(void* p, backing otherwise) noexcept {
-    if (size_.load(std::memory_order_relaxed) == 0) return otherwise;
+    entry e{otherwise, 0, false};
+    take(p, e);
+    return e.obtained;
+  }
+
+  /// Removes `p` and copies its record to `out`; false (and `out` untouched) when it has none.
+  bool take(void* p, entry& out) noexcept {
+    if (size_.load(std::memory_order_relaxed) == 0) return false;
     const std::lock_guard<std::mutex> lock(mutex_);
     const auto it = entries_.find(p);
-    if (it == entries_.end()) return otherwise;
-    const backing b = it->second.obtained;
+    if (it == entries_.end()) return false;
+    out = it->second;
     entries_.erase(it);
     size_.store(entries_.size(), std::memory_order_relaxed);
-    return b;
+    return true;
   }
 
   std::size_t size() const noexcept { return size_.load(std::memory_order_relaxed); }
