@@ -1,15 +1,20 @@
 // test/support.hpp - helpers shared by the tests: environment skips, child processes, RSS, pools.
 #pragma once
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -149,6 +154,82 @@ inline std::size_t rss_bytes() {
   if (ec || std::sscanf(text.c_str(), "%lu %lu", &size, &resident) != 2) return 0;
   return resident * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
 }
+
+/// A cgroup v2 directory with the hugetlb controller, removed again at destruction. It lets a child
+// see a short hugetlb "pool" (hugetlb.<size>.max, .rsvd.max) without draining the shared pool.
+class hugetlb_cgroup {
+ public:
+  hugetlb_cgroup() {
+    std::error_code ec;
+    const std::string mounts = hugepage::detail::read_file("/proc/self/mounts", ec);
+    std::string root;
+    for (std::size_t at = 0; at < mounts.size();) {
+      const std::size_t end = std::min(mounts.find('\n', at), mounts.size());
+      char device[256], dir[512], type[64];
+      const std::string line = mounts.substr(at, end - at);
+      if (std::sscanf(line.c_str(), "%255s %511s %63s", device, dir, type) == 3 &&
+          std::strcmp(type, "cgroup2") == 0) {
+        root = dir;
+        break;
+      }
+      at = end + 1;
+    }
+    if (root.empty()) {
+      error_ = "no cgroup2 file system mounted";
+      return;
+    }
+    const std::string controllers =
+        hugepage::detail::read_file((root + "/cgroup.controllers").c_str(), ec);
+    if (ec || controllers.find("hugetlb") == std::string::npos) {
+      error_ = "the hugetlb controller is not available in " + root;
+      return;
+    }
+    const std::string subtree =
+        hugepage::detail::read_file((root + "/cgroup.subtree_control").c_str(), ec);
+    if (subtree.find("hugetlb") == std::string::npos &&
+        !write_file(root + "/cgroup.subtree_control", "+hugetlb")) {
+      error_ =
+          "cannot enable hugetlb in " + root + "/cgroup.subtree_control: " + std::strerror(errno);
+      return;
+    }
+    static std::atomic<int> serial{0};
+    const std::string path = root + "/hugepage-test-" + std::to_string(::getpid()) + "-" +
+                             std::to_string(serial.fetch_add(1));
+    if (::mkdir(path.c_str(), 0755) != 0) {
+      error_ = "cannot create " + path + ": " + std::strerror(errno);
+      return;
+    }
+    path_ = path;
+  }
+  ~hugetlb_cgroup() {
+    if (!path_.empty()) ::rmdir(path_.c_str());
+  }
+  hugetlb_cgroup(const hugetlb_cgroup&) = delete;
+  hugetlb_cgroup& operator=(const hugetlb_cgroup&) = delete;
+
+  /// Empty when usable; otherwise why not.
+  const std::string& error() const { return error_; }
+  /// Limits the 2 MiB pages this cgroup may fault and reserve.
+  bool limit_2m(std::size_t pages) const {
+    const std::string bytes = std::to_string(pages * (std::size_t{2} << 20));
+    return write_file(path_ + "/hugetlb.2MB.max", bytes) &&
+           write_file(path_ + "/hugetlb.2MB.rsvd.max", bytes);
+  }
+  /// Moves the calling process into the cgroup (call it in a child).
+  bool join() const { return write_file(path_ + "/cgroup.procs", "0"); }
+
+ private:
+  static bool write_file(const std::string& path, const std::string& text) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    ::close(fd);
+    return ok;
+  }
+
+  std::string path_;
+  std::string error_;
+};
 
 /// Runs `body` in a forked child; returns its exit status (or 128 + signal). Output of the child
 /// goes to the test's stderr. gtest assertions do not cross the fork: the body returns a code.
