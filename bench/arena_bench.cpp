@@ -66,8 +66,7 @@ struct std_backend {
 
 template <class Arena>
 struct arena_backend {
-  static constexpr const char* name =
-      std::is_same_v<Arena, hugepage::arena> ? "arena_mt" : "arena";
+  static constexpr const char* name = std::is_same_v<Arena, hugepage::arena> ? "arena_mt" : "arena";
   template <class T>
   using alloc = hugepage::arena_allocator<T, Arena>;
   template <class T>
@@ -170,7 +169,8 @@ void BM_Node(benchmark::State& state) {
   u64 seed = 42;
   for (auto& p : probes) p = keys[splitmix(seed) % n];
 
-  double build_ns = 0, lookup_ns = 0, churn_ns = 0, rss_over_live = 0, huge_share = 0, coverage = -1;
+  double build_ns = 0, lookup_ns = 0, churn_ns = 0, rss_over_live = 0, huge_share = 0,
+         coverage = -1;
   for (auto _ : state) {
     state.PauseTiming();
     ::malloc_trim(0);

@@ -40,6 +40,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <mutex>
 #include <new>
@@ -177,20 +178,20 @@ class basic_arena {
 
   /// The address ranges of the slabs held now, adjacent slabs merged, in address order.
   std::vector<std::pair<const void*, std::size_t>> mapped_ranges() const {
-    std::vector<std::uintptr_t> starts;
+    std::vector<const char*> starts;
     {
       const std::lock_guard<Mutex> lock(pages_mutex_);
       starts.reserve(pages_);
       for (const detail::arena_slab* s = all_; s != nullptr; s = s->all_next) {
-        starts.push_back(reinterpret_cast<std::uintptr_t>(s));
+        starts.push_back(reinterpret_cast<const char*>(s));
       }
     }
-    std::sort(starts.begin(), starts.end());
+    std::sort(starts.begin(), starts.end(), std::less<>());
     std::vector<std::pair<const void*, std::size_t>> ranges;
     for (std::size_t i = 0; i < starts.size();) {
       std::size_t j = i + 1;
       while (j < starts.size() && starts[j] == starts[j - 1] + slab_bytes_) ++j;
-      ranges.emplace_back(reinterpret_cast<const void*>(starts[i]), (j - i) * slab_bytes_);
+      ranges.emplace_back(starts[i], (j - i) * slab_bytes_);
       i = j;
     }
     return ranges;
@@ -246,8 +247,11 @@ class basic_arena {
     return strategy::thp(o);
   }
 
-  slab* slab_of(const void* p) const noexcept {
-    return reinterpret_cast<slab*>(reinterpret_cast<std::uintptr_t>(p) & ~(slab_bytes_ - 1));
+  // The slab holding `p`: slabs are aligned to their size, so its offset in the slab is the low
+  // bits of its address.
+  slab* slab_of(void* p) const noexcept {
+    const std::size_t offset = reinterpret_cast<std::uintptr_t>(p) & (slab_bytes_ - 1);
+    return reinterpret_cast<slab*>(static_cast<char*>(p) - offset);
   }
 
   static void push_room(size_class& cls, slab* s) noexcept {
