@@ -7,12 +7,12 @@
 //   arena_mt hugepage::arena_allocator over the thread-safe arena (one mutex per size class)
 //   pmr_pool std::pmr::unsynchronized_pool_resource over hugepage::pmr::thp_resource()
 //
-// One benchmark row per (container, backend, working set). Each repetition builds the container
+// One benchmark row per (container, backend, element count). Each repetition builds the container
 // from random keys, then looks up present keys in random order, then runs a steady-state churn of
 // erase + insert; each phase is timed by hand. Counters:
 //   build_ns, lookup_ns, churn_ns   ns per insert / per lookup / per erase+insert
-//   rss_over_live          growth of the process's RSS during the build over the container's live
-//                          node bytes (its elements' node sizes, bucket arrays excluded)
+//   live_mib               the container's live bytes: nodes plus bucket / slot arrays
+//   rss_over_live          growth of the process's RSS during the build over live_mib
 //   huge_share             AnonHugePages / Rss growth during the build (smaps_rollup)
 //   coverage               arena rows: share of the arena's pages on huge pages (backing_of)
 // Run with --benchmark_repetitions=N --benchmark_enable_random_interleaving=true and read medians:
@@ -96,6 +96,10 @@ struct std_map {
   static constexpr std::size_t node_bytes = 48;  // 32-byte tree header + the pair
   template <class B>
   using type = std::map<u64, u64, std::less<u64>, typename B::template alloc<value_type>>;
+  template <class M>
+  static std::size_t live_bytes(const M& m) {
+    return m.size() * node_bytes;
+  }
 };
 
 struct std_unordered_map {
@@ -104,6 +108,10 @@ struct std_unordered_map {
   template <class B>
   using type = std::unordered_map<u64, u64, std::hash<u64>, std::equal_to<u64>,
                                   typename B::template alloc<value_type>>;
+  template <class M>
+  static std::size_t live_bytes(const M& m) {
+    return m.size() * node_bytes + m.bucket_count() * sizeof(void*);
+  }
 };
 
 struct absl_node_hash_map {
@@ -112,6 +120,10 @@ struct absl_node_hash_map {
   template <class B>
   using type = absl::node_hash_map<u64, u64, absl::Hash<u64>, std::equal_to<u64>,
                                    typename B::template alloc<value_type>>;
+  template <class M>
+  static std::size_t live_bytes(const M& m) {
+    return m.size() * node_bytes + m.capacity() * (sizeof(void*) + 1);  // slots + control bytes
+  }
 };
 
 // ---- inputs -----------------------------------------------------------------------------------
@@ -162,14 +174,13 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 template <class C, class B>
 void BM_Node(benchmark::State& state) {
-  const std::size_t working_set = static_cast<std::size_t>(state.range(0)) * kMiB;
-  const std::size_t n = working_set / C::node_bytes;
+  const auto n = static_cast<std::size_t>(state.range(0));
   const std::vector<u64>& keys = keys_for(n);
   std::vector<u64> probes(kLookups);
   u64 seed = 42;
   for (auto& p : probes) p = keys[splitmix(seed) % n];
 
-  double build_ns = 0, lookup_ns = 0, churn_ns = 0, rss_over_live = 0, huge_share = 0,
+  double live_mib = 0, build_ns = 0, lookup_ns = 0, churn_ns = 0, rss_over_live = 0, huge_share = 0,
          coverage = -1;
   for (auto _ : state) {
     state.PauseTiming();
@@ -182,7 +193,8 @@ void BM_Node(benchmark::State& state) {
       for (const u64 k : keys) container.emplace(k, k);
       build_ns = seconds_since(start) * 1e9 / static_cast<double>(n);
       const proc_memory built = read_memory();
-      rss_over_live = (built.rss - before.rss) / static_cast<double>(n * C::node_bytes);
+      live_mib = static_cast<double>(C::live_bytes(container)) / kMiB;
+      rss_over_live = (built.rss - before.rss) / static_cast<double>(C::live_bytes(container));
       huge_share = (built.anon_huge - before.anon_huge) / std::max(1.0, built.rss - before.rss);
       if (const auto* a = backend->arena()) coverage = a->backing().huge_fraction();
       state.ResumeTiming();
@@ -217,20 +229,18 @@ void BM_Node(benchmark::State& state) {
   state.counters["lookup_ns"] = lookup_ns;
   state.counters["build_ns"] = build_ns;
   state.counters["churn_ns"] = churn_ns;
+  state.counters["live_mib"] = live_mib;
   state.counters["rss_over_live"] = rss_over_live;
   state.counters["huge_share"] = huge_share;
   if (coverage >= 0) state.counters["coverage"] = coverage;
 }
 
 template <class C>
-void register_container(const std::vector<std::int64_t>& sizes_mib) {
+void register_container(const std::vector<std::int64_t>& counts) {
   auto add = [&](const char* backend, auto fn) {
-    for (const auto mib : sizes_mib) {
-      benchmark::RegisterBenchmark(
-          (std::string("BM_") + C::name + "_" + backend + "/" + std::to_string(mib) + "MiB")
-              .c_str(),
-          fn)
-          ->Arg(mib)
+    for (const auto n : counts) {
+      benchmark::RegisterBenchmark((std::string("BM_") + C::name + "_" + backend).c_str(), fn)
+          ->Arg(n)
           ->Iterations(1)
           ->Unit(benchmark::kMillisecond)
           ->UseRealTime();
@@ -246,7 +256,9 @@ void register_container(const std::vector<std::int64_t>& sizes_mib) {
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
-  const std::vector<std::int64_t> sizes = {64, 1024};
+  // Element counts: 64 MiB and 1 GiB of std::map nodes (48 bytes each); the same counts for the
+  // hash maps, whose live bytes (live_mib) are smaller per element.
+  const std::vector<std::int64_t> sizes = {(64 << 20) / 48, (std::int64_t{1} << 30) / 48};
   register_container<std_map>(sizes);
   register_container<std_unordered_map>(sizes);
   register_container<absl_node_hash_map>(sizes);
