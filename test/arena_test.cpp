@@ -435,6 +435,22 @@ TEST(ArenaAsanDeathTest, UseAfterEraseIsReported) {
   EXPECT_DEATH(use_after_erase(), "use-after-poison");
 }
 
+TEST(ArenaAsanDeathTest, DoubleFreeIsReported) {
+  if (!under_asan()) {
+    GTEST_SKIP() << "needs a build with AddressSanitizer (HUGEPAGE_SANITIZE=ON)";
+  }
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto double_free = [] {
+    unsynchronized_arena a;
+    void* keep = a.allocate(32, 8);
+    void* p = a.allocate(32, 8);
+    a.deallocate(p, 32, 8);
+    a.deallocate(p, 32, 8);
+    a.deallocate(keep, 32, 8);
+  };
+  EXPECT_DEATH(double_free(), "double-free");
+}
+
 TEST(ArenaAsan, LiveNodesAndReusedSlotsAreNotPoisoned) {
   // The same steps without the stale read run clean (also without ASan): the free list and reuse
   // unpoison what they hand out.

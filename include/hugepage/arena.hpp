@@ -291,7 +291,7 @@ class basic_arena {
     if (++s->used == s->capacity) remove_room(cls, s);
     ++cls.live_slots;
     cls.live_bytes += bytes;
-    detail::arena_unpoison(p, bytes);
+    detail::arena_unpoison(p, bytes == 0 ? 1 : bytes);  // a 0-byte slot is live too
     return p;
   }
 
@@ -300,6 +300,7 @@ class basic_arena {
     size_class& cls = classes_[s->cls];
     std::unique_lock<Mutex> lock(cls.mutex);
     if (s->owner != this) std::abort();  // not from this arena: memory corruption ahead
+    detail::arena_check_not_freed(p);
     detail::arena_unpoison(p, sizeof(void*));
     *static_cast<void**>(p) = s->free;
     s->free = p;

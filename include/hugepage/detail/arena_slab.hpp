@@ -15,6 +15,8 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 
 #if defined(__SANITIZE_ADDRESS__)
 #define HUGEPAGE_ARENA_ASAN 1
@@ -40,6 +42,19 @@ inline void arena_poison(const void* p, std::size_t bytes) noexcept {
 #else
   (void)p;
   (void)bytes;
+#endif
+}
+
+// A slot freed twice is poisoned already: report it instead of corrupting the free list. Without
+// AddressSanitizer there is no cheap way to tell, and nothing is checked.
+inline void arena_check_not_freed(const void* p) noexcept {
+#if defined(HUGEPAGE_ARENA_ASAN)
+  if (__asan_address_is_poisoned(p) != 0) {
+    std::fprintf(stderr, "hugepage::arena: attempting double-free of %p\n", p);
+    std::abort();
+  }
+#else
+  (void)p;
 #endif
 }
 
