@@ -27,8 +27,9 @@ ensure_packages() {
 }
 
 BUILD_PACKAGES=(cmake make g++ libabsl-dev libbenchmark-dev libgtest-dev libgmock-dev libfmt-dev)
-# scripts/test only: the HeadersCompileForAarch64 test; libpfm4 for linting perf_events_pfm.hpp.
-TEST_PACKAGES=(g++-aarch64-linux-gnu libpfm4-dev)
+# scripts/test only: the HeadersCompileForAarch64 test; libpfm4 for linting perf_events_pfm.hpp;
+# python3 for the bench runner's unit tests (BenchRunner.*).
+TEST_PACKAGES=(g++-aarch64-linux-gnu libpfm4-dev python3)
 
 # Pool reservation: remembers the sizes before, restores them on exit (also on failure).
 POOL_2M=/proc/sys/vm/nr_hugepages

@@ -576,9 +576,11 @@ TEST(ArenaCoverage, ThpSlabsAreHugeAsTheKernelReports) {
 // strict strategy refuses the 4th slab, insert throws, and the container is as it was.
 TEST(ArenaStrongGuarantee, InsertThatNeedsAPageThePoolLacksThrowsAndChangesNothing) {
   HUGEPAGE_REQUIRE_POOL(page_size::huge_2m, 4);
-  const hugepage::test::hugetlb_cgroup cgroup;
+  const hugepage::test::scratch_cgroup cgroup("hugetlb");
   if (!cgroup.error().empty()) HUGEPAGE_SKIP_OR_FAIL(cgroup.error());
-  ASSERT_TRUE(cgroup.limit_2m(3)) << std::strerror(errno);
+  const std::string limit = std::to_string(3 * kHuge);
+  ASSERT_TRUE(cgroup.write("hugetlb.2MB.max", limit) && cgroup.write("hugetlb.2MB.rsvd.max", limit))
+      << std::strerror(errno);
   const auto before = hugepage::test::read_counts(page_size::huge_2m);
   const int code = hugepage::test::run_in_child([&cgroup]() -> int {
     if (!cgroup.join()) return 2;
@@ -592,10 +594,10 @@ TEST(ArenaStrongGuarantee, InsertThatNeedsAPageThePoolLacksThrowsAndChangesNothi
         mirror.emplace(key, key * 3);
       }
     } catch (const hugepage::allocation_error& e) {
-      // A short pool would be pool_exhausted; here the pool has the pages and a cgroup said no,
-      // which the strategy names.
+      // A short pool would be pool_exhausted; here the pool has the pages and the cgroup's
+      // reservation limit said no, which the strategy names.
       const bool named = typeid(e) == typeid(hugepage::pool_exhausted) ||
-                         std::string(e.what()).find("hugetlb.2MB.max") != std::string::npos;
+                         std::string(e.what()).find("hugetlb.2MB.rsvd.max") != std::string::npos;
       if (!named) {
         std::fprintf(stderr, "child: unexpected message: %s\n", e.what());
         return 3;

@@ -15,6 +15,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,6 +28,7 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <thread>
 #include <typeinfo>
 #include <vector>
 
@@ -83,7 +85,16 @@ void default_fault_signals() {
   std::signal(SIGBUS, SIG_DFL);
 }
 
-using hugepage::test::hugetlb_cgroup;
+// A cgroup v2 directory with the hugetlb controller: a short "pool" for one child process.
+class hugetlb_cgroup : public hugepage::test::scratch_cgroup {
+ public:
+  hugetlb_cgroup() : scratch_cgroup("hugetlb") {}
+  /// Limits the 2 MiB pages this cgroup may fault and reserve.
+  bool limit_2m(std::size_t pages) const {
+    const std::string bytes = std::to_string(pages * kHuge);
+    return write("hugetlb.2MB.max", bytes) && write("hugetlb.2MB.rsvd.max", bytes);
+  }
+};
 
 // ---- pool shortage ----------------------------------------------------------------------------
 
@@ -145,8 +156,9 @@ TEST(PoolShortage, StrictIsAlsoABadAlloc) {
 }
 
 TEST(PoolShortage, Strict1GNamesTheSysfsFile) {
+  HUGEPAGE_REQUIRE_POOL(page_size::huge_1g, 1);
   const auto pool = hugepage::read_pool(page_size::huge_1g);
-  if (!pool || !pool->total) HUGEPAGE_SKIP_OR_FAIL("no 1 GiB hugetlb pool on this kernel");
+  ASSERT_TRUE(pool && pool->total);
   const std::uint64_t pages = pages_beyond_pool(*pool);
   const std::uint64_t total = *pool->total;
   const pool_counts before = read_counts(page_size::huge_1g);
@@ -438,11 +450,13 @@ TEST(NoReserve, TouchPastTheLimitRaisesSigbusWhileTheLibraryFailsAtAllocate) {
       char* p = allocator.allocate(length);
       allocator.deallocate(p, length);
       return 10;
-    } catch (const pool_exhausted&) {
-      return 11;  // the pool has the pages; the message must not blame it
-    } catch (const allocation_error& e) {
+    } catch (const hugepage::hugetlb_limit_exceeded& e) {
+      // The pool has the pages; the reservation limit refused them at mmap, and says so.
       if (e.code() != std::errc::not_enough_memory) return 12;
-      if (!contains(e.what(), "hugetlb.2MB.max")) return 13;
+      if (!contains(e.what(), "hugetlb.2MB.rsvd.max")) return 13;
+      if (e.pages_requested() != 4 || e.pages_available() != 2) return 15;
+    } catch (const std::exception&) {
+      return 11;
     }
     // Within the limit the library works.
     try {
@@ -516,6 +530,42 @@ TEST(ForkHazard, ChildWriteWithoutAPoolPageRaisesSigbus) {
   EXPECT_TRUE(pool_back(page_size::huge_2m, before));
 }
 
+// The other side: the parent writes first. As owner of the reservation it gets the page back -
+// the kernel unmaps it from the child instead of copying - and the child, which never wrote, is
+// killed at its next access ("killed due to inadequate hugepage pool"). Here the process that
+// allocates runs in a cgroup that allows exactly its one page, so no copy can be charged.
+TEST(ForkHazard, ParentWriteWithoutAPoolPageKillsTheChildAtItsNextAccess) {
+  HUGEPAGE_REQUIRE_POOL(page_size::huge_2m, 2);
+  const hugetlb_cgroup cgroup;
+  if (!cgroup.error().empty()) HUGEPAGE_SKIP_OR_FAIL(cgroup.error());
+  ASSERT_TRUE(cgroup.limit_2m(1));
+  const pool_counts before = read_counts(page_size::huge_2m);
+  const int code = run_in_child([&cgroup]() -> int {
+    default_fault_signals();
+    if (!cgroup.join()) return 2;
+    hugepage::huge_page_allocator<char> allocator;
+    char* p = allocator.allocate(kHuge);
+    fill(p, kHuge, 22);
+    int go[2];
+    if (::pipe(go) != 0) return 3;
+    const pid_t reader = ::fork();
+    if (reader == 0) {
+      char byte;
+      if (::read(go[0], &byte, 1) != 1) ::_exit(4);
+      ::_exit(holds(p, 0, kHuge, 22) ? 0 : 5);  // killed here
+    }
+    p[100] = 1;  // the parent writes first: no page for a copy
+    if (::write(go[1], "x", 1) != 1) return 6;
+    int status = 0;
+    ::waitpid(reader, &status, 0);
+    allocator.deallocate(p, kHuge);
+    if (!WIFSIGNALED(status)) return 7;
+    return WTERMSIG(status) == SIGBUS ? 0 : 8;
+  });
+  EXPECT_EQ(code, 0) << "child check " << code << " failed";
+  EXPECT_TRUE(pool_back(page_size::huge_2m, before));
+}
+
 struct dont_fork_options : hugepage::default_options {
   static constexpr bool dont_fork = true;
 };
@@ -543,6 +593,80 @@ TEST(ForkHazard, DontForkMemoryIsNotInherited) {
   EXPECT_TRUE(holds(p, 0, kHuge, 31));
   allocator.deallocate(p, kHuge);
   EXPECT_TRUE(pool_back(page_size::huge_2m, before));
+}
+
+// What a child may do with a dont_fork container it inherited: destroy it. The block was not
+// inherited, so the child's own mappings must be safe from that destructor - including a new
+// block of the same size, which the kernel would place in the hole the parent's block left.
+TEST(ForkHazard, ChildDestroyingAnInheritedDontForkContainerUnmapsNothingOfItsOwn) {
+  using allocator_type = hugepage::thp_allocator<char, dont_fork_options>;
+  std::vector<char, allocator_type> inherited(8 * kMiB, 'p');
+  const std::uintptr_t start = reinterpret_cast<std::uintptr_t>(inherited.data());
+  const int code = run_in_child([&inherited, start]() -> int {
+    default_fault_signals();
+    allocator_type allocator;
+    const hugepage::statistics s0 = hugepage::stats();
+    char* own = allocator.allocate(8 * kMiB);  // same size, same alignment as the inherited block
+    if (reinterpret_cast<std::uintptr_t>(own) == start) return 10;  // landed in the hole
+    fill(own, 8 * kMiB, 41);
+    inherited.clear();
+    inherited.shrink_to_fit();  // deallocates the block the child never had
+    if (inherited.capacity() != 0) return 11;
+    if (!holds(own, 0, 8 * kMiB, 41))
+      return 12;  // SIGSEGV here when the child's block was unmapped
+    allocator.deallocate(own, 8 * kMiB);
+    // The counters treat the inherited block as released, like any other.
+    if (hugepage::stats().live_mappings + 1 != s0.live_mappings) return 13;
+    return 0;
+  });
+  EXPECT_EQ(code, 0) << "child check " << code << " failed";
+  EXPECT_EQ(inherited[8 * kMiB - 1], 'p');  // the parent's block is untouched
+}
+
+// A fork while another thread holds the registry's lock must not leave the child a lock that
+// nobody releases: its first deallocate of a registered block would hang. Blocks served by a
+// fallback (here: an alignment above the hugetlb page, so the pool is not used) are registered.
+TEST(ForkHazard, ForkWhileOtherThreadsUseTheRegistryNeverHangsTheChild) {
+  static constexpr auto registered =
+      hugepage::strategy::hugetlb(page_size::huge_2m, hugepage::fallback);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&stop] {
+      while (!stop.load(std::memory_order_relaxed)) {
+        void* p = registered.allocate(kHuge, 2 * kHuge);
+        registered.deallocate(p, kHuge, 2 * kHuge);
+      }
+    });
+  }
+  int hung = 0, failed = 0;
+  for (int i = 0; i < 200 && hung == 0; ++i) {
+    std::fflush(nullptr);
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      void* p = registered.allocate(kHuge, 2 * kHuge);
+      registered.deallocate(p, kHuge, 2 * kHuge);
+      ::_exit(0);
+    }
+    int status = 0;
+    pid_t done = 0;
+    for (int wait_ms = 0; wait_ms < 5000 && done == 0; ++wait_ms) {
+      done = ::waitpid(child, &status, WNOHANG);
+      if (done == 0) ::usleep(1000);
+    }
+    if (done == 0) {
+      ++hung;
+      ::kill(child, SIGKILL);
+      ::waitpid(child, &status, 0);
+    } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      ++failed;
+    }
+  }
+  stop = true;
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(hung, 0) << "a child hung in deallocate()";
+  EXPECT_EQ(failed, 0);
 }
 
 // ---- partial release inside a huge page ---------------------------------------------------------

@@ -1,18 +1,17 @@
 // test/support.hpp - helpers shared by the tests: environment skips, child processes, RSS, pools.
 #pragma once
 
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
@@ -23,7 +22,9 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 
+#include "hugepage/cgroup.hpp"
 #include "hugepage/detail/proc_file.hpp"
 #include "hugepage/smaps.hpp"
 #include "hugepage/stats.hpp"
@@ -138,6 +139,113 @@ inline bool fail_syscall(std::uint32_t nr, std::uint32_t error,
   return ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) == 0;
 }
 
+/// A cgroup made for one test, with `controller` ("hugetlb", "memory") enabled, removed at
+/// destruction. Made where the controller lives: its cgroup v1 mount, else a cgroup2 mount (one is
+/// mounted in a temporary directory when none is). A child process joins it to run under limits
+/// the rest of the machine does not see. Needs root; error() says why it is unusable.
+class scratch_cgroup {
+ public:
+  explicit scratch_cgroup(const char* controller) {
+    std::error_code ec;
+    const std::string mountinfo = hugepage::detail::read_file("/proc/self/mountinfo", ec);
+    std::string v1_root, v2_root;
+    for (const std::string_view line : hugepage::detail::split(mountinfo, '\n')) {
+      const auto fields = hugepage::detail::split(line, ' ');
+      std::size_t dash = 0;
+      while (dash < fields.size() && fields[dash] != "-") ++dash;
+      if (dash < 6 || dash + 3 > fields.size()) continue;
+      const std::string point = hugepage::detail::unescape_mount_field(fields[4]);
+      if (fields[dash + 1] == "cgroup2" && v2_root.empty()) v2_root = point;
+      if (fields[dash + 1] == "cgroup" && v1_root.empty() &&
+          hugepage::detail::has_token(fields[dash + 3], controller, ',')) {
+        v1_root = point;
+      }
+    }
+    std::string root = v1_root;
+    if (root.empty()) {
+      if (v2_root.empty() && !mount_cgroup2(v2_root)) return;
+      root = v2_root;
+      const std::string controllers = read(root + "/cgroup.controllers");
+      if (!hugepage::detail::has_token(trimmed(controllers), controller, ' ')) {
+        error_ = std::string("the ") + controller + " controller is not available in " + root +
+                 " (cgroup.controllers: " + trimmed(controllers) + ")";
+        return;
+      }
+      const std::string subtree = read(root + "/cgroup.subtree_control");
+      if (!hugepage::detail::has_token(trimmed(subtree), controller, ' ') &&
+          !write_file(root + "/cgroup.subtree_control", std::string("+") + controller)) {
+        error_ = "cannot enable " + std::string(controller) + " in " + root +
+                 "/cgroup.subtree_control: " + std::strerror(errno);
+        return;
+      }
+    }
+    static std::atomic<int> serial{0};
+    const std::string path = root + "/hugepage-test-" + std::to_string(::getpid()) + "-" +
+                             std::to_string(serial.fetch_add(1));
+    if (::mkdir(path.c_str(), 0755) != 0) {
+      error_ = "cannot create " + path + ": " + std::strerror(errno);
+      return;
+    }
+    path_ = path;
+  }
+  ~scratch_cgroup() {
+    if (!path_.empty()) ::rmdir(path_.c_str());
+    if (!mounted_.empty()) {
+      ::umount2(mounted_.c_str(), MNT_DETACH);
+      ::rmdir(mounted_.c_str());
+    }
+  }
+  scratch_cgroup(const scratch_cgroup&) = delete;
+  scratch_cgroup& operator=(const scratch_cgroup&) = delete;
+
+  /// Empty when usable; otherwise why not.
+  const std::string& error() const { return error_; }
+  const std::string& path() const { return path_; }
+  /// Writes `text` to the cgroup's `file`.
+  bool write(const std::string& file, const std::string& text) const {
+    return write_file(path_ + "/" + file, text);
+  }
+  /// Moves the calling process into the cgroup (call it in a child).
+  bool join() const { return write("cgroup.procs", "0"); }
+
+ private:
+  bool mount_cgroup2(std::string& root) {
+    char dir[] = "/tmp/hugepage-cgroup2-XXXXXX";
+    if (::mkdtemp(dir) == nullptr) {
+      error_ = std::string("no cgroup2 file system mounted, and mkdtemp failed: ") +
+               std::strerror(errno);
+      return false;
+    }
+    if (::mount("none", dir, "cgroup2", 0, nullptr) != 0) {
+      error_ = std::string("no cgroup2 file system mounted, and mounting one failed: ") +
+               std::strerror(errno);
+      ::rmdir(dir);
+      return false;
+    }
+    root = mounted_ = dir;
+    return true;
+  }
+  static std::string read(const std::string& path) {
+    std::error_code ec;
+    return hugepage::detail::read_file(path.c_str(), ec);
+  }
+  static std::string trimmed(std::string text) {
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+    return text;
+  }
+  static bool write_file(const std::string& path, const std::string& text) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    ::close(fd);
+    return ok;
+  }
+
+  std::string path_;
+  std::string error_;
+  std::string mounted_;
+};
+
 /// Mappings the library holds now.
 inline std::size_t live_mappings() { return hugepage::stats().live_mappings; }
 
@@ -154,82 +262,6 @@ inline std::size_t rss_bytes() {
   if (ec || std::sscanf(text.c_str(), "%lu %lu", &size, &resident) != 2) return 0;
   return resident * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
 }
-
-/// A cgroup v2 directory with the hugetlb controller, removed again at destruction. It lets a child
-// see a short hugetlb "pool" (hugetlb.<size>.max, .rsvd.max) without draining the shared pool.
-class hugetlb_cgroup {
- public:
-  hugetlb_cgroup() {
-    std::error_code ec;
-    const std::string mounts = hugepage::detail::read_file("/proc/self/mounts", ec);
-    std::string root;
-    for (std::size_t at = 0; at < mounts.size();) {
-      const std::size_t end = std::min(mounts.find('\n', at), mounts.size());
-      char device[256], dir[512], type[64];
-      const std::string line = mounts.substr(at, end - at);
-      if (std::sscanf(line.c_str(), "%255s %511s %63s", device, dir, type) == 3 &&
-          std::strcmp(type, "cgroup2") == 0) {
-        root = dir;
-        break;
-      }
-      at = end + 1;
-    }
-    if (root.empty()) {
-      error_ = "no cgroup2 file system mounted";
-      return;
-    }
-    const std::string controllers =
-        hugepage::detail::read_file((root + "/cgroup.controllers").c_str(), ec);
-    if (ec || controllers.find("hugetlb") == std::string::npos) {
-      error_ = "the hugetlb controller is not available in " + root;
-      return;
-    }
-    const std::string subtree =
-        hugepage::detail::read_file((root + "/cgroup.subtree_control").c_str(), ec);
-    if (subtree.find("hugetlb") == std::string::npos &&
-        !write_file(root + "/cgroup.subtree_control", "+hugetlb")) {
-      error_ =
-          "cannot enable hugetlb in " + root + "/cgroup.subtree_control: " + std::strerror(errno);
-      return;
-    }
-    static std::atomic<int> serial{0};
-    const std::string path = root + "/hugepage-test-" + std::to_string(::getpid()) + "-" +
-                             std::to_string(serial.fetch_add(1));
-    if (::mkdir(path.c_str(), 0755) != 0) {
-      error_ = "cannot create " + path + ": " + std::strerror(errno);
-      return;
-    }
-    path_ = path;
-  }
-  ~hugetlb_cgroup() {
-    if (!path_.empty()) ::rmdir(path_.c_str());
-  }
-  hugetlb_cgroup(const hugetlb_cgroup&) = delete;
-  hugetlb_cgroup& operator=(const hugetlb_cgroup&) = delete;
-
-  /// Empty when usable; otherwise why not.
-  const std::string& error() const { return error_; }
-  /// Limits the 2 MiB pages this cgroup may fault and reserve.
-  bool limit_2m(std::size_t pages) const {
-    const std::string bytes = std::to_string(pages * (std::size_t{2} << 20));
-    return write_file(path_ + "/hugetlb.2MB.max", bytes) &&
-           write_file(path_ + "/hugetlb.2MB.rsvd.max", bytes);
-  }
-  /// Moves the calling process into the cgroup (call it in a child).
-  bool join() const { return write_file(path_ + "/cgroup.procs", "0"); }
-
- private:
-  static bool write_file(const std::string& path, const std::string& text) {
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0) return false;
-    const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-    ::close(fd);
-    return ok;
-  }
-
-  std::string path_;
-  std::string error_;
-};
 
 /// Runs `body` in a forked child; returns its exit status (or 128 + signal). Output of the child
 /// goes to the test's stderr. gtest assertions do not cross the fork: the body returns a code.
@@ -283,17 +315,44 @@ constexpr bool under_asan() {
     GTEST_SKIP() << (reason);                                                \
   } while (0)
 
-/// Skips unless `pages` pages of `size` can be reserved now.
-#define HUGEPAGE_REQUIRE_POOL(size, pages)                                                        \
-  do {                                                                                            \
-    const std::uint64_t available_ = ::hugepage::test::pool_available(size);                      \
-    if (available_ < (pages)) {                                                                   \
-      const std::string reason_ = "needs " + std::to_string(pages) + " free hugetlb pages of " +  \
-                                  ::hugepage::name_of(size) + ", " + std::to_string(available_) + \
-                                  " available";                                                   \
-      if ((size) == ::hugepage::page_size::huge_1g && !::hugepage::test::required_1g()) {         \
-        GTEST_SKIP() << reason_;                                                                  \
-      }                                                                                           \
-      HUGEPAGE_SKIP_OR_FAIL(reason_);                                                             \
-    }                                                                                             \
+namespace hugepage::test {
+
+/// Why 1 GiB pages cannot be had here, in words: no CPU support, no pool, or an empty pool.
+inline std::string why_no_1g_pages(std::uint64_t pages) {
+  std::error_code ec;
+  const std::string cpuinfo = hugepage::detail::read_file("/proc/cpuinfo", ec);
+#if defined(__x86_64__)
+  if (!ec && cpuinfo.find(" pdpe1gb") == std::string::npos) {
+    return "this CPU has no 1 GiB pages (no pdpe1gb flag in /proc/cpuinfo)";
+  }
+#endif
+  const auto pool = read_pool(page_size::huge_1g);
+  if (!pool)
+    return "this kernel shows no 1 GiB hugetlb pool (/sys/kernel/mm/hugepages/hugepages-1048576kB)";
+  return "needs " + std::to_string(pages) + " free 1 GiB page(s), " +
+         std::to_string(pool->available().value_or(0)) +
+         " available (reserve one with: echo 1 > "
+         "/sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages; it can fail when memory is "
+         "fragmented)";
+}
+
+}  // namespace hugepage::test
+
+/// Skips unless `pages` pages of `size` can be reserved now. A missing 1 GiB page skips with the
+/// reason (no CPU support, no pool) unless HUGEPAGE_REQUIRE_1G=1 says scripts/test reserved one.
+#define HUGEPAGE_REQUIRE_POOL(size, pages)                                                  \
+  do {                                                                                      \
+    const std::uint64_t available_ = ::hugepage::test::pool_available(size);                \
+    if (available_ < (pages)) {                                                             \
+      if ((size) == ::hugepage::page_size::huge_1g) {                                       \
+        const std::string reason_ = ::hugepage::test::why_no_1g_pages(pages);               \
+        if (::hugepage::test::required_1g()) {                                              \
+          FAIL() << "HUGEPAGE_REQUIRE_1G=1, but the test would skip: " << reason_;          \
+        }                                                                                   \
+        GTEST_SKIP() << reason_;                                                            \
+      }                                                                                     \
+      HUGEPAGE_SKIP_OR_FAIL("needs " + std::to_string(pages) + " free hugetlb pages of " +  \
+                            ::hugepage::name_of(size) + ", " + std::to_string(available_) + \
+                            " available");                                                  \
+    }                                                                                       \
   } while (0)

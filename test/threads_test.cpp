@@ -15,6 +15,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <typeinfo>
 #include <vector>
 
 #include "hugepage/allocator.hpp"
@@ -274,6 +275,74 @@ TEST(Threads, StrictHugetlbFromManyThreads) {
   EXPECT_EQ(s1.obtained_hugetlb_2m, s0.obtained_hugetlb_2m);
   EXPECT_EQ(s1.fallbacks_to_thp, s0.fallbacks_to_thp) << "strict never falls back";
   EXPECT_TRUE(pool_back(page_size::huge_2m, pool_before));
+}
+
+// Eight threads race for a pool that holds one of their blocks at a time. The kernel refuses the
+// second reservation; by the time the refused thread looks, others may have returned pages. Every
+// refusal must still be a pool_exhausted with figures that are true of the refusal - never a
+// cgroup or address-space diagnosis made from a pool level read after the fact.
+TEST(Threads, RacingForAShortPoolOnlyEverThrowsPoolExhausted) {
+  const std::uint64_t available = hugepage::test::pool_available(page_size::huge_2m);
+  if (available < 6) {
+    HUGEPAGE_SKIP_OR_FAIL("needs 6 free 2 MiB pool pages, " + std::to_string(available) +
+                          " available");
+  }
+  const std::uint64_t pages = available / 2 + 1;  // one block at a time
+  const std::size_t bytes = pages * 2 * kMiB;
+  const pool_counts before = read_counts(page_size::huge_2m);
+  std::atomic<std::uint64_t> served{0}, short_at_refusal{0}, refilled_since{0}, wrong{0};
+  std::mutex mutex;
+  std::string first_wrong;
+  std::atomic<int> ready{0};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  const auto done = [&] {
+    return (served.load() > 100 && short_at_refusal.load() + refilled_since.load() > 100) ||
+           std::chrono::steady_clock::now() > deadline;
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      hugepage::huge_page_allocator<unsigned char> allocator;
+      ready.fetch_add(1);
+      while (ready.load() < kThreads) std::this_thread::yield();  // start together
+      while (!done()) {
+        try {
+          unsigned char* p = allocator.allocate(bytes);
+          served.fetch_add(1);
+          std::this_thread::yield();  // hold it a moment: let the others collide with it
+          allocator.deallocate(p, bytes);
+        } catch (const hugepage::pool_exhausted& e) {
+          const std::string what = e.what();
+          const bool exact_type = typeid(e) == typeid(hugepage::pool_exhausted);
+          const bool short_now =
+              e.pages_available() < pages &&
+              what.find("reserve enough with: sysctl -w vm.nr_hugepages=") != std::string::npos;
+          const bool refilled =
+              e.pages_available() >= pages && what.find("in concurrent use") != std::string::npos;
+          if (exact_type && e.pages_requested() == pages && (short_now || refilled)) {
+            (short_now ? short_at_refusal : refilled_since).fetch_add(1);
+            continue;
+          }
+          wrong.fetch_add(1);
+          const std::lock_guard<std::mutex> lock(mutex);
+          if (first_wrong.empty()) first_wrong = what;
+        } catch (const std::exception& e) {
+          wrong.fetch_add(1);
+          const std::lock_guard<std::mutex> lock(mutex);
+          if (first_wrong.empty()) first_wrong = e.what();
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  std::printf("served %llu, refused while short %llu, refused and refilled since %llu\n",
+              static_cast<unsigned long long>(served.load()),
+              static_cast<unsigned long long>(short_at_refusal.load()),
+              static_cast<unsigned long long>(refilled_since.load()));
+  EXPECT_EQ(wrong.load(), 0u) << first_wrong;
+  EXPECT_GT(served.load(), 0u);
+  EXPECT_GT(short_at_refusal.load() + refilled_since.load(), 0u) << "the race never happened";
+  EXPECT_TRUE(pool_back(page_size::huge_2m, before));
 }
 
 }  // namespace

@@ -51,6 +51,56 @@ class pool_exhausted : public allocation_error {
   std::uint64_t available_;
 };
 
+/// A hugetlb cgroup limit refused the pages, though the pool may have them: `hugetlb.<size>.max`
+/// (charged when pages are faulted in, which the library does at allocation wherever such a limit
+/// is set) or `hugetlb.<size>.rsvd.max` (charged at mmap); v1's `limit_in_bytes` files likewise.
+/// A pool_exhausted, since for this process the pool is short: `pages_available()` is what the
+/// limit still allows.
+class hugetlb_limit_exceeded : public pool_exhausted {
+ public:
+  hugetlb_limit_exceeded(std::string message, std::error_code code, page_size size,
+                         std::uint64_t pages_requested, std::uint64_t pages_available,
+                         std::string file, std::uint64_t limit, std::uint64_t usage)
+      : pool_exhausted(std::move(message), code, size, pages_requested, pages_available),
+        file_(std::move(file)),
+        limit_(limit),
+        usage_(usage) {}
+  /// The limit file that refused: ".../hugetlb.2MB.max", ".../hugetlb.2MB.rsvd.max", ...
+  const std::string& file() const noexcept { return file_; }
+  std::uint64_t limit_bytes() const noexcept { return limit_; }
+  std::uint64_t usage_bytes() const noexcept { return usage_; }
+
+ private:
+  std::string file_;
+  std::uint64_t limit_;
+  std::uint64_t usage_;
+};
+
+/// Populating a block (pre-fault, collapse) would pass a memory cgroup limit, where the kernel
+/// answers with the OOM killer instead of an error; the library refused before touching it.
+class memory_limit_exceeded : public allocation_error {
+ public:
+  memory_limit_exceeded(std::string message, std::string file, std::uint64_t limit,
+                        std::uint64_t usage, std::uint64_t headroom)
+      : allocation_error(std::move(message), std::make_error_code(std::errc::not_enough_memory)),
+        file_(std::move(file)),
+        limit_(limit),
+        usage_(usage),
+        headroom_(headroom) {}
+  /// The limit file: ".../memory.max", ".../memory.high" or ".../memory.limit_in_bytes".
+  const std::string& file() const noexcept { return file_; }
+  std::uint64_t limit_bytes() const noexcept { return limit_; }
+  std::uint64_t usage_bytes() const noexcept { return usage_; }
+  /// What could still be charged when the library looked.
+  std::uint64_t headroom_bytes() const noexcept { return headroom_; }
+
+ private:
+  std::string file_;
+  std::uint64_t limit_;
+  std::uint64_t usage_;
+  std::uint64_t headroom_;
+};
+
 namespace detail {
 
 // Every throw goes through these non-inlined helpers: the allocation fast path stays small.

@@ -8,6 +8,8 @@
 //   strategy.hpp   where every hugepage decision is made
 //   backing.hpp    backing_of(): what the kernel actually gave
 //   system.hpp     THP settings, hugetlb pools, MADV_COLLAPSE support
+//   cgroup.hpp     the memory and hugetlb cgroup limits this process runs under
+//   errors.hpp     the exceptions: allocation_error, pool_exhausted and the cgroup refusals
 //   stats.hpp      what the library has mapped
 //   smaps.hpp      /proc/<pid>/smaps parser
 //   os.hpp         the noexcept mmap/madvise layer
@@ -18,6 +20,7 @@
 #include "hugepage/arena_allocator.hpp"
 #include "hugepage/arena_resource.hpp"
 #include "hugepage/backing.hpp"
+#include "hugepage/cgroup.hpp"
 #include "hugepage/errors.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/page_size.hpp"

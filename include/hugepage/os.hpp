@@ -10,6 +10,7 @@
 // (older kernels: we touch the pages instead); MADV_COLLAPSE needs Linux 6.1.
 #pragma once
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -123,14 +124,29 @@ inline std::error_code collapse(void* p, std::size_t length) noexcept {
 }
 
 /// Faults in [p, p + length) for writing so that later accesses take no page fault. Uses
-/// MADV_POPULATE_WRITE (Linux 5.14), which reports failure (ENOMEM, EFAULT for a hugetlb shortage)
-/// instead of raising SIGBUS; on older kernels it writes a zero byte to each `stride` bytes, which
-/// is correct only for fresh anonymous memory - the only memory this library populates.
+/// MADV_POPULATE_WRITE (Linux 5.14), which reports failure (ENOMEM; EFAULT where a hugetlb page
+/// cannot be had or charged) instead of raising SIGBUS. Older kernels: one zero byte per `stride`
+/// written through /proc/self/mem, which faults the page in the same reporting way; only where
+/// that file cannot be opened are the bytes written directly, which is correct only for fresh
+/// anonymous memory - the only memory this library populates.
 inline std::error_code populate(void* p, std::size_t length, std::size_t stride) noexcept {
   std::error_code ec = advise(p, length, MADV_POPULATE_WRITE);
   if (ec != std::errc::invalid_argument) return ec;
-  auto* bytes = static_cast<volatile unsigned char*>(p);
-  for (std::size_t offset = 0; offset < length; offset += stride) bytes[offset] = 0;
+  const int fd = ::open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+  const auto start = reinterpret_cast<std::uintptr_t>(p);
+  for (std::size_t offset = 0; offset < length; offset += stride) {
+    if (fd < 0) {
+      static_cast<volatile unsigned char*>(p)[offset] = 0;
+      continue;
+    }
+    const unsigned char zero = 0;
+    if (::pwrite(fd, &zero, 1, static_cast<off_t>(start + offset)) != 1) {
+      ec = detail::last_error();
+      ::close(fd);
+      return ec;
+    }
+  }
+  if (fd >= 0) ::close(fd);
   return {};
 }
 

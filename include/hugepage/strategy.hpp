@@ -24,19 +24,21 @@
 // stays THP-advised, the failure is counted once and the call is not made again).
 #pragma once
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <mutex>
 #include <new>
 #include <string>
 #include <system_error>
 #include <utility>
-#include <vector>
 
-#include "hugepage/detail/immortal.hpp"
+#include "hugepage/cgroup.hpp"
+#include "hugepage/detail/mapping_registry.hpp"
 #include "hugepage/errors.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/page_size.hpp"
@@ -97,42 +99,6 @@ struct prefault_options : default_options {
 };
 
 namespace detail {
-
-// Mappings whose backing differs from what their strategy asked for (a hugetlb request served by
-// THP, THP advice refused). Rare by construction, so a mutex is fine; deallocate() looks here only
-// while the set is non-empty, which costs one relaxed load on the common path.
-class fallback_registry {
- public:
-  void add(void* p, backing b) {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    entries_.emplace_back(p, b);  // may throw std::bad_alloc: the caller unmaps
-    size_.store(entries_.size(), std::memory_order_relaxed);
-  }
-
-  /// Removes `p` and returns its backing, or returns `otherwise` when `p` is not registered.
-  backing take(void* p, backing otherwise) noexcept {
-    if (size_.load(std::memory_order_relaxed) == 0) return otherwise;
-    const std::lock_guard<std::mutex> lock(mutex_);
-    const auto it = std::find_if(entries_.begin(), entries_.end(),
-                                 [p](const auto& entry) { return entry.first == p; });
-    if (it == entries_.end()) return otherwise;
-    const backing b = it->second;
-    *it = entries_.back();
-    entries_.pop_back();
-    size_.store(entries_.size(), std::memory_order_relaxed);
-    return b;
-  }
-
- private:
-  std::mutex mutex_;
-  std::vector<std::pair<void*, backing>> entries_;
-  std::atomic<std::size_t> size_{0};
-};
-
-inline fallback_registry& registry() noexcept {
-  static immortal<fallback_registry> instance;
-  return *instance.get();
-}
 
 inline std::string describe_bytes(std::size_t bytes) {
   char text[48];
@@ -231,6 +197,9 @@ class strategy {
   // ---- small requests: the standard allocator's path, over-alignment included -----------------
 
   static void* allocate_small(std::size_t bytes, std::size_t alignment) {
+    // Only reachable with a huge `bytes` under a threshold set above it; says so to the compiler,
+    // which otherwise warns that such a size reaches ::operator new.
+    if (bytes > static_cast<std::size_t>(PTRDIFF_MAX)) throw std::bad_alloc();
     if (alignment > __STDCPP_DEFAULT_NEW_ALIGNMENT__) {
       return ::operator new (bytes, std::align_val_t{alignment});
     }
@@ -297,9 +266,10 @@ class strategy {
     } else {
       p = map_thp(length, std::max(alignment, page_bytes()), obtained);
     }
-    if (obtained != requested_backing()) {
+    // A record only where deallocate() cannot work it out: another backing, or MADV_DONTFORK.
+    if (obtained != requested_backing() || options_.dont_fork) {
       try {
-        detail::registry().add(p, obtained);
+        detail::registry().add(p, {obtained, length, options_.dont_fork});
       } catch (...) {
         os::unmap(p, length);
         throw;
@@ -325,6 +295,8 @@ class strategy {
     return p;
   }
 
+  // Pool pages, populated here when a fault could be refused later (see hugetlb_faults_limited),
+  // or THP under the fallback policy. Never returns memory whose first touch can raise SIGBUS.
   void* map_from_pool(std::size_t length, std::size_t alignment, backing& obtained) const {
     // mmap aligns hugetlb mappings to their page size and no further.
     const bool alignable = alignment <= bytes_of(size_);
@@ -333,17 +305,114 @@ class strategy {
                                          " exceeds the hugetlb page size " + name_of(size_),
                                      std::make_error_code(std::errc::invalid_argument));
     }
-    std::error_code ec;
-    void* p = alignable ? os::map_hugetlb(length, size_, ec) : nullptr;
-    if (p != nullptr) return p;
-    if (policy_ == pool_policy::strict) throw_pool_failure(length, ec);
+    // A refused mmap is retried a few times when the pool has room again by the time we look:
+    // other threads returned pages in between, so the shortage is already over.
+    for (int attempt = 0; alignable; ++attempt) {
+      std::error_code ec;
+      void* p = os::map_hugetlb(length, size_, ec);
+      if (p != nullptr) {
+        if (!options_.prefault && !hugetlb_faults_limited(size_)) return p;
+        ec = os::populate(p, length, bytes_of(size_));
+        if (!ec) {
+          detail::global_counters().prefaulted_bytes.fetch_add(length, std::memory_order_relaxed);
+          return p;
+        }
+        os::unmap(p, length);
+        if (policy_ == pool_policy::strict) throw_fault_refused(length, ec);
+        break;
+      }
+      if (policy_ == pool_policy::fallback) break;
+      if (!pool_refilled_since(length, ec) || attempt == 2) throw_pool_failure(length, ec);
+    }
     // Fallback: THP, at the same length, so that deallocate() unmaps what it would have unmapped
     // for a pool page; pages past `bytes` are never touched and cost no RSS.
-    p = map_thp(length, std::max(alignment, thp_page_bytes()), obtained);
+    void* p = map_thp(length, std::max(alignment, thp_page_bytes()), obtained);
     detail::counters& c = detail::global_counters();
     (obtained == backing::thp ? c.fallbacks_to_thp : c.fallbacks_to_base)
         .fetch_add(1, std::memory_order_relaxed);
     return p;
+  }
+
+  // Whether a hugetlb cgroup limit charged at fault time (hugetlb.<size>.max, v1 limit_in_bytes)
+  // may refuse pages of `size` - or the hierarchy cannot be read to tell. The kernel answers such
+  // a refusal with SIGBUS at first touch, so these blocks are populated at allocation, where it is
+  // an error instead. Read at most once a second, and again in a child after fork(): a process
+  // moved into a limited cgroup is noticed within a second.
+  static bool hugetlb_faults_limited(page_size size) {
+    struct cache {
+      std::atomic<std::int64_t> checked_at{-1};
+      std::atomic<pid_t> pid{0};
+      std::atomic<bool> limited{true};
+    };
+    static cache caches[2];
+    cache& c = caches[size == page_size::huge_1g ? 1 : 0];
+    constexpr auto relaxed = std::memory_order_relaxed;
+    const std::int64_t now = detail::monotonic_seconds();
+    const pid_t pid = ::getpid();
+    if (c.checked_at.load(relaxed) == now && c.pid.load(relaxed) == pid) {
+      return c.limited.load(relaxed);
+    }
+    const cgroup_limit_search search = hugetlb_limit(bytes_of(size), hugetlb_charge::fault);
+    const bool limited = !search.readable || search.tightest.has_value();
+    c.limited.store(limited, relaxed);
+    c.pid.store(pid, relaxed);
+    c.checked_at.store(now, relaxed);
+    return limited;
+  }
+
+  // After a refused mmap: true when the pool now has room for `length` and nothing else explains
+  // the refusal, so the caller retries.
+  bool pool_refilled_since(std::size_t length, std::error_code ec) const {
+    if (ec != std::errc::not_enough_memory) return false;
+    const auto pool = read_pool(size_);
+    const std::uint64_t pages = length / bytes_of(size_);
+    return pool && pool->available().value_or(0) >= pages && !reservation_limit_refuses(length) &&
+           !address_space_limit_refuses(length);
+  }
+
+  std::optional<cgroup_limit> reservation_limit_refuses(std::size_t length) const {
+    cgroup_limit_search search = hugetlb_limit(bytes_of(size_), hugetlb_charge::reservation);
+    if (search.tightest && search.tightest->headroom() < length) return search.tightest;
+    return std::nullopt;
+  }
+
+  static bool address_space_limit_refuses(std::size_t length) {
+    rlimit limit{};
+    if (::getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return false;
+    std::error_code ec;
+    const std::string statm = detail::read_file("/proc/self/statm", ec);
+    const std::uint64_t pages = detail::parse_u64(statm).value_or(0);
+    return pages * os::base_page_size() + length > limit.rlim_cur;
+  }
+
+  // The pages of a populated hugetlb mapping could not all be faulted in (EFAULT: a hugetlb
+  // cgroup refused the charge; ENOMEM). Strict policy only.
+  [[noreturn, gnu::noinline, gnu::cold]] void throw_fault_refused(std::size_t length,
+                                                                  std::error_code ec) const {
+    const std::uint64_t pages = length / bytes_of(size_);
+    const std::string what = "hugepage: faulting in " + std::to_string(pages) + " hugetlb page" +
+                             (pages == 1 ? "" : "s") + " of " + name_of(size_) + " (" +
+                             detail::describe_bytes(length) + ") failed: " + ec.message();
+    const cgroup_limit_search search = hugetlb_limit(bytes_of(size_), hugetlb_charge::fault);
+    if (search.tightest) throw_limit_exceeded(what, ec, pages, *search.tightest);
+    detail::throw_allocation_error(
+        what + (search.readable ? "; no hugetlb cgroup limit is set, so the pool ran short"
+                                : "; a hugetlb cgroup limit (hugetlb." +
+                                      detail::hugetlb_cgroup_size_name(bytes_of(size_)) +
+                                      ".max) may apply, but this process cannot read its cgroup "
+                                      "hierarchy (no cgroup file system mounted)"),
+        ec);
+  }
+
+  [[noreturn]] void throw_limit_exceeded(const std::string& what, std::error_code ec,
+                                         std::uint64_t pages, const cgroup_limit& limit) const {
+    const std::uint64_t allowed = limit.headroom() / bytes_of(size_);
+    throw hugetlb_limit_exceeded(what + ": hugetlb cgroup limit: " + limit.file + " = " +
+                                     detail::describe_bytes(limit.limit) + ", " +
+                                     detail::describe_bytes(limit.usage) + " charged, room for " +
+                                     std::to_string(allowed) + " of the " + std::to_string(pages) +
+                                     " pages asked; raise the limit or ask for less",
+                                 ec, size_, pages, allowed, limit.file, limit.limit, limit.usage);
   }
 
   [[noreturn, gnu::noinline, gnu::cold]] void throw_pool_failure(std::size_t length,
@@ -360,54 +429,92 @@ class strategy {
                                          name_of(size_) + " pages)",
                                      ec);
     }
-    const std::uint64_t available = pool->available().value_or(0);
-    if (ec != std::errc::not_enough_memory || available >= pages) {
-      detail::throw_allocation_error(what + "; the pool has " + std::to_string(available) +
-                                         " available, so a hugetlb cgroup limit (hugetlb." +
-                                         (page == (1u << 21) ? "2MB" : "1GB") +
-                                         ".max) or the address-space limit refused it",
-                                     ec);
+    if (ec != std::errc::not_enough_memory) detail::throw_allocation_error(what, ec);
+    // ENOMEM: the reservation was refused - by a reservation limit, the address-space limit, or
+    // the pool. The cause is decided from these facts, never from the pool's level alone, which
+    // other processes move.
+    if (const auto limit = reservation_limit_refuses(length)) {
+      throw_limit_exceeded(what, ec, pages, *limit);
     }
-    const std::uint64_t target = pool->total.value_or(0) + (pages - available);
-    const std::string fix = size_ == page_size::huge_2m
-                                ? "sysctl -w vm.nr_hugepages=" + std::to_string(target)
-                                : "echo " + std::to_string(target) +
-                                      " > /sys/kernel/mm/hugepages/hugepages-" +
-                                      std::to_string(page / 1024) + "kB/nr_hugepages";
+    if (address_space_limit_refuses(length)) {
+      detail::throw_allocation_error(
+          what + "; the address-space limit (RLIMIT_AS, ulimit -v) leaves no room for it", ec);
+    }
+    const std::uint64_t available = pool->available().value_or(0);
+    const std::uint64_t total = pool->total.value_or(0);
+    const std::string figures = std::to_string(available) + " available (free " +
+                                std::to_string(pool->free.value_or(0)) + ", reserved " +
+                                std::to_string(pool->reserved.value_or(0)) + ", total " +
+                                std::to_string(total) + ")";
+    std::string advice;
+    if (available >= pages) {
+      // The pool had fewer pages when the kernel refused and has been refilled since (three
+      // times, see map_from_pool): other threads or processes hold pages at the same moments.
+      advice =
+          "; it was short when the kernel refused and is in concurrent use: size it for the "
+          "peak, e.g. " +
+          pool_command(total + pages);
+    } else if (physical_memory_bytes() != 0 &&
+               total + pages - available > physical_memory_bytes() / page) {
+      advice = "; no pool can hold that: it is more than this machine's memory (" +
+               detail::describe_bytes(physical_memory_bytes()) + ")";
+    } else {
+      advice = "; reserve enough with: " + pool_command(total + pages - available);
+    }
     throw pool_exhausted(what + ": pool exhausted: asked for " + std::to_string(pages) + " x " +
-                             name_of(size_) + ", " + std::to_string(available) +
-                             " available (free " + std::to_string(pool->free.value_or(0)) +
-                             ", reserved " + std::to_string(pool->reserved.value_or(0)) +
-                             ", total " + std::to_string(pool->total.value_or(0)) +
-                             "); reserve enough with: " + fix,
+                             name_of(size_) + ", " + figures + advice,
                          ec, size_, pages, available);
   }
 
-  // Optional steps after mapping: fork behaviour, pre-fault, collapse.
+  // The command that sizes this strategy's pool to `pages`.
+  std::string pool_command(std::uint64_t pages) const {
+    return size_ == page_size::huge_2m
+               ? "sysctl -w vm.nr_hugepages=" + std::to_string(pages)
+               : "echo " + std::to_string(pages) + " > " +
+                     detail::pool_directory(bytes_of(size_), {}) + "nr_hugepages";
+  }
+
+  // Optional steps after mapping: fork behaviour, pre-fault and collapse of THP memory (hugetlb
+  // memory was populated in map_from_pool where needed).
   void finish(void* p, std::size_t bytes, std::size_t length, backing obtained) const {
     if (options_.dont_fork) os::advise(p, length, MADV_DONTFORK);
-    const bool populate = options_.prefault || method_ == method::collapse;
-    if (populate) {
-      // A fallback THP mapping of a 1 GiB-page request spans whole 1 GiB; populate only what the
-      // caller asked for, rounded to the page that backs it.
-      std::size_t extent = length;
-      if (obtained == backing::thp || obtained == backing::base) {
-        os::round_up(bytes, thp_page_bytes(), extent);
-        extent = std::min(extent, length);
-      }
-      const std::size_t stride = obtained == backing::hugetlb_2m || obtained == backing::hugetlb_1g
-                                     ? bytes_of(size_)
-                                     : os::base_page_size();
-      const std::error_code ec = os::populate(p, extent, stride);
-      if (ec) {
-        deallocate(p, bytes, 1);
-        detail::throw_allocation_error(
-            "hugepage: could not pre-fault " + detail::describe_bytes(extent) + ": " + ec.message(),
-            ec);
-      }
-      detail::global_counters().prefaulted_bytes.fetch_add(extent, std::memory_order_relaxed);
-      if (method_ == method::collapse && obtained == backing::thp) collapse_now(p, extent);
+    const bool anonymous = obtained == backing::thp || obtained == backing::base;
+    if (!anonymous || !(options_.prefault || method_ == method::collapse)) return;
+    // A fallback THP mapping of a 1 GiB-page request spans whole 1 GiB; populate only what the
+    // caller asked for, rounded to the page that backs it.
+    std::size_t extent = length;
+    os::round_up(bytes, thp_page_bytes(), extent);
+    extent = std::min(extent, length);
+    // MADV_COLLAPSE copies into a fresh huge page before it frees the old ones: one page more.
+    const bool collapse = method_ == method::collapse && obtained == backing::thp;
+    check_memory_headroom(p, bytes, extent + (collapse ? thp_page_bytes() : 0));
+    const std::error_code ec = os::populate(p, extent, os::base_page_size());
+    if (ec) {
+      deallocate(p, bytes, 1);
+      detail::throw_allocation_error(
+          "hugepage: could not pre-fault " + detail::describe_bytes(extent) + ": " + ec.message(),
+          ec);
     }
+    detail::global_counters().prefaulted_bytes.fetch_add(extent, std::memory_order_relaxed);
+    if (collapse) collapse_now(p, extent);
+  }
+
+  // Populating past a memory cgroup limit gets the process OOM-killed; refuse before touching.
+  // Another thread or process in the cgroup can still take the headroom in between: this check
+  // turns the common case into an error, it cannot reserve memory.
+  void check_memory_headroom(void* p, std::size_t bytes, std::size_t needed) const {
+    const cgroup_limit_search search = memory_limit();
+    if (!search.tightest || search.tightest->headroom() >= needed) return;
+    const cgroup_limit& limit = *search.tightest;
+    deallocate(p, bytes, 1);
+    throw memory_limit_exceeded(
+        "hugepage: populating " + detail::describe_bytes(needed) +
+            " would pass the memory cgroup limit " + limit.file + " = " +
+            detail::describe_bytes(limit.limit) + " (" + detail::describe_bytes(limit.usage) +
+            " charged, " + detail::describe_bytes(limit.reclaimable) +
+            " of it reclaimable file cache; headroom " + detail::describe_bytes(limit.headroom()) +
+            "): the kernel would OOM-kill the process instead of failing",
+        limit.file, limit.limit, limit.usage, limit.headroom());
   }
 
   // One MADV_COLLAPSE per allocation, never a retry loop. After EINVAL (kernel < 6.1, THP

@@ -191,6 +191,13 @@ inline collapse_support probe_collapse() noexcept {
   return collapse_support::transient;
 }
 
+/// Physical memory of this machine in bytes (sysconf: _SC_PHYS_PAGES x page size); 0 when unknown.
+/// Thread-safe.
+inline std::uint64_t physical_memory_bytes() noexcept {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  return pages > 0 ? static_cast<std::uint64_t>(pages) * os::base_page_size() : 0;
+}
+
 /// Returns uname's release ("6.18.44-..."), or "" when uname fails.
 inline std::string kernel_release() {
   utsname names{};

@@ -1,0 +1,548 @@
+// hugepage_bench - what huge pages buy big containers, per allocator and working set.
+//
+// Rows are named BM_<Suite>/<allocator>/<working_set_bytes> (bench/runner parses this), e.g.
+// BM_FlatHashMap_Lookup/thp/1073741824. Allocators: std, thp, hugetlb_2m, hugetlb_1g, collapse,
+// and thp_prefault (FaultIn only). The suites live in suites_<family>.cpp, one declare() each
+// (registry.hpp); `hugepage_bench --list` shows them, `--list --json` prints the registry for the
+// runner.
+//
+// Counters per row: page_faults (per iteration), page_walks_per_op / dtlb_loads_per_op /
+// cycles_per_op / instructions_per_op only where the PMU counts them, coverage_pct (huge-page
+// share of the container, from hugepage::backing_of), container_mib, rss_mib and peak_rss_mib;
+// the tail suites add lat_p50_ns, lat_p99_ns, lat_p999_ns and timer_ns (latency.hpp).
+//
+// Flags of our own (removed before google-benchmark sees argv): --list [--json], --quick,
+// --sizes=4M,64M,1G, --allocators=std,thp,..., --suites=FlatHashMap_Lookup,..., --cpu=N.
+// Everything else goes to google-benchmark (--benchmark_repetitions, --benchmark_format=json,
+// --benchmark_out, ...).
+#include <benchmark/benchmark.h>
+#include <dirent.h>
+#include <fmt/format.h>
+#include <malloc.h>
+#include <sched.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common.hpp"
+#include "latency.hpp"
+#include "registry.hpp"
+
+namespace hugepage_bench {
+namespace {
+
+// ---- flags
+// ---------------------------------------------------------------------------------------
+
+struct options {
+  bool quick = false;
+  std::vector<std::size_t> sizes;  // empty: the defaults
+  bool sizes_given = false;
+  std::vector<alloc_kind> allocators;
+  std::vector<const suite_info*> suites;
+  bool list = false;
+  bool list_json = false;
+  std::optional<int> cpu;
+};
+
+[[noreturn]] void usage_error(const std::string& message) {
+  fmt::print(stderr, "hugepage_bench: {}\n", message);
+  std::exit(2);
+}
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> parts;
+  std::size_t begin = 0;
+  while (begin <= text.size()) {
+    const std::size_t end = std::min(text.find(',', begin), text.size());
+    if (end > begin) parts.push_back(text.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return parts;
+}
+
+std::size_t parse_size(const std::string& text) {
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  std::size_t unit = 1;
+  const std::string suffix = end;
+  if (suffix == "K" || suffix == "k" || suffix == "KiB")
+    unit = kib;
+  else if (suffix == "M" || suffix == "m" || suffix == "MiB")
+    unit = mib;
+  else if (suffix == "G" || suffix == "g" || suffix == "GiB")
+    unit = gib;
+  else if (!suffix.empty())
+    usage_error("bad size '" + text + "' (use 4M, 256M, 1G or bytes)");
+  if (end == text.c_str() || value <= 0) usage_error("bad size '" + text + "'");
+  return static_cast<std::size_t>(value * static_cast<double>(unit));
+}
+
+options parse_flags(int& argc, char** argv) {
+  options o;
+  int out = 1;
+  const auto value_of = [](const char* arg, const char* flag) -> const char* {
+    const std::size_t n = std::strlen(flag);
+    return std::strncmp(arg, flag, n) == 0 && arg[n] == '=' ? arg + n + 1 : nullptr;
+  };
+  for (int i = 1; i < argc; ++i) {
+    const char* arg = argv[i];
+    if (std::strcmp(arg, "--quick") == 0) {
+      o.quick = true;
+    } else if (std::strcmp(arg, "--list") == 0) {
+      o.list = true;
+    } else if (std::strcmp(arg, "--json") == 0) {
+      o.list_json = true;
+    } else if (const char* sizes = value_of(arg, "--sizes")) {
+      o.sizes_given = true;
+      for (const std::string& s : split(sizes)) o.sizes.push_back(parse_size(s));
+    } else if (const char* allocators = value_of(arg, "--allocators")) {
+      for (const std::string& a : split(allocators)) {
+        const auto* k = std::find_if(std::begin(all_kinds), std::end(all_kinds),
+                                     [&](alloc_kind c) { return a == token_of(c); });
+        if (k == std::end(all_kinds)) {
+          usage_error("unknown allocator '" + a +
+                      "' (std, thp, hugetlb_2m, hugetlb_1g, collapse, thp_prefault)");
+        }
+        o.allocators.push_back(*k);
+      }
+    } else if (const char* suites = value_of(arg, "--suites")) {
+      for (std::string s : split(suites)) {
+        if (s.rfind("BM_", 0) == 0) s = s.substr(3);
+        const auto found = std::find_if(registry().begin(), registry().end(),
+                                        [&](const suite_info& c) { return s == c.name; });
+        if (found == registry().end()) {
+          usage_error("unknown suite '" + s + "' (hugepage_bench --list shows them)");
+        }
+        o.suites.push_back(&*found);
+      }
+    } else if (const char* cpu = value_of(arg, "--cpu")) {
+      o.cpu = std::atoi(cpu);
+    } else {
+      argv[out++] = argv[i];
+      continue;
+    }
+  }
+  argc = out;
+  argv[argc] = nullptr;
+  return o;
+}
+
+// ---- context
+// -------------------------------------------------------------------------------------
+
+std::string cpu_model() {
+  const std::string text = read_text("/proc/cpuinfo");
+  const auto at = text.find("model name");
+  if (at == std::string::npos) return "unknown";
+  const auto colon = text.find(':', at);
+  const auto end = text.find('\n', colon);
+  return text.substr(colon + 2, end - colon - 2);
+}
+
+std::string describe_pools() {
+  std::string text;
+  for (const std::size_t bytes : hugepage::pool_page_sizes()) {
+    const auto pool = hugepage::read_pool(bytes);
+    if (!pool) continue;
+    if (!text.empty()) text += "; ";
+    text += fmt::format(
+        "{}: total {}, free {}, available {}",
+        bytes >= gib ? fmt::format("{} GiB", bytes / gib) : fmt::format("{} MiB", bytes / mib),
+        pool->total.value_or(0), pool->free.value_or(0), pool->available().value_or(0));
+  }
+  return text.empty() ? "none" : text;
+}
+
+// "a, b: reason; c: other reason" for the counters that cannot be read; "" when all can.
+std::string describe_counters() {
+  std::vector<std::pair<std::string, std::string>> groups;  // reason, events
+  for (std::size_t i = 0; i < hugepage::perf_event_count; ++i) {
+    const auto e = static_cast<hugepage::perf_event>(i);
+    if (counters().available(e)) continue;
+    const std::string& reason = counters().unavailable_reason(e);
+    const auto it = std::find_if(groups.begin(), groups.end(),
+                                 [&](const auto& g) { return g.first == reason; });
+    if (it == groups.end()) {
+      groups.emplace_back(reason, hugepage::short_name_of(e));
+    } else {
+      it->second += std::string(", ") + hugepage::short_name_of(e);
+    }
+  }
+  std::string text;
+  for (const auto& [reason, events] : groups) {
+    text += fmt::format("{}{}: {}", text.empty() ? "" : "; ", events, reason);
+  }
+  return text;
+}
+
+std::string size_token(std::size_t bytes) {
+  if (bytes % gib == 0) return fmt::format("{}G", bytes / gib);
+  if (bytes % mib == 0) return fmt::format("{}M", bytes / mib);
+  return fmt::format("{}", bytes);
+}
+
+// The console reporter prints the custom context itself; other formats only store it.
+bool print_context = false;
+
+void add_context(const std::string& key, const std::string& value) {
+  if (print_context) fmt::print(stderr, "{:<22} {}\n", key + ":", value);
+  benchmark::AddCustomContext(key, value);
+}
+
+// ---- --list ------------------------------------------------------------------------------------
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string json_sizes(const std::vector<std::size_t>& sizes) {
+  std::string out;
+  for (const std::size_t s : sizes) out += fmt::format("{}{}", out.empty() ? "" : ", ", s);
+  return "[" + out + "]";
+}
+
+const char* name_of(peer_role r) {
+  switch (r) {
+    case peer_role::none: return "none";
+    case peer_role::every_full_run: return "full";
+    case peer_role::core: return "core";
+  }
+  return "?";
+}
+
+const char* name_of(table_kind t) {
+  switch (t) {
+    case table_kind::time: return "time";
+    case table_kind::bloat: return "bloat";
+    case table_kind::tail: return "tail";
+  }
+  return "?";
+}
+
+// The registry as JSON, for bench/runner (schema 1; the runner checks it).
+void print_registry_json() {
+  std::string allocators;
+  for (const alloc_kind k : all_kinds) {
+    allocators += fmt::format("{}{}", allocators.empty() ? "" : ", ", json_string(token_of(k)));
+  }
+  fmt::print("{{\n \"schema\": 1,\n \"allocators\": [{}],\n", allocators);
+  fmt::print(" \"latency_batch\": {},\n \"suites\": [\n", latency_batch);
+  bool first = true;
+  for (const suite_info& s : registry()) {
+    std::string applies;
+    for (const alloc_kind k : s.allocators) {
+      applies += fmt::format("{}{}", applies.empty() ? "" : ", ", json_string(token_of(k)));
+    }
+    fmt::print("{}  {{\"name\": {}, \"order\": {}, \"family\": {}, \"description\": {},\n",
+               first ? "" : ",\n", json_string(s.name), s.order, json_string(s.family),
+               json_string(s.description));
+    fmt::print(
+        "   \"per_op\": {}, \"time_unit\": \"{}\", \"real_time\": {}, \"allocators\": [{}],\n",
+        json_string(s.per_op), s.milliseconds ? "ms" : "ns", s.milliseconds, applies);
+    fmt::print("   \"sizes\": {}, \"quick_sizes\": {},\n", json_sizes(s.sizes),
+               json_sizes(s.sizes_quick));
+    fmt::print(
+        "   \"quick\": {}, \"core\": {}, \"first_round_only\": {}, \"peers\": \"{}\", "
+        "\"table\": \"{}\", \"tail_of\": {}, \"chart\": {}}}",
+        s.in_quick, s.in_core, s.in_first_round_only, name_of(s.peers_run), name_of(s.table),
+        s.tail_of_suite.empty() ? "null" : json_string(s.tail_of_suite), s.on_chart);
+    first = false;
+  }
+  fmt::print("\n ]\n}}\n");
+}
+
+// One block per family, families in the order of their first suite.
+void print_registry_text() {
+  std::vector<std::string> families;
+  for (const suite_info& s : registry()) {
+    if (std::find(families.begin(), families.end(), s.family) == families.end()) {
+      families.push_back(s.family);
+    }
+  }
+  for (const std::string& family : families) {
+    fmt::print("{}{}:\n", family == families.front() ? "" : "\n", family);
+    for (const suite_info& s : registry()) {
+      if (s.family == family) fmt::print("  {:<28}{}\n", s.name, s.description);
+    }
+  }
+}
+
+// ---- counter cross-check ------------------------------------------------------------------------
+
+// A core PMU in sysfs (x86 "cpu", hybrid "cpu_core"/"cpu_atom", Arm "armv8_*"). Virtual machines
+// without a virtual PMU have only the software ones (software, tracepoint, breakpoint, ...).
+std::string core_pmu() {
+  DIR* dir = ::opendir("/sys/bus/event_source/devices");
+  if (dir == nullptr) return {};
+  std::string found;
+  while (const dirent* e = ::readdir(dir)) {
+    const std::string name = e->d_name;
+    if (name == "cpu" || name == "cpu_core" || name == "cpu_atom" || name.rfind("armv8", 0) == 0) {
+      found = name;
+      break;
+    }
+  }
+  ::closedir(dir);
+  return found;
+}
+
+#if defined(HUGEPAGE_WITH_LIBPFM)
+// libpfm4's encoding of `event` as "type:config", or why there is none.
+std::string pfm_encoding(const std::string& event, std::optional<perf_event_attr>& attr) {
+  std::string error;
+  attr = hugepage::pfm::encode(event, /*user_only=*/false, error);
+  if (!attr) return "unknown to libpfm4 (" + error + ")";
+  return fmt::format("type {} config {:#x}", attr->type, attr->config);
+}
+#endif
+
+// Checks the encodings of the dTLB events the bench counts against libpfm4's, for the machine
+// header: the generic events always (libpfm4 knows the kernel's generic encodings without a
+// PMU), the CPU's raw dTLB events only where a core PMU exists.
+std::string counter_check() {
+  const std::string pmu = core_pmu();
+  const std::string no_pmu =
+      "no PMU (no core PMU under /sys/bus/event_source/devices): the CPU's raw dTLB events not "
+      "checked";
+#if !defined(HUGEPAGE_WITH_LIBPFM)
+  return (pmu.empty() ? no_pmu : "PMU " + pmu) +
+         "; not checked against libpfm4 (built without -DHUGEPAGE_WITH_LIBPFM=ON)";
+#else
+  if (!hugepage::pfm::initialize().empty()) return hugepage::pfm::initialize();
+  std::string text;
+  const std::pair<hugepage::perf_event, const char*> generic[] = {
+      {hugepage::perf_event::dtlb_loads, "perf::PERF_COUNT_HW_CACHE_DTLB:READ:ACCESS"},
+      {hugepage::perf_event::dtlb_load_misses, "perf::PERF_COUNT_HW_CACHE_DTLB:READ:MISS"}};
+  for (const auto& [event, pfm_name] : generic) {
+    const perf_event_attr ours = hugepage::detail::attr_of(event);
+    std::optional<perf_event_attr> theirs;
+    const std::string enc = pfm_encoding(pfm_name, theirs);
+    const bool same = theirs && theirs->type == ours.type && theirs->config == ours.config;
+    text += fmt::format("{}{} type {} config {:#x}: {}", text.empty() ? "" : "; ",
+                        hugepage::short_name_of(event), ours.type, ours.config,
+                        same ? "= libpfm4's" : "DIFFERS from libpfm4's " + enc);
+  }
+  if (pmu.empty()) return no_pmu + "; generic " + text;
+  text = "PMU " + pmu + "; generic " + text;
+  // The raw events of this CPU model: what the kernel's generic dTLB-load-misses stands for, and
+  // the page-walk cycles the bench reads (walk_cycles_event).
+  for (const char* raw : {"DTLB_LOAD_MISSES.WALK_COMPLETED", "DTLB_LOAD_MISSES.MISS_CAUSES_A_WALK",
+                          "DTLB_LOAD_MISSES.WALK_ACTIVE", "DTLB_LOAD_MISSES.WALK_DURATION"}) {
+    std::optional<perf_event_attr> attr;
+    const std::string enc = pfm_encoding(raw, attr);
+    if (attr) text += fmt::format("; {} {}", raw, enc);
+  }
+  // The generic miss count against the raw walk count over the same chase: they agree when the
+  // kernel maps dTLB-load-misses to this CPU's completed walks.
+  hugepage::perf_counters generic_counter({hugepage::perf_event::dtlb_load_misses});
+  hugepage::pfm::raw_counter raw_counter(
+      {"DTLB_LOAD_MISSES.WALK_COMPLETED", "DTLB_LOAD_MISSES.MISS_CAUSES_A_WALK"});
+  if (!generic_counter.available(hugepage::perf_event::dtlb_load_misses) ||
+      !raw_counter.available()) {
+    return text + "; counts not compared (generic or raw event cannot be opened)";
+  }
+  std::vector<u64> data(64 * mib / sizeof(u64));
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = index_of(i, data.size());
+  u64 at = 0;
+  raw_counter.start();
+  generic_counter.start();
+  for (std::size_t i = 0; i < 2'000'000; ++i) at = data[(at + i) % data.size()];
+  const hugepage::perf_reading g = generic_counter.stop();
+  const auto r = raw_counter.stop();
+  benchmark::DoNotOptimize(at);
+  const auto gv = g[hugepage::perf_event::dtlb_load_misses];
+  if (!gv || !r || *r == 0) return text + "; counts not compared (no reading)";
+  const double ratio = *gv / static_cast<double>(*r);
+  return text + fmt::format("; over a 64 MiB random walk generic/raw {} = {:.3f} ({})",
+                            raw_counter.name(), ratio,
+                            ratio > 0.9 && ratio < 1.1 ? "agree" : "DISAGREE");
+#endif
+}
+
+}  // namespace
+}  // namespace hugepage_bench
+
+int main(int argc, char** argv) {
+  using namespace hugepage_bench;  // NOLINT(google-build-using-namespace): the program's own
+  std::sort(registry().begin(), registry().end(),
+            [](const suite_info& a, const suite_info& b) { return a.order < b.order; });
+  options o = parse_flags(argc, argv);
+  if (o.list) {
+    if (o.list_json) {
+      print_registry_json();
+    } else {
+      print_registry_text();
+    }
+    return 0;
+  }
+  if (o.list_json) usage_error("--json goes with --list");
+
+  if (o.cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(*o.cpu, &set);
+    if (::sched_setaffinity(0, sizeof set, &set) != 0) {
+      usage_error(fmt::format("cannot pin to CPU {}: {}", *o.cpu, std::strerror(errno)));
+    }
+  }
+
+  // google-benchmark's own flags: --quick shortens min_time unless the caller sets it later.
+  std::vector<char*> args(argv, argv + argc);
+  std::string quick_min_time = "--benchmark_min_time=0.1";
+  if (o.quick) args.insert(args.begin() + 1, quick_min_time.data());
+  args.push_back(nullptr);
+  int bench_argc = static_cast<int>(args.size()) - 1;
+
+  // What to run: the suites named, or the registry's default (--quick: the quick ones).
+  if (o.suites.empty()) {
+    for (const suite_info& s : registry()) {
+      if (!o.quick || s.in_quick) o.suites.push_back(&s);
+    }
+  }
+  if (o.allocators.empty()) o.allocators.assign(std::begin(all_kinds), std::end(all_kinds));
+  // Working sets: --sizes for every suite, else each suite's defaults.
+  const auto sizes_of = [&](const suite_info& s) -> const std::vector<std::size_t>& {
+    return o.sizes_given ? o.sizes : (o.quick ? s.sizes_quick : s.sizes);
+  };
+  std::vector<std::size_t> wanted;
+  for (const suite_info* s : o.suites) {
+    for (const std::size_t size : sizes_of(*s)) {
+      if (std::find(wanted.begin(), wanted.end(), size) == wanted.end()) wanted.push_back(size);
+    }
+  }
+  std::sort(wanted.begin(), wanted.end());
+
+  std::vector<std::string> skipped;
+  const std::size_t available = mem_available();
+  std::vector<std::size_t> sizes;
+  for (const std::size_t size : wanted) {
+    // A row needs its container (a map is ~1.06x its working set) plus temporaries: ask for
+    // 1.25x and a 512 MiB margin, so the run never pushes the machine into reclaim.
+    const std::size_t need = size + size / 4 + 512 * mib;
+    if (need > available) {
+      skipped.push_back(fmt::format("size {} (needs ~{} MiB, MemAvailable {} MiB)",
+                                    size_token(size), need / mib, available / mib));
+    } else {
+      sizes.push_back(size);
+    }
+  }
+  std::vector<alloc_kind> allocators;
+  for (const alloc_kind k : o.allocators) {
+    if (k == alloc_kind::hugetlb_1g) {
+      const auto pool = hugepage::read_pool(hugepage::page_size::huge_1g);
+      const u64 free_pages = pool ? pool->available().value_or(0) : 0;
+      if (free_pages == 0) {
+        skipped.push_back(pool ? "hugetlb_1g (no 1 GiB page available in the pool)"
+                               : "hugetlb_1g (this kernel/CPU has no 1 GiB hugetlb pool)");
+        continue;
+      }
+    }
+    allocators.push_back(k);
+  }
+
+  // Context, printed once at the top (stderr, so JSON on stdout stays clean) and stored in JSON.
+  const hugepage::system_state sys = hugepage::read_system_state(/*probe=*/true);
+  for (int i = 1; i < bench_argc; ++i) {
+    const char* format = "--benchmark_format=";
+    if (std::strncmp(args[i], format, std::strlen(format)) == 0) {
+      print_context = std::strcmp(args[i] + std::strlen(format), "console") != 0;
+    }
+  }
+  add_context("cpu_model", cpu_model());
+  add_context("kernel", sys.kernel_release);
+  add_context("thp_enabled", sys.thp.enabled.value_or("unreadable"));
+  add_context("thp_defrag", sys.thp.defrag.value_or("unreadable"));
+  add_context("madv_collapse", hugepage::name_of(sys.collapse));
+  add_context("hugetlb_pools", describe_pools());
+  add_context("mem_available_mib", std::to_string(available / mib));
+  const std::string unavailable = describe_counters();
+  add_context("counters_unavailable", unavailable.empty() ? "none" : unavailable);
+  if (counters().kernel_excluded()) add_context("counters_scope", "user space only (paranoid)");
+  add_context("counter_check", counter_check());
+#if defined(HUGEPAGE_WITH_LIBPFM)
+  add_context("walk_cycles_event", walk_cycles().available()
+                                       ? walk_cycles().name()
+                                       : "unavailable: " + walk_cycles().unavailable_reason());
+#else
+  add_context("walk_cycles_event", "not built (configure with -DHUGEPAGE_WITH_LIBPFM=ON)");
+#endif
+  const bool tails = std::any_of(o.suites.begin(), o.suites.end(),
+                                 [](const suite_info* s) { return s->table == table_kind::tail; });
+  if (tails) {
+    add_context("latency_timer",
+                fmt::format("steady_clock, {:.0f} ns per pair of readings (median), subtracted "
+                            "from every timed operation; {} operations per batch",
+                            timer_cost_ns(), latency_batch));
+  }
+  for (const char* name : {"LD_PRELOAD", "MALLOC_CONF", "GLIBC_TUNABLES"}) {
+    if (const char* value = std::getenv(name)) add_context(name, value);
+  }
+  for (char** env = environ; *env != nullptr; ++env) {
+    if (std::strncmp(*env, "MIMALLOC_", 9) != 0) continue;
+    const char* eq = std::strchr(*env, '=');
+    if (eq != nullptr) add_context(std::string(*env, static_cast<std::size_t>(eq - *env)), eq + 1);
+  }
+  if (o.cpu) add_context("cpu_pinned", std::to_string(*o.cpu));
+  // glibc raises its mmap threshold (up to 32 MiB) each time a mapped block is freed, after which
+  // a freed 4-16 MiB block is reused from the heap, already faulted in: FaultIn and Bloat_Sparse
+  // would then measure reuse, not first touch. A fixed threshold keeps every std block a fresh
+  // mapping. (A preloaded allocator ignores this; its page_faults column shows what it did.)
+  std::string fresh;
+  for (const suite_info* s : o.suites) {
+    if (s->fresh_blocks) fresh += (fresh.empty() ? "" : "/") + s->name;
+  }
+  if (!fresh.empty() && ::mallopt(M_MMAP_THRESHOLD, 128 * 1024) == 1) {
+    add_context("glibc_mmap_threshold", "fixed at 128 KiB (" + fresh + " selected)");
+  }
+  std::string skipped_text;
+  for (const std::string& s : skipped) skipped_text += (skipped_text.empty() ? "" : "; ") + s;
+  add_context("skipped", skipped_text.empty() ? "none" : skipped_text);
+  for (const std::string& s : skipped) fmt::print(stderr, "hugepage_bench: skipping {}\n", s);
+
+  // Size-major, then allocator, then suite: rows that share a cached container are neighbours.
+  for (const std::size_t size : sizes) {
+    for (const alloc_kind k : allocators) {
+      for (const suite_info* s : o.suites) {
+        const auto& own = sizes_of(*s);
+        if (!s->applies(k) || std::find(own.begin(), own.end(), size) == own.end()) continue;
+        const bench_fn fn = s->function(k);
+        const std::string name = fmt::format("BM_{}/{}/{}", s->name, token_of(k), size);
+        auto* b = benchmark::RegisterBenchmark(
+            name.c_str(), [fn, k, size](benchmark::State& state) { fn(state, k, size); });
+        b->Unit(s->milliseconds ? benchmark::kMillisecond : benchmark::kNanosecond);
+        if (s->milliseconds) b->UseRealTime();
+      }
+    }
+  }
+
+  benchmark::Initialize(&bench_argc, args.data());
+  if (benchmark::ReportUnrecognizedArguments(bench_argc, args.data())) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  drop_cache();
+  return 0;
+}

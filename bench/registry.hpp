@@ -1,0 +1,142 @@
+// bench/registry.hpp - the one list of hugepage_bench's suites.
+//
+// Each suite is declared once, in the suites_<family>.cpp file of its container family, as a
+// namespace-scope `const bool` initialised by declare():
+//
+//   const bool vector_chase_declared = declare(
+//       suite_info("Vector_Chase", 21, per_allocator<vector_chase>())
+//           .describe("dependent loads over a random cyclic permutation of its cache lines")
+//           .per_op("ns/step")
+//           .quick().core().peers(peer_role::every_full_run).chart());
+//
+// main.cpp registers google-benchmark rows from this list, `hugepage_bench --list --json` prints
+// it, and bench/runner reads that JSON for everything it needs to know about a suite (which
+// allocators and sizes, which rounds, which table): nothing else names a suite.
+#pragma once
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common.hpp"
+
+namespace hugepage_bench {
+
+/// One google-benchmark row body: (state, allocator, working set in bytes).
+using bench_fn = void (*)(benchmark::State&, alloc_kind, std::size_t);
+
+constexpr std::size_t kind_count = std::size(all_kinds);
+
+/// The suite's function for every allocator, indexed by alloc_kind.
+using bench_fns = std::array<bench_fn, kind_count>;
+
+/// Instantiates `Suite<Inner>::run` for the byte allocator of every alloc_kind. A suite family
+/// writes its function as `template <class Inner> struct my_suite { static void run(...); };`.
+template <template <class> class Suite>
+bench_fns per_allocator() {
+  return {&Suite<std_bytes>::run,        &Suite<thp_bytes>::run,
+          &Suite<hugetlb_2m_bytes>::run, &Suite<hugetlb_1g_bytes>::run,
+          &Suite<collapse_bytes>::run,   &Suite<thp_prefault_bytes>::run};
+}
+
+/// Default working sets of a full run (functions, not variables: suites are declared during static
+/// initialisation, in any order across files).
+inline std::vector<std::size_t> full_sizes() {
+  return {4 * mib, 16 * mib, 64 * mib, 256 * mib, gib};
+}
+/// Default working sets of --quick.
+inline std::vector<std::size_t> quick_sizes() { return {4 * mib, 64 * mib, 256 * mib}; }
+
+/// Which peer configurations (other mallocs, std rows) run a suite.
+enum class peer_role {
+  none,            ///< our allocators only
+  every_full_run,  ///< the peers run it in a full run, in the rounds that run every suite
+  core,            ///< the peers run it in every round, --quick included
+};
+
+/// Which table the runner gives a suite.
+enum class table_kind {
+  time,   ///< time per iteration against glibc std (the default)
+  bloat,  ///< resident against live bytes (live_kib, resident_mib, bloat_x counters)
+  tail,   ///< percentile columns (lat_p50_ns, ...) beside the table of tail_of()
+};
+
+/// Everything known about one suite. Built with the chained setters, then declare()d.
+struct suite_info {
+  std::string name;  ///< rows are BM_<name>/<allocator>/<bytes>
+  int order = 0;     ///< position in the default run and the tables (ascending)
+  bench_fns functions{};
+  std::string family;            ///< container family (the suites_<family>.cpp file)
+  std::string description;       ///< one line: what one iteration is
+  std::string per_op = "ns/op";  ///< the time column's unit in the runner's tables
+  bool milliseconds = false;     ///< google-benchmark's time unit ms (with real time), else ns
+  std::vector<alloc_kind> allocators = {alloc_kind::std_alloc, alloc_kind::thp,
+                                        alloc_kind::hugetlb_2m, alloc_kind::hugetlb_1g,
+                                        alloc_kind::collapse};
+  std::vector<std::size_t> sizes = full_sizes();
+  std::vector<std::size_t> sizes_quick = quick_sizes();
+  bool in_quick = false;             ///< part of the binary's --quick default
+  bool in_core = false;              ///< the runner runs it in every round (else the heavy rounds)
+  bool in_first_round_only = false;  ///< a full run measures it in round 1 only (slow to repeat)
+  bool fresh_blocks = false;         ///< needs every std block to be a fresh mapping (fixes glibc's
+                                     ///< mmap threshold)
+  peer_role peers_run = peer_role::none;
+  table_kind table = table_kind::time;
+  std::string tail_of_suite;  ///< table_kind::tail: the suite whose table shows the percentiles
+  bool on_chart = false;      ///< a panel of the runner's chart
+
+  suite_info(std::string suite_name, int position, bench_fns fns)
+      : name(std::move(suite_name)), order(position), functions(fns) {}
+
+  suite_info& in_family(std::string f) { return family = std::move(f), *this; }
+  suite_info& describe(std::string d) { return description = std::move(d), *this; }
+  suite_info& per_op_unit(std::string u) { return per_op = std::move(u), *this; }
+  /// Timed in milliseconds of real time: one iteration builds, faults in or maps memory.
+  suite_info& slow() { return milliseconds = true, *this; }
+  suite_info& only_for(std::vector<alloc_kind> kinds) {
+    return allocators = std::move(kinds), *this;
+  }
+  suite_info& with_sizes(std::vector<std::size_t> full, std::vector<std::size_t> quick_run) {
+    sizes = std::move(full);
+    sizes_quick = std::move(quick_run);
+    return *this;
+  }
+  suite_info& quick() { return in_quick = true, *this; }
+  suite_info& core() { return in_core = true, *this; }
+  suite_info& first_round_only() { return in_first_round_only = true, *this; }
+  suite_info& needs_fresh_blocks() { return fresh_blocks = true, *this; }
+  suite_info& peers(peer_role r) { return peers_run = r, *this; }
+  suite_info& bloat_table() { return table = table_kind::bloat, *this; }
+  /// Reports percentiles that the runner shows beside `suite`'s table and chart panel.
+  suite_info& tail_of(std::string suite) {
+    table = table_kind::tail;
+    tail_of_suite = std::move(suite);
+    return *this;
+  }
+  suite_info& chart() { return on_chart = true, *this; }
+
+  bool applies(alloc_kind k) const {
+    return std::find(allocators.begin(), allocators.end(), k) != allocators.end();
+  }
+  bench_fn function(alloc_kind k) const { return functions[static_cast<std::size_t>(k)]; }
+};
+
+/// Every declared suite, in declaration order (main.cpp sorts by order).
+inline std::vector<suite_info>& registry() {
+  static std::vector<suite_info> suites;
+  return suites;
+}
+
+/// Adds `s` to the registry. Returns true, for the `const bool x = declare(...)` idiom that runs
+/// it during static initialisation of the family's file.
+inline bool declare(suite_info s) {
+  registry().push_back(std::move(s));
+  return true;
+}
+
+}  // namespace hugepage_bench

@@ -1,0 +1,233 @@
+"""The command line: bench/run.py [--quick] [--rounds N] [--sizes 4M,64M,1G] [--suites A,B]
+[--no-peers] [--out DIR] [--cpu N] [--bench PATH] [-- extra google-benchmark flags], or
+bench/run.py --from DIR [--out NEW] (redo the tables of an earlier run; runs nothing).
+
+Each table cell is the median over the rounds; the spread is min-max over the rounds. Ratios
+(speedup over glibc std, ours/peer) are paired per round: the ratio of the two rows measured in
+the same round, then the median, min-max and number of those per-round ratios.
+
+Writes into the output directory (default out/bench-<timestamp>/): raw/*.json (the
+google-benchmark JSON of every run), logs/*.log (its console output), probes.txt (proof that
+each peer was loaded with its options), results.json, results.md and chart.png. Paths inside
+them are relative to the output directory.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from .configs import Config, make_configs, probe
+from .execute import Run, read_json, run_once
+from .plan import rotation, spread_rounds, suites_for_round
+from .registry import Registry
+from .registry import load as load_registry
+from .report import report
+from .util import log, parse_size
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+DEFAULT_BENCH = ROOT / "build" / "bench" / "hugepage_bench"
+
+# The default run (see README-results.md for the time it takes on the 2-core dev VM). The peers
+# take part in every round (unless --peer-rounds says otherwise), so that each ours/peer ratio of
+# the core suites has one pair per round.
+DEFAULT_ROUNDS = 5
+DEFAULT_HEAVY_ROUNDS = 2
+DEFAULT_MIN_TIME = "0.1"
+QUICK_ROUNDS = 2
+
+
+def parse_args(argv):
+    extra = []
+    if "--" in argv:
+        i = argv.index("--")
+        argv, extra = argv[:i], argv[i + 1:]
+    p = argparse.ArgumentParser(
+        prog="bench/run.py",
+        description="Runs hugepage_bench for our allocators and peer mallocs, interleaved; "
+                    "prints the tables, saves raw JSON, results.json/.md and chart.png.",
+        epilog="Anything after -- goes to hugepage_bench (google-benchmark flags, e.g. "
+               "-- --benchmark_min_time=0.5).")
+    p.add_argument("--quick", action="store_true",
+                   help=f"the binary's quick subset, {QUICK_ROUNDS} rounds, peers on the "
+                        f"registry's peer core suites only (about a minute)")
+    p.add_argument("--rounds", type=int, help=f"interleaved rounds (default {DEFAULT_ROUNDS})")
+    p.add_argument("--heavy-rounds", type=int,
+                   help=f"rounds that run every selected suite (default {DEFAULT_HEAVY_ROUNDS}); "
+                        f"later rounds run only the registry's core suites "
+                        f"(hugepage_bench --list --json)")
+    p.add_argument("--peer-rounds", type=int,
+                   help="rounds the peers take part in, spread over the run (default: every "
+                        "round, so that every ours/peer ratio has a pair in each round)")
+    p.add_argument("--min-time", default=DEFAULT_MIN_TIME,
+                   help=f"google-benchmark min time per row in seconds (default {DEFAULT_MIN_TIME}: "
+                        f"the interleaved rounds give the repetitions; --quick keeps the "
+                        f"binary's own)")
+    p.add_argument("--sizes", help="working sets, e.g. 4M,64M,1G (default: the binary's list)")
+    p.add_argument("--suites", help="suites for our allocators (default: all; hugepage_bench "
+                   "--list shows them)")
+    p.add_argument("--peer-suites", help="suites for the peers' std rows (default: the "
+                   "registry's peer suites)")
+    p.add_argument("--allocators", help="our allocators (default: all of the registry's)")
+    p.add_argument("--no-peers", action="store_true", help="only our allocators under plain glibc")
+    p.add_argument("--out", type=Path, help="output directory (default out/bench-<timestamp>; "
+                   "with --from: the --from directory itself)")
+    p.add_argument("--cpu", type=int, help="pin the benchmark to this CPU (passed as --cpu=N)")
+    p.add_argument("--bench", type=Path, default=Path(os.environ.get("HUGEPAGE_BENCH", DEFAULT_BENCH)),
+                   help="the benchmark binary (default build/bench/hugepage_bench)")
+    p.add_argument("--timeout", type=int, default=900,
+                   help="seconds one run of the binary may take before it is killed (default 900)")
+    p.add_argument("--from", dest="from_dir", type=Path, metavar="DIR",
+                   help="run nothing: redo the tables, results.md/.json and chart.png of an "
+                        "earlier output directory from its raw JSON, in that directory or, with "
+                        "--out, in a new one (raw/, logs/ and probes.txt are copied there)")
+    p.add_argument("--time", choices=["auto", "real", "cpu"], default="auto",
+                   help="time to report: auto (default) = the one google-benchmark iterates on: "
+                        "CPU time for lookups (robust to preemption on a small VM), real time "
+                        "for the suites that use UseRealTime (build, fault-in, bloat)")
+    args = p.parse_args(argv)
+    args.extra = extra
+    split = lambda s: [x.strip() for x in s.split(",") if x.strip()] if s else None
+    args.sizes_text = split(args.sizes)
+    args.sizes = [parse_size(s) for s in args.sizes_text] if args.sizes_text else None
+    args.suites = split(args.suites)
+    args.peer_suites = split(args.peer_suites)
+    args.allocators = split(args.allocators)
+    args.rounds = args.rounds or (QUICK_ROUNDS if args.quick else DEFAULT_ROUNDS)
+    if args.heavy_rounds is None:
+        args.heavy_rounds = args.rounds if args.quick else min(args.rounds, DEFAULT_HEAVY_ROUNDS)
+    if args.peer_rounds is None:
+        args.peer_rounds = args.rounds
+    args.heavy_round_set = spread_rounds(args.heavy_rounds, args.rounds)
+    args.peer_round_set = spread_rounds(args.peer_rounds, args.rounds)
+    return args
+
+
+def resolve_suites(args, registry):
+    """Fills the defaults that come from the registry, and checks the names given."""
+    known = registry.names()
+    for given in (args.suites or []) + (args.peer_suites or []):
+        if given not in known:
+            sys.exit(f"error: unknown suite '{given}' (known: {', '.join(known)})")
+    for given in args.allocators or []:
+        if given not in registry.allocators:
+            sys.exit(f"error: unknown allocator '{given}' (known: {', '.join(registry.allocators)})")
+    if not args.suites and not args.quick:
+        args.suites = known
+    peer = args.peer_suites or (registry.peer_core() if args.quick else registry.peer_default())
+    if args.suites:
+        peer = [s for s in peer if s in args.suites] or args.suites
+    args.peer_suites = peer
+    if args.sizes:
+        args.max_size = max(args.sizes)
+    else:
+        chosen = args.suites or registry.quick()
+        args.max_size = max(max(s.quick_sizes if args.quick else s.sizes)
+                            for s in registry.suites if s.name in chosen)
+
+
+def load_previous(args):
+    """--from DIR: the configurations and runs of an earlier run, from its results.json and raw/."""
+    src = args.from_dir.resolve()
+    prev = json.loads((src / "results.json").read_text())
+    if "registry" in prev:
+        registry = Registry.from_json(prev["registry"])
+    else:  # written before the registry existed: ask the binary
+        registry = load_registry(args.bench)
+    configs = []
+    for d in prev["configs"]:
+        lib = d["env"].get("LD_PRELOAD")
+        c = Config(d["name"], d["env"], d["allocators"], d["suites"], d["peer"], note=d["note"],
+                   expect_huge=d["peer"], lib=lib, core=d.get("core", []))
+        c.verified = d.get("load_probe_ok")
+        configs.append(c)
+    runs = []
+    for r in prev["runs"]:
+        data, _ = read_json(src / r["json"])
+        runs.append(Run.from_json(r, data))
+    args.rounds = prev["rounds"]
+    args.quick = prev.get("quick", False)
+    peers = {c.name for c in configs if c.peer}
+    args.peer_round_set = set(prev.get("peer_rounds") or
+                              {r.round for r in runs if r.config in peers})
+    heavy = set(registry.names()) - set(registry.core())
+    args.heavy_round_set = set(prev.get("heavy_rounds") or
+                               {r.round for r in runs if any(s in a for a in r.cmd for s in heavy)}
+                               or range(1, args.rounds + 1))
+    return (src, registry, prev["date"], configs, prev.get("skipped_peers", []), runs,
+            prev["wall_s"])
+
+
+def copy_run_files(src, dst):
+    """raw/, logs/ and probes.txt of an output directory into another, so that it stands alone."""
+    dst.mkdir(parents=True, exist_ok=True)
+    for name in ("raw", "logs"):
+        if (src / name).is_dir():
+            shutil.copytree(src / name, dst / name, dirs_exist_ok=True)
+    if (src / "probes.txt").exists():
+        shutil.copy2(src / "probes.txt", dst / "probes.txt")
+
+
+def main(argv):
+    args = parse_args(argv)
+    if args.from_dir:
+        src, registry, stamp, configs, skipped, runs, wall = load_previous(args)
+        out_dir = args.out.resolve() if args.out else src
+        if out_dir != src:
+            copy_run_files(src, out_dir)
+        return report(args, registry, out_dir, stamp, configs, skipped, runs, wall)
+    if not os.access(args.bench, os.X_OK):
+        sys.exit(f"error: {args.bench} not found or not executable; build it first:\n"
+                 f"  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j\n"
+                 f"or run scripts/bench, which also installs the packages and reserves the pools")
+    try:
+        registry = load_registry(args.bench)
+    except RuntimeError as e:
+        sys.exit(f"error: {e}")
+    resolve_suites(args, registry)
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out_dir = (args.out or ROOT / "out" / f"bench-{stamp}").resolve()
+    configs, skipped = make_configs(args, registry)
+    if not configs:
+        sys.exit("error: no configuration to run:\n"
+                 + "\n".join(f"  skipped: {s}" for s in skipped))
+    (out_dir / "raw").mkdir(parents=True, exist_ok=True)
+    (out_dir / "logs").mkdir(parents=True, exist_ok=True)
+    probes = []
+    for c in configs:
+        if c.peer:
+            ok, text = probe(c)
+            c.verified = ok
+            probes.append(f"{c.name}: {'loaded as configured' if ok else 'PROBE FAILED'}\n"
+                          f"  env: {c.env_text()}\n{text}")
+    (out_dir / "probes.txt").write_text("\n".join(probes) + "\n")
+
+    print(f"hugepage benchmark runner: {len(configs)} configuration(s) x {args.rounds} round(s), "
+          f"interleaved; output in {out_dir}")
+    for c in configs:
+        flag = "" if c.verified in (None, True) else "   <-- load probe FAILED, see probes.txt"
+        print(f"  {c.name:<16} {c.env_text()}{flag}")
+        print(f"  {'':<16} allocators {','.join(c.allocators)}; suites "
+              f"{','.join(c.suites) if c.suites else '(the quick ones)'}")
+    for s in skipped:
+        print(f"  skipped: {s}")
+    sys.stdout.flush()
+
+    runs = []
+    t_start = time.monotonic()
+    for rnd in range(1, args.rounds + 1):
+        for c in rotation(configs, rnd):
+            suites = suites_for_round(args, c, rnd, registry)
+            if not suites:
+                continue
+            run = run_once(args, c, rnd, out_dir, suites)
+            runs.append(run)
+            log(f"round {rnd}/{args.rounds} {c.name:<16} {run.wall_s:6.1f} s"
+                + ("" if run.rc == 0 else f"  (exit status {run.rc})"))
+        log(f"round {rnd}/{args.rounds} done: {time.monotonic() - t_start:.0f} s so far")
+    wall = time.monotonic() - t_start
+    return report(args, registry, out_dir, stamp, configs, skipped, runs, wall)

@@ -1,0 +1,229 @@
+"""The configurations: one way each of running hugepage_bench, and the probes that prove a peer
+was loaded with the options it was given.
+
+  glibc            std rows under plain glibc: the baseline every speedup is measured against
+  ours <allocator> one configuration per hugepage allocator (thp, hugetlb_2m, hugetlb_1g,
+                   collapse, thp_prefault) under plain glibc, each its own process
+  glibc hugetlb=1  std rows, GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (madvise THP on malloc's mmaps)
+  glibc hugetlb=2  std rows, GLIBC_TUNABLES=glibc.malloc.hugetlb=2 (MAP_HUGETLB from the 2 MiB pool)
+  jemalloc         std rows, Debian's libjemalloc2 (5.3) via LD_PRELOAD, MALLOC_CONF=thp:always,...
+  mimalloc         std rows, Debian's libmimalloc2.0 (2.0.x) via LD_PRELOAD, large/huge OS pages
+"""
+
+import math
+import os
+import re
+import shlex
+import subprocess
+from dataclasses import dataclass, field
+
+from .util import GiB, read_text
+
+# Environment variables that select or tune a malloc: removed before each run, then set per config.
+MALLOC_ENV_PREFIXES = ("LD_PRELOAD", "GLIBC_TUNABLES", "MALLOC_CONF", "JE_MALLOC_CONF",
+                       "_RJEM_MALLOC_CONF", "MIMALLOC_")
+POOL_1G_DIR = "/sys/kernel/mm/hugepages/hugepages-1048576kB"
+
+
+@dataclass
+class Config:
+    name: str                 # short id, used in file names
+    env: dict                 # environment added on top of a malloc-clean environment
+    allocators: list
+    suites: list              # None: every suite of the registry that applies
+    peer: bool
+    note: str = ""
+    expect_huge: bool = True
+    lib: str = None           # the preloaded .so, if any
+    core: list = field(default_factory=list)  # suites it runs in every round
+    verified: bool = None     # result of the load probe
+    context_shows_preload: bool = None
+
+    def row_label(self, allocator):
+        if not self.peer:
+            return "glibc std" if allocator == "std" else f"ours {allocator}"
+        return self.name if allocator == "std" else f"{self.name} {allocator}"
+
+    def env_text(self):
+        return " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items()) or "(plain glibc)"
+
+    def to_json(self):
+        return {"name": self.name, "env": self.env, "allocators": self.allocators,
+                "suites": self.suites, "peer": self.peer, "note": self.note,
+                "load_probe_ok": self.verified, "context_shows_preload": self.context_shows_preload,
+                "core": self.core}
+
+
+def one_gib_pages_needed(max_size):
+    """1 GiB pages the largest hugetlb_1g row needs: its map is about 1.06x the working set."""
+    return max(1, math.ceil(max_size * 1.07 / GiB))
+
+
+def one_gib_pool_shortage(max_size, cpuinfo_path="/proc/cpuinfo", pool_dir=POOL_1G_DIR):
+    """Why the hugetlb_1g configuration cannot run, in words, or "" when the 1 GiB pool holds the
+    pages its largest row needs. Every 1 GiB configuration is gated on this."""
+    flags = re.search(r"^flags\s*:(.*)$", read_text(cpuinfo_path), re.M)
+    if flags is not None and "pdpe1gb" not in flags.group(1).split():
+        return "this CPU has no 1 GiB pages (no pdpe1gb flag in /proc/cpuinfo)"
+    if not os.path.isdir(pool_dir):
+        return f"this kernel has no 1 GiB hugetlb pool ({pool_dir} does not exist)"
+    free = read_text(os.path.join(pool_dir, "free_hugepages"), None)
+    if free is None or not free.isdigit():
+        return (f"the 1 GiB pool could not be reserved ({pool_dir}/free_hugepages is not "
+                f"readable)")
+    need = one_gib_pages_needed(max_size)
+    if int(free) < need:
+        total = read_text(os.path.join(pool_dir, "nr_hugepages"), "?")
+        return (f"the 1 GiB pool could not be reserved: {free} free page(s) of {total}, the "
+                f"largest working set needs {need} (scripts/bench reserves them when root and "
+                f"memory is not too fragmented)")
+    return ""
+
+
+def find_library(soname, package):
+    """Path of a shared library: ldconfig's cache first, then the Debian package's file list."""
+    try:
+        out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            if line.strip().startswith(soname + " ") and "x86-64" in line or \
+                    line.strip().startswith(soname + " ") and "=>" in line:
+                path = line.split("=>")[-1].strip()
+                if os.path.exists(path):
+                    return path
+    except OSError:
+        pass
+    try:
+        out = subprocess.run(["dpkg", "-L", package], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            if os.path.basename(line) == soname and os.path.exists(line):
+                return line
+    except OSError:
+        pass
+    return None
+
+
+def hugetlb_free(kb):
+    try:
+        return int(read_text(f"/sys/kernel/mm/hugepages/hugepages-{kb}kB/free_hugepages", "0"))
+    except ValueError:
+        return 0
+
+
+def make_configs(args, registry):
+    """(configurations, skipped): ours one per allocator, then the peers; `skipped` says in words
+    why a configuration is not there (a missing library, no 1 GiB pool)."""
+    # One process per allocator, ours as well as the peers': every row starts from a fresh process
+    # with the same history (no containers of other rows built before it in the same heap), and the
+    # rotation interleaves all of them alike.
+    # --quick: only the allocators that have a quick suite (thp_prefault has FaultIn only).
+    wanted = set(args.suites or (registry.quick() if args.quick else registry.names()))
+    ours_allocs = args.allocators or [
+        a for a in registry.allocators
+        if not args.quick or wanted & set(registry.suites_of_allocator(a))]
+    configs = []
+    skipped = []
+    if "hugetlb_1g" in ours_allocs:
+        why = one_gib_pool_shortage(args.max_size)
+        if why:
+            ours_allocs = [a for a in ours_allocs if a != "hugetlb_1g"]
+            skipped.append(f"ours hugetlb_1g: {why}")
+    for alloc in ours_allocs:
+        if alloc == "thp_prefault" and "thp" in ours_allocs:
+            continue  # measured beside thp, in its process (below)
+        if alloc == "std":
+            configs.append(Config("glibc", {}, ["std"], args.suites, peer=False, expect_huge=False, core=registry.core(),
+                                  note="std rows = plain glibc malloc (the baseline)"))
+        else:
+            # thp_prefault shares thp's process: FaultIn is the only suite it has, and a process
+            # whose first act is to fault in 1 GiB of THP pays the kernel's compaction for it
+            # (seen here: 0.4-0.8 s instead of 0.1 s), which is not what pre-faulting costs.
+            allocs = [alloc] + (["thp_prefault"] if alloc == "thp" and "thp_prefault" in ours_allocs
+                                else [])
+            configs.append(Config(f"ours {alloc}", {}, allocs, args.suites, peer=False,
+                                  core=registry.core(),
+                                  note=f"hugepage {', '.join(allocs)} under plain glibc"))
+    if args.no_peers:
+        return configs, skipped
+    ps = args.peer_suites
+    configs.append(Config("glibc hugetlb=1", {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}, ["std"], ps,
+                          peer=True, core=registry.peer_core(), note="glibc 2.35+: madvise(MADV_HUGEPAGE) on malloc's mmaps"))
+    configs.append(Config("glibc hugetlb=2", {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=2"}, ["std"], ps,
+                          peer=True, core=registry.peer_core(), note="glibc 2.35+: MAP_HUGETLB from the default (2 MiB) pool"))
+    je = find_library("libjemalloc.so.2", "libjemalloc2")
+    if je:
+        # jemalloc 5.3 (Debian 12): opt.thp=always makes every extent madvise(MADV_HUGEPAGE) when
+        # the system THP mode is madvise; metadata_thp:auto also puts its metadata on THP once it
+        # grows (TUNING.md's suggestion). Names checked against the .so: an unknown name prints
+        # "Invalid conf pair", which the probe below treats as a failure.
+        configs.append(Config("jemalloc", {"LD_PRELOAD": je,
+                                           "MALLOC_CONF": "thp:always,metadata_thp:auto"},
+                              ["std"], ps, peer=True, lib=je, core=registry.peer_core(),
+                              note="libjemalloc2 5.3, opt.thp=always + opt.metadata_thp=auto"))
+    else:
+        skipped.append("jemalloc: libjemalloc.so.2 not found (apt-get install libjemalloc2)")
+    mi = find_library("libmimalloc.so.2", "libmimalloc2.0")
+    if mi:
+        # mimalloc 2.0.x (Debian 12 ships 2.0.9): the option is `large_os_pages`, read from
+        # MIMALLOC_LARGE_OS_PAGES. MIMALLOC_ALLOW_LARGE_OS_PAGES is the 2.1+ name: 2.0.x ignores it
+        # (that is how the prototype's mimalloc row got no huge pages). With it, mimalloc tries
+        # MAP_HUGETLB (2 MiB pool) for its segments and falls back to madvise(MADV_HUGEPAGE).
+        # Its docs recommend reserving 1 GiB pages at start-up (MIMALLOC_RESERVE_HUGE_OS_PAGES=N)
+        # "whenever possible": we do when the 1 GiB pool has free pages, sized for the largest
+        # working set, and keep large OS pages on for whatever does not fit in that arena.
+        env = {"LD_PRELOAD": mi, "MIMALLOC_LARGE_OS_PAGES": "1"}
+        want_1g = max(1, math.ceil(2 * args.max_size / GiB))
+        n_1g = min(want_1g, hugetlb_free(1048576))
+        if n_1g > 0:
+            env["MIMALLOC_RESERVE_HUGE_OS_PAGES"] = str(n_1g)
+        configs.append(Config("mimalloc", env, ["std"], ps, peer=True, lib=mi, core=registry.peer_core(),
+                              note="libmimalloc2.0 2.0.x, large OS pages"
+                                   + (f" + {n_1g} reserved 1 GiB page(s)" if n_1g else "")))
+    else:
+        skipped.append("mimalloc: libmimalloc.so.2 not found (apt-get install libmimalloc2.0)")
+    return configs, skipped
+
+
+def clean_env(extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(MALLOC_ENV_PREFIXES)}
+    env.update(extra)
+    return env
+
+
+def probe(config):
+    """Proves that a peer is loaded with the options it was given. Returns (ok, text)."""
+    lines = []
+    ok = True
+    env = clean_env(config.env)
+    if config.lib:
+        maps = subprocess.run(["cat", "/proc/self/maps"], env=env, capture_output=True,
+                              text=True).stdout
+        real = os.path.realpath(config.lib)
+        loaded = any(real in line or config.lib in line for line in maps.splitlines())
+        lines.append(f"/proc/self/maps of a probe process maps {real}: {'yes' if loaded else 'NO'}")
+        ok &= loaded
+    if "MALLOC_CONF" in config.env:
+        env2 = dict(env, MALLOC_CONF=config.env["MALLOC_CONF"] + ",stats_print:true")
+        r = subprocess.run(["true"], env=env2, capture_output=True, text=True)
+        opts = [l.strip() for l in r.stderr.splitlines()
+                if re.match(r"\s*(Version|opt\.(thp|metadata_thp|retain|background_thread))", l)]
+        bad = [l for l in r.stderr.splitlines() if "Invalid conf" in l]
+        lines += opts + bad
+        ok &= not bad and any('opt.thp: "always"' in l for l in opts)
+    if any(k.startswith("MIMALLOC_") for k in config.env):
+        env2 = dict(env, MIMALLOC_VERBOSE="1")
+        r = subprocess.run(["true"], env=env2, capture_output=True, text=True)
+        opts = [l.strip() for l in r.stderr.splitlines()
+                if re.search(r"option '(large_os_pages|reserve_huge_os_pages|eager_commit)'", l)
+                or "huge" in l.lower() and "option" not in l]
+        lines += opts
+        ok &= any("'large_os_pages': 1" in l for l in opts)
+    if "GLIBC_TUNABLES" in config.env:
+        ldso = next((p for p in ("/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1")
+                     if os.path.exists(p)), None)
+        if ldso:
+            r = subprocess.run([ldso, "--list-tunables"], env=env, capture_output=True, text=True)
+            t = [l.strip() for l in r.stdout.splitlines() if "malloc.hugetlb" in l]
+            lines += t or ["glibc.malloc.hugetlb: not a tunable of this glibc (needs 2.35+)"]
+            want = config.env["GLIBC_TUNABLES"].rsplit("=", 1)[-1]
+            ok &= any(f": 0x{int(want):x} " in l for l in t)
+    return ok, "\n".join("    " + l for l in lines)

@@ -1,0 +1,141 @@
+"""Running hugepage_bench once per (round, configuration), and collecting the JSON of the runs
+into cells: one cell per (suite, row label, working set), its samples one per round.
+"""
+
+import json
+import os
+import re
+import shlex
+import statistics
+import subprocess
+import time
+from dataclasses import dataclass, field
+
+from . import stats
+from .configs import clean_env
+from .plan import bench_command
+from .util import log
+
+BASELINE = "glibc std"
+
+
+@dataclass
+class Run:
+    round: int
+    config: str
+    cmd: list            # as run, from the output directory (paths relative to it)
+    env: dict
+    rc: int
+    wall_s: float
+    json: str            # raw/<tag>.json, relative to the output directory
+    data: dict = field(default=None, repr=False)  # the google-benchmark JSON, None when unreadable
+    problem: str = ""    # why there is no data, in words
+
+    def to_json(self):
+        return {"round": self.round, "config": self.config, "cmd": self.cmd, "env": self.env,
+                "rc": self.rc, "wall_s": self.wall_s, "json": self.json,
+                **({"problem": self.problem} if self.problem else {})}
+
+    @classmethod
+    def from_json(cls, d, data):
+        return cls(d["round"], d["config"], d["cmd"], d["env"], d["rc"], d["wall_s"], d["json"],
+                   data, d.get("problem", ""))
+
+
+def read_json(path):
+    """(data, problem): the parsed file, or None and why not in words."""
+    if not path.exists():
+        return None, "wrote no JSON"
+    text = path.read_text()
+    if not text.strip():
+        return None, "wrote an empty JSON file (it ran no benchmark row)"
+    try:
+        return json.loads(text), ""
+    except json.JSONDecodeError as e:
+        return None, f"wrote unreadable JSON ({e})"
+
+
+def run_once(args, config, rnd, out_dir, suites):
+    """Runs one configuration, from out_dir, so that the command names paths relative to it."""
+    tag = f"r{rnd}-{config.name.replace(' ', '_').replace('=', '')}"
+    json_rel = f"raw/{tag}.json"
+    log_path = out_dir / "logs" / f"{tag}.log"
+    bench = os.path.relpath(os.path.abspath(args.bench), out_dir)
+    if os.sep not in bench:
+        bench = os.path.join(".", bench)
+    cmd = bench_command(args, config, json_rel, suites, bench=bench)
+    t0 = time.monotonic()
+    with open(log_path, "w") as logf:
+        logf.write("# env: " + config.env_text() + "\n# cmd: " + shlex.join(cmd) + "\n")
+        logf.flush()
+        try:
+            rc = subprocess.run(cmd, env=clean_env(config.env), cwd=out_dir, stdout=logf,
+                                stderr=subprocess.STDOUT, timeout=args.timeout).returncode
+        except subprocess.TimeoutExpired:
+            rc = 124
+            log(f"{tag}: killed after {args.timeout} s (--timeout)")
+    wall = time.monotonic() - t0
+    data, problem = read_json(out_dir / json_rel)
+    if problem:
+        log(f"{tag}: {problem}; see logs/{tag}.log")
+    if rc != 0:
+        with open(log_path) as f:
+            tail = "".join(f.readlines()[-8:])
+        log(f"{tag}: exit status {rc}; last lines of logs/{tag}.log:\n{tail}")
+    return Run(rnd, config.name, cmd, config.env, rc, round(wall, 2), json_rel, data, problem)
+
+
+NAME_RE = re.compile(r"^BM_([^/]+)/([^/]+)/(\d+)")
+
+
+TIME_SCALE = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
+
+
+KNOWN_FIELDS = {"name", "run_name", "run_type", "repetitions", "repetition_index", "threads",
+                "iterations", "real_time", "cpu_time", "time_unit", "family_index",
+                "per_family_instance_index", "aggregate_name", "aggregate_unit", "label",
+                "error_occurred", "error_message"}
+
+
+def collect(runs, configs, time_field):
+    """cells[(suite, label, ws)] = {"samples": [per-run dicts], "errors": [...], ...}."""
+    by_name = {c.name: c for c in configs}
+    cells = {}
+    for run in runs:
+        if not run.data:
+            continue
+        config = by_name[run.config]
+        per_run = {}
+        for b in run.data.get("benchmarks", []):
+            if b.get("run_type", "iteration") != "iteration":
+                continue
+            m = NAME_RE.match(b.get("name", ""))
+            if not m:
+                continue
+            suite, alloc, ws = m.group(1), m.group(2), int(m.group(3))
+            key = (suite, config.row_label(alloc), ws)
+            cell = cells.setdefault(key, stats.Cell(suite, key[1], ws, config.name, alloc))
+            if b.get("error_occurred"):
+                cell.errors.append(b.get("error_message", "error"))
+                continue
+            field = time_field
+            if field == "auto":  # the time google-benchmark itself used: real with UseRealTime
+                field = "real_time" if "/real_time" in b.get("name", "") else "cpu_time"
+            t = b.get(field, b.get("real_time")) * TIME_SCALE.get(b.get("time_unit", "ns"), 1)
+            counters = {k: v for k, v in b.items()
+                        if k not in KNOWN_FIELDS and isinstance(v, (int, float))}
+            counters["label"] = b.get("label", "")
+            per_run.setdefault(key, []).append((t, counters))
+        # Repetitions inside one run (when passed through): the run's median is its sample.
+        for key, reps in per_run.items():
+            times = sorted(t for t, _ in reps)
+            mid = reps[[t for t, _ in reps].index(statistics.median_low(times))]
+            cells[key].samples.append({"round": run.round, "ns": statistics.median(times),
+                                          "counters": mid[1]})
+    for cell in cells.values():
+        stats.summarize(cell)
+    # Speedup over the baseline, paired per round: baseline_r / row_r, then their median and range.
+    for cell in cells.values():
+        base = cells.get((cell.suite, BASELINE, cell.ws))
+        cell.speedup = stats.ratio_summary(stats.paired_ratios(base, cell)) if base else None
+    return cells

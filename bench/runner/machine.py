@@ -1,0 +1,55 @@
+"""The machine header: what the benchmark's JSON context says (CPU, kernel, THP, pools, counters,
+the dTLB encoding cross-check), and what the runner reads itself where the context is silent."""
+
+import glob
+import platform
+import re
+
+from .configs import MALLOC_ENV_PREFIXES
+from .util import fmt_size, read_text
+
+
+GB_STD_CONTEXT = {"date", "host_name", "executable", "num_cpus", "mhz_per_cpu",
+                  "cpu_scaling_enabled", "caches", "load_avg", "library_build_type", "json_schema_version"}
+
+
+def machine_lines(context, args):
+    lines = []
+    custom = {k: v for k, v in (context or {}).items()
+              if k not in GB_STD_CONTEXT and not k.startswith(MALLOC_ENV_PREFIXES)}
+    keys = " ".join(custom).lower()
+    # What the runner reads itself, for whatever the benchmark's context does not say.
+    own = {}
+    if "cpu" not in keys and "model" not in keys:
+        cpuinfo = read_text("/proc/cpuinfo")
+        m = re.search(r"^model name\s*:\s*(.*)$", cpuinfo, re.M)
+        own["cpu_model"] = m.group(1) if m else platform.processor()
+    if "kernel" not in keys:
+        own["kernel"] = platform.release()
+    if "thp" not in keys:
+        own["thp"] = (f"enabled={_bracket(read_text('/sys/kernel/mm/transparent_hugepage/enabled'))} "
+                      f"defrag={_bracket(read_text('/sys/kernel/mm/transparent_hugepage/defrag'))}")
+    if "pool" not in keys and "hugetlb" not in keys:
+        pools = []
+        for d in sorted(glob.glob("/sys/kernel/mm/hugepages/hugepages-*kB")):
+            kb = int(re.search(r"(\d+)kB", d).group(1))
+            pools.append(f"{fmt_size(kb << 10)}: {read_text(d + '/nr_hugepages')} total, "
+                         f"{read_text(d + '/free_hugepages')} free")
+        own["hugetlb pools"] = "; ".join(pools)
+    for k, v in custom.items():
+        lines.append(f"  {k}: {v}")
+    for k, v in own.items():
+        lines.append(f"  {k}: {v}  (read by run.py)")
+    if context:
+        caches = context.get("caches") or []
+        cache_txt = ", ".join(f"L{c.get('level')}{c.get('type', '')[0:1].lower()} "
+                              f"{fmt_size(c.get('size', 0))}" for c in caches)
+        lines.append(f"  cpus: {context.get('num_cpus')} at {context.get('mhz_per_cpu')} MHz"
+                     + (f"; caches: {cache_txt}" if cache_txt else "")
+                     + f"; host {context.get('host_name')}; load avg {context.get('load_avg')}")
+    return lines
+
+
+def _bracket(text):
+    m = re.search(r"\[(\w[\w+]*)\]", text)
+    return m.group(1) if m else text or "?"

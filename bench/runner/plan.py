@@ -1,0 +1,63 @@
+"""Planning: which rounds run what, and the command line of one run.
+
+Rounds interleave the configurations (round r runs every configuration once, in an order rotated
+by r), so drift of the machine (other tenants, frequency, memory fragmentation) hits all alike.
+Every round runs the core suites (the registry's `core`); the other suites run in the heavy
+rounds only. What costs time is building the containers again in every process (a 1 GiB map
+takes seconds to fill), so the budget is spent where the question is.
+"""
+
+
+def spread_rounds(n, rounds):
+    """n of the rounds 1..rounds, evenly spread (first and last included), so that a subset of
+    rounds still sees the drift of the whole run."""
+    n = max(0, min(n, rounds))
+    if n == 0:
+        return set()
+    if n == 1:
+        return {1}
+    return {1 + round(i * (rounds - 1) / (n - 1)) for i in range(n)}
+
+
+def suites_for_round(args, config, rnd, registry):
+    """The suites a configuration runs in round rnd, in registry order; [] = skip the run."""
+    if config.peer and rnd not in args.peer_round_set:
+        return []
+    suites = config.suites or (registry.quick() if args.quick else registry.names())
+    if rnd not in args.heavy_round_set:
+        suites = [s for s in suites if s in config.core]
+    if rnd != 1 and not args.quick:
+        # Slow to repeat (one FlatHashMap_Build row fills maps of every size up to 1 GiB), and
+        # repeating it would push the default run past its budget on a 2-core machine.
+        suites = [s for s in suites if s not in registry.first_round_only()]
+    only = {s for a in config.allocators for s in registry.suites_of_allocator(a)}
+    return [s for s in suites if s in only]
+
+
+def rotation(configs, rnd):
+    """The configurations in the order round rnd runs them."""
+    k = (rnd - 1) % len(configs)
+    return configs[k:] + configs[:k]
+
+
+def bench_command(args, config, json_path, suites, bench=None):
+    """The command line of one run; `json_path` and `bench` as they should be written (the
+    runner runs it from the output directory, so both can be relative to it)."""
+    cmd = [str(bench or args.bench)]
+    if args.quick:
+        cmd.append("--quick")
+    if args.sizes:
+        cmd.append("--sizes=" + ",".join(args.sizes_text))
+    if suites:
+        cmd.append("--suites=" + ",".join(suites))
+    cmd.append("--allocators=" + ",".join(config.allocators))
+    if args.cpu is not None:
+        cmd.append(f"--cpu={args.cpu}")
+    if not any(a.startswith("--benchmark_repetitions") for a in args.extra):
+        cmd.append("--benchmark_repetitions=1")
+    if not args.quick and args.min_time and \
+            not any(a.startswith("--benchmark_min_time") for a in args.extra):
+        cmd.append(f"--benchmark_min_time={args.min_time}")
+    cmd += [f"--benchmark_out={json_path}", "--benchmark_out_format=json"]
+    cmd += args.extra
+    return cmd

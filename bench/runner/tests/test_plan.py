@@ -1,0 +1,103 @@
+import os
+import tempfile
+import unittest
+
+from runner import configs, plan
+
+from . import fixtures
+
+
+class Rounds(unittest.TestCase):
+    def test_spread_rounds_keeps_first_and_last(self):
+        self.assertEqual(plan.spread_rounds(3, 5), {1, 3, 5})
+        self.assertEqual(plan.spread_rounds(1, 5), {1})
+        self.assertEqual(plan.spread_rounds(0, 5), set())
+        self.assertEqual(plan.spread_rounds(9, 2), {1, 2})
+
+    def test_rotation(self):
+        self.assertEqual(plan.rotation([1, 2, 3], 2), [2, 3, 1])
+        self.assertEqual(plan.rotation([1, 2, 3], 4), [1, 2, 3])
+
+
+class SuitesForRound(unittest.TestCase):
+    def setUp(self):
+        self.reg = fixtures.registry()
+        self.glibc, self.thp, self.jemalloc = fixtures.configs(self.reg)
+
+    def test_registry_order_and_heavy_rounds(self):
+        a = fixtures.args(heavy_round_set={1})
+        self.assertEqual(plan.suites_for_round(a, self.glibc, 1, self.reg),
+                         ["Map_Lookup", "Map_LookupLatency", "Map_Build", "FaultIn", "Bloat_Sparse"])
+        # Later rounds: the core suites only, and never the first-round-only ones.
+        self.assertEqual(plan.suites_for_round(a, self.glibc, 2, self.reg),
+                         ["Map_Lookup", "Map_LookupLatency"])
+        a.heavy_round_set = {1, 2}
+        self.assertNotIn("Map_Build", plan.suites_for_round(a, self.glibc, 2, self.reg))
+
+    def test_quick_runs_the_quick_suites(self):
+        a = fixtures.args(quick=True, heavy_round_set={1, 2})
+        self.assertEqual(plan.suites_for_round(a, self.glibc, 2, self.reg),
+                         ["Map_Lookup", "Map_LookupLatency"])
+
+    def test_allocator_applicability(self):
+        only_prefault = configs.Config("p", {}, ["thp_prefault"], None, peer=False,
+                                       core=self.reg.core())
+        self.assertEqual(plan.suites_for_round(fixtures.args(), only_prefault, 1, self.reg),
+                         ["FaultIn"])
+
+    def test_peers(self):
+        a = fixtures.args(peer_round_set={1, 3})
+        self.assertEqual(plan.suites_for_round(a, self.jemalloc, 1, self.reg),
+                         ["Map_Lookup", "Map_LookupLatency", "FaultIn"])
+        self.assertEqual(plan.suites_for_round(a, self.jemalloc, 2, self.reg), [])
+        self.assertEqual(plan.suites_for_round(a, self.jemalloc, 3, self.reg),
+                         ["Map_Lookup", "Map_LookupLatency"])
+
+    def test_command_line(self):
+        cmd = plan.bench_command(fixtures.args(cpu=1), self.thp, "raw/r1.json",
+                                 ["Map_Lookup"], bench="../../build/bench/hugepage_bench")
+        self.assertEqual(cmd[:4], ["../../build/bench/hugepage_bench", "--suites=Map_Lookup",
+                                   "--allocators=thp,thp_prefault", "--cpu=1"])
+        self.assertIn("--benchmark_out=raw/r1.json", cmd)
+
+
+class OneGibPool(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.cpuinfo = os.path.join(self.tmp.name, "cpuinfo")
+        self.pool = os.path.join(self.tmp.name, "hugepages-1048576kB")
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def write(self, path, text):
+        with open(path, "w") as f:
+            f.write(text)
+
+    def shortage(self, max_size=256 << 20):
+        return configs.one_gib_pool_shortage(max_size, self.cpuinfo, self.pool)
+
+    def test_no_pdpe1gb(self):
+        self.write(self.cpuinfo, "processor\t: 0\nflags\t\t: fpu sse2 pse\n")
+        self.assertEqual(self.shortage(),
+                         "this CPU has no 1 GiB pages (no pdpe1gb flag in /proc/cpuinfo)")
+
+    def test_pool_hidden_or_unreadable(self):
+        self.write(self.cpuinfo, "flags\t: fpu pdpe1gb\n")
+        self.assertIn("has no 1 GiB hugetlb pool", self.shortage())
+        os.mkdir(self.pool)  # what an empty bind mount over the sysfs directory looks like
+        self.assertIn("the 1 GiB pool could not be reserved", self.shortage())
+        self.assertIn("free_hugepages is not readable", self.shortage())
+
+    def test_too_few_free_pages(self):
+        self.write(self.cpuinfo, "flags\t: fpu pdpe1gb\n")
+        os.mkdir(self.pool)
+        self.write(os.path.join(self.pool, "free_hugepages"), "1\n")
+        self.write(os.path.join(self.pool, "nr_hugepages"), "2\n")
+        self.assertEqual(self.shortage(256 << 20), "")
+        why = self.shortage(1 << 30)  # a 1 GiB working set's map needs two pages
+        self.assertIn("1 free page(s) of 2, the largest working set needs 2", why)
+
+
+if __name__ == "__main__":
+    unittest.main()
