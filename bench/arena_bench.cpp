@@ -235,6 +235,113 @@ void BM_Node(benchmark::State& state) {
   if (coverage >= 0) state.counters["coverage"] = coverage;
 }
 
+// ---- paired rounds ----------------------------------------------------------------------------
+
+// On a shared, noisy machine the load changes from second to second. BM_Paired_<Container> builds
+// the container once per backend (std, arena, pmr_pool) from the same keys, then alternates short
+// batches of lookups and of churn between them, round after round, and reports the median over
+// rounds of each backend's ns per operation and of the per-round ratios: the three backends of one
+// round ran within a second of each other.
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+template <class C>
+void BM_Paired(benchmark::State& state) {
+  constexpr int kRounds = 15;
+  constexpr std::size_t kBatch = 1 << 17;  // lookups per backend per round
+  constexpr std::size_t kChurnBatch = 1 << 15;
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const std::vector<u64>& keys = keys_for(n);
+  for (auto _ : state) {
+    state.PauseTiming();
+    std_backend sb;
+    arena_backend<hugepage::unsynchronized_arena> ab;
+    pmr_pool_backend pb;
+    typename C::template type<std_backend> s_map(sb.get<value_type>());
+    typename C::template type<arena_backend<hugepage::unsynchronized_arena>> a_map(
+        ab.get<value_type>());
+    typename C::template type<pmr_pool_backend> p_map(pb.get<value_type>());
+    double build[3];
+    auto timed_build = [&keys, n](auto& m) {
+      const auto start = std::chrono::steady_clock::now();
+      for (const u64 k : keys) m.emplace(k, k);
+      return seconds_since(start) * 1e9 / static_cast<double>(n);
+    };
+    build[0] = timed_build(s_map);
+    build[1] = timed_build(a_map);
+    build[2] = timed_build(p_map);
+    const auto arena_stats = ab.nodes.stats();
+    const double arena_coverage = ab.nodes.backing().huge_fraction();
+
+    std::vector<double> look[3], churn[3];
+    u64 seed = 42;
+    u64 fresh[3] = {0, 0, 0};
+    std::vector<u64> probes(kBatch);
+    auto lookups = [&probes](auto& m) {
+      const auto start = std::chrono::steady_clock::now();
+      u64 sum = 0;
+      for (const u64 p : probes) {
+        const auto it = m.find(p);
+        sum += it == m.end() ? 1 : it->second;
+      }
+      benchmark::DoNotOptimize(sum);
+      return seconds_since(start) * 1e9 / static_cast<double>(probes.size());
+    };
+    // Churn: erase an original key, insert a new even one (never present): size stays n.
+    auto churn_batch = [&keys, n](auto& m, u64& next, u64 batch_seed) {
+      const auto start = std::chrono::steady_clock::now();
+      for (std::size_t i = 0; i < kChurnBatch; ++i) {
+        m.erase(keys[splitmix(batch_seed) % n]);
+        next += 2;
+        m.emplace(next, next);
+      }
+      return seconds_since(start) * 1e9 / static_cast<double>(kChurnBatch);
+    };
+    for (int round = 0; round < kRounds; ++round) {
+      // The churn erases some original keys: a probe may miss (the same probes for every backend).
+      for (auto& p : probes) p = keys[splitmix(seed) % n];
+      look[0].push_back(lookups(s_map));
+      look[1].push_back(lookups(a_map));
+      look[2].push_back(lookups(p_map));
+      const u64 batch_seed = seed;
+      churn[0].push_back(churn_batch(s_map, fresh[0], batch_seed));
+      churn[1].push_back(churn_batch(a_map, fresh[1], batch_seed));
+      churn[2].push_back(churn_batch(p_map, fresh[2], batch_seed));
+    }
+    std::vector<double> look_std_over_arena, look_pmr_over_arena, churn_std_over_arena,
+        churn_pmr_over_arena;
+    for (int r = 0; r < kRounds; ++r) {
+      look_std_over_arena.push_back(look[0][r] / look[1][r]);
+      look_pmr_over_arena.push_back(look[2][r] / look[1][r]);
+      churn_std_over_arena.push_back(churn[0][r] / churn[1][r]);
+      churn_pmr_over_arena.push_back(churn[2][r] / churn[1][r]);
+    }
+    state.counters["lookup_ns_std"] = median(look[0]);
+    state.counters["lookup_ns_arena"] = median(look[1]);
+    state.counters["lookup_ns_pmr"] = median(look[2]);
+    state.counters["lookup_std_over_arena"] = median(look_std_over_arena);
+    state.counters["lookup_pmr_over_arena"] = median(look_pmr_over_arena);
+    state.counters["churn_ns_std"] = median(churn[0]);
+    state.counters["churn_ns_arena"] = median(churn[1]);
+    state.counters["churn_ns_pmr"] = median(churn[2]);
+    state.counters["churn_std_over_arena"] = median(churn_std_over_arena);
+    state.counters["churn_pmr_over_arena"] = median(churn_pmr_over_arena);
+    state.counters["build_ns_std"] = build[0];
+    state.counters["build_ns_arena"] = build[1];
+    state.counters["build_ns_pmr"] = build[2];
+    state.counters["arena_live_mib"] = static_cast<double>(arena_stats.live_bytes) / kMiB;
+    state.counters["arena_large_mib"] = static_cast<double>(arena_stats.large_bytes) / kMiB;
+    state.counters["arena_mapped_mib"] = static_cast<double>(arena_stats.mapped_bytes) / kMiB;
+    state.counters["arena_classes"] = static_cast<double>(
+        std::count_if(arena_stats.classes.begin(), arena_stats.classes.end(),
+                      [](const hugepage::arena_class_stats& c) { return c.pages != 0; }));
+    state.counters["arena_coverage"] = arena_coverage;
+    state.ResumeTiming();
+  }
+}
+
 // The thread-safe arena only at the smallest count: it shows the cost of its locks, and the
 // largest counts take most of a run's time.
 template <class C>
@@ -253,6 +360,13 @@ void register_container(const std::vector<std::int64_t>& counts) {
   add("arena", BM_Node<C, arena_backend<hugepage::unsynchronized_arena>>, true);
   add("arena_mt", BM_Node<C, arena_backend<hugepage::arena>>, false);
   add(pmr_pool_backend::name, BM_Node<C, pmr_pool_backend>, true);
+  for (const auto n : counts) {
+    benchmark::RegisterBenchmark((std::string("BM_Paired_") + C::name).c_str(), BM_Paired<C>)
+        ->Arg(n)
+        ->Iterations(1)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  }
 }
 
 }  // namespace
