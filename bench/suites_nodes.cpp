@@ -112,7 +112,8 @@ std::shared_ptr<node_container<C, Inner>> build_container(benchmark::State& stat
                                                           std::size_t working_set,
                                                           double& coverage) {
   const u64 n = working_set / bytes_per_element;
-  if (const std::string why = shortage(k, working_set * 2); !why.empty()) {
+  // Nodes plus bucket or slot arrays: within 1/8 of the working set for these containers.
+  if (const std::string why = shortage(k, working_set + working_set / 8); !why.empty()) {
     state.SkipWithError(why.c_str());
     return nullptr;
   }
