@@ -1,6 +1,6 @@
 // bench/suites_nodes.cpp - node containers on the arena: std::map, std::unordered_map and
-// absl::node_hash_map of u64 -> u64; random lookups, build (inserts) and churn (erase the oldest
-// element, insert a new one).
+// absl::node_hash_map of u64 -> u64; random lookups (mean, and one by one for p50/p99/p99.9),
+// build (inserts) and churn (erase the oldest element, insert a new one).
 //
 // Nodes of the std rows come from std::allocator (glibc, or a peer's malloc through LD_PRELOAD);
 // those of our allocators from a hugepage::unsynchronized_arena over the allocator's strategy
@@ -27,6 +27,7 @@
 #include "common.hpp"
 #include "hugepage/arena.hpp"
 #include "hugepage/arena_allocator.hpp"
+#include "latency.hpp"
 #include "registry.hpp"
 
 namespace hugepage_bench {
@@ -183,6 +184,30 @@ void node_lookup(benchmark::State& state, alloc_kind k, std::size_t working_set)
   report_container(state, *c);
 }
 
+// Each lookup timed on its own (latency.hpp): the container and keys of <Container>_Lookup, so the
+// p50 sits beside that suite's mean and the tail shows what TLB misses add.
+template <class C, class Inner>
+void node_lookup_latency(benchmark::State& state, alloc_kind k, std::size_t working_set) {
+  auto* c = get_container<C, Inner>(state, k, working_set, "lookup");
+  if (c == nullptr) return;
+  const u64 n = cache.elements;
+  u64 found = 0;
+  perf_window perf;
+  perf.start();
+  time_each(state, [&](u64 i) {
+    const auto it = c->map.find(key_of(index_of(i, n)));
+    found += it != c->map.end() ? it->second + 1 : 0;
+    benchmark::DoNotOptimize(found);
+  });
+  perf.stop();
+  if (found == 0 && state.iterations() > 8) {
+    state.SkipWithError("lookups returned wrong results");
+    return;
+  }
+  perf.report(state);
+  report_container(state, *c);
+}
+
 // Steady state of a book that purges its oldest order for each new one: the size stays n.
 template <class C, class Inner>
 void node_churn(benchmark::State& state, alloc_kind k, std::size_t working_set) {
@@ -240,6 +265,12 @@ struct suites_of {
     }
   };
   template <class Inner>
+  struct lookup_latency {
+    static void run(benchmark::State& s, alloc_kind k, std::size_t ws) {
+      node_lookup_latency<C, Inner>(s, k, ws);
+    }
+  };
+  template <class Inner>
   struct build {
     static void run(benchmark::State& s, alloc_kind k, std::size_t ws) {
       node_build<C, Inner>(s, k, ws);
@@ -272,8 +303,18 @@ void declare_node_suites(const char* container, const char* what, int order) {
               .only_for(node_allocators())
               .with_sizes(node_sizes(), {64 * mib})
               .peers(peer_role::every_full_run));
+  declare(suite_info(std::string(container) + "_LookupLatency", order + 1,
+                     per_allocator<suites_of<C>::template lookup_latency>())
+              .in_family("node containers")
+              .describe(std::string("Lookup's hits timed one by one: p50/p99/p99.9 per lookup; ") +
+                        "one iteration = a batch of timed lookups")
+              .per_op_unit("ns/batch")
+              .only_for(node_allocators())
+              .with_sizes(node_sizes(), {64 * mib})
+              .peers(peer_role::every_full_run)
+              .tail_of(std::string(container) + "_Lookup"));
   declare(
-      suite_info(std::string(container) + "_Build", order + 1,
+      suite_info(std::string(container) + "_Build", order + 2,
                  per_allocator<suites_of<C>::template build>())
           .in_family("node containers")
           .describe(std::string(what) + " emplace of W/48 random keys; one iteration = one build")
@@ -282,7 +323,7 @@ void declare_node_suites(const char* container, const char* what, int order) {
           .first_round_only()
           .only_for(node_allocators())
           .with_sizes({64 * mib, gib}, {64 * mib}));
-  declare(suite_info(std::string(container) + "_Churn", order + 2,
+  declare(suite_info(std::string(container) + "_Churn", order + 3,
                      per_allocator<suites_of<C>::template churn>())
               .in_family("node containers")
               .describe(std::string(what) +
@@ -295,8 +336,8 @@ void declare_node_suites(const char* container, const char* what, int order) {
 
 const bool nodes_declared = [] {
   declare_node_suites<std_map>("StdMap", "std::map<u64,u64>", 60);
-  declare_node_suites<std_unordered_map>("StdUnorderedMap", "std::unordered_map<u64,u64>", 63);
-  declare_node_suites<node_hash_map>("NodeHashMap", "absl::node_hash_map<u64,u64>", 66);
+  declare_node_suites<std_unordered_map>("StdUnorderedMap", "std::unordered_map<u64,u64>", 64);
+  declare_node_suites<node_hash_map>("NodeHashMap", "absl::node_hash_map<u64,u64>", 68);
   return true;
 }();
 
