@@ -26,7 +26,8 @@ ensure_packages() {
   apt-get install -y -qq "${missing[@]}" >/dev/null || die "apt-get install ${missing[*]} failed"
 }
 
-BUILD_PACKAGES=(cmake make g++ libabsl-dev libbenchmark-dev libgtest-dev libgmock-dev libfmt-dev)
+BUILD_PACKAGES=(cmake make g++ libabsl-dev libbenchmark-dev libgtest-dev libgmock-dev libfmt-dev
+  nlohmann-json3-dev libcli11-dev)
 # scripts/test only: the HeadersCompileForAarch64 test; libpfm4 for linting perf_events_pfm.hpp;
 # python3 for the bench runner's unit tests (BenchRunner.*).
 TEST_PACKAGES=(g++-aarch64-linux-gnu libpfm4-dev python3)

@@ -2,11 +2,14 @@
 // parse_smaps() against handwritten text.
 #include "hugepage/backing.hpp"
 
+#include <fcntl.h>
 #include <grp.h>
 #include <gtest/gtest.h>
 #include <linux/capability.h>
 #include <pwd.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -78,7 +81,8 @@ std::string describe(const backing_report& r) {
   return "bytes " + std::to_string(r.bytes) + ", thp " + std::to_string(r.thp) + ", hugetlb_2m " +
          std::to_string(r.hugetlb_2m) + ", hugetlb_1g " + std::to_string(r.hugetlb_1g) + ", base " +
          std::to_string(r.base) + ", not_resident " + std::to_string(r.not_resident) +
-         ", unmapped " + std::to_string(r.unmapped) + ", source " + hugepage::name_of(r.source) +
+         ", unmapped " + std::to_string(r.unmapped) + ", shmem " + std::to_string(r.thp_shmem) +
+         ", zero " + std::to_string(r.zero_page) + ", source " + hugepage::name_of(r.source) +
          ", exact " + (r.exact ? "true" : "false") + ", note '" + r.note + "'";
 }
 
@@ -86,6 +90,22 @@ std::string describe(const backing_report& r) {
 void expect_consistent(const backing_report& r) {
   EXPECT_EQ(r.thp + r.hugetlb_2m + r.hugetlb_1g + r.base + r.not_resident + r.unmapped, r.bytes)
       << describe(r);
+}
+
+// Whether this kernel answers PAGEMAP_SCAN (Linux 6.7): one scan of a page of our own stack.
+bool scan_supported() {
+  static const bool supported = [] {
+    int local = 1;
+    const backing_report r =
+        hugepage::backing_of(0, &local, sizeof local, backing_source::pagemap_scan);
+    return r.source == backing_source::pagemap_scan;
+  }();
+  return supported;
+}
+
+// The source backing_of() picks as root: PAGEMAP_SCAN where the kernel has it.
+backing_source best_exact_source() {
+  return scan_supported() ? backing_source::pagemap_scan : backing_source::kpageflags;
 }
 
 #define HUGEPAGE_REQUIRE_ROOT()                                                              \
@@ -126,7 +146,8 @@ TEST(BackingOf, ThpRegionIsAllThpFromKpageflags) {
     HUGEPAGE_SKIP_OR_FAIL("the kernel gave " + std::to_string(region.anon_huge()) +
                           " bytes of THP for an advised 8 MiB region");
   }
-  const backing_report r = hugepage::backing_of(region.get(), length);
+  const backing_report r =
+      hugepage::backing_of(0, region.get(), length, backing_source::kpageflags);
   EXPECT_EQ(r.bytes, length);
   EXPECT_EQ(r.thp, length) << describe(r);
   EXPECT_EQ(r.base, 0u) << describe(r);
@@ -140,7 +161,8 @@ TEST(BackingOf, ThpRegionIsAllThpFromKpageflags) {
 
   // A sub-range inside one huge page: still THP, page by page.
   const auto* inner = static_cast<const char*>(region.get()) + kHuge + 100;
-  const backing_report part = hugepage::backing_of(inner, 3 * page());
+  const backing_report part =
+      hugepage::backing_of(0, inner, 3 * page(), backing_source::kpageflags);
   EXPECT_EQ(part.bytes, 4 * page()) << "widened to whole base pages";
   EXPECT_EQ(part.thp, 4 * page()) << describe(part);
   EXPECT_TRUE(part.exact);
@@ -164,13 +186,24 @@ TEST(BackingOf, ThpFolioMappedByPtesIsNotThp) {
   ASSERT_EQ(vma.size(), length) << "the VMA did not merge back";
   ASSERT_EQ(vma.anon_huge, kHuge) << "the kernel's own count: one PMD mapping left";
 
-  const backing_report r = hugepage::backing_of(p, length);
+  const backing_report r = hugepage::backing_of(0, p, length, backing_source::kpageflags);
   EXPECT_EQ(r.thp, kHuge) << describe(r);
   EXPECT_EQ(r.base, kHuge) << describe(r);
   EXPECT_TRUE(r.exact) << "whole mapping";
-  const backing_report half = hugepage::backing_of(p + kHuge, kHuge);
+  const backing_report half = hugepage::backing_of(0, p + kHuge, kHuge, backing_source::kpageflags);
   EXPECT_LE(half.thp, kHuge) << describe(half);
   expect_consistent(half);
+
+  // PAGEMAP_SCAN sees the page tables themselves: exact on every sub-range, no cap needed.
+  if (scan_supported()) {
+    const backing_report first = hugepage::backing_of(0, p, kHuge, backing_source::pagemap_scan);
+    EXPECT_EQ(first.base, kHuge) << describe(first);
+    EXPECT_EQ(first.thp, 0u) << describe(first);
+    const backing_report second =
+        hugepage::backing_of(0, p + kHuge, kHuge, backing_source::pagemap_scan);
+    EXPECT_EQ(second.thp, kHuge) << describe(second);
+    EXPECT_TRUE(second.exact);
+  }
 }
 
 TEST(BackingOf, HalfTouchedThpRegion) {
@@ -249,7 +282,7 @@ TEST(BackingOf, BasePageRegionIsAllBase) {
   EXPECT_EQ(r.base, length) << describe(r);
   EXPECT_EQ(r.thp, 0u);
   EXPECT_EQ(r.not_resident, 0u);
-  EXPECT_EQ(r.source, backing_source::kpageflags);
+  EXPECT_EQ(r.source, best_exact_source());
   EXPECT_TRUE(r.exact);
   EXPECT_DOUBLE_EQ(r.huge_fraction(), 0.0);
 }
@@ -378,7 +411,7 @@ TEST(BackingOf, AnotherProcess) {
   hugepage::os::unmap(p, length);
   EXPECT_EQ(r.base, length / 2) << describe(r);
   EXPECT_EQ(r.not_resident, length / 2) << describe(r);
-  EXPECT_EQ(r.source, backing_source::kpageflags);
+  EXPECT_EQ(r.source, best_exact_source());
 }
 
 // ---- without CAP_SYS_ADMIN: the smaps path --------------------------------------------------
@@ -425,7 +458,8 @@ int check_smaps_path(bool (*drop)(), const char* expected_note_word) {
   }
   if (vma.anon_huge != length) return kNoThp;
 
-  const backing_report r = hugepage::backing_of(region.get(), length);
+  const backing_report r =
+      hugepage::backing_of(0, region.get(), length, backing_source::kpageflags);
   std::fprintf(stderr, "child whole: %s\n", describe(r).c_str());
   if (r.source != backing_source::smaps) return 10;
   if (r.bytes != length) return 11;
@@ -434,7 +468,8 @@ int check_smaps_path(bool (*drop)(), const char* expected_note_word) {
   if (!r.exact) return 14;
 
   // A quarter of the mapping: prorated from AnonHugePages, approximate, with the reason.
-  const backing_report q = hugepage::backing_of(static_cast<char*>(region.get()) + kHuge, kHuge);
+  const backing_report q = hugepage::backing_of(0, static_cast<char*>(region.get()) + kHuge, kHuge,
+                                                backing_source::kpageflags);
   std::fprintf(stderr, "child part: %s\n", describe(q).c_str());
   if (q.source != backing_source::smaps) return 20;
   if (q.thp != kHuge) return 21;
@@ -477,19 +512,333 @@ TEST(BackingOf, SmapsPathDoesNotOverflowOnBigMappings) {
     const mapping_info vma = vma_of(p);
     if (vma.size() != length) return 4;
     if (vma.anon_huge != touched) return kNoThp;
-    const backing_report r = hugepage::backing_of(p, length);
+    const backing_report r = hugepage::backing_of(0, p, length, backing_source::kpageflags);
     std::fprintf(stderr, "child: %s\n", describe(r).c_str());
     if (r.source != backing_source::smaps) return 10;
     if (r.thp != touched) return 11;
     if (r.not_resident != length - touched) return 12;
     // Everything but the last page: prorated, approximate, and still about 64 MiB.
-    const backing_report q = hugepage::backing_of(p, length - page());
+    const backing_report q =
+        hugepage::backing_of(0, p, length - page(), backing_source::kpageflags);
     std::fprintf(stderr, "child: %s\n", describe(q).c_str());
     if (q.thp + page() < touched || q.thp > touched) return 13;
     return 0;
   });
   if (code == kNoThp) HUGEPAGE_SKIP_OR_FAIL("the kernel gave no THP for the 64 MiB touched");
   EXPECT_EQ(code, 0) << "see the child's output above";
+}
+
+// ---- PAGEMAP_SCAN: exact without privilege -------------------------------------------------
+
+// In a child: become `nobody` when running as root (an unprivileged run already is).
+bool drop_to_nobody_if_root() { return ::geteuid() != 0 || become_nobody(); }
+
+bool same_figures(const backing_report& a, const backing_report& b) {
+  return a.bytes == b.bytes && a.thp == b.thp && a.hugetlb_2m == b.hugetlb_2m &&
+         a.hugetlb_1g == b.hugetlb_1g && a.base == b.base && a.not_resident == b.not_resident &&
+         a.unmapped == b.unmapped && a.thp_shmem == b.thp_shmem && a.thp_file == b.thp_file &&
+         a.zero_page == b.zero_page;
+}
+
+// As root: the kpageflags source gives the same figures as PAGEMAP_SCAN on [p, p + length).
+::testing::AssertionResult agrees_with_kpageflags(const void* p, std::size_t length) {
+  if (::geteuid() != 0) return ::testing::AssertionSuccess();
+  const backing_report scan = hugepage::backing_of(0, p, length, backing_source::pagemap_scan);
+  const backing_report pfn = hugepage::backing_of(0, p, length, backing_source::kpageflags);
+  if (pfn.source != backing_source::kpageflags) {
+    return ::testing::AssertionFailure() << "kpageflags unusable as root: " << describe(pfn);
+  }
+  if (same_figures(scan, pfn)) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "pagemap_scan: " << describe(scan) << "\nkpageflags:   " << describe(pfn);
+}
+
+#define HUGEPAGE_REQUIRE_SCAN()                                                   \
+  do {                                                                            \
+    if (!scan_supported()) {                                                      \
+      HUGEPAGE_SKIP_OR_FAIL("the kernel has no PAGEMAP_SCAN ioctl (Linux 6.7+)"); \
+    }                                                                             \
+  } while (0)
+
+// A THP region whose second huge page is split by an mprotect of one page in its middle: the
+// folio stays whole and present, but is mapped by PTEs now. Exact as `nobody`, from PAGEMAP_SCAN.
+TEST(BackingOfScan, HalfHugeHalfSplitIsExactWithoutRoot) {
+  HUGEPAGE_REQUIRE_SCAN();
+  const int code = hugepage::test::run_in_child([]() -> int {
+    if (!drop_to_nobody_if_root()) return 2;
+    const std::size_t length = 2 * kHuge;
+    ThpRegion region(length);
+    auto* p = static_cast<char*>(region.get());
+    if (p == nullptr) return 3;
+    if (region.anon_huge() != length) return kNoThp;
+    if (::mprotect(p + kHuge + kMiB, page(), PROT_READ) != 0) return 4;
+    const backing_report r = hugepage::backing_of(p, length);
+    std::fprintf(stderr, "child: %s\n", describe(r).c_str());
+    if (r.source != backing_source::pagemap_scan) return 10;
+    if (!r.exact || !r.note.empty()) return 11;
+    if (r.thp != kHuge || r.base != kHuge || r.not_resident != 0 || r.unmapped != 0) return 12;
+    // A sub-range straddling the boundary: half a huge page each side, exactly.
+    const backing_report mid = hugepage::backing_of(p + kMiB, kHuge);
+    std::fprintf(stderr, "child: %s\n", describe(mid).c_str());
+    if (mid.thp != kMiB || mid.base != kMiB || !mid.exact) return 13;
+    // smaps cannot see the split inside the second VMA's huge page: it prorates, and says so.
+    const backing_report smaps = hugepage::backing_of(0, p + kHuge, kMiB, backing_source::smaps);
+    if (smaps.source != backing_source::smaps) return 14;
+    return 0;
+  });
+  if (code == kNoThp) HUGEPAGE_SKIP_OR_FAIL("the kernel gave no THP for the 4 MiB region");
+  EXPECT_EQ(code, 0) << "see the child's output above";
+}
+
+TEST(BackingOfScan, HalfHugeHalfSplitAgreesWithKpageflags) {
+  HUGEPAGE_REQUIRE_ROOT();
+  HUGEPAGE_REQUIRE_SCAN();
+  const std::size_t length = 4 * kHuge;
+  ThpRegion region(length);
+  auto* p = static_cast<char*>(region.get());
+  ASSERT_NE(p, nullptr);
+  if (region.anon_huge() != length) HUGEPAGE_SKIP_OR_FAIL("the kernel gave no THP for 8 MiB");
+  ASSERT_EQ(::mprotect(p + kHuge + kMiB, page(), PROT_READ), 0);
+  ASSERT_EQ(::munmap(p + 3 * kHuge + kMiB, page()), 0);  // a hole in the fourth
+  const backing_report r = hugepage::backing_of(p, length);
+  EXPECT_EQ(r.thp, 2 * kHuge) << describe(r);
+  EXPECT_EQ(r.base, 2 * kHuge - page()) << describe(r);
+  EXPECT_EQ(r.unmapped, page()) << describe(r);
+  expect_consistent(r);
+  for (const std::size_t offset : {std::size_t{0}, kMiB, kHuge + kMiB - page(), 3 * kHuge}) {
+    for (const std::size_t bytes : {page(), kMiB, kHuge, 3 * kHuge}) {
+      if (offset + bytes > length) continue;
+      EXPECT_TRUE(agrees_with_kpageflags(p + offset, bytes))
+          << "offset " << offset << ", bytes " << bytes;
+    }
+  }
+}
+
+// A read fault of untouched memory maps the shared zero page (a huge zero page in a THP region):
+// present in the page tables, yet no memory of the process's own, and no coverage.
+TEST(BackingOfScan, ReadFaultedMemoryIsNotCoverage) {
+  HUGEPAGE_REQUIRE_SCAN();
+  const std::size_t length = 2 * kHuge;
+  for (const int advice : {MADV_HUGEPAGE, MADV_NOHUGEPAGE}) {
+    auto* p = static_cast<char*>(map_isolated(length));
+    ASSERT_NE(p, nullptr);
+    ASSERT_FALSE(hugepage::os::advise(p, length, advice));
+    for (std::size_t offset = 0; offset < length; offset += page()) {
+      (void)static_cast<volatile const char*>(p)[offset];
+    }
+    const backing_report r = hugepage::backing_of(p, length);
+    EXPECT_EQ(r.source, backing_source::pagemap_scan) << r.note;
+    EXPECT_EQ(r.huge_bytes(), 0u) << describe(r);
+    EXPECT_EQ(r.base, 0u) << describe(r);
+    EXPECT_EQ(r.not_resident, length) << describe(r);
+    EXPECT_EQ(r.zero_page, length) << describe(r);
+    EXPECT_TRUE(agrees_with_kpageflags(p, length));
+    EXPECT_TRUE(agrees_with_kpageflags(p + kMiB, kHuge));
+    // Writing one byte gives the process memory of its own: a THP in the advised region.
+    p[0] = 1;
+    const backing_report w = hugepage::backing_of(p, length);
+    EXPECT_EQ(w.zero_page, advice == MADV_HUGEPAGE ? kHuge : length - page()) << describe(w);
+    EXPECT_TRUE(agrees_with_kpageflags(p, length));
+    hugepage::os::unmap(p, length);
+  }
+}
+
+// Shmem THP: a memfd advised MADV_HUGEPAGE where shmem_enabled allows it, else (as root) a file on
+// a tmpfs mounted huge=always in a private mount namespace, which needs no system setting.
+int check_shmem_thp(int fd) {
+  const std::size_t length = 2 * kHuge;
+  if (::ftruncate(fd, static_cast<off_t>(length)) != 0) return 3;
+  void* hint = map_isolated(length);  // an aligned, isolated address to map the file at
+  if (hint == nullptr) return 4;
+  void* p = ::mmap(hint, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+  if (p != hint) return 5;
+  hugepage::os::advise_huge(p, length);
+  touch(p, length);
+  const mapping_info vma = vma_of(p);
+  if (vma.shmem_huge != length) {
+    std::fprintf(stderr, "child: ShmemPmdMapped %zu of %zu\n", vma.shmem_huge, length);
+    return kNoThp;
+  }
+  if (!drop_to_nobody_if_root()) return 6;
+  const backing_report r = hugepage::backing_of(p, length);
+  std::fprintf(stderr, "child: %s\n", describe(r).c_str());
+  if (r.source != backing_source::pagemap_scan || !r.exact) return 10;
+  if (r.thp != length || r.thp_shmem != length || r.thp_file != 0 || r.base != 0) return 11;
+  const backing_report part = hugepage::backing_of(static_cast<char*>(p) + kMiB, kHuge);
+  if (part.thp_shmem != kHuge) return 12;
+  return 0;
+}
+
+TEST(BackingOfScan, ShmemThpIsCountedAsShmem) {
+  HUGEPAGE_REQUIRE_SCAN();
+  int code = hugepage::test::run_in_child([] {
+    const int fd = static_cast<int>(::syscall(SYS_memfd_create, "hugepage-test", 0U));
+    return fd < 0 ? 2 : check_shmem_thp(fd);
+  });
+  std::string how = "memfd + MADV_HUGEPAGE";
+  if (code == kNoThp && ::geteuid() == 0) {
+    how = "tmpfs huge=always";
+    code = hugepage::test::run_in_child([] {
+      if (::unshare(CLONE_NEWNS) != 0) return 20;
+      if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return 21;
+      char dir[] = "/tmp/hugepage-shmem-XXXXXX";
+      if (::mkdtemp(dir) == nullptr) return 22;
+      int result = 23;
+      if (::mount("hugepage-test", dir, "tmpfs", 0, "huge=always,size=16m") == 0) {
+        const std::string path = std::string(dir) + "/file";
+        const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        result = fd < 0 ? 24 : check_shmem_thp(fd);
+        // A child that dropped to nobody can no longer unmount: the namespace dies with it.
+        if (::geteuid() == 0) ::umount2(dir, MNT_DETACH);
+      }
+      ::rmdir(dir);
+      return result;
+    });
+  }
+  if (code == kNoThp) {
+    std::error_code ec;
+    const std::string mode = hugepage::detail::selected_mode(
+        hugepage::detail::read_file("/sys/kernel/mm/transparent_hugepage/shmem_enabled", ec));
+    HUGEPAGE_SKIP_OR_FAIL("no shmem THP: shmem_enabled is '" + mode + "'" +
+                          (::geteuid() == 0 ? " and a huge=always tmpfs gave none"
+                                            : " (as root a huge=always tmpfs is tried)"));
+  }
+  EXPECT_EQ(code, 0) << "with " << how << "; see the child's output above";
+}
+
+TEST(BackingOfScan, ShmemThpAgreesWithKpageflags) {
+  HUGEPAGE_REQUIRE_ROOT();
+  HUGEPAGE_REQUIRE_SCAN();
+  const int code = hugepage::test::run_in_child([]() -> int {
+    if (::unshare(CLONE_NEWNS) != 0) return 20;
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return 21;
+    char dir[] = "/tmp/hugepage-shmem-XXXXXX";
+    if (::mkdtemp(dir) == nullptr) return 22;
+    int result = 23;
+    if (::mount("hugepage-test", dir, "tmpfs", 0, "huge=always,size=16m") == 0) {
+      const std::string path = std::string(dir) + "/file";
+      const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+      const std::size_t length = 2 * kHuge;
+      void* hint = map_isolated(length);
+      if (fd >= 0 && ::ftruncate(fd, static_cast<off_t>(length)) == 0 && hint != nullptr &&
+          ::mmap(hint, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == hint) {
+        touch(hint, length);
+        const auto* p = static_cast<const char*>(hint);
+        result = vma_of(p).shmem_huge != length             ? kNoThp
+                 : !agrees_with_kpageflags(p, length)       ? 30
+                 : !agrees_with_kpageflags(p + kMiB, kHuge) ? 31
+                                                            : 0;
+        if (result == 30 || result == 31) {
+          std::fprintf(stderr, "%s\n", agrees_with_kpageflags(p, length).message());
+        }
+        ::munmap(hint, length);
+      }
+      ::umount2(dir, MNT_DETACH);
+    }
+    ::rmdir(dir);
+    return result;
+  });
+  if (code == kNoThp) HUGEPAGE_SKIP_OR_FAIL("a huge=always tmpfs gave no PMD-mapped THP");
+  EXPECT_EQ(code, 0) << "see the child's output above";
+}
+
+TEST(BackingOfScan, AnotherProcessWithoutRoot) {
+  HUGEPAGE_REQUIRE_SCAN();
+  const int code = hugepage::test::run_in_child([]() -> int {
+    if (!drop_to_nobody_if_root()) return 2;
+    const std::size_t length = 2 * kHuge;
+    ThpRegion region(length);
+    if (region.get() == nullptr) return 3;
+    if (region.anon_huge() != length) return kNoThp;
+    int ready[2], done[2];
+    if (::pipe(ready) != 0 || ::pipe(done) != 0) return 4;
+    const pid_t child = ::fork();
+    if (child < 0) return 5;
+    char c = 0;
+    if (child == 0) {
+      // The grandchild splits its copy of the second huge page; the parent's stays whole.
+      ::mprotect(static_cast<char*>(region.get()) + kHuge + kMiB, page(), PROT_READ);
+      (void)!::write(ready[1], &c, 1);
+      (void)!::read(done[0], &c, 1);
+      ::_exit(0);
+    }
+    if (::read(ready[0], &c, 1) != 1) return 6;
+    const backing_report r = hugepage::backing_of(child, region.get(), length);
+    (void)!::write(done[1], &c, 1);
+    ::waitpid(child, nullptr, 0);
+    std::fprintf(stderr, "child: %s\n", describe(r).c_str());
+    if (r.source != backing_source::pagemap_scan || !r.exact) return 10;
+    // fork copies PMD-mapped anonymous THP as PMDs: the first huge page is still one.
+    if (r.thp != kHuge || r.base != kHuge) return 11;
+    return 0;
+  });
+  if (code == kNoThp) HUGEPAGE_SKIP_OR_FAIL("the kernel gave no THP for the 4 MiB region");
+  EXPECT_EQ(code, 0) << "see the child's output above";
+}
+
+// A kernel without PAGEMAP_SCAN, simulated: a seccomp filter fails every ioctl with ENOTTY, as
+// kernels before 6.7 answer the unknown request. The fallbacks take over and say so.
+TEST(BackingOfScan, WithoutPagemapScanTheFallbacksSaySo) {
+  for (const bool as_nobody : {false, true}) {
+    const int code = hugepage::test::run_in_child([as_nobody]() -> int {
+      if (as_nobody && !drop_to_nobody_if_root()) return 2;
+      const bool root = ::geteuid() == 0;
+      const std::size_t length = 2 * kHuge;
+      void* p = map_isolated(length);
+      if (p == nullptr) return 3;
+      hugepage::os::advise(p, length, MADV_NOHUGEPAGE);
+      touch(p, length);
+      if (!hugepage::test::fail_syscall(__NR_ioctl, ENOTTY)) return 4;
+      const backing_report r = hugepage::backing_of(p, length);
+      std::fprintf(stderr, "child (uid %d): %s\n", static_cast<int>(::geteuid()),
+                   describe(r).c_str());
+      if (r.source != (root ? backing_source::kpageflags : backing_source::smaps)) return 10;
+      if (r.note.find("PAGEMAP_SCAN failed (ENOTTY") == std::string::npos) return 11;
+      if (r.note.find("Linux 6.7") == std::string::npos) return 12;
+      if (r.base != length || r.thp != 0 || !r.exact) return 13;
+      const backing_report only = hugepage::backing_of(0, p, length, backing_source::pagemap_scan);
+      if (only.source != backing_source::unavailable || only.resident_bytes() != 0) return 14;
+      return 0;
+    });
+    EXPECT_EQ(code, 0) << (as_nobody ? "as nobody" : "as this user") << "; see the output above";
+  }
+}
+
+// issue 8: backing_of(p, SIZE_MAX) used to reach [vsyscall], above the user address space, where
+// pagemap has no entries, and blamed a missing CAP_SYS_ADMIN. It is counted as unmapped, and said.
+TEST(BackingOf, RestOfTheAddressSpaceFromAPointerIsTrue) {
+  const std::size_t length = 2 * kHuge;
+  void* p = map_isolated(length);
+  ASSERT_NE(p, nullptr);
+  ASSERT_FALSE(hugepage::os::advise(p, length, MADV_NOHUGEPAGE));
+  touch(p, length);
+  const backing_report r = hugepage::backing_of(p, SIZE_MAX);
+  const backing_report mine = hugepage::backing_of(p, length);
+  EXPECT_EQ(r.source,
+            ::geteuid() == 0 || scan_supported() ? best_exact_source() : backing_source::smaps)
+      << describe(r);
+  EXPECT_EQ(r.note.find("CAP_SYS_ADMIN"), std::string::npos) << "not the reason: " << r.note;
+  EXPECT_GE(r.base, mine.base) << describe(r);
+  EXPECT_EQ(mine.base, length) << describe(mine);
+  if (!r.note.empty()) {
+    EXPECT_NE(r.note.find("[vsyscall]"), std::string::npos) << "the only reason: " << r.note;
+  }
+  // The smaps-based paths walk smaps' records, which list [vsyscall] above the user address space.
+  if (::geteuid() == 0) {
+    const bool vsyscall = vma_of(reinterpret_cast<const void*>(0xffffffffff600000ULL)).size() != 0;
+    const backing_report k = hugepage::backing_of(0, p, SIZE_MAX, backing_source::kpageflags);
+    EXPECT_EQ(k.source, backing_source::kpageflags) << describe(k);
+    EXPECT_TRUE(k.exact) << describe(k);
+    EXPECT_EQ(k.note.find("CAP_SYS_ADMIN"), std::string::npos) << k.note;
+    if (vsyscall) {
+      EXPECT_NE(k.note.find("[vsyscall]"), std::string::npos) << k.note;
+    }
+    // (Not the same `unmapped` as `r`: reading smaps mallocs a buffer that maps memory meanwhile.)
+    EXPECT_GE(k.base, mine.base) << describe(k);
+    expect_consistent(k);
+  }
+  expect_consistent(r);
+  hugepage::os::unmap(p, length);
 }
 
 // ---- parse_smaps ----------------------------------------------------------------------------

@@ -171,11 +171,15 @@ inline std::vector<std::string> read_cgroup_directories(std::string_view control
 
 // cgroup_directories() of this process, for "memory" or "hugetlb", re-read at most once a second
 // and at once in a child after fork(): parsing mountinfo costs more than reading the limits. A list
-// is replaced only when it changed (the process was moved to another cgroup); the old one is then
-// left allocated, since another thread may still be reading it.
+// is replaced only when it changed (the process was moved to another cgroup); the one it replaces
+// stays allocated, linked from the new one, since another thread may still be reading it.
 inline const std::vector<std::string>& cgroup_directories(std::string_view controller) {
+  struct node {
+    std::vector<std::string> directories;
+    const node* replaced;
+  };
   struct cache {
-    std::atomic<const std::vector<std::string>*> list{nullptr};
+    std::atomic<const node*> list{nullptr};
     std::atomic<std::int64_t> checked_at{-1};
     std::atomic<pid_t> pid{0};
   };
@@ -183,19 +187,23 @@ inline const std::vector<std::string>& cgroup_directories(std::string_view contr
   cache& c = caches[controller == "memory" ? 0 : 1];
   const std::int64_t now = monotonic_seconds();
   const pid_t pid = ::getpid();
-  const std::vector<std::string>* list = c.list.load(std::memory_order_acquire);
+  const node* list = c.list.load(std::memory_order_acquire);
   if (list != nullptr && c.checked_at.load(std::memory_order_relaxed) == now &&
       c.pid.load(std::memory_order_relaxed) == pid) {
-    return *list;
+    return list->directories;
   }
   std::vector<std::string> fresh = read_cgroup_directories(controller);
-  if (list == nullptr || *list != fresh) {
-    list = new std::vector<std::string>(std::move(fresh));
-    c.list.store(list, std::memory_order_release);
+  if (list == nullptr || list->directories != fresh) {
+    const node* published = new node{std::move(fresh), list};
+    if (!c.list.compare_exchange_strong(list, published, std::memory_order_acq_rel)) {
+      delete published;  // another thread published first; `list` is now its node
+    } else {
+      list = published;
+    }
   }
   c.pid.store(pid, std::memory_order_relaxed);
   c.checked_at.store(now, std::memory_order_relaxed);
-  return *list;
+  return list->directories;
 }
 
 // A limit file: "max" (v2) or a number of bytes; nullopt when absent, unreadable or unlimited.

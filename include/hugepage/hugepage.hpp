@@ -7,6 +7,7 @@
 //   arena_resource.hpp   the std::pmr resource over an arena
 //   strategy.hpp   where every hugepage decision is made
 //   backing.hpp    backing_of(): what the kernel actually gave
+//   collapse.hpp   collapse(): huge pages now, in budgeted steps, here or in another process
 //   system.hpp     THP settings, hugetlb pools, MADV_COLLAPSE support
 //   cgroup.hpp     the memory and hugetlb cgroup limits this process runs under
 //   errors.hpp     the exceptions: allocation_error, pool_exhausted and the cgroup refusals
@@ -21,6 +22,7 @@
 #include "hugepage/arena_resource.hpp"
 #include "hugepage/backing.hpp"
 #include "hugepage/cgroup.hpp"
+#include "hugepage/collapse.hpp"
 #include "hugepage/errors.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/page_size.hpp"

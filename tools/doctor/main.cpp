@@ -1,16 +1,23 @@
 // tools/doctor/main.cpp - hugepage-doctor: is this machine, or this process, paying the TLB tax?
 //
-// Parses the command line, collects one report, derives advice, prints a table or JSON. Every
-// error is one line on stderr and exit status 2, with nothing on stdout: output is built whole
-// before it is printed.
+// Parses the command line (CLI11), collects one report, derives advice, prints a table or JSON.
+// Every error is one line on stderr and a non-zero status, with nothing on stdout: output is
+// built whole before it is printed, and a failed write to stdout is an error too.
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "collapse.hpp"
 #include "report.hpp"
+#include "text.hpp"
 
 namespace {
 
@@ -21,47 +28,60 @@ constexpr int exit_advice = 1;
 constexpr int exit_error = 2;
 
 constexpr const char* usage_text =
-    R"(Usage: hugepage-doctor [--json] [--pid PID [--top N] | --probe]
+    R"(Usage: hugepage-doctor [--json | --format FORMAT] [--pid PID [--top N] | --probe]
 
 Says whether a Linux machine, or one process on it, gets the huge pages it could, and how to fix
-what is missing. Each piece of advice comes with the command that applies it.
+what is missing. Each piece of advice names the facts it rests on, what the fix costs, and the
+commands that apply it (built from values the doctor chose, every word shell-quoted: never from
+a process's title, environment or paths).
 
 Modes:
-  (none)        the system: THP settings, khugepaged, hugetlb pools (per NUMA node), free
-                2 MiB blocks (/proc/buddyinfo), THP counters (/proc/vmstat), hugetlb cgroup
-                limits, MADV_COLLAPSE, hardware counters
-  --pid PID     one process: RSS, bytes on THP, on hugetlb (per size) and on base pages, its
-                largest anonymous mappings, its allocator and that allocator's huge page
-                settings. Needs the right to read /proc/PID/smaps (root, or the same user).
+  (none)        the system: THP settings, mTHP sizes, khugepaged, hugetlb pools (per NUMA node),
+                free 2 MiB blocks (/proc/buddyinfo), THP counters (/proc/vmstat), hugetlb cgroup
+                limits, MADV_COLLAPSE, 1 GiB page support, hardware counters
+  --pid PID     one process: RSS, bytes on THP, on hugetlb (per size) and on base pages, shared
+                memory and file THP in their own classes, its largest anonymous and shared
+                mappings, its runtime (JVM, PostgreSQL, Redis), its allocator (and version) and
+                their huge page settings. Needs the right to read /proc/PID/smaps (root, or the
+                same user).
   --probe       measures ns per access of a dependent random chase at 4 MiB, 64 MiB and
-                1 GiB, on base pages and on huge pages, and prints the ratio (~10 s, ~1.1 GiB)
+                1 GiB, on base pages and on huge pages, and prints the ratio (~10 s, ~1.1 GiB;
+                in a memory cgroup, working sets shrink to fit its headroom, and say so)
 
 Options:
-  --json        print JSON instead of tables (schema "hugepage-doctor/1", see tools/README.md)
-  --top N       with --pid: how many of the largest anonymous mappings to list (default 10)
+  --json        the same as --format json
+  --format F    table (default), json (schema "hugepage-doctor/1") or prometheus (the
+                node_exporter textfile format); both documented in tools/README.md
+  --top N       with --pid: how many of the largest mappings to list (default 10)
+  --collapse    with --pid: collapse its mappings into huge pages now (process_madvise
+                MADV_COLLAPSE, Linux 6.1; needs CAP_SYS_NICE and ptrace access), largest gain
+                first; --dry-run lists them and changes nothing; --budget-ms N (default 1000)
+                and --max-bytes N bound the work
   -h, --help    print this help and exit
   --version     print the version and exit
 
 Exit status:
-  0  healthy: no advice (--probe: the probe ran)
-  1  advice given
-  2  error: bad usage, no such process, permission denied, probe failed; one line on stderr,
-     nothing on stdout
+  0  healthy: no warning (notes may be printed; --probe: the probe ran)
+  1  advice given: at least one warning
+  2  error: bad usage, no such process, permission denied (with the cause), the process exited
+     while being read, probe failed, stdout not writable; one line on stderr, nothing on stdout
+  3  --pid names a zombie (exited, not reaped)
+  4  --pid names a kernel thread
 )";
 
 struct options {
-  bool json = false;
+  std::string format = "table";
   bool probe = false;
   std::optional<pid_t> pid;
   std::size_t top = 10;
+  bool collapse = false;  // see collapse.hpp
+  collapse_options collapse_with;
 };
 
 int fail(const std::string& message) {
-  std::fprintf(stderr, "hugepage-doctor: %s\n", message.c_str());
+  std::fprintf(stderr, "hugepage-doctor: %s\n", printable(message).c_str());
   return exit_error;
 }
-
-int usage_error(const std::string& message) { return fail(message + " (try --help)"); }
 
 // A positive decimal number no larger than `max`; nullopt otherwise.
 std::optional<long long> positive(std::string_view text, long long max) {
@@ -75,65 +95,90 @@ std::optional<long long> positive(std::string_view text, long long max) {
   return value;
 }
 
-// Returns exit_healthy and fills `o`, -1 for --help/--version (already printed), or exit_error.
-int parse(int argc, char** argv, options& o) {
-  for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    std::optional<std::string_view> inline_value;
-    if (arg.size() > 2 && arg.substr(0, 2) == "--") {
-      if (const auto eq = arg.find('='); eq != std::string_view::npos) {
-        inline_value = arg.substr(eq + 1);
-        arg = arg.substr(0, eq);
-      }
-    }
-    const auto value = [&](const char* what) -> std::optional<std::string_view> {
-      if (inline_value) return inline_value;
-      if (i + 1 < argc) return std::string_view(argv[++i]);
-      (void)what;
-      return std::nullopt;
-    };
-    if (arg == "-h" || arg == "--help") {
-      std::fputs(usage_text, stdout);
-      return -1;
-    }
-    if (arg == "--version") {
-      std::puts("hugepage-doctor 0.1.0");
-      return -1;
-    }
-    if (arg == "--json" || arg == "--probe") {
-      if (inline_value) return usage_error(std::string(arg) + " takes no value");
-      (arg == "--json" ? o.json : o.probe) = true;
-      continue;
-    }
-    if (arg == "--pid") {
-      const auto text = value("process id");
-      if (!text || text->empty()) return usage_error("--pid needs a process id");
-      const auto pid = positive(*text, 0x7fffffff);
-      if (!pid) {
-        return usage_error("--pid: '" + std::string(*text) +
-                           "' is not a process id (a positive integer)");
-      }
-      o.pid = static_cast<pid_t>(*pid);
-      continue;
-    }
-    if (arg == "--top") {
-      const auto text = value("count");
-      if (!text || text->empty()) return usage_error("--top needs a count");
-      const auto n = positive(*text, 100000);
-      if (!n) return usage_error("--top: '" + std::string(*text) + "' is not a positive count");
-      o.top = static_cast<std::size_t>(*n);
-      continue;
-    }
-    if (!arg.empty() && arg.front() == '-') {
-      return usage_error("unknown option '" + std::string(argv[i]) + "'");
-    }
-    return usage_error("unexpected argument '" + std::string(arg) + "'");
+// Writes the whole of `text` to stdout and flushes it; exit_error (with a message) when stdout
+// is closed, full or a broken pipe, so a failed write never ends with status 0.
+int emit(const std::string& text, int code) {
+  if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0 ||
+      std::ferror(stdout) != 0) {
+    return fail(std::string("cannot write to stdout: ") + std::strerror(errno));
   }
-  if (o.pid && o.probe) return usage_error("--pid and --probe cannot be combined");
+  return code;
+}
+
+// Returns exit_healthy and fills `o`, -1 when --help/--version printed (`code` holds the
+// status), or exit_error.
+int parse(int argc, char** argv, options& o, int& code) {
+  CLI::App app{"hugepage-doctor"};
+  // Help and version are ours (usage_text, and a write failure must be an error), and CLI11's
+  // multi-line messages are folded into one line below.
+  app.set_help_flag();
+  bool help = false, version = false, json = false;
+  // Numbers are taken as text and checked here, for one wording of every mistake.
+  std::string pid, top;
+  app.add_flag("-h,--help", help)->disable_flag_override();
+  app.add_flag("--version", version)->disable_flag_override();
+  app.add_flag("--json", json)->disable_flag_override();
+  auto* format =
+      app.add_option("--format", o.format)->check(CLI::IsMember({"table", "json", "prometheus"}));
+  auto* pid_option = app.add_option("--pid", pid)->type_name("PID");
+  auto* top_option = app.add_option("--top", top)->type_name("N");
+  auto* probe = app.add_flag("--probe", o.probe)->disable_flag_override();
+  probe->excludes(pid_option);
+  format->excludes(app.get_option("--json"));
+  std::string budget_ms, max_bytes;
+  auto* collapse = app.add_flag("--collapse", o.collapse)->disable_flag_override();
+  collapse->needs(pid_option);
+  app.add_flag("--dry-run", o.collapse_with.dry_run)->disable_flag_override()->needs(collapse);
+  auto* budget_option = app.add_option("--budget-ms", budget_ms)->type_name("N")->needs(collapse);
+  auto* max_bytes_option =
+      app.add_option("--max-bytes", max_bytes)->type_name("N")->needs(collapse);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::string message = e.what();
+    for (char& c : message) {
+      if (c == '\n') c = ' ';
+    }
+    return fail(message + " (try --help)");
+  }
+  if (help) {
+    code = emit(usage_text, exit_healthy);
+    return -1;
+  }
+  if (version) {
+    code = emit("hugepage-doctor " HUGEPAGE_DOCTOR_VERSION "\n", exit_healthy);
+    return -1;
+  }
+  if (json) o.format = "json";
+  if (*pid_option) {
+    const auto value = positive(pid, 0x7fffffff);
+    if (!value)
+      return fail("--pid: '" + pid + "' is not a process id (a positive integer) (try --help)");
+    o.pid = static_cast<pid_t>(*value);
+  }
+  if (*budget_option) {
+    const auto value = positive(budget_ms, 1LL << 40);
+    if (!value)
+      return fail("--budget-ms: '" + budget_ms + "' is not a positive number (try --help)");
+    o.collapse_with.budget = std::chrono::milliseconds(*value);
+  }
+  if (*max_bytes_option) {
+    const auto value = positive(max_bytes, 1LL << 50);
+    if (!value)
+      return fail("--max-bytes: '" + max_bytes + "' is not a positive number (try --help)");
+    o.collapse_with.max_bytes = static_cast<std::size_t>(*value);
+  }
+  if (*top_option) {
+    const auto value = positive(top, 100000);
+    if (!value) return fail("--top: '" + top + "' is not a positive count (try --help)");
+    o.top = static_cast<std::size_t>(*value);
+  }
   return exit_healthy;
 }
 
 int run(const options& o) {
+  const bool json = o.format == "json";
+  const bool prometheus = o.format == "prometheus";
   if (o.probe) {
     const probe_report probe =
         run_probe({std::size_t{4} << 20, std::size_t{64} << 20, std::size_t{1} << 30});
@@ -143,40 +188,61 @@ int run(const options& o) {
       return fail("probe failed: " +
                   (probe.rows.empty() ? std::string("no working sets") : probe.rows[0].error));
     }
-    const std::string out = o.json ? json_probe(probe) : render_probe(probe);
-    std::fputs(out.c_str(), stdout);
-    return exit_healthy;
+    return emit(json         ? json_probe(probe)
+                : prometheus ? prometheus_probe(probe)
+                             : render_probe(probe),
+                exit_healthy);
   }
-  if (o.pid) {
+  if (o.pid && o.collapse) {
+    if (prometheus) return fail("--collapse prints a table or JSON, not prometheus");
+    collapse_options c = o.collapse_with;
+    c.pid = *o.pid;
     std::error_code ec;
     std::string error;
-    const process_report process = collect_process(*o.pid, o.top, ec, error);
+    const collapse_report report = run_collapse(c, ec, error);
     if (ec) return fail(error);
+    // An error that stopped everything is one line on stderr, nothing on stdout, as elsewhere.
+    if (report.fatal) return fail(explain_refusal(report.fatal.value(), c.pid));
+    return emit(json ? json_collapse(report) : render_collapse(report), exit_healthy);
+  }
+  if (o.pid) {
+    collect_failure failure;
+    const std::optional<process_report> process = collect_process(*o.pid, o.top, failure);
+    if (!process) {
+      fail(failure.message);
+      return failure.exit_code;
+    }
     const system_report system = collect_system();
-    const std::vector<advice> advice = advise_process(process, system);
-    const std::string out =
-        o.json ? json_process(process, system, advice) : render_process(process, system, advice);
-    std::fputs(out.c_str(), stdout);
-    return advice.empty() ? exit_healthy : exit_advice;
+    const std::vector<advice> advice = advise_process(*process, system);
+    std::string out = json         ? json_process(*process, system, advice)
+                      : prometheus ? prometheus_process(*process, system, advice)
+                                   : render_process(*process, system, advice);
+    if (!json && !prometheus) {  // exact huge bytes per mapping (PAGEMAP_SCAN); collapse.hpp
+      std::error_code coverage_ec;
+      out += render_coverage(coverage_by_mapping(*o.pid, coverage_ec), o.top);
+    }
+    return emit(out, has_warning(advice) ? exit_advice : exit_healthy);
   }
   const system_report system = collect_system();
   const std::vector<advice> advice = advise_system(system);
-  const std::string out = o.json ? json_system(system, advice) : render_system(system, advice);
-  std::fputs(out.c_str(), stdout);
-  return advice.empty() ? exit_healthy : exit_advice;
+  return emit(json         ? json_system(system, advice)
+              : prometheus ? prometheus_system(system, advice)
+                           : render_system(system, advice),
+              has_warning(advice) ? exit_advice : exit_healthy);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A closed or broken stdout must be an error status, not a silent death or success.
+  std::signal(SIGPIPE, SIG_IGN);
   options o;
-  const int parsed = parse(argc, argv, o);
-  if (parsed == -1) return exit_healthy;
+  int code = exit_healthy;
+  const int parsed = parse(argc, argv, o, code);
+  if (parsed == -1) return code;
   if (parsed != exit_healthy) return parsed;
   try {
-    const int code = run(o);
-    if (std::fflush(stdout) != 0) return fail("cannot write the report to stdout");
-    return code;
+    return run(o);
   } catch (const std::exception& e) {
     return fail(std::string("unexpected error: ") + e.what());
   }

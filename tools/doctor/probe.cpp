@@ -15,6 +15,7 @@
 #include <exception>
 
 #include "hugepage/backing.hpp"
+#include "hugepage/cgroup.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/perf_counters.hpp"
 #include "hugepage/strategy.hpp"
@@ -97,6 +98,30 @@ probe_report run_probe(const std::vector<std::size_t>& working_sets) {
     probe_row row;
     std::size_t bytes = 0;
     os::round_up(std::max(requested, align), align, bytes);
+    // In a memory cgroup, populating past the limit gets the doctor OOM-killed: the working set
+    // shrinks (by halves) until the buffer, its cycle (4 bytes a line) and a collapse's spare
+    // page fit the headroom, and the row says so.
+    const cgroup_limit_search limit = memory_limit();
+    if (limit.tightest) {
+      const std::uint64_t headroom = limit.tightest->headroom();
+      const auto needed = [&](std::size_t b) { return b + b / line_bytes * 4 + 2 * align; };
+      std::size_t fitted = bytes;
+      while (fitted > align && needed(fitted) > headroom) fitted = std::max(fitted / 2, align);
+      if (needed(fitted) > headroom) {
+        row.working_set = bytes;
+        row.error = "the memory cgroup limit " + limit.tightest->file + " leaves " +
+                    format_bytes(headroom) + ", less than the smallest working set needs (" +
+                    format_bytes(needed(fitted)) + ")";
+        report.rows.push_back(row);
+        continue;
+      }
+      if (fitted != bytes) {
+        row.note = format_bytes(bytes) + " reduced to " + format_bytes(fitted) +
+                   ": the memory cgroup limit " + limit.tightest->file + " leaves " +
+                   format_bytes(headroom);
+        bytes = fitted;
+      }
+    }
     row.working_set = bytes;
     const std::size_t lines = bytes / line_bytes;
     row.accesses = std::uint64_t{1} << 20;

@@ -157,12 +157,31 @@ std::vector<std::pair<std::string, std::string>> parse_allocator_environ(std::st
     const auto equals = entry.find('=');
     if (equals == std::string_view::npos || equals == 0) continue;
     const std::string_view name = entry.substr(0, equals);
-    const bool wanted = name == "MALLOC_CONF" || name == "_RJEM_MALLOC_CONF" ||
-                        name == "GLIBC_TUNABLES" || name == "LD_PRELOAD" ||
-                        starts_with(name, "MIMALLOC_") || starts_with(name, "TCMALLOC_");
+    const bool wanted =
+        name == "MALLOC_CONF" || name == "_RJEM_MALLOC_CONF" || name == "GLIBC_TUNABLES" ||
+        name == "LD_PRELOAD" || name == "JAVA_TOOL_OPTIONS" || name == "JDK_JAVA_OPTIONS" ||
+        name == "_JAVA_OPTIONS" || starts_with(name, "MIMALLOC_") || starts_with(name, "TCMALLOC_");
     if (wanted) kept.emplace_back(std::string(name), std::string(entry.substr(equals + 1)));
   }
   return kept;
+}
+
+bool environ_overwritten(std::string_view text) {
+  // A real environment is NAME=value entries; a title written over it (setproctitle) is text
+  // without '=' followed by NUL padding, or only NULs (setproctitle clears the whole area). One
+  // entry without '=' is enough to distrust the rest.
+  const bool had_bytes = !text.empty();
+  bool any_entry = false;
+  while (!text.empty()) {
+    const auto nul = text.find('\0');
+    const std::string_view entry = text.substr(0, nul);
+    text.remove_prefix(nul == std::string_view::npos ? text.size() : nul + 1);
+    if (entry.empty()) continue;
+    any_entry = true;
+    const auto equals = entry.find('=');
+    if (equals == std::string_view::npos || equals == 0) return true;
+  }
+  return had_bytes && !any_entry;
 }
 
 std::vector<std::string> parse_maps_paths(std::string_view text) {
@@ -190,7 +209,21 @@ allocator_guess detect_allocator(const std::vector<std::string>& paths) {
       const auto slash = path.rfind('/');
       const std::string_view base =
           std::string_view(path).substr(slash == std::string::npos ? 0 : slash + 1);
-      if (starts_with(base, prefix)) return {name, path};
+      if (!starts_with(base, prefix)) continue;
+      allocator_guess g{name, path, ""};
+      // mimalloc's soname carries its minor version (libmimalloc.so.2.0, .so.2.1); the others'
+      // carry an ABI number that says nothing about the options they read.
+      if (std::string_view(name) == "mimalloc") {
+        if (const auto so = base.find(".so."); so != std::string_view::npos) {
+          const std::string_view rest = base.substr(so + 4);
+          const auto dot = rest.find('.');
+          if (dot != std::string_view::npos) {
+            const auto end = rest.find('.', dot + 1);
+            g.version = std::string(rest.substr(0, end));
+          }
+        }
+      }
+      return g;
     }
   }
   for (const std::string& path : paths) {
@@ -198,11 +231,43 @@ allocator_guess detect_allocator(const std::vector<std::string>& paths) {
     const std::string_view base =
         std::string_view(path).substr(slash == std::string::npos ? 0 : slash + 1);
     // libc.so.6, or libc-2.31.so on glibc before 2.34.
-    if (base == "libc.so.6" || (starts_with(base, "libc-2.") && base.size() > 7)) {
-      return {"glibc", path};
+    if (base == "libc.so.6") return {"glibc", path, ""};
+    if (starts_with(base, "libc-2.") && base.size() > 10) {
+      const std::string_view version = base.substr(5, base.size() - 5 - 3);  // "2.31"
+      return {"glibc", path, std::string(version)};
     }
   }
-  return {"unknown", ""};
+  return {"unknown", "", ""};
+}
+
+// ---- numa_maps ---------------------------------------------------------------------------------
+
+std::map<int, numa_usage> parse_numa_maps(std::string_view text) {
+  std::map<int, numa_usage> nodes;
+  while (!text.empty()) {
+    std::string_view line = next_line(text);
+    std::uint64_t page_kib = 4;
+    std::vector<std::pair<int, std::uint64_t>> counts;
+    while (!line.empty()) {
+      const std::string_view word = next_word(line);
+      if (word.empty()) break;
+      if (starts_with(word, "kernelpagesize_kB=")) {
+        page_kib = detail::parse_u64(word.substr(18)).value_or(4);
+      } else if (word.size() > 3 && word[0] == 'N' && word[1] >= '0' && word[1] <= '9') {
+        const auto eq = word.find('=');
+        if (eq == std::string_view::npos) continue;
+        const auto node = detail::parse_u64(word.substr(1, eq - 1));
+        const auto pages = detail::parse_u64(word.substr(eq + 1));
+        if (node && pages && *node < 4096) counts.emplace_back(static_cast<int>(*node), *pages);
+      }
+    }
+    for (const auto& [node, pages] : counts) {
+      numa_usage& u = nodes[node];
+      u.bytes += pages * page_kib * 1024;
+      if (page_kib > 4) u.hugetlb_bytes += pages * page_kib * 1024;
+    }
+  }
+  return nodes;
 }
 
 // ---- cgroups -----------------------------------------------------------------------------------
@@ -300,6 +365,18 @@ cgroup_report read_hugetlb_cgroup(const std::string& root, std::string_view cgro
       limit.current = read_number(root, prefix + (v2 ? "current" : "usage_in_bytes"));
       limit.rsvd_current =
           read_number(root, prefix + (v2 ? "rsvd.current" : "rsvd.usage_in_bytes"));
+      // v2 "events": "max N", how often the limit refused (v1: failcnt).
+      if (v2) {
+        if (const auto text = read_text(root, prefix + "events")) {
+          const auto at = text->find("max ");
+          if (at == 0 || (at != std::string::npos && (*text)[at - 1] == '\n')) {
+            limit.refused =
+                detail::parse_u64(trim(text->substr(at + 4, text->find('\n', at) - at - 4)));
+          }
+        }
+      } else {
+        limit.refused = read_number(root, prefix + "failcnt");
+      }
       const bool finite = (limit.has_max && limit.max) || (limit.has_rsvd_max && limit.rsvd_max);
       if ((limit.has_max || limit.has_rsvd_max) && (finite || !only_finite)) {
         report.limits.push_back(limit);

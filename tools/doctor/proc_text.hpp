@@ -60,21 +60,46 @@ std::optional<std::string> status_text_field(std::string_view text, std::string_
 
 /// Splits /proc/<pid>/environ (NUL-separated NAME=value) and keeps the variables that configure
 /// an allocator's use of huge pages: MALLOC_CONF, _RJEM_MALLOC_CONF, GLIBC_TUNABLES, MIMALLOC_*,
-/// TCMALLOC_*, LD_PRELOAD. In the order found.
+/// TCMALLOC_*, LD_PRELOAD, JAVA_TOOL_OPTIONS, JDK_JAVA_OPTIONS, _JAVA_OPTIONS. In the order found.
 std::vector<std::pair<std::string, std::string>> parse_allocator_environ(std::string_view text);
+
+/// True when /proc/<pid>/environ text is not NAME=value pairs: the process wrote its title over
+/// its environment (Redis, PostgreSQL), so its settings cannot be read from it.
+bool environ_overwritten(std::string_view text);
 
 /// The paths named in /proc/<pid>/maps text (each once, in order of first appearance).
 std::vector<std::string> parse_maps_paths(std::string_view text);
 
 /// The malloc a process runs, judged from its mapped libraries.
 struct allocator_guess {
+  allocator_guess() = default;
+  allocator_guess(std::string name_, std::string library_ = "",  // NOLINT: brace lists in tests
+                  std::string version_ = "")
+      : name(std::move(name_)), library(std::move(library_)), version(std::move(version_)) {}
+
   std::string name;     ///< "jemalloc", "tcmalloc", "mimalloc", "glibc", or "unknown"
   std::string library;  ///< the mapped file it was recognised by ("" when none)
+  /// The version its file name gives ("2.0" from libmimalloc.so.2.0, "2.31" from libc-2.31.so);
+  /// "" when the name does not say. collect_process() may fill it in from other evidence.
+  std::string version;
+  std::string package;  ///< the Debian package that owns `library`, with its version, or ""
 };
 
 /// Recognises libjemalloc, libtcmalloc(_minimal), libmimalloc and glibc's libc among `paths`. An
 /// allocator linked statically into the executable is not visible here and reads as glibc.
 allocator_guess detect_allocator(const std::vector<std::string>& paths);
+
+// ---- numa_maps ---------------------------------------------------------------------------------
+
+/// A process's resident memory on one NUMA node (/proc/<pid>/numa_maps). Bytes.
+struct numa_usage {
+  std::uint64_t bytes = 0;          ///< all pages on the node
+  std::uint64_t hugetlb_bytes = 0;  ///< of which hugetlb pages (kernelpagesize_kB above 4 KiB)
+};
+
+/// Parses /proc/<pid>/numa_maps: "N<node>=<pages>" per mapping, times its kernelpagesize_kB.
+/// (THP pages count as base pages there: the file cannot tell them apart.)
+std::map<int, numa_usage> parse_numa_maps(std::string_view text);
 
 // ---- cgroups -----------------------------------------------------------------------------------
 
@@ -106,6 +131,7 @@ struct hugetlb_limit {
   std::optional<std::uint64_t> rsvd_max;
   std::optional<std::uint64_t> current;  ///< usage now, when readable
   std::optional<std::uint64_t> rsvd_current;
+  std::optional<std::uint64_t> refused;  ///< times the limit refused (v2 events "max", v1 failcnt)
 };
 
 /// What the doctor learned about hugetlb cgroups for one process.

@@ -8,71 +8,11 @@
 
 #include "json.hpp"
 #include "report.hpp"
+#include "text.hpp"
 
 namespace hugepage::doctor {
 
 inline constexpr const char* schema_name = "hugepage-doctor/1";
-
-// ---- json ---------------------------------------------------------------------------------------
-
-namespace {
-
-void escape(std::string& out, const std::string& s) {
-  out += '"';
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (ch) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (c < 0x20) {
-          out += fmt::format("\\u{:04x}", c);
-        } else {
-          out += ch;
-        }
-    }
-  }
-  out += '"';
-}
-
-}  // namespace
-
-void json::write(std::string& out, int depth) const {
-  switch (kind_) {
-    case kind::null: out += "null"; return;
-    case kind::boolean: out += boolean_ ? "true" : "false"; return;
-    case kind::unsigned_integer: out += fmt::format("{}", unsigned_); return;
-    case kind::signed_integer: out += fmt::format("{}", signed_); return;
-    case kind::number:
-      out += std::isfinite(number_) ? fmt::format("{}", number_) : std::string("null");
-      return;
-    case kind::string: escape(out, string_); return;
-    case kind::array:
-    case kind::object: break;
-  }
-  const bool object = kind_ == kind::object;
-  if (items_.empty()) {
-    out += object ? "{}" : "[]";
-    return;
-  }
-  out += object ? "{\n" : "[\n";
-  const std::string indent(static_cast<std::size_t>(depth + 1) * 2, ' ');
-  for (std::size_t i = 0; i < items_.size(); ++i) {
-    out += indent;
-    if (object) {
-      escape(out, items_[i].first);
-      out += ": ";
-    }
-    items_[i].second.write(out, depth + 1);
-    if (i + 1 < items_.size()) out += ',';
-    out += '\n';
-  }
-  out += std::string(static_cast<std::size_t>(depth) * 2, ' ');
-  out += object ? '}' : ']';
-}
 
 std::string format_bytes(std::uint64_t bytes) {
   if (bytes < 1024) return fmt::format("{} B", bytes);
@@ -121,15 +61,43 @@ json cgroup_json(const cgroup_report& c) {
                     .set("rsvd_max_readable", l.has_rsvd_max)
                     .set("rsvd_max_bytes", l.rsvd_max)
                     .set("current_bytes", l.current)
-                    .set("rsvd_current_bytes", l.rsvd_current));
+                    .set("rsvd_current_bytes", l.rsvd_current)
+                    .set("refused", l.refused));
   }
   return json::object().set("status", c.status).set("path", c.path).set("limits", limits);
+}
+
+json strings(const std::vector<std::string>& list) {
+  json out = json::array();
+  for (const auto& s : list) out.push(s);
+  return out;
 }
 
 json advice_json(const std::vector<advice>& advice) {
   json list = json::array();
   for (const auto& a : advice) {
-    list.push(json::object().set("id", a.id).set("message", a.message).set("command", a.command));
+    list.push(json::object()
+                  .set("id", a.id)
+                  .set("level", name_of(a.level))
+                  .set("message", a.message)
+                  .set("evidence", strings(a.evidence))
+                  .set("trade", a.trade)
+                  .set("commands", strings(a.commands))
+                  .set("command", a.commands.empty() ? std::string() : a.commands.front()));
+  }
+  return list;
+}
+
+json mthp_json(const system_report& s) {
+  json list = json::array();
+  for (const mthp_size& m : s.mthp) {
+    json stats = json::object();
+    for (const auto& [name, value] : m.stats) stats.set(name, value);
+    list.push(json::object()
+                  .set("page_bytes", m.page_bytes)
+                  .set("enabled", m.enabled.empty() ? json() : json(m.enabled))
+                  .set("shmem_enabled", m.shmem_enabled.empty() ? json() : json(m.shmem_enabled))
+                  .set("stats", stats));
   }
   return list;
 }
@@ -201,7 +169,9 @@ json system_json(const system_report& s) {
       .set("cgroup", cgroup_json(s.cgroup))
       .set("madv_collapse", name_of(s.collapse))
       .set("hardware_counters",
-           json::object().set("available", s.hardware_counters).set("reason", s.counters_reason));
+           json::object().set("available", s.hardware_counters).set("reason", s.counters_reason))
+      .set("mthp", mthp_json(s))
+      .set("cpu_1g_pages", s.cpu_1g_pages);
 }
 
 std::string document(const char* mode, const char* key, json body,
@@ -210,6 +180,8 @@ std::string document(const char* mode, const char* key, json body,
   if (key != nullptr) doc.set(key, std::move(body));
   return doc.set("advice", advice_json(advice)).set("exit_code", exit_code).dump();
 }
+
+int exit_code_of(const std::vector<advice>& advice) { return has_warning(advice) ? 1 : 0; }
 
 // ---- human -------------------------------------------------------------------------------------
 
@@ -221,7 +193,12 @@ void render_advice(std::string& out, const std::vector<advice>& advice, const ch
   }
   int n = 1;
   for (const auto& a : advice) {
-    out += fmt::format("  {}. {} [{}]\n     $ {}\n", n++, a.message, a.id, a.command);
+    // Messages and evidence may quote paths and names the process chose: escaped. Commands are
+    // built from trusted words only (advice.cpp) and printed as they are, to be pasted.
+    out += fmt::format("  {}. {}: {} [{}]\n", n++, name_of(a.level), printable(a.message), a.id);
+    for (const auto& fact : a.evidence) out += fmt::format("     - {}\n", printable(fact));
+    if (!a.trade.empty()) out += fmt::format("     cost: {}\n", printable(a.trade));
+    for (const auto& command : a.commands) out += fmt::format("     $ {}\n", command);
   }
 }
 
@@ -259,7 +236,7 @@ void render_cgroup(std::string& out, const cgroup_report& c) {
   for (const auto& l : c.limits) {
     out += fmt::format("  {:<8} {:<4} {:>12} {:>12} {:>12}  {}\n", format_bytes(l.page_bytes),
                        l.version, limit(l.has_max, l.max), limit(l.has_rsvd_max, l.rsvd_max),
-                       l.current ? format_bytes(*l.current) : "-", l.directory);
+                       l.current ? format_bytes(*l.current) : "-", printable(l.directory));
   }
 }
 
@@ -331,6 +308,25 @@ std::string render_system(const system_report& s, const std::vector<advice>& adv
   out += fmt::format(
       "  {:<18} {}\n", "hardware counters",
       s.hardware_counters ? "available" : fmt::format("unavailable: {}", s.counters_reason));
+  if (s.cpu_1g_pages) {
+    out += fmt::format("  {:<18} {}\n", "1 GiB pages (CPU)",
+                       *s.cpu_1g_pages ? "yes (pdpe1gb)" : "no: the CPU lacks pdpe1gb");
+  }
+  if (!s.mthp.empty()) {
+    out += "\nmTHP sizes (transparent_hugepage/hugepages-<size>kB; counters since boot)\n";
+    out += fmt::format("  {:<9} {:<8} {:<12} {:>12} {:>12} {:>10}\n", "size", "enabled", "shmem",
+                       "anon faults", "fallbacks", "splits");
+    for (const mthp_size& m : s.mthp) {
+      const auto stat = [&](const char* name) {
+        const auto it = m.stats.find(name);
+        return it == m.stats.end() ? std::string("-") : fmt::format("{}", it->second);
+      };
+      out += fmt::format("  {:<9} {:<8} {:<12} {:>12} {:>12} {:>10}\n", format_bytes(m.page_bytes),
+                         m.enabled.empty() ? "-" : m.enabled,
+                         m.shmem_enabled.empty() ? "-" : m.shmem_enabled, stat("anon_fault_alloc"),
+                         stat("anon_fault_fallback"), stat("split"));
+    }
+  }
   render_advice(out, advice, "this machine is set up for huge pages");
   return out;
 }
@@ -339,7 +335,8 @@ std::string render_process(const process_report& p, const system_report& s,
                            const std::vector<advice>& advice) {
   std::string out =
       fmt::format("hugepage-doctor: pid {} ({}), {} mappings, read in {:.1f} ms\n", p.pid,
-                  p.name.empty() ? "?" : p.name, p.mappings, p.seconds * 1000.0);
+                  p.name.empty() ? "?" : printable(p.name), p.mappings, p.seconds * 1000.0);
+  if (!p.title.empty()) out += fmt::format("title: {}\n", printable(p.title));
   out += "\nMemory\n";
   const auto line = [&](const std::string& label, std::uint64_t bytes) {
     out += fmt::format("  {:<26} {:>12}\n", label, format_bytes(bytes));
@@ -351,10 +348,25 @@ std::string render_process(const process_report& p, const system_report& s,
   line("on base pages", p.base);
   line("in MADV_HUGEPAGE ranges", p.thp_advised);
   out += fmt::format("  {:<26} {:>12}\n", "huge share of anonymous", percent(p.huge_fraction()));
+  line("shared memory", p.shmem);
+  line("shared memory on THP", p.shmem_huge);
+  out += fmt::format("  {:<26} {:>12}\n", "huge share of shared", percent(p.shmem_huge_fraction()));
+  line("file mappings", p.file);
+  line("file mappings on THP", p.file_huge);
+  out += fmt::format("  {:<26} {:>12}\n", "huge share of files", percent(p.file_huge_fraction()));
   out += fmt::format("  {:<26} {:>12}\n", "THP allowed (prctl)",
                      p.thp_enabled ? (*p.thp_enabled ? "yes" : "no") : "unknown");
 
-  out += "\nLargest anonymous mappings (by resident size)\n";
+  if (p.numa.size() > 1) {
+    out += "\nNUMA placement (/proc/PID/numa_maps; THP counts as base pages there)\n";
+    out += fmt::format("  {:>4} {:>12} {:>12}\n", "node", "resident", "hugetlb");
+    for (const auto& [node, u] : p.numa) {
+      out += fmt::format("  {:>4} {:>12} {:>12}\n", node, format_bytes(u.bytes),
+                         format_bytes(u.hugetlb_bytes));
+    }
+  }
+
+  out += "\nLargest anonymous and shared memory mappings (by resident size)\n";
   if (p.largest.empty()) {
     out += "  none\n";
   } else {
@@ -366,26 +378,60 @@ std::string render_process(const process_report& p, const system_report& s,
           format_bytes(m.size), format_bytes(m.resident), format_bytes(m.huge),
           m.resident == 0 ? "-"
                           : percent(static_cast<double>(m.huge) / static_cast<double>(m.resident)),
-          m.flags.empty() ? "-" : m.flags, format_bytes(m.kernel_page_bytes),
-          m.name.empty() ? "[anon]" : m.name);
+          m.flags.empty() ? (m.shared ? "s" : "-") : m.flags + (m.shared ? ",s" : ""),
+          format_bytes(m.kernel_page_bytes), m.name.empty() ? "[anon]" : printable(m.name));
     }
   }
 
   out += "\nAllocator\n";
   const allocator_report& a = p.allocator;
-  out += fmt::format("  {:<18} {}{}\n", "malloc", a.guess.name,
-                     a.guess.library.empty() ? "" : fmt::format(" ({})", a.guess.library));
+  out +=
+      fmt::format("  {:<18} {}{}{}\n", "malloc", a.guess.name,
+                  a.guess.version.empty() ? "" : " " + a.guess.version,
+                  a.guess.library.empty() ? "" : fmt::format(" ({})", printable(a.guess.library)));
+  if (!a.guess.package.empty()) out += fmt::format("  {:<18} {}\n", "package", a.guess.package);
   out += fmt::format("  {:<18} {}\n", "huge page setting", a.hugepage_mode);
   if (!a.environ_readable) {
     out += fmt::format("  {:<18} unreadable\n", "environment");
+  } else if (a.environ_overwritten) {
+    out += fmt::format("  {:<18} unknown: overwritten by the process title\n", "environment");
   } else if (a.settings.empty()) {
     out += fmt::format("  {:<18} none of MALLOC_CONF, GLIBC_TUNABLES, MIMALLOC_*, TCMALLOC_* set\n",
                        "environment");
   } else {
     for (const auto& [key, value] : a.settings) {
-      out += fmt::format("  {:<18} {}={}\n", "environment", key, value);
+      out += fmt::format("  {:<18} {}={}\n", "environment", printable(key), printable(value));
     }
   }
+  if (!p.runtime.kind.empty()) {
+    const runtime_report& r = p.runtime;
+    out += "\nRuntime\n";
+    out += fmt::format("  {:<18} {}{}\n", "kind", r.kind, r.version.empty() ? "" : " " + r.version);
+    out += fmt::format("  {:<18} {}\n", "recognised by", printable(r.evidence));
+    if (!r.package.empty()) out += fmt::format("  {:<18} {}\n", "package", r.package);
+    if (r.kind == "redis") {
+      // Redis (disable-thp yes, the default) turns THP off for itself only under enabled=always,
+      // where its fork for persistence would copy 2 MiB per written page.
+      out += fmt::format(
+          "  {:<18} {}\n", "THP for itself",
+          !p.thp_enabled ? "unknown"
+          : !*p.thp_enabled
+              ? "off: prctl(PR_SET_THP_DISABLE), Redis's disable-thp (fork copy-on-write)"
+          : s.thp.enabled.value_or("") == "always"
+              ? "on, although THP is always (disable-thp no?)"
+              : "on; Redis disables it only under enabled=always, and its jemalloc does not "
+                "advise the heap under madvise");
+    }
+    if (r.kind == "jvm") {
+      std::string flags;
+      for (const auto& f : r.settings) flags += (flags.empty() ? "" : " ") + f;
+      out += fmt::format("  {:<18} {}\n", "huge page flags",
+                         !r.settings_known ? "unknown"
+                         : flags.empty()   ? "none"
+                                           : flags);
+    }
+  }
+  if (!p.unit.empty()) out += fmt::format("  {:<18} {}\n", "systemd unit", p.unit);
 
   out += "\nSystem\n";
   out +=
@@ -424,6 +470,9 @@ std::string render_probe(const probe_report& r) {
     }
     out += '\n';
   }
+  for (const auto& row : r.rows) {
+    if (!row.note.empty()) out += fmt::format("  {}\n", row.note);
+  }
   out += "\n  ratio: base-page ns / huge-page ns per access (the TLB tax a huge page removes).\n";
   out += "  cov: share of each buffer found on huge pages by backing_of().\n";
   if (r.counters) {
@@ -436,7 +485,7 @@ std::string render_probe(const probe_report& r) {
 }
 
 std::string json_system(const system_report& s, const std::vector<advice>& advice) {
-  return document("system", "system", system_json(s), advice, advice.empty() ? 0 : 1);
+  return document("system", "system", system_json(s), advice, exit_code_of(advice));
 }
 
 std::string json_process(const process_report& p, const system_report& s,
@@ -454,20 +503,33 @@ std::string json_process(const process_report& p, const system_report& s,
                      .set("huge_bytes", m.huge)
                      .set("kernel_page_bytes", m.kernel_page_bytes)
                      .set("flags", m.flags)
+                     .set("shared", m.shared)
                      .set("name", m.name));
   }
   json settings = json::object();
   for (const auto& [key, value] : p.allocator.settings) settings.set(key, value);
-  json allocator = json::object()
-                       .set("name", p.allocator.guess.name)
-                       .set("library", p.allocator.guess.library)
-                       .set("environment_readable", p.allocator.environ_readable)
-                       .set("settings", settings)
-                       .set("hugepage_mode", p.allocator.hugepage_mode)
-                       .set("asks_for_huge", p.allocator.asks_for_huge);
+  json numa = json::array();
+  for (const auto& [node, u] : p.numa) {
+    numa.push(json::object()
+                  .set("node", node)
+                  .set("bytes", u.bytes)
+                  .set("hugetlb_bytes", u.hugetlb_bytes));
+  }
+  json allocator =
+      json::object()
+          .set("name", p.allocator.guess.name)
+          .set("library", p.allocator.guess.library)
+          .set("version",
+               p.allocator.guess.version.empty() ? json() : json(p.allocator.guess.version))
+          .set("environment_readable", p.allocator.environ_readable)
+          .set("environment_overwritten", p.allocator.environ_overwritten)
+          .set("settings", settings)
+          .set("hugepage_mode", p.allocator.hugepage_mode)
+          .set("asks_for_huge", p.allocator.asks_for_huge);
   json process = json::object()
                      .set("pid", static_cast<std::int64_t>(p.pid))
                      .set("name", p.name)
+                     .set("title", p.title)
                      .set("mappings", p.mappings)
                      .set("rss_bytes", p.rss)
                      .set("anonymous_bytes", p.anonymous)
@@ -478,6 +540,27 @@ std::string json_process(const process_report& p, const system_report& s,
                      .set("thp_advised_bytes", p.thp_advised)
                      .set("huge_fraction", p.huge_fraction())
                      .set("thp_enabled", p.thp_enabled)
+                     .set("shmem_bytes", p.shmem)
+                     .set("shmem_huge_bytes", p.shmem_huge)
+                     .set("shmem_huge_fraction", p.shmem_huge_fraction())
+                     .set("largest_shared_bytes", p.largest_shared)
+                     .set("file_bytes", p.file)
+                     .set("file_huge_bytes", p.file_huge)
+                     .set("file_huge_fraction", p.file_huge_fraction())
+                     .set("runtime", p.runtime.kind.empty()
+                                         ? json()
+                                         : json::object()
+                                               .set("kind", p.runtime.kind)
+                                               .set("version", p.runtime.version)
+                                               .set("evidence", p.runtime.evidence)
+                                               .set("package", p.runtime.package.empty()
+                                                                   ? json()
+                                                                   : json(p.runtime.package))
+                                               .set("settings_known", p.runtime.settings_known)
+                                               .set("settings", strings(p.runtime.settings))
+                                               .set("asks_for_huge", p.runtime.asks_for_huge))
+                     .set("systemd_unit", p.unit.empty() ? json() : json(p.unit))
+                     .set("numa", numa)
                      .set("largest_anonymous", largest)
                      .set("allocator", allocator)
                      .set("cgroup", cgroup_json(p.cgroup))
@@ -488,7 +571,7 @@ std::string json_process(const process_report& p, const system_report& s,
                  .set("process", process)
                  .set("system", system_json(s))
                  .set("advice", advice_json(advice))
-                 .set("exit_code", advice.empty() ? 0 : 1);
+                 .set("exit_code", exit_code_of(advice));
   return doc.dump();
 }
 
@@ -505,7 +588,8 @@ std::string json_probe(const probe_report& r) {
                   .set("huge_huge_fraction", row.huge_huge_fraction)
                   .set("base_dtlb_misses_per_access", row.base_walks)
                   .set("huge_dtlb_misses_per_access", row.huge_walks)
-                  .set("error", row.error.empty() ? json() : json(row.error)));
+                  .set("error", row.error.empty() ? json() : json(row.error))
+                  .set("note", row.note.empty() ? json() : json(row.note)));
   }
   json probe =
       json::object()

@@ -15,7 +15,7 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <system_error>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -25,12 +25,29 @@
 
 namespace hugepage::doctor {
 
-/// One piece of advice: what is wrong, and the command that fixes it.
+/// How much a piece of advice weighs: a warning makes the exit status 1, a note does not.
+enum class advice_level { warning, note };
+
+/// "warning" or "note".
+const char* name_of(advice_level level) noexcept;
+
+/// One piece of advice: what is wrong, the facts it rests on, what the fix costs, and the
+/// commands that apply it.
+///
+/// Every command is built by text.hpp from values the doctor chose or computed (numbers, kernel
+/// and configuration paths, a systemd unit name that passed safe_unit_name()), each word
+/// shell-quoted: nothing a process controls (title, environment, mapping names) ever enters one.
 struct advice {
-  std::string id;       ///< stable identifier ("thp_never", "max_ptes_none_bloat", ...)
-  std::string message;  ///< one sentence
-  std::string command;  ///< the shell command (or environment) that applies it
+  std::string id;  ///< stable identifier ("thp_never", "max_ptes_none", ...)
+  advice_level level = advice_level::warning;
+  std::string message;                ///< one sentence: the problem and its cost
+  std::vector<std::string> evidence;  ///< the facts it rests on (files, counters, ranges)
+  std::string trade;                  ///< what the fix costs; "" when nothing
+  std::vector<std::string> commands;  ///< shell lines that apply it, in order; may be empty
 };
+
+/// True when `list` holds a warning (exit status 1).
+bool has_warning(const std::vector<advice>& list) noexcept;
 
 // ---- system ------------------------------------------------------------------------------------
 
@@ -57,6 +74,15 @@ inline constexpr const char* vmstat_counters[] = {
     "compact_success",
     "htlb_buddy_alloc_success",
     "htlb_buddy_alloc_fail",
+    "thp_underused_split_page",
+};
+
+/// One multi-size THP size (Linux 6.8+: transparent_hugepage/hugepages-<size>kB).
+struct mthp_size {
+  std::size_t page_bytes = 0;
+  std::string enabled;        ///< anonymous: always | inherit | madvise | never ("" when absent)
+  std::string shmem_enabled;  ///< shmem/tmpfs: always | inherit | within_size | advise | never
+  std::map<std::string, std::uint64_t> stats;  ///< the stats/ counters (anon_fault_alloc, ...)
 };
 
 /// The machine as the doctor sees it.
@@ -76,6 +102,9 @@ struct system_report {
   collapse_support collapse = collapse_support::unknown;
   bool hardware_counters = false;
   std::string counters_reason;  ///< why not, when hardware_counters is false
+  std::vector<mthp_size> mthp;  ///< ascending size; empty before Linux 6.8
+  /// x86: the CPU has 1 GiB pages (pdpe1gb in /proc/cpuinfo); nullopt: cannot tell.
+  std::optional<bool> cpu_1g_pages;
 };
 
 /// Collects the system report from `root` ("" for the live system; the THP settings and pools
@@ -94,45 +123,88 @@ struct anon_mapping {
   std::size_t resident = 0;  ///< Rss, or the hugetlb pages of a hugetlb mapping
   std::size_t huge = 0;      ///< AnonHugePages or hugetlb bytes
   std::size_t kernel_page_bytes = 0;
-  std::string name;   ///< "", "[heap]", "/anon_hugepage (deleted)", "[anon:name]"
-  std::string flags;  ///< "hg" (MADV_HUGEPAGE), "nh" (MADV_NOHUGEPAGE) or ""
+  std::string name;     ///< "", "[heap]", "/anon_hugepage (deleted)", "[anon:name]"
+  std::string flags;    ///< "hg" (MADV_HUGEPAGE), "nh" (MADV_NOHUGEPAGE) or ""
+  bool shared = false;  ///< shared memory (MAP_SHARED anonymous, SysV, memfd, tmpfs)
 };
 
 /// The allocator of a process and its hugepage settings.
 struct allocator_report {
   allocator_guess guess;
   bool environ_readable = false;
+  /// The environment area holds the process title instead of NAME=value pairs (Redis,
+  /// PostgreSQL and others overwrite it with setproctitle): settings are unknown, not "none".
+  bool environ_overwritten = false;
   std::vector<std::pair<std::string, std::string>> settings;  ///< relevant environment variables
   std::string hugepage_mode;   ///< e.g. "thp:always", "glibc.malloc.hugetlb=1", "off", "default"
   bool asks_for_huge = false;  ///< the settings make the allocator advise or map huge pages
 };
 
+/// The language runtime or server a process is, where the doctor knows its huge page settings.
+struct runtime_report {
+  std::string kind;      ///< "jvm", "postgres", "redis" or "" (none recognised)
+  std::string version;   ///< from a library or binary path ("17"), "" when unknown
+  std::string evidence;  ///< what it was recognised by (a mapped file the kernel names)
+  std::string file;      ///< that file
+  std::string package;   ///< the Debian package that owns it, with its version, or ""
+  /// The runtime's own huge page settings, as read ("-XX:+UseTransparentHugePages", ...).
+  std::vector<std::string> settings;
+  bool settings_known = false;  ///< false: the command line or environment was unreadable
+  bool asks_for_huge = false;   ///< the settings make the runtime advise or map huge pages
+};
+
 /// A process as the doctor sees it. Bytes.
+///
+/// Three classes of memory, each with its own huge share: private anonymous (heap, stacks,
+/// MAP_PRIVATE|MAP_ANONYMOUS; THP counted by AnonHugePages), shared memory (tmpfs, memfd, SysV,
+/// MAP_SHARED|MAP_ANONYMOUS; ShmemPmdMapped) and file mappings (page cache; FilePmdMapped).
+/// hugetlb pages are counted apart, per page size, and in the anonymous class's fraction.
 struct process_report {
   pid_t pid = 0;
-  std::string name;
+  std::string name;   ///< comm (status Name): process-controlled, print escaped
+  std::string title;  ///< the command line, NULs as spaces: process-controlled, print escaped
   std::size_t mappings = 0;
-  std::size_t rss = 0;        ///< resident base and THP pages (hugetlb pages are not in Rss)
-  std::size_t anonymous = 0;  ///< anonymous resident bytes (excluding hugetlb)
-  std::size_t thp = 0;        ///< AnonHugePages
+  std::size_t rss = 0;         ///< resident base and THP pages (hugetlb pages are not in Rss)
+  std::size_t anonymous = 0;   ///< private anonymous resident bytes (excluding hugetlb)
+  std::size_t thp = 0;         ///< AnonHugePages
+  std::size_t shmem = 0;       ///< resident bytes of shared-memory mappings
+  std::size_t shmem_huge = 0;  ///< ShmemPmdMapped
+  std::size_t file = 0;        ///< resident bytes of file mappings
+  std::size_t file_huge = 0;   ///< FilePmdMapped
   std::map<std::size_t, std::size_t> hugetlb;  ///< page size -> resident bytes
-  std::size_t base = 0;                        ///< rss - thp
+  std::size_t base = 0;                        ///< rss - all PMD-mapped THP
   std::size_t thp_advised = 0;                 ///< bytes in MADV_HUGEPAGE mappings
-  std::optional<bool> thp_enabled;             ///< status THP_enabled (false: PR_SET_THP_DISABLE)
+  std::size_t thp_eligible_anon = 0;           ///< anonymous resident bytes in THPeligible ranges
+  std::size_t largest_shared = 0;
+  std::size_t dev_shm = 0;  ///< resident bytes of shared memory in files under /dev/shm   ///< size
+                            ///< of the largest shared-memory mapping (not hugetlb)
+  std::optional<bool> thp_enabled;  ///< status THP_enabled (false: PR_SET_THP_DISABLE)
   std::vector<anon_mapping> largest;
   allocator_report allocator;
+  runtime_report runtime;
   cgroup_report cgroup;
-  double seconds = 0;  ///< time spent reading the process
+  std::map<int, numa_usage> numa;  ///< per NUMA node (numa_maps); empty when unreadable
+  std::string unit;                ///< systemd service (safe_unit_name), "" when none
+  double seconds = 0;              ///< time spent reading the process
 
   std::size_t hugetlb_total() const noexcept {
     std::size_t total = 0;
     for (const auto& entry : hugetlb) total += entry.second;
     return total;
   }
-  /// Share of anonymous memory (hugetlb included) on huge pages, 0..1.
+  /// Share of private anonymous memory (hugetlb included) on huge pages, 0..1.
   double huge_fraction() const noexcept {
-    const double all = static_cast<double>(anonymous + hugetlb_total());
-    return all == 0 ? 0.0 : static_cast<double>(thp + hugetlb_total()) / all;
+    return share(thp + hugetlb_total(), anonymous + hugetlb_total());
+  }
+  /// Share of shared memory on PMD-mapped THP, 0..1.
+  double shmem_huge_fraction() const noexcept { return share(shmem_huge, shmem); }
+  /// Share of file mappings on PMD-mapped THP, 0..1.
+  double file_huge_fraction() const noexcept { return share(file_huge, file); }
+  /// part / whole, 0 for an empty whole, never above 1 (the counters are read at slightly
+  /// different moments).
+  static double share(std::size_t part, std::size_t whole) noexcept {
+    if (whole == 0) return 0.0;
+    return part >= whole ? 1.0 : static_cast<double>(part) / static_cast<double>(whole);
   }
 };
 
@@ -142,11 +214,76 @@ process_report summarize_mappings(const std::vector<mapping_info>& mappings, std
 
 /// Works out the allocator's hugepage settings from its name and environment. Pure.
 allocator_report describe_allocator(const allocator_guess& guess, bool environ_readable,
-                                    std::vector<std::pair<std::string, std::string>> settings);
+                                    std::vector<std::pair<std::string, std::string>> settings,
+                                    bool environ_overwritten = false);
 
-/// Collects the report for `pid`. On failure sets `ec` (ENOENT: no such process; EACCES, EPERM:
-/// not allowed) and `error` to a one-line message.
-process_report collect_process(pid_t pid, std::size_t top, std::error_code& ec, std::string& error);
+/// The /proc/PID files a process report is built from (nullopt: unreadable).
+struct process_files {
+  std::string smaps;
+  std::optional<std::string> status, cmdline, environ, cgroup, numa_maps;
+};
+
+/// Builds a process report from the texts of its files: mappings, name, allocator, runtime,
+/// systemd unit, hugetlb cgroup limits (read under `root`). Pure but for the cgroup limits, so
+/// tests feed files captured from real services (tools/test/data/services).
+process_report build_process_report(pid_t pid, const process_files& files, std::size_t top,
+                                    const std::string& root);
+
+/// The Debian packages that own `paths` (as dpkg lists them; /usr-merged paths also match their
+/// /lib spelling) in the dpkg database under `root`: path -> {package, version}. Missing paths
+/// are left out; an unreadable database gives an empty map.
+std::map<std::string, std::pair<std::string, std::string>> debian_packages(
+    const std::string& root, const std::vector<std::string>& paths);
+
+/// The upstream part of a Debian version: "5:7.0.15-1~deb12u10" -> "7.0.15",
+/// "2.0.9+ds-2" -> "2.0.9", "17.0.15+6-1~deb12u1" -> "17.0.15+6".
+std::string upstream_version(std::string_view debian_version);
+
+/// Exit status for a target that is a zombie, and for a kernel thread: neither has memory to
+/// report, and a script must be able to tell them from a healthy process and from an error.
+inline constexpr int exit_zombie = 3;
+inline constexpr int exit_kernel_thread = 4;
+
+/// Why collect_process() returned no report: the exit status and one line for stderr.
+struct collect_failure {
+  int exit_code = 2;
+  std::string message;
+};
+
+/// Collects the report for `pid`, or says why not. The target's start time is read before and
+/// after the other files: a target that exited, or a pid reused meanwhile, is a failure ("exited
+/// while being read"), never a partial report. Permission failures name the cause (another
+/// user, hidepid, a user namespace, a missing capability).
+std::optional<process_report> collect_process(pid_t pid, std::size_t top, collect_failure& failure);
+
+/// Facts from /proc/PID/stat: state letter, kernel flags, start time (clock ticks after boot).
+struct proc_stat {
+  char state = '?';
+  std::uint64_t flags = 0;
+  std::uint64_t start_time = 0;
+  bool kernel_thread() const noexcept { return (flags & 0x00200000U) != 0; }  // PF_KTHREAD
+};
+
+/// Parses /proc/PID/stat text (the comm field may hold spaces and parentheses).
+std::optional<proc_stat> parse_proc_stat(std::string_view text);
+
+/// Recognises a JVM, PostgreSQL or Redis from its mapped files, and reads the JVM's huge page
+/// flags from `cmdline` (NUL-separated) and the java options variables in `settings`. Pure.
+runtime_report detect_runtime(const std::vector<std::string>& paths, std::string_view cmdline,
+                              const std::vector<std::pair<std::string, std::string>>& settings);
+
+/// The message for a pid that cannot be read with `err` (EACCES, EPERM, ENOENT), from the facts
+/// of this machine: hidepid in `proc_mount_options`, the target's owner `target_uid` (nullopt:
+/// unknown), the doctor's `euid`, whether it runs in a user namespace, whether it has
+/// CAP_SYS_PTRACE. Pure.
+struct access_facts {
+  unsigned euid = 0;
+  std::optional<unsigned> target_uid;
+  std::string hidepid;  ///< "", "1"/"noaccess", "2"/"invisible", "4"/"ptraceable"
+  bool user_namespace = false;
+  bool cap_sys_ptrace = true;
+};
+std::string explain_unreadable(pid_t pid, int err, const access_facts& facts);
 
 /// Minimum anonymous memory before the doctor advises on a process's huge page use.
 inline constexpr std::size_t process_advice_threshold = std::size_t{512} << 20;
@@ -167,6 +304,7 @@ struct probe_row {
   std::optional<double> base_walks;  ///< dTLB load misses per access, where a PMU exists
   std::optional<double> huge_walks;
   std::string error;  ///< non-empty: this row could not run
+  std::string note;   ///< non-empty: why the working set differs from the one asked for
   double ratio() const noexcept { return huge_ns > 0 ? base_ns / huge_ns : 0.0; }
 };
 
@@ -193,6 +331,13 @@ std::string json_system(const system_report& system, const std::vector<advice>& 
 std::string json_process(const process_report& process, const system_report& system,
                          const std::vector<advice>& advice);
 std::string json_probe(const probe_report& probe);
+
+/// The same reports in the Prometheus text format (node_exporter textfile collector); metric
+/// names in tools/README.md.
+std::string prometheus_system(const system_report& system, const std::vector<advice>& advice);
+std::string prometheus_process(const process_report& process, const system_report& system,
+                               const std::vector<advice>& advice);
+std::string prometheus_probe(const probe_report& probe);
 
 /// "64.0 MiB", "1.50 GiB", "12 KiB", "0 B".
 std::string format_bytes(std::uint64_t bytes);

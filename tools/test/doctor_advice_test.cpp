@@ -6,6 +6,7 @@
 #include <string>
 
 #include "report.hpp"
+#include "text.hpp"
 
 namespace hugepage::doctor {
 namespace {
@@ -33,8 +34,39 @@ system_report healthy_system() {
   s.zones = std::vector<zone_readiness>{{0, "Normal", 4 * gib, 3 * gib, 1536}};
   s.vmstat = {{"thp_fault_alloc", 10000}, {"thp_fault_fallback", 10}};
   s.vmstat_readable = true;
+  s.meminfo = {{"MemTotal", 32 * gib}, {"Hugepagesize", 2 * mib}};
+  s.meminfo_readable = true;
   s.collapse = collapse_support::works;
   return s;
+}
+
+// A stock kernel as installed: THP always (Debian) or madvise, defrag madvise, khugepaged's
+// max_ptes_none at its default 511, and a pool sized exactly for what uses it, all in use.
+system_report stock_system(const char* enabled) {
+  system_report s = healthy_system();
+  s.thp.enabled = enabled;
+  s.thp.max_ptes_none = 511;
+  s.pools[0].total = 600;
+  s.pools[0].free = 0;
+  s.pools[0].reserved = 0;
+  return s;
+}
+
+const advice& only(const std::vector<advice>& list, const std::string& id) {
+  static const advice none{};
+  for (const auto& a : list) {
+    if (a.id == id) return a;
+  }
+  ADD_FAILURE() << "no advice " << id;
+  return none;
+}
+
+std::string all_commands(const std::vector<advice>& list) {
+  std::string out;
+  for (const auto& a : list) {
+    for (const auto& c : a.commands) out += c + "\n";
+  }
+  return out;
 }
 
 // A copy, so that find(advise_system(s), ...) does not point into a destroyed temporary.
@@ -52,32 +84,52 @@ std::string ids(const std::vector<advice>& list) {
 }
 
 TEST(DoctorAdvice, HealthySystemGetsNone) {
-  const auto advice = advise_system(healthy_system());
-  EXPECT_TRUE(advice.empty()) << ids(advice);
+  const auto list = advise_system(healthy_system());
+  EXPECT_TRUE(list.empty()) << ids(list);
+}
+
+TEST(DoctorAdvice, StockSystemIsHealthy) {
+  // Exit 0 must be reachable on a machine nobody tuned: the stock max_ptes_none and a fully
+  // used, exactly sized pool are notes, not warnings.
+  for (const char* enabled : {"always", "madvise"}) {
+    const auto list = advise_system(stock_system(enabled));
+    EXPECT_FALSE(has_warning(list)) << enabled << ": " << ids(list);
+    EXPECT_EQ(only(list, "max_ptes_none").level, advice_level::note);
+    EXPECT_EQ(only(list, "pool_in_use").level, advice_level::note);
+    EXPECT_TRUE(only(list, "pool_in_use").commands.empty());
+    EXPECT_EQ(find(list, "pool_exhausted"), std::nullopt) << ids(list);
+  }
 }
 
 TEST(DoctorAdvice, ThpNever) {
   system_report s = healthy_system();
   s.thp.enabled = "never";
-  const auto advice = advise_system(s);
-  const auto a = find(advice, "thp_never");
-  ASSERT_NE(a, std::nullopt) << ids(advice);
-  EXPECT_EQ(a->command, "echo madvise > /sys/kernel/mm/transparent_hugepage/enabled");
-  // With THP off, khugepaged bloat is moot.
-  s.thp.max_ptes_none = 511;
-  EXPECT_EQ(find(advise_system(s), "max_ptes_none_bloat"), std::nullopt);
+  const auto list = advise_system(s);
+  const advice& a = only(list, "thp_never");
+  EXPECT_EQ(a.level, advice_level::warning);
+  ASSERT_EQ(a.commands.size(), 2u);
+  EXPECT_EQ(a.commands[0], "echo madvise > /sys/kernel/mm/transparent_hugepage/enabled");
+  EXPECT_EQ(a.commands[1],
+            "printf '%s\\n' 'w /sys/kernel/mm/transparent_hugepage/enabled - - - - madvise' > "
+            "/etc/tmpfiles.d/hugepage-doctor-enabled.conf");
+  EXPECT_TRUE(has_warning(list));
 }
 
-TEST(DoctorAdvice, MaxPtesNoneDefaultInvitesBloat) {
+TEST(DoctorAdvice, MaxPtesNoneIsANoteWithItsEvidence) {
   system_report s = healthy_system();
   s.thp.max_ptes_none = 511;
-  const auto a = find(advise_system(s), "max_ptes_none_bloat");
-  ASSERT_NE(a, std::nullopt);
-  EXPECT_NE(a->message.find("only 1 base page is used"), std::string::npos) << a->message;
-  EXPECT_NE(a->message.find("512x"), std::string::npos) << a->message;
-  EXPECT_EQ(a->command, "echo 64 > /sys/kernel/mm/transparent_hugepage/khugepaged/max_ptes_none");
-  s.thp.max_ptes_none = 255;  // below half: at least 257 of 512 pages used
-  EXPECT_EQ(find(advise_system(s), "max_ptes_none_bloat"), std::nullopt);
+  s.vmstat["thp_underused_split_page"] = 0;
+  const auto list = advise_system(s);
+  const advice& a = only(list, "max_ptes_none");
+  EXPECT_EQ(a.level, advice_level::note);
+  EXPECT_NE(a.message.find("up to 512x"), std::string::npos) << a.message;
+  ASSERT_EQ(a.evidence.size(), 2u);
+  EXPECT_EQ(a.evidence[0], "/sys/kernel/mm/transparent_hugepage/khugepaged/max_ptes_none: 511");
+  EXPECT_NE(a.evidence[1].find("split underused THPs"), std::string::npos);
+  ASSERT_FALSE(a.commands.empty());
+  EXPECT_EQ(a.commands[0],
+            "echo 64 > /sys/kernel/mm/transparent_hugepage/khugepaged/max_ptes_none");
+  EXPECT_FALSE(has_warning(list));
 }
 
 TEST(DoctorAdvice, DefragSettings) {
@@ -86,37 +138,89 @@ TEST(DoctorAdvice, DefragSettings) {
   s.thp.defrag = "always";
   const auto stall = find(advise_system(s), "defrag_always_stalls");
   ASSERT_NE(stall, std::nullopt);
-  EXPECT_NE(stall->command.find("defer+madvise"), std::string::npos);
+  EXPECT_EQ(stall->commands.at(0),
+            "echo defer+madvise > /sys/kernel/mm/transparent_hugepage/defrag");
   s.thp.enabled = "madvise";
   s.thp.defrag = "never";
   ASSERT_NE(find(advise_system(s), "defrag_never"), std::nullopt);
 }
 
-TEST(DoctorAdvice, EmptyPoolWithHugetlbUsage) {
+TEST(DoctorAdvice, ExhaustedOnlyWhenSomethingWantedMore) {
   system_report s = healthy_system();
   s.pools[0].free = 40;
-  s.pools[0].reserved = 40;  // all free pages promised to mappings
-  const auto a = find(advise_system(s), "pool_exhausted");
-  ASSERT_NE(a, std::nullopt);
-  EXPECT_EQ(a->command, "echo 750 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages");
+  s.pools[0].reserved = 40;  // all free pages promised to mappings: in use, not short
+  auto list = advise_system(s);
+  EXPECT_EQ(find(list, "pool_exhausted"), std::nullopt) << ids(list);
+  EXPECT_EQ(only(list, "pool_in_use").level, advice_level::note);
+  // Reservations beyond the free pages: something wanted more.
+  s.pools[0].reserved = 41;
+  list = advise_system(s);
+  const advice& a = only(list, "pool_exhausted");
+  EXPECT_EQ(a.level, advice_level::warning);
+  ASSERT_EQ(a.commands.size(), 2u);
+  EXPECT_EQ(a.commands[0], "echo 750 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages");
+  EXPECT_EQ(a.commands[1],
+            "printf '%s\\n' 'vm.nr_hugepages = 750' > "
+            "/etc/sysctl.d/90-hugepage-doctor-nr_hugepages.conf");
+  // Surplus pages at the overcommit limit, with failed buddy allocations.
+  s.pools[0].reserved = 0;
+  s.pools[0].free = 0;
+  s.pools[0].overcommit = 10;
+  s.pools[0].surplus = 10;
+  s.vmstat["htlb_buddy_alloc_fail"] = 3;
+  EXPECT_EQ(only(advise_system(s), "pool_exhausted").evidence.size(), 3u);
+  // A cgroup limit that refused (v2 hugetlb.2MB.events "max 2") also shows demand.
+  s.vmstat.erase("htlb_buddy_alloc_fail");
+  s.pools[0].surplus = 0;
+  s.pools[0].overcommit = 0;
+  EXPECT_EQ(find(advise_system(s), "pool_exhausted"), std::nullopt);
+  hugetlb_limit limit;
+  limit.page_bytes = 2 * mib;
+  limit.version = "v2";
+  limit.directory = "/sys/fs/cgroup/app.slice";
+  limit.refused = 2;
+  s.cgroup.limits.push_back(limit);
+  const advice refused = only(advise_system(s), "pool_exhausted");
+  EXPECT_EQ(refused.evidence.back(),
+            "hugetlb cgroup /sys/fs/cgroup/app.slice refused 2 times (events max 2)");
   // A pool that was never reserved is not "exhausted": not everyone wants one.
   s.pools[0].total = 0;
   s.pools[0].free = 0;
-  s.pools[0].reserved = 0;
   EXPECT_EQ(find(advise_system(s), "pool_exhausted"), std::nullopt);
 }
 
-TEST(DoctorAdvice, FragmentedBuddyinfo) {
+TEST(DoctorAdvice, PoolAdviceCappedByPhysicalMemory) {
+  system_report s = healthy_system();
+  s.meminfo["MemTotal"] = 2 * gib;  // 80%: 819 pages of 2 MiB
+  s.pools[0].total = 800;
+  s.pools[0].free = 0;
+  s.pools[0].reserved = 1;
+  EXPECT_EQ(only(advise_system(s), "pool_exhausted").commands.at(0),
+            "echo 819 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages");
+  s.pools[0].total = 900;  // already past the cap: no command, the cost says why
+  const advice a = only(advise_system(s), "pool_exhausted");
+  EXPECT_TRUE(a.commands.empty()) << all_commands({a});
+  EXPECT_NE(a.trade.find("80% of MemTotal"), std::string::npos);
+}
+
+TEST(DoctorAdvice, CompactionOnlyWithFragmentationAndFallbacks) {
   system_report s = healthy_system();
   s.zones = std::vector<zone_readiness>{{0, "DMA", 15 * mib, 14 * mib, 7},
                                         {0, "Normal", 3 * gib, 64 * mib, 32}};
-  const auto a = find(advise_system(s), "fragmented");
-  ASSERT_NE(a, std::nullopt);
-  EXPECT_EQ(a->command, "echo 1 > /proc/sys/vm/compact_memory");
-  // Little free memory is not fragmentation.
+  // Fragmented, but faults do not fall back: a note, no command.
+  auto list = advise_system(s);
+  EXPECT_EQ(only(list, "fragmented").level, advice_level::note);
+  EXPECT_EQ(all_commands(list).find("compact_memory"), std::string::npos);
+  // Fragmented and falling back: compaction, with both facts.
+  s.vmstat = {{"thp_fault_alloc", 1000}, {"thp_fault_fallback", 400}};
+  list = advise_system(s);
+  const advice& a = only(list, "fragmented");
+  EXPECT_EQ(a.level, advice_level::warning);
+  EXPECT_EQ(a.commands, std::vector<std::string>{"echo 1 > /proc/sys/vm/compact_memory"});
+  EXPECT_EQ(a.evidence.size(), 2u);
+  // Little free memory is not fragmentation; unknown buddyinfo neither.
   s.zones = std::vector<zone_readiness>{{0, "Normal", 100 * mib, 0, 0}};
   EXPECT_EQ(find(advise_system(s), "fragmented"), std::nullopt);
-  // Unknown buddyinfo: no rule fires.
   s.zones.reset();
   EXPECT_EQ(find(advise_system(s), "fragmented"), std::nullopt);
 }
@@ -124,9 +228,16 @@ TEST(DoctorAdvice, FragmentedBuddyinfo) {
 TEST(DoctorAdvice, ThpFaultFallbacks) {
   system_report s = healthy_system();
   s.vmstat = {{"thp_fault_alloc", 1000}, {"thp_fault_fallback", 400}};
-  const auto a = find(advise_system(s), "thp_fault_fallback");
+  auto a = find(advise_system(s), "thp_fault_fallback");
   ASSERT_NE(a, std::nullopt);
   EXPECT_NE(a->message.find("28.6%"), std::string::npos) << a->message;
+  EXPECT_EQ(a->level, advice_level::note);  // memory not fragmented now: nothing to run
+  EXPECT_TRUE(a->commands.empty());
+  s.thp.defrag = "defer";
+  a = find(advise_system(s), "thp_fault_fallback");
+  ASSERT_NE(a, std::nullopt);
+  EXPECT_EQ(a->level, advice_level::warning);
+  EXPECT_EQ(a->commands.at(0), "echo defer+madvise > /sys/kernel/mm/transparent_hugepage/defrag");
   s.vmstat = {{"thp_fault_alloc", 100000}, {"thp_fault_fallback", 400}};
   EXPECT_EQ(find(advise_system(s), "thp_fault_fallback"), std::nullopt);
 }
@@ -143,66 +254,252 @@ TEST(DoctorAdvice, CgroupLimits) {
   limit.rsvd_max = std::nullopt;  // "max"
   s.cgroup.status = "v2";
   s.cgroup.limits.push_back(limit);
-  const auto advice = advise_system(s);
-  const auto below = find(advice, "cgroup_limit_below_pool");
-  ASSERT_NE(below, std::nullopt) << ids(advice);
-  EXPECT_EQ(below->command, "echo max > /sys/fs/cgroup/app.slice/hugetlb.2MB.max");
-  const auto at_fault = find(advice, "cgroup_limit_at_fault");
-  ASSERT_NE(at_fault, std::nullopt);
-  EXPECT_EQ(at_fault->command, "echo 268435456 > /sys/fs/cgroup/app.slice/hugetlb.2MB.rsvd.max");
+  const auto list = advise_system(s);
+  EXPECT_EQ(only(list, "cgroup_limit_below_pool").commands.at(0),
+            "echo max > /sys/fs/cgroup/app.slice/hugetlb.2MB.max");
+  EXPECT_EQ(only(list, "cgroup_limit_at_fault").commands.at(0),
+            "echo 268435456 > /sys/fs/cgroup/app.slice/hugetlb.2MB.rsvd.max");
+}
+
+TEST(DoctorAdvice, CpuWithout1GPages) {
+  system_report s = healthy_system();
+  s.cpu_1g_pages = false;
+  const auto list = advise_system(s);
+  EXPECT_EQ(only(list, "no_1g_pages").level, advice_level::note);
+  EXPECT_FALSE(has_warning(list));
+  s.cpu_1g_pages = true;
+  EXPECT_TRUE(advise_system(s).empty());
 }
 
 // ---- process rules -----------------------------------------------------------------------------
 
+// The title a hostile process could give itself: every command must be free of it.
+const std::string hostile_name = "x;rm -rf ~;$(reboot)`id`\n\x1b[2J";
+
 process_report big_process(const std::string& allocator,
-                           std::vector<std::pair<std::string, std::string>> environment = {}) {
+                           std::vector<std::pair<std::string, std::string>> environment = {},
+                           const std::string& version = "") {
   process_report p;
   p.pid = 4242;
-  p.name = "fared";
+  p.name = hostile_name;
   p.anonymous = 11 * gib;
   p.rss = 11 * gib + 100 * mib;
   p.thp = 22 * mib;  // 0.2 %
   p.base = p.rss - p.thp;
   p.thp_enabled = true;
-  p.allocator =
-      describe_allocator({allocator, "/lib/lib" + allocator + ".so"}, true, std::move(environment));
+  p.allocator = describe_allocator({allocator, "/lib/lib" + allocator + ".so", version}, true,
+                                   std::move(environment));
   return p;
 }
 
-TEST(DoctorAdvice, JemallocWithoutThp) {
-  const auto advice = advise_process(big_process("jemalloc"), healthy_system());
-  const auto a = find(advice, "jemalloc_without_thp");
-  ASSERT_NE(a, std::nullopt) << ids(advice);
-  EXPECT_EQ(a->message.rfind("11 GiB anonymous memory, 0.2% huge; THP is madvise and jemalloc "
-                             "runs without thp",
-                             0),
-            0u)
-      << a->message;
-  EXPECT_EQ(a->command, "MALLOC_CONF=thp:always,metadata_thp:auto fared");
+TEST(DoctorAdvice, JemallocWithoutThpAsADropInOrAnExport) {
+  process_report p = big_process("jemalloc");
+  auto list = advise_process(p, healthy_system());
+  const advice& a = only(list, "jemalloc_without_thp");
+  EXPECT_EQ(a.message.rfind("11 GiB anonymous memory, 0.2% huge; jemalloc runs without", 0), 0u)
+      << a.message;
+  EXPECT_EQ(a.commands,
+            std::vector<std::string>{"export MALLOC_CONF=thp:always,metadata_thp:auto"});
+  p.unit = "fared.service";
+  list = advise_process(p, healthy_system());
+  EXPECT_EQ(only(list, "jemalloc_without_thp").commands,
+            (std::vector<std::string>{
+                "mkdir -p /etc/systemd/system/fared.service.d && printf '%s\\n' '[Service]' "
+                "Environment=MALLOC_CONF=thp:always,metadata_thp:auto > "
+                "/etc/systemd/system/fared.service.d/90-hugepage-doctor.conf",
+                "systemctl daemon-reload", "systemctl restart fared.service"}));
+  EXPECT_NE(only(list, "jemalloc_without_thp").message.find("systemctl edit fared.service"),
+            std::string::npos);
 }
 
-TEST(DoctorAdvice, GlibcAndMimallocWithoutHugePages) {
-  const auto glibc = advise_process(big_process("glibc"), healthy_system());
-  const auto g = find(glibc, "glibc_without_hugetlb_tunable");
-  ASSERT_NE(g, std::nullopt) << ids(glibc);
-  EXPECT_EQ(g->command, "GLIBC_TUNABLES=glibc.malloc.hugetlb=1 fared");
-  const auto mi = advise_process(big_process("mimalloc"), healthy_system());
-  ASSERT_NE(find(mi, "mimalloc_without_large_pages"), std::nullopt) << ids(mi);
-  const auto tc = advise_process(big_process("tcmalloc"), healthy_system());
-  ASSERT_NE(find(tc, "allocator_without_thp"), std::nullopt) << ids(tc);
+TEST(DoctorAdvice, NoCommandHoldsTheProcessTitle) {
+  for (const char* allocator : {"jemalloc", "glibc", "mimalloc", "tcmalloc", "unknown"}) {
+    process_report p = big_process(allocator);
+    p.thp_enabled = false;
+    const std::string commands =
+        all_commands(advise_process(p, healthy_system())) +
+        all_commands(advise_process(big_process(allocator), healthy_system()));
+    EXPECT_EQ(commands.find("rm -rf"), std::string::npos) << commands;
+    EXPECT_EQ(commands.find("reboot"), std::string::npos) << commands;
+    EXPECT_EQ(commands.find('\x1b'), std::string::npos) << commands;
+  }
+}
+
+TEST(DoctorAdvice, GlibcTunableOnlyWhereGlibcHasIt) {
+  auto list = advise_process(big_process("glibc", {}, "2.36"), healthy_system());
+  EXPECT_EQ(only(list, "glibc_without_hugetlb_tunable").commands,
+            std::vector<std::string>{"export GLIBC_TUNABLES=glibc.malloc.hugetlb=1"});
+  list = advise_process(big_process("glibc", {}, "2.31"), healthy_system());
+  EXPECT_EQ(find(list, "glibc_without_hugetlb_tunable"), std::nullopt) << ids(list);
+  EXPECT_EQ(only(list, "glibc_too_old_for_thp").level, advice_level::note);
+  EXPECT_TRUE(only(list, "glibc_too_old_for_thp").commands.empty());
+}
+
+TEST(DoctorAdvice, MimallocNameForItsVersion) {
+  // 2.0 reads only MIMALLOC_LARGE_OS_PAGES; 2.1 renamed it and reads both.
+  auto list = advise_process(big_process("mimalloc", {}, "2.0"), healthy_system());
+  EXPECT_EQ(only(list, "mimalloc_without_large_pages").commands,
+            std::vector<std::string>{"export MIMALLOC_LARGE_OS_PAGES=1"});
+  list = advise_process(big_process("mimalloc", {}, "2.1"), healthy_system());
+  EXPECT_EQ(only(list, "mimalloc_without_large_pages").commands,
+            std::vector<std::string>{"export MIMALLOC_ALLOW_LARGE_OS_PAGES=1"});
+  // The 2.1 name set on a 2.0 library does nothing: still advised, with the 2.0 name.
+  const process_report p = big_process("mimalloc", {{"MIMALLOC_ALLOW_LARGE_OS_PAGES", "1"}}, "2.0");
+  EXPECT_FALSE(p.allocator.asks_for_huge);
+  list = advise_process(p, healthy_system());
+  EXPECT_EQ(only(list, "mimalloc_without_large_pages").commands,
+            std::vector<std::string>{"export MIMALLOC_LARGE_OS_PAGES=1"});
+  EXPECT_TRUE(big_process("mimalloc", {{"MIMALLOC_ALLOW_LARGE_OS_PAGES", "1"}}, "2.1")
+                  .allocator.asks_for_huge);
+}
+
+TEST(DoctorAdvice, TcmallocIsANoteWithoutAMachineWideCommand) {
+  const auto list = advise_process(big_process("tcmalloc"), healthy_system());
+  const advice& a = only(list, "tcmalloc_without_thp");
+  EXPECT_EQ(a.level, advice_level::note);
+  EXPECT_TRUE(a.commands.empty());
 }
 
 TEST(DoctorAdvice, AllocatorAsksButKernelDidNotDeliver) {
-  const auto advice =
-      advise_process(big_process("jemalloc", {{"MALLOC_CONF", "thp:always"}}), healthy_system());
-  EXPECT_EQ(find(advice, "jemalloc_without_thp"), std::nullopt);
-  ASSERT_NE(find(advice, "huge_pages_not_obtained"), std::nullopt) << ids(advice);
+  process_report p = big_process("jemalloc", {{"MALLOC_CONF", "thp:always"}});
+  p.thp_eligible_anon = 10 * gib;
+  system_report s = healthy_system();
+  // No fragmentation, no fallbacks: nothing to run (sparse memory, or not faulted yet).
+  auto list = advise_process(p, s);
+  EXPECT_EQ(find(list, "jemalloc_without_thp"), std::nullopt);
+  EXPECT_EQ(find(list, "huge_pages_not_obtained"), std::nullopt) << ids(list);
+  EXPECT_EQ(all_commands(list).find("compact_memory"), std::string::npos);
+  // Both: compaction, citing them.
+  s.zones = std::vector<zone_readiness>{{0, "Normal", 3 * gib, 64 * mib, 32}};
+  s.vmstat = {{"thp_fault_alloc", 1000}, {"thp_fault_fallback", 400}};
+  list = advise_process(p, s);
+  EXPECT_EQ(only(list, "huge_pages_not_obtained").commands,
+            std::vector<std::string>{"echo 1 > /proc/sys/vm/compact_memory"});
+}
+
+TEST(DoctorAdvice, JvmHeapIsNotBlamedOnGlibc) {
+  process_report p = big_process("glibc", {}, "2.36");
+  p.runtime = detect_runtime({"/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so"},
+                             std::string("java\0-Xmx12g\0Main", 17), {});
+  ASSERT_EQ(p.runtime.kind, "jvm");
+  EXPECT_EQ(p.runtime.version, "17");
+  system_report s = healthy_system();
+  s.zones = std::vector<zone_readiness>{{0, "Normal", 3 * gib, 64 * mib, 32}};
+  auto list = advise_process(p, s);
+  EXPECT_EQ(find(list, "glibc_without_hugetlb_tunable"), std::nullopt) << ids(list);
+  EXPECT_EQ(all_commands(list).find("compact_memory"), std::string::npos);
+  EXPECT_EQ(all_commands(list).find("GLIBC_TUNABLES"), std::string::npos);
+  EXPECT_EQ(only(list, "jvm_without_thp").commands,
+            std::vector<std::string>{"export JAVA_TOOL_OPTIONS=-XX:+UseTransparentHugePages"});
+  // The flag in JAVA_TOOL_OPTIONS: the JVM asks; no advice to add it.
+  p.runtime = detect_runtime({"/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so"},
+                             std::string("java\0Main", 9),
+                             {{"JAVA_TOOL_OPTIONS", "-Xmx1g -XX:+UseTransparentHugePages"}});
+  EXPECT_TRUE(p.runtime.asks_for_huge);
+  EXPECT_EQ(find(advise_process(p, healthy_system()), "jvm_without_thp"), std::nullopt);
+  // A later -XX:- on the command line wins.
+  p.runtime = detect_runtime({"/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so"},
+                             std::string("java\0-XX:-UseTransparentHugePages\0Main", 39),
+                             {{"JAVA_TOOL_OPTIONS", "-XX:+UseTransparentHugePages"}});
+  EXPECT_FALSE(p.runtime.asks_for_huge);
+}
+
+TEST(DoctorAdvice, RedisChoiceIsANote) {
+  process_report p = big_process("jemalloc");
+  p.thp_enabled = false;
+  p.runtime = detect_runtime({"/usr/bin/redis-check-rdb"}, "", {});
+  ASSERT_EQ(p.runtime.kind, "redis");
+  p.allocator = describe_allocator({"jemalloc", "", ""}, true, {}, true);
+  const auto list = advise_process(p, healthy_system());
+  EXPECT_EQ(only(list, "redis_disables_thp").level, advice_level::note);
+  EXPECT_EQ(find(list, "process_thp_disabled"), std::nullopt) << ids(list);
+  EXPECT_FALSE(has_warning(list)) << ids(list);
+}
+
+TEST(DoctorAdvice, OverwrittenEnvironmentIsUnknownNotNone) {
+  process_report p = big_process("jemalloc");
+  p.allocator = describe_allocator({"jemalloc", "/usr/lib/libjemalloc.so.2", ""}, true, {}, true);
+  EXPECT_NE(p.allocator.hugepage_mode.find("unknown"), std::string::npos);
+  const auto list = advise_process(p, healthy_system());
+  EXPECT_EQ(find(list, "jemalloc_without_thp"), std::nullopt) << ids(list);
+  EXPECT_EQ(only(list, "allocator_settings_unknown").level, advice_level::note);
+}
+
+TEST(DoctorAdvice, PostgresSharedBuffersNeedAPool) {
+  process_report p;
+  p.pid = 77;
+  p.name = "postgres";
+  p.shmem = 14 * mib;  // barely touched yet: the mapping's size counts
+  p.largest_shared = 148 * mib;
+  p.rss = 30 * mib;
+  p.largest.push_back(
+      {0x7f0000000000, 148 * mib, 140 * mib, 0, 4096, "/dev/zero (deleted)", "", true});
+  p.runtime = detect_runtime({"/usr/lib/postgresql/15/bin/postgres"}, "", {});
+  ASSERT_EQ(p.runtime.kind, "postgres");
+  EXPECT_EQ(p.runtime.version, "15");
+  system_report s = healthy_system();
+  s.pools[0].total = 10;
+  s.pools[0].free = 10;
+  const auto list = advise_process(p, s);
+  const advice& a = only(list, "postgres_huge_pages");
+  EXPECT_NE(a.message.find("huge_pages = on"), std::string::npos) << a.message;
+  EXPECT_NE(a.message.find("at least 74 pages of 2 MiB"), std::string::npos) << a.message;
+  EXPECT_EQ(a.commands.at(0), "echo 74 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages");
+  // Already on the pool: nothing.
+  p.hugetlb[2 * mib] = 148 * mib;
+  EXPECT_EQ(find(advise_process(p, s), "postgres_huge_pages"), std::nullopt);
+}
+
+TEST(DoctorAdvice, FractionsStayInTheirClass) {
+  // tmpfs huge=always: shmem THP must not land in the anonymous numerator.
+  std::vector<mapping_info> maps(2);
+  maps[0].start = 0x1000000;
+  maps[0].end = 0x1000000 + 64 * mib;
+  maps[0].permissions = "rw-s";
+  maps[0].name = "/dev/shm/big";
+  maps[0].rss = 64 * mib;
+  maps[0].shmem_huge = 64 * mib;
+  maps[0].kernel_page_bytes = 4096;
+  maps[1].start = 0x9000000;
+  maps[1].end = 0x9000000 + 4096;
+  maps[1].permissions = "rw-p";
+  maps[1].rss = 4096;
+  maps[1].anonymous = 4096;
+  maps[1].kernel_page_bytes = 4096;
+  const process_report p = summarize_mappings(maps, 10);
+  EXPECT_EQ(p.thp, 0u);
+  EXPECT_EQ(p.shmem, 64 * mib);
+  EXPECT_EQ(p.shmem_huge, 64 * mib);
+  EXPECT_DOUBLE_EQ(p.huge_fraction(), 0.0);
+  EXPECT_DOUBLE_EQ(p.shmem_huge_fraction(), 1.0);
+  EXPECT_LE(process_report::share(5, 3), 1.0);
+  ASSERT_EQ(p.largest.size(), 2u);
+  EXPECT_TRUE(p.largest[0].shared);
+}
+
+TEST(DoctorAdvice, SharedMemoryFollowsShmemEnabled) {
+  process_report p;
+  p.pid = 9;
+  p.shmem = 2 * gib;
+  p.dev_shm = 2 * gib;
+  p.rss = 2 * gib;
+  system_report s = healthy_system();  // shmem_enabled never
+  auto list = advise_process(p, s);
+  const advice a = only(list, "shmem_without_thp");
+  EXPECT_EQ(a.commands.at(0), "echo advise > /sys/kernel/mm/transparent_hugepage/shmem_enabled");
+  EXPECT_EQ(a.commands.back(), "mount -o remount,huge=within_size /dev/shm");
+  s.thp.shmem_enabled = "advise";
+  EXPECT_EQ(find(advise_process(p, s), "shmem_without_thp"), std::nullopt);
+  s.thp.shmem_enabled = "never";
+  p.shmem_huge = 2 * gib;  // already huge (tmpfs huge=always)
+  EXPECT_EQ(find(advise_process(p, s), "shmem_without_thp"), std::nullopt);
 }
 
 TEST(DoctorAdvice, ProcessDisabledThpOrSystemNever) {
   process_report p = big_process("glibc");
   p.thp_enabled = false;
-  ASSERT_NE(find(advise_process(p, healthy_system()), "process_thp_disabled"), std::nullopt);
+  const auto list = advise_process(p, healthy_system());
+  EXPECT_TRUE(only(list, "process_thp_disabled").commands.empty());
   system_report never = healthy_system();
   never.thp.enabled = "never";
   ASSERT_NE(find(advise_process(big_process("glibc"), never), "thp_never"), std::nullopt);
@@ -218,16 +515,18 @@ TEST(DoctorAdvice, SmallOrWellCoveredProcessGetsNone) {
   EXPECT_TRUE(advise_process(covered, healthy_system()).empty());
 }
 
-TEST(DoctorAdvice, ProcessOnAnExhaustedPool) {
+TEST(DoctorAdvice, ProcessOnAPoolInUseOrShort) {
   process_report p = big_process("glibc");
   p.anonymous = 64 * mib;
   p.hugetlb[2 * mib] = 1200 * mib;
   system_report s = healthy_system();
   s.pools[0].free = 0;
-  const auto advice = advise_process(p, s);
-  const auto a = find(advice, "pool_exhausted");
-  ASSERT_NE(a, std::nullopt) << ids(advice);
-  EXPECT_NE(a->message.find("fared holds 1.17 GiB"), std::string::npos) << a->message;
+  EXPECT_EQ(find(advise_process(p, s), "pool_exhausted"), std::nullopt);  // exactly used
+  s.pools[0].overcommit = 4;
+  s.pools[0].surplus = 4;
+  const auto list = advise_process(p, s);
+  const advice& a = only(list, "pool_exhausted");
+  EXPECT_NE(a.message.find("holds 1.17 GiB"), std::string::npos) << a.message;
 }
 
 }  // namespace

@@ -4,17 +4,29 @@
 #include <grp.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include "support.hpp"
 
 namespace {
 
@@ -23,15 +35,31 @@ struct result {
   std::string out, err;
 };
 
-// Runs argv[0] with the arguments, capturing stdout and stderr. `uid` >= 0: drop to that user
-// (and its group) in the child first.
-result run(const std::vector<std::string>& args, int uid = -1) {
+// How run() starts the child.
+struct run_options {
+  int uid = -1;                       ///< >= 0: drop to that user (and its group) first
+  bool close_stdout = false;          ///< start with fd 1 closed
+  const char* stdout_path = nullptr;  ///< stdout to this file instead of the pipe
+  std::function<bool()> in_child;     ///< runs in the child before exec; false: exit 97
+  int keep_fd = -1;                   ///< an fd the child keeps open across exec
+};
+
+// Runs argv[0] with the arguments, capturing stdout and stderr.
+result run(const std::vector<std::string>& args, const run_options& o) {
   int out[2], err[2];
   if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) return {};
   const pid_t child = ::fork();
   if (child == 0) {
     ::dup2(out[1], STDOUT_FILENO);
     ::dup2(err[1], STDERR_FILENO);
+    if (o.stdout_path != nullptr) {
+      const int fd = ::open(o.stdout_path, O_WRONLY);
+      if (fd < 0 || ::dup2(fd, STDOUT_FILENO) < 0) ::_exit(96);
+    }
+    if (o.close_stdout) ::close(STDOUT_FILENO);
+    if (o.keep_fd >= 0) ::fcntl(o.keep_fd, F_SETFD, 0);
+    if (o.in_child && !o.in_child()) ::_exit(97);
+    const int uid = o.uid;
     if (uid >= 0 && (::setgroups(0, nullptr) != 0 || ::setgid(static_cast<gid_t>(uid)) != 0 ||
                      ::setuid(static_cast<uid_t>(uid)) != 0)) {
       ::_exit(99);
@@ -71,9 +99,20 @@ result run(const std::vector<std::string>& args, int uid = -1) {
   return r;
 }
 
+result run(const std::vector<std::string>& args, int uid = -1) {
+  run_options o;
+  o.uid = uid;
+  return run(args, o);
+}
+
 result doctor(std::vector<std::string> args, int uid = -1) {
   args.insert(args.begin(), HUGEPAGE_DOCTOR_BINARY);
   return run(args, uid);
+}
+
+result doctor(std::vector<std::string> args, const run_options& o) {
+  args.insert(args.begin(), HUGEPAGE_DOCTOR_BINARY);
+  return run(args, o);
 }
 
 bool required() {
@@ -81,22 +120,31 @@ bool required() {
   return v != nullptr && std::strcmp(v, "1") == 0;
 }
 
-// A running hugepage-doctor-target; stops when destroyed (closes its stdin).
+// A running hugepage-doctor-target; stops when destroyed (closes its stdin). `argv0` and `env`
+// replace its argv[0] and environment (the hostile-target tests).
 class target {
  public:
-  explicit target(const std::vector<std::string>& args) {
+  explicit target(const std::vector<std::string>& args, const std::string& argv0 = "",
+                  const std::vector<std::string>* env = nullptr) {
     int in[2], out[2];
     if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) return;
     pid_ = ::fork();
     if (pid_ == 0) {
       ::dup2(in[0], STDIN_FILENO);
       ::dup2(out[1], STDOUT_FILENO);
-      std::vector<std::string> all{HUGEPAGE_DOCTOR_TARGET};
+      std::vector<std::string> all{argv0.empty() ? HUGEPAGE_DOCTOR_TARGET : argv0};
       all.insert(all.end(), args.begin(), args.end());
       std::vector<char*> argv;
       for (const auto& a : all) argv.push_back(const_cast<char*>(a.c_str()));
       argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
+      if (env != nullptr) {
+        std::vector<char*> envp;
+        for (const auto& e : *env) envp.push_back(const_cast<char*>(e.c_str()));
+        envp.push_back(nullptr);
+        ::execve(HUGEPAGE_DOCTOR_TARGET, argv.data(), envp.data());
+      } else {
+        ::execv(HUGEPAGE_DOCTOR_TARGET, argv.data());
+      }
       ::_exit(98);
     }
     ::close(in[0]);
@@ -114,6 +162,15 @@ class target {
   target& operator=(const target&) = delete;
 
   pid_t pid() const { return pid_; }
+  /// Kills and reaps it now (reap=false: leaves a zombie until destruction).
+  void kill(bool reap = true) {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    if (reap) {
+      ::waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+  }
   bool ready() const { return line_.rfind("ready ", 0) == 0; }
   const std::string& line() const { return line_; }
   std::size_t value(const std::string& key) const {
@@ -248,9 +305,29 @@ TEST(DoctorCli, HelpDocumentsExitCodes) {
   const result r = doctor({"--help"});
   EXPECT_EQ(r.code, 0);
   EXPECT_NE(r.out.find("Exit status"), std::string::npos);
-  EXPECT_NE(r.out.find("1  advice given"), std::string::npos);
+  EXPECT_NE(r.out.find("1  advice given: at least one warning"), std::string::npos);
   EXPECT_NE(r.out.find("2  error"), std::string::npos);
+  EXPECT_NE(r.out.find("3  --pid names a zombie"), std::string::npos);
+  EXPECT_NE(r.out.find("4  --pid names a kernel thread"), std::string::npos);
   EXPECT_TRUE(r.err.empty());
+}
+
+TEST(DoctorCli, UnwritableStdoutIsAnError) {
+  // `hugepage-doctor --help >&-` and a full disk: the output was not delivered, so not 0.
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--help"}, {"--version"}, {"--json"}, {}}) {
+    run_options closed;
+    closed.close_stdout = true;
+    result r = doctor(args, closed);
+    EXPECT_EQ(r.code, 2) << (args.empty() ? "" : args[0]) << ": " << r.err;
+    EXPECT_NE(r.err.find("cannot write to stdout"), std::string::npos) << r.err;
+    run_options full;
+    full.stdout_path = "/dev/full";
+    r = doctor(args, full);
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find("cannot write to stdout: No space left on device"), std::string::npos)
+        << r.err;
+  }
 }
 
 void expect_usage_error(const std::vector<std::string>& args, const std::string& message) {
@@ -267,16 +344,18 @@ void expect_usage_error(const std::vector<std::string>& args, const std::string&
 
 TEST(DoctorCli, GarbageFlags) {
   expect_usage_error({"--frobnicate"},
-                     "hugepage-doctor: unknown option '--frobnicate' (try --help)");
-  expect_usage_error({"-x"}, "unknown option '-x'");
-  expect_usage_error({"stray"}, "unexpected argument 'stray'");
-  expect_usage_error({"--probe=yes"}, "--probe takes no value");
+                     "hugepage-doctor: The following argument was not expected: --frobnicate "
+                     "(try --help)");
+  expect_usage_error({"-x"}, "not expected: -x");
+  expect_usage_error({"stray"}, "not expected: stray");
+  expect_usage_error({"--probe=yes"}, "probe was given a disallowed flag override");
   expect_usage_error({"--top", "0", "--pid", "1"}, "--top: '0' is not a positive count");
+  expect_usage_error({"--format", "xml"}, "--format: xml not in {table,json,prometheus}");
 }
 
 TEST(DoctorCli, PidWithoutValue) {
-  expect_usage_error({"--pid"}, "--pid needs a process id");
-  expect_usage_error({"--pid="}, "--pid needs a process id");
+  expect_usage_error({"--pid"}, "--pid: 1 required PID missing");
+  expect_usage_error({"--pid="}, "--pid: 1 required PID missing");
 }
 
 TEST(DoctorCli, PidNotANumber) {
@@ -288,7 +367,7 @@ TEST(DoctorCli, PidNotANumber) {
 }
 
 TEST(DoctorCli, PidAndProbeTogether) {
-  expect_usage_error({"--pid", "1", "--probe"}, "--pid and --probe cannot be combined");
+  expect_usage_error({"--pid", "1", "--probe"}, "--pid excludes --probe");
 }
 
 TEST(DoctorCli, NoSuchPid) {
@@ -314,8 +393,9 @@ TEST(DoctorCli, PidItMayNotRead) {
     if (r.code == 98 || r.code == 99) GTEST_SKIP() << "cannot exec the doctor as nobody";
     EXPECT_EQ(r.code, 2) << r.err;
     EXPECT_TRUE(r.out.empty()) << r.out;
-    EXPECT_NE(r.err.find("hugepage-doctor: cannot read /proc/1/smaps: Permission denied (run as "
-                         "root or as the user that owns pid 1)"),
+    EXPECT_NE(r.err.find("hugepage-doctor: cannot read /proc/1/smaps: Permission denied (pid 1 "
+                         "belongs to uid 0 and the doctor runs as uid 65534: run it as root or "
+                         "as uid 0)"),
               std::string::npos)
         << r.err;
   }
@@ -331,7 +411,8 @@ TEST(DoctorCli, SystemReportAndJson) {
   EXPECT_NE(table.out.find("hugetlb pools"), std::string::npos);
   EXPECT_NE(table.out.find("MADV_COLLAPSE"), std::string::npos);
   EXPECT_NE(table.out.find("hardware counters"), std::string::npos);
-  EXPECT_EQ(table.code == 1, table.out.find("\n  1. ") != std::string::npos);
+  // Exit 1 exactly when a warning is printed; notes alone leave it 0.
+  EXPECT_EQ(table.code == 1, table.out.find(". warning: ") != std::string::npos) << table.out;
 
   const result json = doctor({"--json"});
   ASSERT_TRUE(json.code == 0 || json.code == 1) << json.err;
@@ -405,6 +486,435 @@ TEST(DoctorCli, ProbeJson) {
   // The huge buffers were checked with backing_of(): MADV_COLLAPSE works on this kernel, so they
   // are (nearly) all huge; where it does not, the row still runs and says so.
   EXPECT_GE(json_number(r.out, "huge_huge_fraction"), 0.0);
+}
+
+// In a memory cgroup too small for the 1 GiB row, --probe shrinks that row to fit the headroom
+// and says so, instead of being OOM-killed while it populates.
+TEST(DoctorCli, ProbeSizesItselfToTheMemoryCgroup) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to create a memory cgroup";
+  const hugepage::test::scratch_cgroup cgroup("memory");
+  if (!cgroup.error().empty()) HUGEPAGE_SKIP_OR_FAIL(cgroup.error());
+  const std::string limit = std::to_string(std::size_t{320} << 20);
+  ASSERT_TRUE(cgroup.write("memory.max", limit) || cgroup.write("memory.limit_in_bytes", limit));
+  run_options o;
+  o.in_child = [&cgroup] { return cgroup.join(); };
+  const result r = doctor({"--probe", "--json"}, o);
+  ASSERT_EQ(r.code, 0) << "137 is an OOM kill; stderr: " << r.err;
+  EXPECT_TRUE(valid_json(r.out)) << r.out;
+  EXPECT_NE(r.out.find("1 GiB reduced to "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(cgroup.path()), std::string::npos) << "names the limit file: " << r.out;
+  EXPECT_EQ(r.out.find("\"working_set_bytes\": 1073741824"), std::string::npos) << r.out;
+  EXPECT_GT(json_number(r.out, "base_ns_per_access"), 0);
+}
+
+// The Prometheus text exposition format, checked line by line: every sample's family declared
+// by # HELP and # TYPE before it, valid metric and label names, label values with only the
+// format's escapes, a number as value, no control byte, valid UTF-8. "" when it is fine.
+std::string exposition_problem(const std::string& text) {
+  const auto name_ok = [](const std::string& n) {
+    if (n.empty() || std::isdigit(static_cast<unsigned char>(n[0]))) return false;
+    return std::all_of(n.begin(), n.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == ':';
+    });
+  };
+  std::vector<std::string> typed;
+  std::istringstream lines(text);
+  std::string line;
+  int samples = 0;
+  while (std::getline(lines, line)) {
+    for (const char c : line) {
+      if (static_cast<unsigned char>(c) < 0x20) return "control byte in: " + line;
+    }
+    if (line.rfind("# HELP ", 0) == 0) continue;
+    if (line.rfind("# TYPE ", 0) == 0) {
+      std::istringstream w(line.substr(7));
+      std::string name, type;
+      w >> name >> type;
+      if (!name_ok(name) || (type != "gauge" && type != "counter")) return "bad TYPE: " + line;
+      typed.push_back(name);
+      continue;
+    }
+    std::size_t i = 0;
+    while (i < line.size() && line[i] != '{' && line[i] != ' ') ++i;
+    const std::string name = line.substr(0, i);
+    if (!name_ok(name)) return "bad metric name: " + line;
+    if (std::find(typed.begin(), typed.end(), name) == typed.end()) return "no TYPE: " + line;
+    if (i < line.size() && line[i] == '{') {
+      ++i;
+      while (i < line.size() && line[i] != '}') {
+        const auto eq = line.find("=\"", i);
+        if (eq == std::string::npos || !name_ok(line.substr(i, eq - i)))
+          return "bad label: " + line;
+        for (i = eq + 2; i < line.size() && line[i] != '"'; ++i) {
+          if (line[i] == '\\') {
+            if (i + 1 >= line.size() || std::strchr("\\\"n", line[i + 1]) == nullptr) {
+              return "bad escape: " + line;
+            }
+            ++i;
+          }
+        }
+        if (i >= line.size()) return "open label value: " + line;
+        ++i;
+        if (i < line.size() && line[i] == ',') ++i;
+      }
+      if (i >= line.size()) return "open labels: " + line;
+      ++i;
+    }
+    if (i >= line.size() || line[i] != ' ') return "no value: " + line;
+    const std::string value = line.substr(i + 1);
+    char* end = nullptr;
+    std::strtod(value.c_str(), &end);
+    if (value.empty() || *end != '\0') return "bad value: " + line;
+    ++samples;
+  }
+  try {
+    (void)nlohmann::json(text).dump();  // throws on invalid UTF-8
+  } catch (const std::exception& e) {
+    return std::string("invalid UTF-8: ") + e.what();
+  }
+  return samples == 0 ? "no samples" : "";
+}
+
+TEST(DoctorCli, PrometheusFormat) {
+  const result r = doctor({"--format", "prometheus"});
+  ASSERT_TRUE(r.code == 0 || r.code == 1) << r.err;
+  EXPECT_EQ(exposition_problem(r.out), "") << r.out;
+  EXPECT_NE(r.out.find("\nhugepage_doctor_hugetlb_pool_pages{size_bytes=\"2097152\",node=\"all\","
+                       "state=\"total\"} "),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("# TYPE hugepage_doctor_vmstat_total counter\n"), std::string::npos);
+  const auto at = r.out.find("\nhugepage_doctor_warnings ");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_EQ(std::strtol(r.out.c_str() + at + 26, nullptr, 10) > 0, r.code == 1) << r.out;
+  EXPECT_EQ(exposition_problem("x 1\n"), "no TYPE: x 1");  // the checker itself
+  EXPECT_EQ(exposition_problem("# TYPE x gauge\nx{a=\"\x1b\"} 1\n"),
+            "control byte in: x{a=\"\x1b\"} 1");
+}
+
+// ---- odd targets --------------------------------------------------------------------------------
+
+TEST(DoctorCli, ZombieHasItsOwnExitCode) {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  // Not reaped yet: a zombie until waitpid below.
+  for (int i = 0; i < 200; ++i) {
+    char state = '?';
+    if (FILE* f = std::fopen(("/proc/" + std::to_string(child) + "/stat").c_str(), "r")) {
+      (void)std::fscanf(f, "%*d (%*[^)]) %c", &state);
+      std::fclose(f);
+    }
+    if (state == 'Z') break;
+    ::usleep(5000);
+  }
+  const result r = doctor({"--pid", std::to_string(child)});
+  ::waitpid(child, nullptr, 0);
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_NE(r.err.find("is a zombie"), std::string::npos) << r.err;
+}
+
+TEST(DoctorCli, KernelThreadHasItsOwnExitCode) {
+  // kthreadd is pid 2 on every Linux with kernel threads visible in this pid namespace.
+  std::string comm;
+  if (FILE* f = std::fopen("/proc/2/comm", "r")) {
+    char buffer[64] = {};
+    if (std::fgets(buffer, sizeof buffer, f) != nullptr) comm = buffer;
+    std::fclose(f);
+  }
+  if (comm != "kthreadd\n") GTEST_SKIP() << "pid 2 is not kthreadd here (a pid namespace?)";
+  const result r = doctor({"--pid", "2", "--json"});
+  EXPECT_EQ(r.code, 4) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_EQ(r.err, "hugepage-doctor: pid 2 is a kernel thread: it has no user memory to report\n");
+}
+
+TEST(DoctorCli, TargetThatExitsWhileReadGivesNoReport) {
+  for (const bool reap : {true, false}) {
+    target t({});
+    ASSERT_TRUE(t.ready()) << t.line();
+    int pair[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+    // The doctor stops between reading the target and checking it again; the target dies then.
+    std::thread killer([&] {
+      char byte = 0;
+      if (::read(pair[0], &byte, 1) == 1) {
+        t.kill(reap);
+        if (!reap) ::usleep(50000);  // let it become a zombie
+        (void)!::write(pair[0], &byte, 1);
+      }
+    });
+    run_options o;
+    o.keep_fd = pair[1];
+    const std::string fd = std::to_string(pair[1]);
+    o.in_child = [fd] { return ::setenv("HUGEPAGE_DOCTOR_TEST_HOOK_FD", fd.c_str(), 1) == 0; };
+    const result r = doctor({"--pid", std::to_string(t.pid()), "--json"}, o);
+    ::close(pair[1]);
+    killer.join();
+    ::close(pair[0]);
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_TRUE(r.out.empty()) << "no partial report: " << r.out;
+    EXPECT_NE(r.err.find("exited while being read; no report"), std::string::npos) << r.err;
+  }
+}
+
+TEST(DoctorCli, HidepidSaysWhy) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to mount a proc with hidepid=2";
+  run_options o;
+  o.uid = 65534;
+  o.in_child = [] {
+    return ::unshare(CLONE_NEWNS) == 0 &&
+           ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0 &&
+           ::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2") == 0;
+  };
+  const result r = doctor({"--pid", "1"}, o);
+  if (r.code == 97) {
+    HUGEPAGE_SKIP_OR_FAIL("cannot mount proc with hidepid=2 in a private mount namespace here");
+  }
+  if (r.code == 98 || r.code == 99) GTEST_SKIP() << "cannot exec the doctor as nobody";
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_NE(r.err.find("no process with pid 1 visible: /proc is mounted hidepid="),
+            std::string::npos)
+      << r.err;
+}
+
+// ---- hostile targets ----------------------------------------------------------------------------
+
+// A shell-words splitter (POSIX sh rules for quotes and backslashes). It refuses what a shell
+// would expand or treat as a command boundary when unquoted ($, `, ;, |, &, <, (, ), newline,
+// glob characters, a leading ~ or #), except the operators "&&" and ">", which come back as
+// tokens of their own. nullopt: the line is not one plain command.
+struct shell_token {
+  std::string text;
+  bool op = false;
+};
+
+std::optional<std::vector<shell_token>> shell_words(const std::string& line) {
+  std::vector<shell_token> out;
+  std::string word;
+  bool in_word = false;
+  const auto finish = [&] {
+    if (in_word) out.push_back({word, false});
+    word.clear();
+    in_word = false;
+  };
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (c == ' ' || c == '\t') {
+      finish();
+    } else if (c == '\'') {
+      const auto close = line.find('\'', i + 1);
+      if (close == std::string::npos) return std::nullopt;
+      word += line.substr(i + 1, close - i - 1);
+      in_word = true;
+      i = close;
+    } else if (c == '"') {
+      in_word = true;
+      for (++i;; ++i) {
+        if (i >= line.size()) return std::nullopt;
+        if (line[i] == '"') break;
+        if (line[i] == '$' || line[i] == '`') return std::nullopt;
+        if (line[i] == '\\' && i + 1 < line.size() && std::strchr("$`\"\\\n", line[i + 1])) ++i;
+        word += line[i];
+      }
+    } else if (c == '\\') {
+      if (i + 1 >= line.size()) return std::nullopt;
+      word += line[++i];
+      in_word = true;
+    } else if (c == '&' && i + 1 < line.size() && line[i + 1] == '&' && !in_word) {
+      out.push_back({"&&", true});
+      ++i;
+    } else if (c == '>' && !in_word) {
+      out.push_back({">", true});
+    } else if (std::strchr("$`;|&<>()\n*?[{}", c) != nullptr ||
+               (!in_word && (c == '~' || c == '#'))) {
+      return std::nullopt;
+    } else {
+      word += c;
+      in_word = true;
+    }
+  }
+  finish();
+  return out;
+}
+
+TEST(DoctorCli, ShellWordsSplitter) {
+  // The splitter itself, so the hostile test below can trust it.
+  auto w = shell_words("printf '%s\\n' 'a b' c\\ d > /x && echo \"q\"");
+  ASSERT_TRUE(w.has_value());
+  ASSERT_EQ(w->size(), 9u);
+  EXPECT_EQ((*w)[1].text, "%s\\n");
+  EXPECT_EQ((*w)[2].text, "a b");
+  EXPECT_EQ((*w)[3].text, "c d");
+  EXPECT_TRUE((*w)[4].op);
+  EXPECT_EQ((*w)[8].text, "q");
+  for (const char* bad :
+       {"a;b", "a $(b)", "a `b`", "a | b", "'open", "a\nb", "x *", "\"$HOME\"", "~/x", "a & b"}) {
+    EXPECT_FALSE(shell_words(bad).has_value()) << bad;
+  }
+}
+
+// Text a hostile process controls, each piece carrying the marker HOSTILE.
+const std::string hostile_title =
+    "HOSTILE;reboot $(reboot) `reboot` | rm -rf ~ \x1b[31m\x1b]0;title\x07 \xff\xfe\xc2\x9b"
+    "'\"\\ end";
+
+bool is_cgroup2(const char* path) {
+  struct stat st {};
+  return ::stat((std::string(path) + "/cgroup.procs").c_str(), &st) == 0 &&
+         ::stat((std::string(path) + "/cgroup.controllers").c_str(), &st) == 0;
+}
+
+// The hierarchy systemd names units in: cgroup v2 at /sys/fs/cgroup, or v1 name=systemd at
+// /sys/fs/cgroup/systemd (hybrid machines); "" when neither is mounted.
+std::string unit_hierarchy() {
+  struct stat st {};
+  if (is_cgroup2("/sys/fs/cgroup")) return "/sys/fs/cgroup";
+  if (::stat("/sys/fs/cgroup/systemd/cgroup.procs", &st) == 0) return "/sys/fs/cgroup/systemd";
+  return "";
+}
+
+// A child cgroup of unit_hierarchy() for one test; the target is moved back and the directory
+// removed at the end.
+class test_cgroup {
+ public:
+  explicit test_cgroup(const std::string& name)
+      : base_(unit_hierarchy()), path_(base_ + "/" + name) {
+    if (::geteuid() != 0 || base_.empty()) return;
+    ok_ = ::mkdir(path_.c_str(), 0755) == 0;
+  }
+  ~test_cgroup() {
+    if (!ok_) return;
+    for (const pid_t pid : added_) write_pid(base_ + "/cgroup.procs", pid);
+    ::rmdir(path_.c_str());
+  }
+  test_cgroup(const test_cgroup&) = delete;
+  test_cgroup& operator=(const test_cgroup&) = delete;
+  bool add(pid_t pid) {
+    if (!ok_ || !write_pid(path_ + "/cgroup.procs", pid)) return false;
+    added_.push_back(pid);
+    return true;
+  }
+
+ private:
+  static bool write_pid(const std::string& file, pid_t pid) {
+    FILE* f = std::fopen(file.c_str(), "w");
+    if (f == nullptr) return false;
+    const bool written = std::fprintf(f, "%d\n", static_cast<int>(pid)) > 0;
+    return std::fclose(f) == 0 && written;
+  }
+  std::string base_, path_;
+  bool ok_ = false;
+  std::vector<pid_t> added_;
+};
+
+// Every command line of a --json document, checked: it parses as plain shell words, and no word
+// holds text the target controls.
+void expect_safe_commands(const nlohmann::json& doc, const std::string& context,
+                          std::size_t& commands_seen) {
+  for (const auto& a : doc.at("advice")) {
+    for (const auto& c : a.at("commands")) {
+      const std::string line = c.get<std::string>();
+      ++commands_seen;
+      const auto words = shell_words(line);
+      ASSERT_TRUE(words.has_value()) << context << ": not plain shell: " << line;
+      for (const auto& w : *words) {
+        EXPECT_EQ(w.text.find("HOSTILE"), std::string::npos) << context << ": " << line;
+        EXPECT_EQ(w.text.find("reboot"), std::string::npos) << context << ": " << line;
+        for (const char ch : w.text) {
+          EXPECT_FALSE(static_cast<unsigned char>(ch) < 0x20 && ch != '\n')
+              << context << ": control byte in " << line;
+        }
+      }
+    }
+  }
+}
+
+TEST(DoctorCli, HostileTargetCannotReachACommandOrTheTerminal) {
+  // 600 MiB of plain anonymous memory without huge pages: enough for allocator advice, which
+  // carries a command. Its title, environment and a mapping name are hostile.
+  const std::vector<std::string> env{"MALLOC_CONF=HOSTILE;reboot",
+                                     "GLIBC_TUNABLES=HOSTILE$(reboot)",
+                                     "LD_PRELOAD=",
+                                     "JAVA_TOOL_OPTIONS=HOSTILE `reboot`",
+                                     "PATH=/usr/bin:/bin",
+                                     std::string("HOSTILE_VAR=") + hostile_title};
+  target t({"--anon", "600", "--memfd-name", hostile_title.substr(0, 200), "--comm",
+            "H\x1b[2J\"\\;$(x)\xff"},
+           hostile_title, &env);
+  ASSERT_TRUE(t.ready()) << t.line();
+  std::size_t commands_seen = 0;
+  const auto check = [&](const std::string& context) {
+    const result table = doctor({"--pid", std::to_string(t.pid())});
+    ASSERT_TRUE(table.code == 0 || table.code == 1) << table.err;
+    for (const char ch : table.out) {
+      const auto c = static_cast<unsigned char>(ch);
+      ASSERT_TRUE(c >= 0x20 || ch == '\n') << context << ": raw control byte " << int(c);
+    }
+    EXPECT_EQ(table.out.find("\xff"), std::string::npos) << context << ": invalid UTF-8 shown";
+    EXPECT_EQ(table.out.find("\xc2\x9b"), std::string::npos) << context << ": C1 CSI shown";
+    EXPECT_NE(table.out.find("HOSTILE;reboot"), std::string::npos)
+        << context << ": the title is shown, escaped";
+    // Table commands are the lines after "$ ".
+    std::size_t at = 0;
+    while ((at = table.out.find("     $ ", at)) != std::string::npos) {
+      const auto end = table.out.find('\n', at);
+      const std::string line = table.out.substr(at + 7, end - at - 7);
+      const auto words = shell_words(line);
+      ASSERT_TRUE(words.has_value()) << context << ": " << line;
+      for (const auto& w : *words) EXPECT_EQ(w.text.find("HOSTILE"), std::string::npos) << line;
+      at = end;
+    }
+    const result json = doctor({"--pid", std::to_string(t.pid()), "--json"});
+    ASSERT_TRUE(json.code == 0 || json.code == 1) << json.err;
+    nlohmann::json doc;
+    ASSERT_NO_THROW(doc = nlohmann::json::parse(json.out)) << context << ": " << json.out;
+    EXPECT_EQ(doc.at("exit_code").get<int>(), json.code);
+    EXPECT_NE(doc.at("process").at("title").get<std::string>().find("HOSTILE;reboot"),
+              std::string::npos);
+    expect_safe_commands(doc, context, commands_seen);
+    const result prom = doctor({"--pid", std::to_string(t.pid()), "--format", "prometheus"});
+    ASSERT_TRUE(prom.code == 0 || prom.code == 1) << prom.err;
+    EXPECT_EQ(exposition_problem(prom.out), "") << context << prom.out;
+    // status Name already escapes a backslash as \\ (the kernel's), printable() doubles that,
+    // the label value doubles it again; the quote gets \", ESC and 0xff their \x form.
+    EXPECT_NE(prom.out.find(R"(comm="H\\x1b[2J\"\\\\\\\\;$(x)\\xff")"), std::string::npos)
+        << context << ": comm escaped: " << prom.out;
+    EXPECT_NE(prom.out.find("hugepage_doctor_process_bytes{pid=\"" + std::to_string(t.pid()) +
+                            "\",kind=\"anonymous\"}"),
+              std::string::npos);
+  };
+  check("plain");
+  // In a cgroup named like a service by someone hostile: refused as a unit name.
+  {
+    test_cgroup hostile("HOSTILE;reboot $(reboot).service");
+    if (hostile.add(t.pid())) check("hostile cgroup name");
+  }
+  EXPECT_GT(commands_seen, 0u) << "the target drew no advice with a command: nothing was tested";
+}
+
+TEST(DoctorCli, ServiceUnitFromCgroupGoesIntoTheDropIn) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to create a cgroup";
+  if (unit_hierarchy().empty()) {
+    HUGEPAGE_SKIP_OR_FAIL("no cgroup v2 at /sys/fs/cgroup and no v1 name=systemd hierarchy");
+  }
+  target t({"--anon", "600"}, "HOSTILE;reboot");
+  ASSERT_TRUE(t.ready()) << t.line();
+  const std::string unit = "hugepage-doctor-test-" + std::to_string(::getpid()) + ".service";
+  test_cgroup group(unit);
+  ASSERT_TRUE(group.add(t.pid()));
+  const result r = doctor({"--pid", std::to_string(t.pid()), "--json"});
+  ASSERT_TRUE(r.code == 0 || r.code == 1) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  EXPECT_EQ(doc.at("process").at("systemd_unit"), unit);
+  std::size_t seen = 0;
+  expect_safe_commands(doc, "unit", seen);
+  bool restart = false;
+  for (const auto& a : doc.at("advice")) {
+    for (const auto& c : a.at("commands")) restart = restart || c == "systemctl restart " + unit;
+  }
+  EXPECT_TRUE(restart) << r.out;
 }
 
 }  // namespace

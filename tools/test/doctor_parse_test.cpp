@@ -186,19 +186,20 @@ TEST(DoctorAllocator, EnvironKeepsOnlyAllocatorVariables) {
 }
 
 TEST(DoctorAllocator, SettingsSayWhetherItAsksForHugePages) {
-  const auto je = describe_allocator({"jemalloc", "/lib/libjemalloc.so.2"}, true,
+  const auto je = describe_allocator({"jemalloc", "/lib/libjemalloc.so.2", ""}, true,
                                      {{"MALLOC_CONF", "narenas:4,thp:always"}});
   EXPECT_TRUE(je.asks_for_huge);
   EXPECT_EQ(je.hugepage_mode, "thp:always");
-  const auto je_default = describe_allocator({"jemalloc", "x"}, true, {});
+  const auto je_default = describe_allocator({"jemalloc", "x", ""}, true, {});
   EXPECT_FALSE(je_default.asks_for_huge);
   EXPECT_EQ(je_default.hugepage_mode, "thp:default");
   const auto glibc =
-      describe_allocator({"glibc", "x"}, true, {{"GLIBC_TUNABLES", "glibc.malloc.hugetlb=1"}});
+      describe_allocator({"glibc", "x", ""}, true, {{"GLIBC_TUNABLES", "glibc.malloc.hugetlb=1"}});
   EXPECT_TRUE(glibc.asks_for_huge);
-  const auto mi = describe_allocator({"mimalloc", "x"}, true, {{"MIMALLOC_LARGE_OS_PAGES", "0"}});
+  const auto mi =
+      describe_allocator({"mimalloc", "x", ""}, true, {{"MIMALLOC_LARGE_OS_PAGES", "0"}});
   EXPECT_FALSE(mi.asks_for_huge);
-  const auto unreadable = describe_allocator({"glibc", "x"}, false, {});
+  const auto unreadable = describe_allocator({"glibc", "x", ""}, false, {});
   EXPECT_FALSE(unreadable.asks_for_huge);
   EXPECT_NE(unreadable.hugepage_mode.find("unreadable"), std::string::npos);
 }
@@ -265,6 +266,7 @@ TEST(DoctorCgroup, ReadsV2LimitsAndAnAncestorsLimit) {
   tree.write(svc + "hugetlb.2MB.current", "16777216\n");
   tree.write("/sys/fs/cgroup/app.slice/hugetlb.2MB.max", "536870912\n");
   tree.write("/sys/fs/cgroup/app.slice/hugetlb.2MB.rsvd.max", "max\n");
+  tree.write("/sys/fs/cgroup/app.slice/hugetlb.2MB.events", "max 3\n");
   const cgroup_report r =
       read_hugetlb_cgroup(tree.root(), "0::/app.slice/fared.service\n", {2 * mib, 1024 * mib});
   EXPECT_EQ(r.status, "v2");
@@ -274,12 +276,15 @@ TEST(DoctorCgroup, ReadsV2LimitsAndAnAncestorsLimit) {
   EXPECT_EQ(r.limits[0].current.value_or(0), 16 * mib);
   EXPECT_EQ(r.limits[1].max.value_or(0), 512 * mib);  // the slice's limit
   EXPECT_NE(r.limits[1].directory.find("app.slice"), std::string::npos);
+  EXPECT_EQ(r.limits[1].refused, std::optional<std::uint64_t>(3));  // events "max 3"
+  EXPECT_FALSE(r.limits[0].refused.has_value());
 }
 
 TEST(DoctorCgroup, ReadsV1Limits) {
   fake_tree tree;
   tree.write("/sys/fs/cgroup/hugetlb/batch/hugetlb.2MB.limit_in_bytes", "9223372036854771712\n");
   tree.write("/sys/fs/cgroup/hugetlb/batch/hugetlb.1GB.limit_in_bytes", "2147483648\n");
+  tree.write("/sys/fs/cgroup/hugetlb/batch/hugetlb.1GB.failcnt", "7\n");
   const cgroup_report r =
       read_hugetlb_cgroup(tree.root(), "5:hugetlb:/batch\n", {2 * mib, 1024 * mib});
   EXPECT_EQ(r.status, "v1");
@@ -287,6 +292,7 @@ TEST(DoctorCgroup, ReadsV1Limits) {
   EXPECT_FALSE(r.limits[0].max);
   EXPECT_FALSE(r.limits[0].has_rsvd_max);  // kernel before 5.7
   EXPECT_EQ(r.limits[1].max.value_or(0), 2048 * mib);
+  EXPECT_EQ(r.limits[1].refused.value_or(0), 7u);  // failcnt
 }
 
 TEST(DoctorCgroup, NoControllerSaysSo) {
@@ -342,6 +348,24 @@ TEST(DoctorFormat, Bytes) {
   EXPECT_EQ(format_bytes(std::uint64_t{1} << 30), "1 GiB");
   EXPECT_EQ(format_bytes(68640 * kib), "67.0 MiB");
   EXPECT_EQ(format_bytes(1536), "1.5 KiB");
+}
+
+TEST(DoctorNuma, NumaMapsPerNode) {
+  const auto nodes = parse_numa_maps(
+      "55fb1c9f4000 default file=/usr/bin/x mapped=205 N0=205 kernelpagesize_kB=4\n"
+      "7fe5d0000000 bind:1 file=/anon_hugepage\\040(deleted) huge dirty=8 N1=8 "
+      "kernelpagesize_kB=2048\n"
+      "7f0000000000 interleave:0-1 anon=10 dirty=10 N0=4 N1=6 kernelpagesize_kB=4\n"
+      "garbage line N=x Nfoo=3\n");
+  ASSERT_EQ(nodes.size(), 2u);
+  EXPECT_EQ(nodes.at(0).bytes, (205u + 4u) * 4096);
+  EXPECT_EQ(nodes.at(0).hugetlb_bytes, 0u);
+  EXPECT_EQ(nodes.at(1).bytes, 8u * 2048 * 1024 + 6u * 4096);
+  EXPECT_EQ(nodes.at(1).hugetlb_bytes, 8u * 2048 * 1024);
+  // A capture from PostgreSQL 15 with huge_pages=on: its hugetlb pages on node 0.
+  const auto pg = parse_numa_maps(sample("services/postgres-huge-pages-on/numa_maps"));
+  ASSERT_EQ(pg.size(), 1u);
+  EXPECT_GT(pg.at(0).hugetlb_bytes, 0u);
 }
 
 }  // namespace

@@ -1,17 +1,23 @@
 // tools/test/target_process.cpp - a process with known memory for hugepage-doctor's tests.
 //
 //   hugepage-doctor-target [--thp MIB] [--hugetlb MIB] [--mappings N --mapping-kib KIB]
+//                          [--anon MIB] [--memfd-name NAME] [--comm NAME]
 //
 // Maps MIB of THP through hugepage::thp_allocator and MIB of 2 MiB hugetlb pages through
 // hugepage::huge_page_allocator (touching every page), and/or N separate anonymous mappings of
 // KIB each (alternately MADV_HUGEPAGE and MADV_NOHUGEPAGE, so the kernel cannot merge them; every
-// page touched). Then prints one line
+// page touched), MIB of plain private anonymous memory (no advice, every page touched), and a
+// 2 MiB shared mapping of a memfd called NAME (a name the process chooses, for the hostile-target
+// tests, as is the comm NAME; argv[0] and the environment come from whoever execs it). Then prints
+// one line
 //   ready thp_bytes=T hugetlb_bytes=H mapped_bytes=M
 // where T and H are what backing_of() found, and waits until stdin closes. On failure it prints
 // "error <reason>" and exits with 3.
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -37,10 +43,18 @@ void touch(char* p, std::size_t bytes) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::size_t thp_mib = 0, hugetlb_mib = 0, mappings = 0, mapping_kib = 0;
+  std::size_t thp_mib = 0, hugetlb_mib = 0, mappings = 0, mapping_kib = 0, anon_mib = 0;
+  const char* memfd_name = nullptr;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::size_t value = std::strtoull(argv[i + 1], nullptr, 10);
-    if (std::strcmp(argv[i], "--thp") == 0) {
+    if (std::strcmp(argv[i], "--memfd-name") == 0) {
+      memfd_name = argv[i + 1];
+    } else if (std::strcmp(argv[i], "--comm") == 0) {
+      // The name in /proc/PID/status and comm (15 bytes), as prctl(PR_SET_NAME) sets it.
+      ::prctl(PR_SET_NAME, argv[i + 1], 0, 0, 0);
+    } else if (std::strcmp(argv[i], "--anon") == 0) {
+      anon_mib = value;
+    } else if (std::strcmp(argv[i], "--thp") == 0) {
       thp_mib = value;
     } else if (std::strcmp(argv[i], "--hugetlb") == 0) {
       hugetlb_mib = value;
@@ -79,6 +93,22 @@ int main(int argc, char** argv) {
     ::madvise(p, bytes, i % 2 == 0 ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
     touch(static_cast<char*>(p), bytes);
     mapped_bytes += bytes;
+  }
+  if (anon_mib != 0) {
+    const std::size_t bytes = anon_mib << 20;
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return fail("mmap: " + std::string(std::strerror(errno)));
+    touch(static_cast<char*>(p), bytes);
+    mapped_bytes += bytes;
+  }
+  if (memfd_name != nullptr) {
+    const int fd = ::memfd_create(memfd_name, MFD_CLOEXEC);
+    if (fd < 0 || ::ftruncate(fd, 2 << 20) != 0) {
+      return fail("memfd_create: " + std::string(std::strerror(errno)));
+    }
+    void* p = ::mmap(nullptr, 2 << 20, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) return fail("mmap memfd: " + std::string(std::strerror(errno)));
+    touch(static_cast<char*>(p), 2 << 20);
   }
   std::printf("ready thp_bytes=%zu hugetlb_bytes=%zu mapped_bytes=%zu\n", thp_bytes, hugetlb_bytes,
               mapped_bytes);

@@ -1,0 +1,323 @@
+// collapse_test.cpp - collapse(): budgeted steps, skipped huge chunks, counted refusals, another
+// process, and what becomes of a collapsed range that nobody advised.
+#include "hugepage/collapse.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <thread>
+
+#include "hugepage/backing.hpp"
+#include "hugepage/os.hpp"
+#include "hugepage/system.hpp"
+#include "support.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using hugepage::backing_report;
+using hugepage::collapse_budget;
+using hugepage::collapse_result;
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+constexpr std::size_t kHuge = 2 * kMiB;
+
+std::size_t page() { return hugepage::os::base_page_size(); }
+
+// A populated, unadvised range: under enabled=madvise its faults give base pages. Aligned so that
+// every 2 MiB of it is a collapsible chunk.
+class Populated {
+ public:
+  explicit Populated(std::size_t length, int advice = 0) : length_(length) {
+    std::error_code ec;
+    p_ = static_cast<char*>(hugepage::os::map_aligned(length, kHuge, ec));
+    if (p_ == nullptr) return;
+    if (advice != 0) hugepage::os::advise(p_, length, advice);
+    for (std::size_t i = 0; i < length; i += page()) p_[i] = static_cast<char>(i / page());
+  }
+  ~Populated() {
+    if (p_ != nullptr) hugepage::os::unmap(p_, length_);
+  }
+  Populated(const Populated&) = delete;
+  Populated& operator=(const Populated&) = delete;
+  char* get() const { return p_; }
+  std::size_t size() const { return length_; }
+  double huge() const { return hugepage::backing_of(p_, length_).huge_fraction(); }
+  bool intact() const {
+    for (std::size_t i = 0; i < length_; i += page()) {
+      if (p_[i] != static_cast<char>(i / page())) return false;
+    }
+    return true;
+  }
+
+ private:
+  std::size_t length_;
+  char* p_ = nullptr;
+};
+
+std::string describe(const collapse_result& r) {
+  std::string s = "already_huge " + std::to_string(r.already_huge) + ", collapsed " +
+                  std::to_string(r.collapsed) + ", refused " + std::to_string(r.refused) +
+                  ", left " + std::to_string(r.left) + ", unaligned " +
+                  std::to_string(r.unaligned) + ", calls " + std::to_string(r.calls) +
+                  ", elapsed " + std::to_string(r.elapsed.count()) + " ns, slowest chunk " +
+                  std::to_string(r.slowest_chunk.count()) + " ns, refusals {";
+  for (const auto& x : r.refusals) {
+    if (x.chunks == 0) continue;
+    s += " " + std::to_string(x.error) + ": " + std::to_string(x.chunks);
+  }
+  return s + " }, fatal '" + r.fatal.message() + "'";
+}
+
+// Whether MADV_COLLAPSE works here (Linux 6.1, THP not disabled): a populated chunk collapses.
+// EAGAIN and ENOMEM are transient (a busy page, no free 2 MiB block for a moment): tried again.
+std::error_code collapse_works() {
+  std::error_code ec;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    Populated probe(kHuge);
+    if (probe.get() == nullptr) return std::make_error_code(std::errc::not_enough_memory);
+    ec = hugepage::os::collapse(probe.get(), kHuge);
+    if (ec != std::errc::resource_unavailable_try_again && ec != std::errc::not_enough_memory) {
+      break;
+    }
+  }
+  return ec;
+}
+
+// Skips (or fails under HUGEPAGE_REQUIRE=1) unless MADV_COLLAPSE works here.
+#define HUGEPAGE_REQUIRE_COLLAPSE()                                                              \
+  do {                                                                                           \
+    if (const std::error_code ec_ = collapse_works()) {                                          \
+      HUGEPAGE_SKIP_OR_FAIL("MADV_COLLAPSE of a populated 2 MiB chunk fails: " + ec_.message()); \
+    }                                                                                            \
+  } while (0)
+
+TEST(Collapse, RaisesAnUnadvisedRangeInBudgetedSteps) {
+  HUGEPAGE_REQUIRE_COLLAPSE();
+  const std::size_t length = 64 * kMiB;
+  Populated region(length);
+  ASSERT_NE(region.get(), nullptr);
+  const double before = region.huge();
+  if (before > 0.05) {
+    HUGEPAGE_SKIP_OR_FAIL("THP mode gives an unadvised range huge pages already (" +
+                          std::to_string(before) + ")");
+  }
+  const collapse_budget budget{3ms, SIZE_MAX};
+  char* at = region.get();
+  const char* const end = region.get() + length;
+  int calls = 0;
+  std::size_t collapsed = 0;
+  while (at < end && calls < 1000) {
+    const collapse_result r = hugepage::collapse(at, static_cast<std::size_t>(end - at), budget);
+    ++calls;
+    // Within the budget plus one chunk, and a few ms of slack for a preempted thread: two cores
+    // shared with compilers here.
+    EXPECT_LE(r.elapsed, budget.time + r.slowest_chunk + 5ms) << describe(r);
+    EXPECT_EQ(r.refused, 0u) << describe(r);
+    EXPECT_EQ(r.already_huge + r.collapsed + r.refused + r.left, static_cast<std::size_t>(end - at))
+        << describe(r);
+    EXPECT_GT(static_cast<char*>(r.resume), at) << "every call makes progress: " << describe(r);
+    collapsed += r.collapsed;
+    at = static_cast<char*>(r.resume);
+  }
+  EXPECT_GE(calls, 2) << "a 3 ms budget cannot collapse 64 MiB in one call on this machine";
+  EXPECT_EQ(collapsed, length);
+  EXPECT_GE(region.huge(), 0.99) << "from " << before;
+  EXPECT_TRUE(region.intact()) << "collapse must keep the contents";
+
+  // A second pass finds everything huge: no syscall per chunk.
+  const collapse_result again = hugepage::collapse(region.get(), length);
+  if (again.scanned) {
+    EXPECT_EQ(again.already_huge, length) << describe(again);
+    EXPECT_EQ(again.calls, 0u) << describe(again);
+  }
+  EXPECT_TRUE(again.done());
+  EXPECT_EQ(again.resume, region.get() + length) << "done: resume is the end of the range";
+}
+
+TEST(Collapse, ByteBudgetAndUnalignedEnds) {
+  HUGEPAGE_REQUIRE_COLLAPSE();
+  const std::size_t length = 16 * kMiB;
+  Populated region(length);
+  ASSERT_NE(region.get(), nullptr);
+  // Starting 4 KiB in: the first and last chunks are partial, never collapsible.
+  char* p = region.get() + page();
+  const std::size_t bytes = length - 2 * page();
+  const collapse_result r = hugepage::collapse(p, bytes, collapse_budget{1h, 4 * kMiB});
+  EXPECT_EQ(r.unaligned, 2 * kHuge - 2 * page()) << describe(r);
+  EXPECT_EQ(r.collapsed, 4 * kMiB) << describe(r);
+  EXPECT_EQ(r.calls, 2u);
+  EXPECT_EQ(r.left, length - 2 * kHuge - 4 * kMiB) << describe(r);
+  EXPECT_EQ(r.resume, region.get() + kHuge + 4 * kMiB);
+  EXPECT_FALSE(r.done());
+  const backing_report b = hugepage::backing_of(region.get() + kHuge, 4 * kMiB);
+  EXPECT_EQ(b.thp, 4 * kMiB) << b.note;
+
+  const collapse_result none = hugepage::collapse(p, kHuge);  // no whole chunk inside
+  EXPECT_EQ(none.calls, 0u);
+  EXPECT_EQ(none.unaligned, kHuge);
+  EXPECT_EQ(none.resume, p + kHuge);
+  EXPECT_TRUE(none.done());
+}
+
+TEST(Collapse, RefusalsAreCountedNotThrown) {
+  HUGEPAGE_REQUIRE_COLLAPSE();
+  const std::size_t length = 8 * kMiB;
+  Populated nohuge(length, MADV_NOHUGEPAGE);  // VM_NOHUGEPAGE: the kernel refuses with EINVAL
+  ASSERT_NE(nohuge.get(), nullptr);
+  const collapse_result r = hugepage::collapse(nohuge.get(), length);
+  EXPECT_EQ(r.refused, length) << describe(r);
+  EXPECT_EQ(r.refusals_of(EINVAL), 4u) << describe(r);
+  EXPECT_EQ(r.collapsed, 0u);
+  EXPECT_TRUE(r.done()) << "EINVAL is per chunk: the walk goes on";
+  EXPECT_FALSE(r.fatal);
+  EXPECT_DOUBLE_EQ(nohuge.huge(), 0.0);
+
+  // Transient refusals, injected: EAGAIN from every MADV_COLLAPSE.
+  const int code = hugepage::test::run_in_child([] {
+    Populated region(4 * kMiB);
+    if (region.get() == nullptr) return 2;
+    if (!hugepage::test::fail_syscall(__NR_madvise, EAGAIN, MADV_COLLAPSE)) return 3;
+    const collapse_result t = hugepage::collapse(region.get(), region.size());
+    std::fprintf(stderr, "child: %s\n", describe(t).c_str());
+    if (t.refusals_of(EAGAIN) != 2 || t.collapsed != 0 || !t.done() || t.fatal) return 10;
+    return region.intact() ? 0 : 11;
+  });
+  EXPECT_EQ(code, 0) << "see the child's output above";
+}
+
+// Without PAGEMAP_SCAN (simulated: every ioctl fails with ENOTTY) nothing is skipped, and the
+// kernel's own answer for an already huge chunk (success, nothing to do) keeps the result right.
+TEST(Collapse, WithoutPagemapScanEveryChunkIsTried) {
+  HUGEPAGE_REQUIRE_COLLAPSE();
+  const int code = hugepage::test::run_in_child([] {
+    Populated region(4 * kMiB);
+    if (region.get() == nullptr) return 2;
+    if (!hugepage::test::fail_syscall(__NR_ioctl, ENOTTY)) return 3;
+    const collapse_result first = hugepage::collapse(region.get(), region.size());
+    const collapse_result second = hugepage::collapse(region.get(), region.size());
+    std::fprintf(stderr, "child: %s\nchild: %s\n", describe(first).c_str(),
+                 describe(second).c_str());
+    if (first.scanned || first.collapsed != region.size()) return 10;
+    if (second.calls != 2 || second.collapsed != region.size()) return 11;
+    return 0;
+  });
+  EXPECT_EQ(code, 0) << "see the child's output above";
+}
+
+TEST(Collapse, AnotherProcess) {
+  HUGEPAGE_REQUIRE_COLLAPSE();
+  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("process_madvise(MADV_COLLAPSE) needs CAP_SYS_NICE");
+  const std::size_t length = 8 * kMiB;
+  Populated region(length);
+  ASSERT_NE(region.get(), nullptr);
+  int ready[2], done[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(done), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // Private copies of every page: the child's range is its own, on base pages.
+    for (std::size_t i = 0; i < length; i += page()) region.get()[i] ^= 0;
+    char c = 0;
+    (void)!::write(ready[1], &c, 1);
+    (void)!::read(done[0], &c, 1);
+    ::_exit(region.intact() ? 0 : 1);
+  }
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  const double before = hugepage::backing_of(child, region.get(), length).huge_fraction();
+  const collapse_result r = hugepage::collapse(child, region.get(), length);
+  const double after = hugepage::backing_of(child, region.get(), length).huge_fraction();
+  const double mine = region.huge();
+  (void)!::write(done[1], &c, 1);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  for (const int fd : {ready[0], ready[1], done[0], done[1]}) ::close(fd);
+  EXPECT_LT(before, 0.01);
+  EXPECT_EQ(r.collapsed, length) << describe(r);
+  EXPECT_GE(after, 0.99) << describe(r);
+  EXPECT_LT(mine, 0.01) << "the caller's own range is untouched";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child's data survived";
+
+  const collapse_result gone = hugepage::collapse(child, region.get(), length);  // reaped
+  EXPECT_EQ(gone.fatal, std::errc::no_such_process) << describe(gone);
+}
+
+TEST(Collapse, AsNobodyOnAnotherProcessIsEperm) {
+  HUGEPAGE_REQUIRE_COLLAPSE();
+  const int code = hugepage::test::run_in_child([] {
+    if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) return 2;
+    const collapse_result r =
+        hugepage::collapse(::getppid(), reinterpret_cast<void*>(kHuge * 64), 4 * kMiB);
+    std::fprintf(stderr, "child: %s\n", describe(r).c_str());
+    // EPERM (no CAP_SYS_NICE) or EACCES (no ptrace access): whichever check the kernel makes first.
+    const bool denied =
+        r.fatal == std::errc::operation_not_permitted || r.fatal == std::errc::permission_denied;
+    return denied && r.collapsed == 0 && r.calls == 1 ? 0 : 10;
+  });
+  EXPECT_EQ(code, 0) << "see the child's output above";
+}
+
+// What the header says about sparse chunks: MADV_COLLAPSE fills a chunk with one page populated
+// (its memory grows to 2 MiB) and refuses an empty one.
+TEST(Collapse, SparseChunkIsFilledEmptyChunkIsRefused) {
+  HUGEPAGE_REQUIRE_COLLAPSE();
+  std::error_code ec;
+  auto* p = static_cast<char*>(hugepage::os::map_aligned(2 * kHuge, kHuge, ec));
+  ASSERT_NE(p, nullptr);
+  p[0] = 1;
+  const collapse_result r = hugepage::collapse(p, 2 * kHuge);
+  const backing_report b = hugepage::backing_of(p, 2 * kHuge);
+  hugepage::os::unmap(p, 2 * kHuge);
+  EXPECT_EQ(r.collapsed, kHuge) << describe(r);
+  EXPECT_EQ(r.refusals_of(EINVAL), 1u) << describe(r);
+  EXPECT_EQ(b.thp, kHuge) << "one page became 2 MiB resident";
+  EXPECT_EQ(b.not_resident, kHuge);
+}
+
+// Under enabled=madvise, a range collapsed without MADV_HUGEPAGE: does khugepaged or anything
+// else split it later? Waits one khugepaged scan period (scan_sleep_millisecs, capped at 12 s).
+TEST(Collapse, CollapsedRangeWithoutVmHugepageStaysHugeUntilTheProcessSplitsIt) {
+  HUGEPAGE_REQUIRE_COLLAPSE();
+  const std::string mode = hugepage::read_system_state().thp.enabled.value_or("unknown");
+  if (mode != "madvise") {
+    HUGEPAGE_SKIP_OR_FAIL("THP enabled is '" + mode + "', the question is for madvise");
+  }
+  const std::size_t length = 8 * kMiB;
+  Populated region(length);
+  ASSERT_NE(region.get(), nullptr);
+  const collapse_result r = hugepage::collapse(region.get(), length);
+  ASSERT_EQ(r.collapsed, length) << describe(r);
+  const auto sleep_ms = hugepage::detail::read_u64(
+      "/sys/kernel/mm/transparent_hugepage/khugepaged/scan_sleep_millisecs");
+  const auto wait =
+      std::chrono::milliseconds(std::min<std::uint64_t>(sleep_ms.value_or(10000), 10000) + 2000);
+  std::this_thread::sleep_for(wait);
+  EXPECT_EQ(hugepage::backing_of(region.get(), length).thp, length)
+      << "still PMD-mapped after " << wait.count() << " ms";
+  // A write after fork: copy-on-write splits the writer's PMD; the other process keeps its THP.
+  const int code = hugepage::test::run_in_child([&region] {
+    region.get()[kHuge + 5] ^= 1;
+    const backing_report b = hugepage::backing_of(region.get() + kHuge, kHuge);
+    return b.thp == 0 && b.base == kHuge ? 0 : 1;
+  });
+  EXPECT_EQ(code, 0) << "the child's written huge page should be on base pages";
+  EXPECT_EQ(hugepage::backing_of(region.get(), length).thp, length);
+  // Given back and faulted in again: base pages, since the VMA is not VM_HUGEPAGE.
+  ASSERT_FALSE(hugepage::os::advise(region.get(), kHuge, MADV_DONTNEED));
+  for (std::size_t i = 0; i < kHuge; i += page()) region.get()[i] = 1;
+  const backing_report refault = hugepage::backing_of(region.get(), length);
+  EXPECT_EQ(refault.thp, length - kHuge) << refault.note;
+  EXPECT_EQ(refault.base, kHuge) << refault.note;
+}
+
+}  // namespace

@@ -1,0 +1,304 @@
+// tools/doctor/collapse.cpp - see collapse.hpp.
+#include "collapse.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <optional>
+
+#include "hugepage/collapse.hpp"
+#include "hugepage/detail/pagemap.hpp"
+#include "hugepage/detail/proc_file.hpp"
+#include "json.hpp"
+#include "report.hpp"
+
+namespace hugepage::doctor {
+
+namespace {
+
+constexpr std::size_t chunk = std::size_t{2} << 20;
+
+// Mapping names come from the target process (file names): printed as data, control characters
+// replaced, never put into a command.
+std::string printable(const std::string& text) {
+  std::string out;
+  for (const char c : text.substr(0, 60)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
+  return out;
+}
+
+// Anonymous memory only: that is where a fragmented heap lives, and MADV_COLLAPSE of file text
+// needs CONFIG_READ_ONLY_THP_FOR_FS. THPeligible is not required: it says whether faults and
+// khugepaged may use THP (0 for an unadvised VMA under enabled=madvise), and MADV_COLLAPSE
+// ignores the mode. VM_NOHUGEPAGE, hugetlb and the kernel's special mappings are left alone.
+bool collapsible(const mapping_info& m) {
+  const bool special = m.name == "[vsyscall]" || m.name == "[vvar]" || m.name == "[vdso]" ||
+                       m.name == "[vvar_vclock]" || m.name == "[uprobes]";
+  const bool anonymous = m.anonymous > 0 || m.name.empty() || m.name == "[heap]";
+  return anonymous && !special && !m.is_hugetlb() && !m.has_flag("nh") &&
+         m.permissions.size() == 4 && m.permissions[0] == 'r';
+}
+
+// The memory a collapse of [lo, hi) would add: MADV_COLLAPSE fills every chunk that has a page
+// present but not all 512 (see include/hugepage/collapse.hpp) to 2 MiB. From PAGEMAP_SCAN of the
+// target's pagemap; nullopt where the scan is unavailable.
+std::optional<std::size_t> fill_growth(int pagemap_fd, std::uintptr_t lo, std::uintptr_t hi) {
+  namespace pm = hugepage::detail::pagemap;
+  std::vector<std::size_t> present((hi - lo) / chunk, 0);
+  std::vector<bool> huge(present.size(), false);
+  pm::page_region regions[256];
+  for (std::uintptr_t at = lo; at < hi;) {
+    std::size_t count = 0;
+    std::uintptr_t walk_end = at;
+    if (pm::scan(pagemap_fd, at, hi, pm::page_is_present, pm::page_is_huge | pm::page_is_pfnzero,
+                 regions, 256, count, walk_end)) {
+      return std::nullopt;
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+      if ((regions[i].categories & pm::page_is_pfnzero) != 0) continue;  // no data of its own
+      for (std::uintptr_t a = regions[i].start; a < regions[i].end;) {
+        const std::size_t index = (a - lo) / chunk;
+        const std::uintptr_t next =
+            std::min<std::uintptr_t>(lo + (index + 1) * chunk, regions[i].end);
+        present[index] += next - a;
+        if ((regions[i].categories & pm::page_is_huge) != 0) huge[index] = true;
+        a = next;
+      }
+    }
+    if (count < 256 || walk_end <= at) break;
+    at = walk_end;
+  }
+  std::size_t growth = 0;
+  for (std::size_t i = 0; i < present.size(); ++i) {
+    if (!huge[i] && present[i] != 0) growth += chunk - present[i];
+  }
+  return growth;
+}
+
+}  // namespace
+
+std::vector<mapping_coverage> coverage_by_mapping(pid_t pid, std::error_code& ec) {
+  std::vector<mapping_coverage> out;
+  const std::vector<mapping_info> mappings = read_smaps(pid, ec);
+  if (ec) return out;
+  for (const mapping_info& m : mappings) {
+    mapping_coverage c;
+    c.mapping = m;
+    c.exact = backing_of(pid, reinterpret_cast<const void*>(m.start), m.size());
+    c.smaps_huge = m.anon_huge + m.shmem_huge + m.file_huge + m.private_hugetlb + m.shared_hugetlb;
+    c.smaps_disagrees = c.exact.exact && c.exact.huge_bytes() != c.smaps_huge;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::string explain_refusal(int error, pid_t pid) {
+  const std::string who = "pid " + std::to_string(pid);
+  switch (error) {
+    case EPERM:
+    case EACCES:
+      return fmt::format(
+          "{}: process_madvise(MADV_COLLAPSE) needs CAP_SYS_NICE and ptrace access to {} "
+          "(PTRACE_MODE_READ: the same user and no more privileged, or CAP_SYS_PTRACE; "
+          "kernel.yama.ptrace_scope may restrict it further). Run as root, or as a user with "
+          "both capabilities.",
+          std::strerror(error), who);
+    case EINVAL:
+      return "EINVAL: the kernel refused the range: a kernel before 6.1 has no MADV_COLLAPSE; or "
+             "the range is not eligible (hugetlb, a special mapping, crossing mappings); or THP "
+             "is disabled for the process (prctl PR_SET_THP_DISABLE, or THP enabled=never on "
+             "some kernels); or the mapping has VM_NOHUGEPAGE (MADV_NOHUGEPAGE).";
+    case EAGAIN:
+      return "EAGAIN (transient): pages were busy (locked, pinned or under writeback). Run "
+             "again later.";
+    case ENOMEM:
+      return "ENOMEM (transient): no free 2 MiB block even after compaction, or the memory "
+             "cgroup is at its limit. Free memory or compact it (/proc/sys/vm/compact_memory), "
+             "then run again.";
+    case EBUSY:
+      return "EBUSY (transient): the memory cgroup could not be charged for the new huge page. "
+             "Raise its memory.max or run again when it has room.";
+    case ESRCH: return "ESRCH: " + who + " has exited.";
+    default: return fmt::format("{}: unexpected refusal", std::strerror(error));
+  }
+}
+
+collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std::string& error) {
+  collapse_report report;
+  report.pid = o.pid;
+  report.dry_run = o.dry_run;
+  const std::vector<mapping_info> mappings = read_smaps(o.pid, ec);
+  if (ec) {
+    const std::string smaps = "/proc/" + std::to_string(o.pid) + "/smaps";
+    if (ec == std::errc::no_such_file_or_directory) {
+      error = "no process with pid " + std::to_string(o.pid);
+    } else if (ec == std::errc::permission_denied || ec == std::errc::operation_not_permitted) {
+      error = "cannot read " + smaps + ": " + explain_refusal(ec.value(), o.pid);
+    } else {
+      error = "cannot read " + smaps + ": " + ec.message();
+    }
+    return report;
+  }
+  const detail::unique_fd pagemap(
+      detail::open_read_only(("/proc/" + std::to_string(o.pid) + "/pagemap").c_str()));
+  for (const mapping_info& m : mappings) {
+    if (!collapsible(m)) continue;
+    const std::uintptr_t lo = (m.start + chunk - 1) & ~(chunk - 1);
+    const std::uintptr_t hi = m.end & ~(chunk - 1);
+    if (lo >= hi) continue;
+    const backing_report b = backing_of(o.pid, reinterpret_cast<const void*>(lo), hi - lo);
+    if (b.base == 0) continue;
+    collapse_row row;
+    row.start = lo;
+    row.end = hi;
+    row.name = printable(m.name.empty() ? "[anon]" : m.name);
+    row.resident_base = b.base;
+    row.before = row.after = b.huge_fraction();
+    row.growth = pagemap ? fill_growth(pagemap.get(), lo, hi) : std::nullopt;
+    report.expected_gain += b.base;
+    if (row.growth) report.growth += *row.growth;
+    report.rows.push_back(std::move(row));
+  }
+  std::stable_sort(report.rows.begin(), report.rows.end(),
+                   [](const collapse_row& a, const collapse_row& b) {
+                     return a.resident_base > b.resident_base;
+                   });
+  if (o.dry_run) return report;
+
+  using clock = std::chrono::steady_clock;
+  const clock::time_point start = clock::now();
+  std::size_t submitted = 0;
+  std::vector<int> seen;
+  for (collapse_row& row : report.rows) {
+    const auto spent = clock::now() - start;
+    if (spent >= o.budget || submitted >= o.max_bytes) break;
+    hugepage::collapse_budget budget;
+    budget.time = std::chrono::duration_cast<std::chrono::nanoseconds>(o.budget - spent);
+    budget.bytes = o.max_bytes - submitted;
+    const collapse_result r =
+        hugepage::collapse(o.pid, reinterpret_cast<void*>(row.start), row.end - row.start, budget);
+    row.attempted = true;
+    row.collapsed = r.collapsed;
+    row.refused = r.refused;
+    row.left = r.left;
+    row.ms = std::chrono::duration<double, std::milli>(r.elapsed).count();
+    for (const collapse_refusal& x : r.refusals) {
+      if (x.chunks == 0) continue;
+      row.refusals.emplace_back(x.error, x.chunks);
+      if (std::find(seen.begin(), seen.end(), x.error) == seen.end()) {
+        seen.push_back(x.error);
+        report.explanations.push_back(explain_refusal(x.error, o.pid));
+      }
+    }
+    submitted += r.collapsed + r.refused;
+    report.collapsed += r.collapsed;
+    row.after = backing_of(o.pid, reinterpret_cast<const void*>(row.start), row.end - row.start)
+                    .huge_fraction();
+    if (r.fatal) {
+      report.fatal = r.fatal;
+      if (std::find(seen.begin(), seen.end(), r.fatal.value()) == seen.end()) {
+        report.explanations.push_back(explain_refusal(r.fatal.value(), o.pid));
+      }
+      break;
+    }
+  }
+  return report;
+}
+
+std::string render_collapse(const collapse_report& report) {
+  std::string out = fmt::format(
+      "{} pid {}: {} candidate range(s), {} resident on base pages in whole 2 MiB chunks; "
+      "filling partly populated chunks adds {}\n",
+      report.dry_run ? "Would collapse (dry run, nothing changed) in" : "Collapse in", report.pid,
+      report.rows.size(), format_bytes(report.expected_gain), format_bytes(report.growth));
+  out += fmt::format("  {:<33} {:>10} {:>10} {:>8} {:>8} {:>10} {:>9}  {}\n", "range", "gain",
+                     "+memory", "before", "after", "collapsed", "ms", "mapping");
+  for (const collapse_row& row : report.rows) {
+    out += fmt::format("  {:#014x}-{:#014x} {:>10} {:>10} {:>7.1f}% {:>7} {:>10} {:>9}  {}\n",
+                       row.start, row.end, format_bytes(row.resident_base),
+                       row.growth ? format_bytes(*row.growth) : "?", 100 * row.before,
+                       row.attempted ? fmt::format("{:.1f}%", 100 * row.after) : "-",
+                       row.attempted ? format_bytes(row.collapsed) : "-",
+                       row.attempted ? fmt::format("{:.2f}", row.ms) : "-", row.name);
+  }
+  if (!report.dry_run) out += fmt::format("Collapsed {}.\n", format_bytes(report.collapsed));
+  for (const std::string& e : report.explanations) out += "Refused: " + e + "\n";
+  return out;
+}
+
+std::string json_collapse(const collapse_report& report) {
+  json ranges = json::array();
+  for (const collapse_row& row : report.rows) {
+    json refusals = json::array();
+    for (const auto& [error, chunks] : row.refusals) {
+      refusals.push(json::object().set("errno", error).set("chunks", chunks));
+    }
+    ranges.push(json::object()
+                    .set("start", row.start)
+                    .set("end", row.end)
+                    .set("mapping", row.name)
+                    .set("expected_gain_bytes", row.resident_base)
+                    .set("growth_bytes", row.growth)
+                    .set("huge_fraction_before", row.before)
+                    .set("huge_fraction_after", row.attempted ? json(row.after) : json())
+                    .set("attempted", row.attempted)
+                    .set("collapsed_bytes", row.collapsed)
+                    .set("refused_bytes", row.refused)
+                    .set("left_bytes", row.left)
+                    .set("milliseconds", row.ms)
+                    .set("refusals", refusals));
+  }
+  json explanations = json::array();
+  for (const std::string& e : report.explanations) explanations.push(e);
+  return json::object()
+      .set("schema", "hugepage-doctor/1")
+      .set("mode", "collapse")
+      .set("pid", static_cast<std::int64_t>(report.pid))
+      .set("dry_run", report.dry_run)
+      .set("expected_gain_bytes", report.expected_gain)
+      .set("growth_bytes", report.growth)
+      .set("collapsed_bytes", report.collapsed)
+      .set("ranges", ranges)
+      .set("refusals_explained", explanations)
+      .dump();
+}
+
+}  // namespace hugepage::doctor
+
+namespace hugepage::doctor {
+
+std::string render_coverage(const std::vector<mapping_coverage>& mappings, std::size_t top) {
+  std::vector<const mapping_coverage*> rows;
+  for (const mapping_coverage& c : mappings) {
+    if (c.exact.resident_bytes() != 0) rows.push_back(&c);
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const auto* a, const auto* b) {
+    return a->exact.resident_bytes() > b->exact.resident_bytes();
+  });
+  if (rows.size() > top) rows.resize(top);
+  if (rows.empty()) return {};
+  const backing_source source = rows.front()->exact.source;
+  std::string out = fmt::format("\nHuge pages per mapping (exact, from {}{}):\n", name_of(source),
+                                rows.front()->exact.exact ? "" : ", approximate");
+  out += fmt::format("  {:<29} {:>10} {:>10} {:>10}  {}\n", "mapping", "resident", "huge", "smaps",
+                     "name");
+  bool any = false;
+  for (const mapping_coverage* c : rows) {
+    any = any || c->smaps_disagrees;
+    out += fmt::format("  {:#014x}-{:#014x} {:>10} {:>10} {:>10}{} {}\n", c->mapping.start,
+                       c->mapping.end, format_bytes(c->exact.resident_bytes()),
+                       format_bytes(c->exact.huge_bytes()), format_bytes(c->smaps_huge),
+                       c->smaps_disagrees ? "!" : " ",
+                       printable(c->mapping.name.empty() ? "[anon]" : c->mapping.name));
+  }
+  if (any) {
+    out +=
+        "  ! smaps' counters differ from the page tables (pages changed between the two reads, "
+        "or THP the counters do not show)\n";
+  }
+  return out;
+}
+
+}  // namespace hugepage::doctor

@@ -1,0 +1,87 @@
+// tools/doctor/collapse.hpp - hugepage-doctor --pid PID --collapse, and exact per-mapping coverage.
+//
+// Collecting (which mappings could gain, by how much), acting (hugepage::collapse on another
+// process, largest gain first, under a time and byte budget) and rendering are separate functions,
+// so the lead can attach them to whatever command line and JSON writer the doctor has.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "hugepage/backing.hpp"
+#include "hugepage/smaps.hpp"
+
+namespace hugepage::doctor {
+
+/// One mapping's coverage: exact from PAGEMAP_SCAN where the kernel has it, beside smaps' view.
+struct mapping_coverage {
+  mapping_info mapping;
+  backing_report exact;          ///< backing_of(pid, whole mapping)
+  std::size_t smaps_huge = 0;    ///< AnonHugePages + ShmemPmdMapped + FilePmdMapped + hugetlb
+  bool smaps_disagrees = false;  ///< smaps' huge bytes differ from the exact ones
+};
+
+/// Exact coverage of every mapping of `pid`. Sets `ec` when smaps is unreadable.
+std::vector<mapping_coverage> coverage_by_mapping(pid_t pid, std::error_code& ec);
+
+struct collapse_options {
+  pid_t pid = 0;
+  bool dry_run = false;
+  std::chrono::milliseconds budget{1000};  ///< total time for all ranges
+  std::size_t max_bytes = SIZE_MAX;        ///< total bytes submitted to MADV_COLLAPSE
+};
+
+/// One candidate range (a mapping's whole 2 MiB chunks) and what collapsing it did.
+struct collapse_row {
+  std::uintptr_t start = 0, end = 0;
+  std::string name;
+  std::size_t resident_base = 0;  ///< expected gain: resident bytes on base pages in whole chunks
+  /// Memory the collapse adds: partly populated chunks are filled to 2 MiB (nullopt: unknown,
+  /// no PAGEMAP_SCAN)
+  std::optional<std::size_t> growth;
+  double before = 0, after = 0;  ///< huge fraction of the range
+  std::size_t collapsed = 0, refused = 0, left = 0;
+  std::vector<std::pair<int, std::size_t>> refusals;  ///< errno, chunks
+  double ms = 0;
+  bool attempted = false;
+};
+
+struct collapse_report {
+  pid_t pid = 0;
+  bool dry_run = false;
+  std::vector<collapse_row> rows;  ///< largest expected gain first
+  std::size_t expected_gain = 0, collapsed = 0;
+  std::size_t growth = 0;                 ///< sum of the rows' known growth
+  std::error_code fatal;                  ///< an error that stopped everything (EPERM, ESRCH...)
+  std::vector<std::string> explanations;  ///< one per distinct refusal
+};
+
+/// Finds the candidate ranges of `o.pid` and, unless `o.dry_run`, collapses them. Touches no
+/// process but `o.pid`. Sets `ec` and `error` when the process cannot be read at all.
+collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std::string& error);
+
+/// What an errno from process_madvise(MADV_COLLAPSE) means, and what to do about it.
+std::string explain_refusal(int error, pid_t pid);
+
+/// The report as a table.
+std::string render_collapse(const collapse_report& report);
+
+/// The report as JSON (schema "hugepage-doctor/1", mode "collapse"; see tools/README.md).
+std::string json_collapse(const collapse_report& report);
+
+}  // namespace hugepage::doctor
+
+namespace hugepage::doctor {
+
+/// The `top` mappings with the most resident bytes: exact huge bytes per mapping, with '!' where
+/// smaps' per-mapping counters say otherwise. Empty when smaps is unreadable.
+std::string render_coverage(const std::vector<mapping_coverage>& mappings, std::size_t top);
+
+}  // namespace hugepage::doctor

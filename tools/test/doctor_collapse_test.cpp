@@ -1,0 +1,230 @@
+// doctor_collapse_test.cpp - hugepage-doctor --pid PID --collapse [--dry-run] on a child process.
+#include <grp.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "hugepage/backing.hpp"
+#include "hugepage/os.hpp"
+#include "support.hpp"
+
+namespace {
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+constexpr std::size_t kLength = 32 * kMiB;
+constexpr std::size_t kHuge = 2 * kMiB;
+
+struct run_result {
+  int status = -1;
+  std::string out, err;
+};
+
+// Runs the doctor with `args` (as `nobody` when asked), capturing stdout and stderr.
+run_result doctor(const std::string& args, bool as_nobody = false) {
+  const std::string err_file = "/tmp/hugepage-doctor-collapse-" + std::to_string(::getpid());
+  const std::string command = std::string(as_nobody ? "setpriv --reuid=nobody --regid=nogroup "
+                                                      "--clear-groups "
+                                                    : "") +
+                              HUGEPAGE_DOCTOR_BINARY + " " + args + " 2>" + err_file;
+  run_result r;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buffer[4096];
+  std::size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) r.out.append(buffer, n);
+  const int status = ::pclose(pipe);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::error_code ec;
+  r.err = hugepage::detail::read_file(err_file.c_str(), ec);
+  ::unlink(err_file.c_str());
+  return r;
+}
+
+// A child holding kLength of populated, unadvised memory (base pages under enabled=madvise),
+// waiting for its stdin to close.
+class Target {
+ public:
+  explicit Target(std::size_t stride = 4096) {
+    std::error_code ec;
+    p_ = static_cast<char*>(hugepage::os::map_aligned(kLength, 2 * kMiB, ec));
+    if (p_ == nullptr || ::pipe(ready_) != 0 || ::pipe(done_) != 0) return;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      for (std::size_t i = 0; i < kLength; i += stride) p_[i] = static_cast<char>(i >> 12);
+      char c = 0;
+      (void)!::write(ready_[1], &c, 1);
+      (void)!::read(done_[0], &c, 1);
+      for (std::size_t i = 0; i < kLength; i += stride) {
+        if (p_[i] != static_cast<char>(i >> 12)) ::_exit(1);
+      }
+      ::_exit(0);
+    }
+    char c = 0;
+    if (::read(ready_[0], &c, 1) != 1) pid_ = -1;
+  }
+  ~Target() { finish(); }
+  Target(const Target&) = delete;
+  Target& operator=(const Target&) = delete;
+  pid_t pid() const { return pid_; }
+  double huge() const { return hugepage::backing_of(pid_, p_, kLength).huge_fraction(); }
+  /// Lets the child check its data and exit; returns its exit status.
+  int finish() {
+    if (pid_ <= 0) return -1;
+    char c = 0;
+    (void)!::write(done_[1], &c, 1);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    for (const int fd : {ready_[0], ready_[1], done_[0], done_[1]}) ::close(fd);
+    hugepage::os::unmap(p_, kLength);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+ private:
+  char* p_ = nullptr;
+  pid_t pid_ = -1;
+  int ready_[2] = {-1, -1}, done_[2] = {-1, -1};
+};
+
+TEST(DoctorCollapse, DryRunChangesNothingThenCollapseRaisesCoverage) {
+  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("process_madvise(MADV_COLLAPSE) needs root");
+  Target target;
+  ASSERT_GT(target.pid(), 0);
+  const double before = target.huge();
+  if (before > 0.05) HUGEPAGE_SKIP_OR_FAIL("unadvised memory is on THP already here");
+  const std::string pid = std::to_string(target.pid());
+
+  const run_result dry = doctor("--pid " + pid + " --collapse --dry-run");
+  EXPECT_EQ(dry.status, 0) << dry.err;
+  EXPECT_NE(dry.out.find("dry run, nothing changed"), std::string::npos) << dry.out;
+  // The totals cover every anonymous mapping of the target, a fork of this test: under ASan
+  // they also hold the sanitizer's shadow and allocator regions.
+  if (!hugepage::test::under_asan()) {
+    EXPECT_NE(dry.out.find("32 MiB resident on base pages"), std::string::npos)
+        << "the expected gain:\n"
+        << dry.out;
+    EXPECT_NE(dry.out.find("chunks adds 0 B"), std::string::npos) << "fully populated:\n"
+                                                                  << dry.out;
+  }
+  EXPECT_DOUBLE_EQ(target.huge(), before) << "--dry-run changed the process";
+  const run_result json = doctor("--pid " + pid + " --collapse --dry-run --json");
+  EXPECT_EQ(json.status, 0) << json.err;
+  EXPECT_NE(json.out.find("\"mode\": \"collapse\""), std::string::npos) << json.out;
+  if (!hugepage::test::under_asan()) {
+    EXPECT_NE(json.out.find("\"expected_gain_bytes\": 33554432"), std::string::npos) << json.out;
+  }
+  EXPECT_DOUBLE_EQ(target.huge(), before) << "--dry-run --json changed the process";
+
+  const run_result run = doctor("--pid " + pid + " --collapse --budget-ms 5000");
+  EXPECT_EQ(run.status, 0) << run.err;
+  std::fputs(run.out.c_str(), stderr);
+  EXPECT_GE(target.huge(), 0.99) << run.out;
+  EXPECT_EQ(target.finish(), 0) << "the target's data survived and it kept running";
+}
+
+// Every other page populated: collapsing fills each chunk, adding the other half.
+TEST(DoctorCollapse, DryRunShowsTheMemoryAFillWouldAdd) {
+  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("needs ptrace access to a child, as root");
+  Target target(2 * 4096);
+  ASSERT_GT(target.pid(), 0);
+  const run_result dry = doctor("--pid " + std::to_string(target.pid()) + " --collapse --dry-run");
+  EXPECT_EQ(dry.status, 0) << dry.err;
+  if (hugepage::test::under_asan()) GTEST_SKIP() << "the totals include ASan's own regions";
+  EXPECT_NE(dry.out.find("16 MiB resident on base pages in whole 2 MiB chunks; filling partly "
+                         "populated chunks adds 16 MiB"),
+            std::string::npos)
+      << dry.out;
+}
+
+TEST(DoctorCollapse, MaxBytesBoundsTheWork) {
+  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("process_madvise(MADV_COLLAPSE) needs root");
+  Target target;
+  ASSERT_GT(target.pid(), 0);
+  if (target.huge() > 0.05) HUGEPAGE_SKIP_OR_FAIL("unadvised memory is on THP already here");
+  const run_result run =
+      doctor("--pid " + std::to_string(target.pid()) + " --collapse --max-bytes 8388608");
+  EXPECT_EQ(run.status, 0) << run.err;
+  const double after = target.huge();
+  EXPECT_GT(after, 0.0) << run.out;
+  EXPECT_LE(after, (8.0 + 2.0) / 32.0 + 1e-9) << "at most the budget plus one chunk\n" << run.out;
+}
+
+TEST(DoctorCollapse, AsNobodyOnARootProcessNamesThePermission) {
+  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("needs a root process to point nobody at");
+  Target target;  // a root process
+  ASSERT_GT(target.pid(), 0);
+  const double before = target.huge();
+  const run_result run =
+      doctor("--pid " + std::to_string(target.pid()) + " --collapse", /*as_nobody=*/true);
+  EXPECT_EQ(run.status, 2);
+  EXPECT_TRUE(run.out.empty()) << run.out;
+  // Reading a root process's smaps already needs ptrace access: the message names both rights.
+  EXPECT_NE(run.err.find("CAP_SYS_NICE"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("ptrace access"), std::string::npos) << run.err;
+  EXPECT_DOUBLE_EQ(target.huge(), before);
+}
+
+TEST(DoctorCollapse, UsageErrors) {
+  EXPECT_EQ(doctor("--collapse").status, 2);
+  EXPECT_EQ(doctor("--pid 1 --dry-run").status, 2);
+  EXPECT_EQ(doctor("--pid 1 --collapse --budget-ms 0").status, 2);
+  EXPECT_EQ(doctor("--pid 1 --collapse --max-bytes x").status, 2);
+}
+
+// --pid lists exact huge bytes per mapping, without root: a nobody process whose 4 MiB THP region
+// has its second huge page mapped by PTEs (split by madvise NOHUGEPAGE + HUGEPAGE of one page,
+// after which the VMA merges back), read by the doctor running as nobody too.
+TEST(DoctorCoverage, ExactHugeBytesPerMappingAsNobody) {
+  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("needs root to start processes as nobody");
+  int ready[2], done[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(done), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(2);
+    ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);  // a credential change made it non-dumpable
+    std::error_code ec;
+    auto* p = static_cast<char*>(hugepage::os::map_aligned(2 * kHuge, kHuge, ec));
+    std::uintptr_t address = 0;
+    if (p != nullptr) {
+      hugepage::os::advise_huge(p, 2 * kHuge);
+      for (std::size_t i = 0; i < 2 * kHuge; i += 4096) p[i] = 1;
+      hugepage::os::advise(p + kHuge + kMiB, 4096, MADV_NOHUGEPAGE);
+      hugepage::os::advise(p + kHuge + kMiB, 4096, MADV_HUGEPAGE);
+      address = reinterpret_cast<std::uintptr_t>(p);
+    }
+    (void)!::write(ready[1], &address, sizeof address);
+    char c = 0;
+    (void)!::read(done[0], &c, 1);
+    ::_exit(0);
+  }
+  std::uintptr_t address = 0;
+  ASSERT_EQ(::read(ready[0], &address, sizeof address), static_cast<ssize_t>(sizeof address));
+  ASSERT_NE(address, 0u);
+  const hugepage::backing_report truth =
+      hugepage::backing_of(child, reinterpret_cast<const void*>(address), 2 * kHuge);
+  const run_result r = doctor("--pid " + std::to_string(child) + " --top 100", /*as_nobody=*/true);
+  char c = 0;
+  (void)!::write(done[1], &c, 1);
+  ::waitpid(child, nullptr, 0);
+  for (const int fd : {ready[0], ready[1], done[0], done[1]}) ::close(fd);
+  if (truth.thp != kHuge) HUGEPAGE_SKIP_OR_FAIL("the kernel gave no THP for the first 2 MiB");
+  EXPECT_LE(r.status, 1) << r.err;
+  char start[32];
+  std::snprintf(start, sizeof start, "%#014llx-", static_cast<unsigned long long>(address));
+  const std::size_t row = r.out.find(std::string("  ") + start);
+  ASSERT_NE(row, std::string::npos) << start << " not listed:\n" << r.out;
+  const std::string line = r.out.substr(row, r.out.find('\n', row) - row);
+  EXPECT_NE(r.out.find("exact, from pagemap_scan"), std::string::npos) << r.out;
+  // resident 4 MiB, huge exactly 2 MiB (the split half is not), smaps agrees: no '!'.
+  EXPECT_NE(line.find("4 MiB      2 MiB      2 MiB "), std::string::npos) << line;
+}
+
+}  // namespace

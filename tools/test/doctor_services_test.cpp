@@ -1,0 +1,133 @@
+// tools/test/doctor_services_test.cpp - the /proc files of real services (captured by
+// scripts/field --capture from Debian's Redis, PostgreSQL, OpenJDK, and perl under glibc,
+// jemalloc, tcmalloc and mimalloc), each checked against the expectations scripts/field checks
+// on the live process: advice ids it must and must not give, exact command lines, table lines,
+// exit status. (live-table lines are for scripts/field only.)
+#include <dirent.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "report.hpp"
+
+namespace hugepage::doctor {
+namespace {
+
+constexpr std::size_t mib = std::size_t{1} << 20;
+constexpr std::size_t gib = std::size_t{1} << 30;
+const std::string services = std::string(HUGEPAGE_DOCTOR_DATA) + "/services";
+
+std::optional<std::string> slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The machine scripts/field runs on, as the expectations assume it: THP madvise, a 2 MiB pool
+// with room, unfragmented memory, no fallbacks.
+system_report field_system() {
+  system_report s;
+  s.kernel_release = "6.1.0-fixture";
+  s.thp.enabled = "madvise";
+  s.thp.defrag = "madvise";
+  s.thp.max_ptes_none = 511;
+  hugetlb_pool pool;
+  pool.page_bytes = 2 * mib;
+  pool.total = 700;
+  pool.free = 700;
+  pool.reserved = 0;
+  pool.surplus = 0;
+  pool.overcommit = 0;
+  s.pools.push_back(pool);
+  s.zones = std::vector<zone_readiness>{{0, "Normal", 4 * gib, 3 * gib, 1536}};
+  s.vmstat = {{"thp_fault_alloc", 10000}, {"thp_fault_fallback", 0}};
+  s.vmstat_readable = true;
+  s.meminfo = {{"MemTotal", 23 * gib}, {"Hugepagesize", 2 * mib}};
+  s.meminfo_readable = true;
+  return s;
+}
+
+std::vector<std::string> cases() {
+  std::vector<std::string> out;
+  if (DIR* d = ::opendir(services.c_str())) {
+    while (const dirent* e = ::readdir(d)) {
+      if (e->d_name[0] != '.') out.emplace_back(e->d_name);
+    }
+    ::closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(DoctorServices, EveryCaptureMeetsItsExpectations) {
+  const auto all = cases();
+  ASSERT_GE(all.size(), 11u) << "fixtures missing under " << services;
+  for (const std::string& name : all) {
+    SCOPED_TRACE(name);
+    const std::string dir = services + "/" + name + "/";
+    process_files files;
+    const auto smaps = slurp(dir + "smaps");
+    ASSERT_TRUE(smaps.has_value());
+    files.smaps = *smaps;
+    files.status = slurp(dir + "status");
+    files.cmdline = slurp(dir + "cmdline");
+    files.environ = slurp(dir + "environ");
+    files.cgroup = slurp(dir + "cgroup");
+    const auto stat = slurp(dir + "stat");
+    ASSERT_TRUE(stat.has_value());
+    const auto pid = static_cast<pid_t>(std::strtol(stat->c_str(), nullptr, 10));
+    const process_report p = build_process_report(pid, files, 10, "/nonexistent");
+    const system_report s = field_system();
+    const std::vector<advice> list = advise_process(p, s);
+    const std::string table = render_process(p, s, list);
+    std::string commands;
+    for (const auto& a : list) {
+      for (const auto& c : a.commands) commands += c + "\n";
+    }
+    const auto has = [&](const std::string& id) {
+      return std::any_of(list.begin(), list.end(), [&](const advice& a) { return a.id == id; });
+    };
+    const auto expect = slurp(dir + "expect");
+    ASSERT_TRUE(expect.has_value());
+    std::istringstream lines(*expect);
+    std::string line;
+    int checked = 0;
+    while (std::getline(lines, line)) {
+      if (line.empty() || line[0] == '#') continue;
+      const auto space = line.find(' ');
+      ASSERT_NE(space, std::string::npos) << line;
+      const std::string kind = line.substr(0, space), arg = line.substr(space + 1);
+      ++checked;
+      if (kind == "must") {
+        EXPECT_TRUE(has(arg)) << arg << "\n" << table;
+      } else if (kind == "must-not") {
+        EXPECT_FALSE(has(arg)) << arg << "\n" << table;
+      } else if (kind == "command") {
+        EXPECT_NE(commands.find(arg + "\n"), std::string::npos) << arg << "\n" << table;
+        EXPECT_NE(table.find("     $ " + arg + "\n"), std::string::npos) << arg;
+      } else if (kind == "no-command-containing") {
+        EXPECT_EQ(commands.find(arg), std::string::npos) << arg << "\n" << commands;
+      } else if (kind == "table") {
+        EXPECT_NE(table.find(arg), std::string::npos) << arg << "\n" << table;
+      } else if (kind == "live-table") {
+        --checked;  // scripts/field only: versions from the live package database
+      } else if (kind == "exit") {
+        EXPECT_EQ(has_warning(list) ? "1" : "0", arg) << table;
+      } else {
+        ADD_FAILURE() << "unknown expectation: " << line;
+      }
+    }
+    EXPECT_GE(checked, 3) << "an expect file that checks little";
+  }
+}
+
+}  // namespace
+}  // namespace hugepage::doctor
