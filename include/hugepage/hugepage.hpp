@@ -2,6 +2,9 @@
 //
 //   allocator.hpp  thp_allocator, huge_page_allocator, collapse_allocator
 //   pmr.hpp        std::pmr resources over the same strategies
+//   arena.hpp      a node arena: small objects (map, list, hash nodes) on huge pages
+//   arena_allocator.hpp  the STL allocator over an arena
+//   arena_resource.hpp   the std::pmr resource over an arena
 //   strategy.hpp   where every hugepage decision is made
 //   backing.hpp    backing_of(): what the kernel actually gave
 //   collapse.hpp   collapse(): huge pages now, in budgeted steps, here or in another process
@@ -14,6 +17,9 @@
 #pragma once
 
 #include "hugepage/allocator.hpp"
+#include "hugepage/arena.hpp"
+#include "hugepage/arena_allocator.hpp"
+#include "hugepage/arena_resource.hpp"
 #include "hugepage/backing.hpp"
 #include "hugepage/cgroup.hpp"
 #include "hugepage/collapse.hpp"

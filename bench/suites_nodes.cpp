@@ -1,0 +1,345 @@
+// bench/suites_nodes.cpp - node containers on the arena: std::map, std::unordered_map and
+// absl::node_hash_map of u64 -> u64; random lookups (mean, and one by one for p50/p99/p99.9),
+// build (inserts) and churn (erase the oldest element, insert a new one).
+//
+// Nodes of the std rows come from std::allocator (glibc, or a peer's malloc through LD_PRELOAD);
+// those of our allocators from a hugepage::unsynchronized_arena over the allocator's strategy
+// (arena.hpp), so a row named thp is "arena over THP". A working set of W bytes holds W / 48
+// elements (the bytes of W of std::map nodes); container_mib is each container's live bytes.
+// For a pmr pool over THP beside these, see bench/arena_bench.cpp (BM_Paired_*).
+//
+// One declare() per suite at the bottom of this file; see registry.hpp for the fields.
+#include <absl/container/node_hash_map.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <typeinfo>
+#include <unordered_map>
+#include <utility>
+
+#include "common.hpp"
+#include "hugepage/arena.hpp"
+#include "hugepage/arena_allocator.hpp"
+#include "latency.hpp"
+#include "registry.hpp"
+
+namespace hugepage_bench {
+namespace {
+
+constexpr std::size_t bytes_per_element = 48;
+using node_value = std::pair<const u64, u64>;
+
+// Where nodes come from: std::allocator for the std rows, else an arena over Inner's strategy.
+template <class Inner>
+struct node_source {
+  static constexpr bool uses_arena = !std::is_same_v<Inner, std_bytes>;
+  template <class T>
+  using alloc =
+      std::conditional_t<uses_arena, hugepage::arena_allocator<T, hugepage::unsynchronized_arena>,
+                         std::allocator<T>>;
+  node_source() {
+    if constexpr (uses_arena) nodes.emplace(Inner::get_strategy());
+  }
+  template <class T>
+  alloc<T> get() {
+    if constexpr (uses_arena) {
+      return alloc<T>(*nodes);
+    } else {
+      return {};
+    }
+  }
+  std::optional<hugepage::unsynchronized_arena> nodes;
+};
+
+template <class Inner>
+using node_alloc = typename node_source<Inner>::template alloc<node_value>;
+
+// The three containers: a type and its live bytes (nodes plus bucket or slot arrays).
+struct std_map {
+  template <class Inner>
+  using type = std::map<u64, u64, std::less<u64>, node_alloc<Inner>>;
+  template <class M>
+  static std::size_t live_bytes(const M& m) {
+    return m.size() * 48;  // tree header (32) + the pair
+  }
+};
+struct std_unordered_map {
+  template <class Inner>
+  using type = std::unordered_map<u64, u64, std::hash<u64>, std::equal_to<u64>, node_alloc<Inner>>;
+  template <class M>
+  static std::size_t live_bytes(const M& m) {
+    return m.size() * 24 + m.bucket_count() * sizeof(void*);
+  }
+};
+struct node_hash_map {
+  template <class Inner>
+  using type =
+      absl::node_hash_map<u64, u64, absl::Hash<u64>, std::equal_to<u64>, node_alloc<Inner>>;
+  template <class M>
+  static std::size_t live_bytes(const M& m) {
+    return m.size() * 16 + m.capacity() * (sizeof(void*) + 1);
+  }
+};
+
+// A container with its node source; the source is declared first, so it outlives the container.
+template <class C, class Inner>
+struct node_container {
+  node_source<Inner> source;
+  typename C::template type<Inner> map{source.template get<node_value>()};
+  u64 oldest = 0;  // churn: elements [oldest, oldest + n) are present
+};
+
+struct memory_snapshot {
+  double rss = 0, anon_huge = 0;
+};
+memory_snapshot read_rollup() {
+  const std::string text = read_text("/proc/self/smaps_rollup");
+  return {static_cast<double>(kb_field(text, "Rss").value_or(0)),
+          static_cast<double>(kb_field(text, "AnonHugePages").value_or(0))};
+}
+
+// Builds the container of `working_set` for allocator `k`; reports coverage_pct, container_mib,
+// rss_mib. Coverage: arena rows, the arena's pages read with backing_of; std rows (no address
+// range to ask about), AnonHugePages over Rss of what the build added (smaps_rollup).
+template <class C, class Inner>
+std::shared_ptr<node_container<C, Inner>> build_container(benchmark::State& state, alloc_kind k,
+                                                          std::size_t working_set,
+                                                          double& coverage) {
+  const u64 n = working_set / bytes_per_element;
+  // Nodes plus bucket or slot arrays: within 1/8 of the working set for these containers.
+  if (const std::string why = shortage(k, working_set + working_set / 8); !why.empty()) {
+    state.SkipWithError(why.c_str());
+    return nullptr;
+  }
+  try {
+    const memory_snapshot before = read_rollup();
+    auto c = std::make_shared<node_container<C, Inner>>();
+    for (u64 i = 0; i < n; ++i) c->map.emplace(key_of(i), i);
+    if constexpr (node_source<Inner>::uses_arena) {
+      coverage = 100.0 * c->source.nodes->backing().huge_fraction();
+    } else {
+      const memory_snapshot after = read_rollup();
+      const double added = after.rss - before.rss;
+      coverage = added > 0 ? 100.0 * (after.anon_huge - before.anon_huge) / added : 0.0;
+    }
+    return c;
+  } catch (const std::exception& e) {
+    state.SkipWithError(fmt::format("building the container failed: {}", e.what()).c_str());
+    return nullptr;
+  }
+}
+
+// The cached container of a suite (Lookup rows share one; Churn, which changes it, has its own).
+template <class C, class Inner>
+node_container<C, Inner>* get_container(benchmark::State& state, alloc_kind k,
+                                        std::size_t working_set, const char* purpose) {
+  const std::string key =
+      fmt::format("nodes/{}/{}/{}/{}", purpose, typeid(C).name(), token_of(k), working_set);
+  if (cache.key == key) return static_cast<node_container<C, Inner>*>(cache.object.get());
+  drop_cache();
+  reset_peak_rss();
+  double coverage = 0;
+  auto c = build_container<C, Inner>(state, k, working_set, coverage);
+  if (!c) return nullptr;
+  cache.key = key;
+  cache.elements = working_set / bytes_per_element;
+  cache.coverage = coverage;
+  cache.object = c;
+  return c.get();
+}
+
+template <class C, class Inner>
+void report_container(benchmark::State& state, const node_container<C, Inner>& c) {
+  report_memory(state, cache.coverage, C::live_bytes(c.map));
+}
+
+// ---- suites -------------------------------------------------------------------------------------
+
+template <class C, class Inner>
+void node_lookup(benchmark::State& state, alloc_kind k, std::size_t working_set) {
+  auto* c = get_container<C, Inner>(state, k, working_set, "lookup");
+  if (c == nullptr) return;
+  const u64 n = cache.elements;
+  u64 counter = 0, found = 0;
+  perf_window perf;
+  perf.start();
+  for (auto _ : state) {
+    const auto it = c->map.find(key_of(index_of(counter++, n)));
+    found += it != c->map.end() ? it->second + 1 : 0;
+  }
+  perf.stop();
+  benchmark::DoNotOptimize(found);
+  if (found == 0 && state.iterations() > 8) {
+    state.SkipWithError("lookups returned wrong results");
+    return;
+  }
+  perf.report(state);
+  report_container(state, *c);
+}
+
+// Each lookup timed on its own (latency.hpp): the container and keys of <Container>_Lookup, so the
+// p50 sits beside that suite's mean and the tail shows what TLB misses add.
+template <class C, class Inner>
+void node_lookup_latency(benchmark::State& state, alloc_kind k, std::size_t working_set) {
+  auto* c = get_container<C, Inner>(state, k, working_set, "lookup");
+  if (c == nullptr) return;
+  const u64 n = cache.elements;
+  u64 found = 0;
+  perf_window perf;
+  perf.start();
+  time_each(state, [&](u64 i) {
+    const auto it = c->map.find(key_of(index_of(i, n)));
+    found += it != c->map.end() ? it->second + 1 : 0;
+    benchmark::DoNotOptimize(found);
+  });
+  perf.stop();
+  if (found == 0 && state.iterations() > 8) {
+    state.SkipWithError("lookups returned wrong results");
+    return;
+  }
+  perf.report(state);
+  report_container(state, *c);
+}
+
+// Steady state of a book that purges its oldest order for each new one: the size stays n.
+template <class C, class Inner>
+void node_churn(benchmark::State& state, alloc_kind k, std::size_t working_set) {
+  auto* c = get_container<C, Inner>(state, k, working_set, "churn");
+  if (c == nullptr) return;
+  const u64 n = cache.elements;
+  perf_window perf;
+  perf.start();
+  for (auto _ : state) {
+    c->map.erase(key_of(c->oldest));
+    c->map.emplace(key_of(c->oldest + n), c->oldest + n);
+    ++c->oldest;
+  }
+  perf.stop();
+  if (c->map.size() != n) {
+    state.SkipWithError("churn changed the size");
+    return;
+  }
+  perf.report(state);
+  report_container(state, *c);
+}
+
+template <class C, class Inner>
+void node_build(benchmark::State& state, alloc_kind k, std::size_t working_set) {
+  drop_cache();
+  reset_peak_rss();
+  const u64 n = working_set / bytes_per_element;
+  perf_window perf;
+  bool reported = false;
+  for (auto _ : state) {
+    double coverage = 0;
+    perf.start();
+    auto c = build_container<C, Inner>(state, k, working_set, coverage);
+    perf.stop();
+    if (!c) break;
+    state.PauseTiming();
+    if (!reported) {
+      report_memory(state, coverage, C::live_bytes(c->map));
+      reported = true;
+    }
+    c.reset();
+    state.ResumeTiming();
+  }
+  if (state.error_occurred()) return;
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(n));
+  perf.report(state);
+}
+
+template <class C>
+struct suites_of {
+  template <class Inner>
+  struct lookup {
+    static void run(benchmark::State& s, alloc_kind k, std::size_t ws) {
+      node_lookup<C, Inner>(s, k, ws);
+    }
+  };
+  template <class Inner>
+  struct lookup_latency {
+    static void run(benchmark::State& s, alloc_kind k, std::size_t ws) {
+      node_lookup_latency<C, Inner>(s, k, ws);
+    }
+  };
+  template <class Inner>
+  struct build {
+    static void run(benchmark::State& s, alloc_kind k, std::size_t ws) {
+      node_build<C, Inner>(s, k, ws);
+    }
+  };
+  template <class Inner>
+  struct churn {
+    static void run(benchmark::State& s, alloc_kind k, std::size_t ws) {
+      node_churn<C, Inner>(s, k, ws);
+    }
+  };
+};
+
+// ---- declarations -------------------------------------------------------------------------------
+
+// The arena over THP and over the 2 MiB pool beside std; 64 MiB to 1 GiB (1 GiB of std::map nodes
+// takes about a minute to build on a 2-core VM: builds run in the first round only).
+std::vector<alloc_kind> node_allocators() {
+  return {alloc_kind::std_alloc, alloc_kind::thp, alloc_kind::hugetlb_2m};
+}
+std::vector<std::size_t> node_sizes() { return {64 * mib, 256 * mib, gib}; }
+
+template <class C>
+void declare_node_suites(const char* container, const char* what, int order) {
+  declare(suite_info(std::string(container) + "_Lookup", order,
+                     per_allocator<suites_of<C>::template lookup>())
+              .in_family("node containers")
+              .describe(std::string(what) + " random hits; one iteration = one lookup")
+              .per_op_unit("ns/lookup")
+              .only_for(node_allocators())
+              .with_sizes(node_sizes(), {64 * mib})
+              .peers(peer_role::every_full_run));
+  declare(suite_info(std::string(container) + "_LookupLatency", order + 1,
+                     per_allocator<suites_of<C>::template lookup_latency>())
+              .in_family("node containers")
+              .describe(std::string("Lookup's hits timed one by one: p50/p99/p99.9 per lookup; ") +
+                        "one iteration = a batch of timed lookups")
+              .per_op_unit("ns/batch")
+              .only_for(node_allocators())
+              .with_sizes(node_sizes(), {64 * mib})
+              .peers(peer_role::every_full_run)
+              .tail_of(std::string(container) + "_Lookup"));
+  declare(
+      suite_info(std::string(container) + "_Build", order + 2,
+                 per_allocator<suites_of<C>::template build>())
+          .in_family("node containers")
+          .describe(std::string(what) + " emplace of W/48 random keys; one iteration = one build")
+          .per_op_unit("ms/build")
+          .slow()
+          .first_round_only()
+          .only_for(node_allocators())
+          .with_sizes({64 * mib, gib}, {64 * mib}));
+  declare(suite_info(std::string(container) + "_Churn", order + 3,
+                     per_allocator<suites_of<C>::template churn>())
+              .in_family("node containers")
+              .describe(std::string(what) +
+                        " erase the oldest element + emplace a new one; one iteration = both")
+              .per_op_unit("ns/op")
+              .first_round_only()
+              .only_for(node_allocators())
+              .with_sizes({64 * mib, gib}, {64 * mib}));
+}
+
+const bool nodes_declared = [] {
+  declare_node_suites<std_map>("StdMap", "std::map<u64,u64>", 60);
+  declare_node_suites<std_unordered_map>("StdUnorderedMap", "std::unordered_map<u64,u64>", 64);
+  declare_node_suites<node_hash_map>("NodeHashMap", "absl::node_hash_map<u64,u64>", 68);
+  return true;
+}();
+
+}  // namespace
+}  // namespace hugepage_bench

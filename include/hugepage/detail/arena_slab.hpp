@@ -1,0 +1,141 @@
+// hugepage/detail/arena_slab.hpp - the pieces of the node arena (arena.hpp) that users never name:
+// size classes, the header at the start of each huge page, and AddressSanitizer poisoning.
+//
+// Layout of one huge page ("slab") that serves one size class:
+//
+//   +---------------- slab_bytes (2 MiB; 1 GiB for a 1 GiB hugetlb strategy), aligned to itself
+//   | slab header (lists, free list, bump pointer, counts)           <= slab_data_offset bytes
+//   | slot | slot | slot | ...  (slot_bytes each, no per-object header) | unused tail < 1 slot
+//   +----------------
+//
+// The header of the slab that holds an object is found by masking the object's address with
+// ~(slab_bytes - 1): no lookup table, no per-object header, O(1).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define HUGEPAGE_ARENA_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HUGEPAGE_ARENA_ASAN 1
+#endif
+#endif
+
+#if defined(HUGEPAGE_ARENA_ASAN)
+#include <sanitizer/asan_interface.h>
+#endif
+
+namespace hugepage::detail {
+
+// ---- AddressSanitizer -------------------------------------------------------------------------
+
+// Freed slots and never-used slab space are poisoned, so a use-after-free through a container that
+// lives in an arena is reported as it would be for ::operator new memory.
+inline void arena_poison(const void* p, std::size_t bytes) noexcept {
+#if defined(HUGEPAGE_ARENA_ASAN)
+  ASAN_POISON_MEMORY_REGION(p, bytes);
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
+// A slot freed twice is poisoned already: report it instead of corrupting the free list. Without
+// AddressSanitizer there is no cheap way to tell, and nothing is checked.
+inline void arena_check_not_freed(const void* p) noexcept {
+#if defined(HUGEPAGE_ARENA_ASAN)
+  if (__asan_address_is_poisoned(p) != 0) {
+    std::fprintf(stderr, "hugepage::arena: attempting double-free of %p\n", p);
+    std::abort();
+  }
+#else
+  (void)p;
+#endif
+}
+
+inline void arena_unpoison(const void* p, std::size_t bytes) noexcept {
+#if defined(HUGEPAGE_ARENA_ASAN)
+  ASAN_UNPOISON_MEMORY_REGION(p, bytes);
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
+// ---- size classes -----------------------------------------------------------------------------
+
+// 8-byte steps up to 256 bytes (a node of 24, 40 or 48 bytes gets a slot of exactly that size:
+// dense packing is what makes lookups fast), then 64-byte steps up to 1 KiB.
+inline constexpr std::size_t arena_fine_step = 8;
+inline constexpr std::size_t arena_fine_limit = 256;
+inline constexpr std::size_t arena_coarse_step = 64;
+/// Largest request (after rounding up to its alignment) served from slabs.
+inline constexpr std::size_t arena_max_slot = 1024;
+/// Largest alignment served from slabs. Every class size is a multiple of every power of two up
+/// to this that divides a request rounded to it, and slot 0 starts at slab_data_offset, so a slot
+/// of a class chosen for (bytes, alignment) is aligned to `alignment`.
+inline constexpr std::size_t arena_max_alignment = 256;
+/// Where the first slot of a slab starts; the header fits before it.
+inline constexpr std::size_t arena_slab_data_offset = 256;
+inline constexpr unsigned arena_class_count =
+    arena_fine_limit / arena_fine_step + (arena_max_slot - arena_fine_limit) / arena_coarse_step;
+
+constexpr std::size_t arena_class_bytes(unsigned index) noexcept {
+  constexpr unsigned fine = arena_fine_limit / arena_fine_step;
+  return index < fine ? (index + 1) * arena_fine_step
+                      : arena_fine_limit + (index - fine + 1) * arena_coarse_step;
+}
+
+// Class of every request size rounded up to 8 bytes, indexed by rounded size / 8.
+struct arena_class_table {
+  std::array<unsigned char, arena_max_slot / arena_fine_step + 1> index{};
+  constexpr arena_class_table() {
+    unsigned c = 0;
+    for (std::size_t i = 0; i < index.size(); ++i) {
+      const std::size_t bytes = i == 0 ? arena_fine_step : i * arena_fine_step;
+      while (arena_class_bytes(c) < bytes) ++c;
+      index[i] = static_cast<unsigned char>(c);
+    }
+  }
+};
+inline constexpr arena_class_table arena_classes{};
+
+/// Whether a request goes to a slab (true) or straight to the strategy (false).
+constexpr bool arena_is_small(std::size_t bytes, std::size_t alignment) noexcept {
+  return alignment <= arena_max_alignment && bytes <= arena_max_slot &&
+         ((bytes + alignment - 1) & ~(alignment - 1)) <= arena_max_slot;
+}
+
+/// Size class of a small request (arena_is_small): the smallest class that holds `bytes` rounded
+/// up to `alignment`.
+constexpr unsigned arena_class_of(std::size_t bytes, std::size_t alignment) noexcept {
+  const std::size_t a = alignment < arena_fine_step ? arena_fine_step : alignment;
+  const std::size_t rounded = (bytes + a - 1) & ~(a - 1);
+  return arena_classes.index[rounded / arena_fine_step];
+}
+
+// ---- slab header ------------------------------------------------------------------------------
+
+struct arena_slab {
+  arena_slab* prev = nullptr;  // in its class's list of slabs with room, or the empty list
+  arena_slab* next = nullptr;
+  arena_slab* all_prev = nullptr;  // in the list of every slab the arena holds
+  arena_slab* all_next = nullptr;
+  void* free = nullptr;         // freed slots, linked through their first word
+  char* bump = nullptr;         // first never-used slot
+  char* end = nullptr;          // past the last whole slot
+  const void* owner = nullptr;  // the arena, for the debug check in deallocate
+  std::uint32_t used = 0;       // live slots
+  std::uint32_t capacity = 0;   // slots in the slab
+  std::uint32_t slot_bytes = 0;
+  unsigned cls = 0;
+  bool has_room = false;  // in its class's list
+};
+static_assert(sizeof(arena_slab) <= arena_slab_data_offset, "the header must fit before slot 0");
+
+}  // namespace hugepage::detail

@@ -1,0 +1,623 @@
+// Tests of the node arena (arena.hpp), arena_allocator and the pmr resource over an arena:
+// differential runs against std::allocator, AddressSanitizer poisoning, release of empty huge pages
+// (RSS and the hugetlb pool read from the kernel), the strong guarantee under a hugetlb cgroup
+// limit, over-aligned nodes, coverage. Threads: arena_threads_test.cpp.
+#include "hugepage/arena.hpp"
+
+#include <absl/container/btree_map.h>
+#include <absl/container/node_hash_map.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <list>
+#include <map>
+#include <memory_resource>
+#include <random>
+#include <set>
+#include <string>
+#include <type_traits>
+#include <typeinfo>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "hugepage/arena_allocator.hpp"
+#include "hugepage/arena_resource.hpp"
+#include "hugepage/backing.hpp"
+#include "hugepage/errors.hpp"
+#include "hugepage/pmr.hpp"
+#include "hugepage/smaps.hpp"
+#include "hugepage/system.hpp"
+#include "support.hpp"
+
+namespace {
+
+using hugepage::arena;
+using hugepage::arena_allocator;
+using hugepage::arena_options;
+using hugepage::page_size;
+using hugepage::strategy;
+using hugepage::unsynchronized_arena;
+using hugepage::test::under_asan;
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+constexpr std::size_t kHuge = 2 * kMiB;
+
+// Sanitizers slow every operation by 10-50x: fewer operations, the same coverage of cases.
+constexpr int scaled(int ops) { return under_asan() ? ops / 8 : ops; }
+
+bool thp_usable() {
+  const auto thp = hugepage::read_thp_settings();
+  return thp.enabled == "always" || thp.enabled == "madvise";
+}
+
+// ---- compile-time contract --------------------------------------------------------------------
+
+using pair_alloc = arena_allocator<std::pair<const int, int>>;
+static_assert(std::is_same_v<std::allocator_traits<pair_alloc>::rebind_alloc<double>,
+                             arena_allocator<double>>);
+static_assert(std::allocator_traits<pair_alloc>::propagate_on_container_copy_assignment::value);
+static_assert(std::allocator_traits<pair_alloc>::propagate_on_container_move_assignment::value);
+static_assert(std::allocator_traits<pair_alloc>::propagate_on_container_swap::value);
+static_assert(!std::allocator_traits<pair_alloc>::is_always_equal::value);
+static_assert(!std::is_default_constructible_v<pair_alloc>, "bound to an arena when made");
+static_assert(std::is_nothrow_copy_constructible_v<pair_alloc>);
+static_assert(!std::is_copy_constructible_v<arena> && !std::is_move_constructible_v<arena>);
+
+TEST(ArenaAllocator, EqualWhenTheArenaIsTheSameAcrossRebinds) {
+  arena a;
+  arena b;
+  const arena_allocator<int> x(a);
+  const arena_allocator<double> y(x);
+  const arena_allocator<int> z(b);
+  EXPECT_TRUE(x == y);
+  EXPECT_FALSE(x != y);
+  EXPECT_TRUE(x != z);
+  EXPECT_EQ(&y.get_arena(), &a);
+}
+
+TEST(ArenaAllocator, OverflowingCountThrowsBadArrayNewLength) {
+  unsynchronized_arena a;
+  arena_allocator<std::uint64_t, unsynchronized_arena> alloc(a);
+  EXPECT_THROW((void)alloc.allocate(SIZE_MAX / 4), std::bad_array_new_length);
+  EXPECT_EQ(a.stats().mapped_bytes, 0u) << "nothing mapped for a refused request";
+}
+
+// ---- size classes, stats, large requests -----------------------------------------------------
+
+TEST(Arena, SlotsOfOneClassArePackedWithoutHeaders) {
+  unsynchronized_arena a;
+  std::vector<char*> slots;
+  for (int i = 0; i < 1000; ++i) slots.push_back(static_cast<char*>(a.allocate(48, 8)));
+  for (std::size_t i = 1; i < slots.size(); ++i) {
+    EXPECT_EQ(slots[i] - slots[i - 1], 48) << "slot " << i;
+  }
+  const auto s = a.stats();
+  EXPECT_EQ(s.live_bytes, 48u * 1000);
+  EXPECT_EQ(s.slot_bytes, 48u * 1000);
+  EXPECT_EQ(s.pages, 1u);
+  EXPECT_EQ(s.mapped_bytes, a.page_bytes());
+  const auto cls = std::find_if(s.classes.begin(), s.classes.end(),
+                                [](const auto& c) { return c.slot_bytes == 48; });
+  ASSERT_NE(cls, s.classes.end());
+  EXPECT_EQ(cls->live_slots, 1000u);
+  EXPECT_EQ(cls->pages, 1u);
+  for (char* p : slots) a.deallocate(p, 48, 8);
+  EXPECT_EQ(a.stats().live_bytes, 0u);
+}
+
+TEST(Arena, FreedSlotsAreReusedFirst) {
+  unsynchronized_arena a;
+  void* keep = a.allocate(24, 8);  // keeps the slab in use
+  void* p = a.allocate(24, 8);
+  a.deallocate(p, 24, 8);
+  EXPECT_EQ(a.allocate(24, 8), p);
+  a.deallocate(p, 24, 8);
+  a.deallocate(keep, 24, 8);
+}
+
+TEST(Arena, RequestsRoundUpToTheNextClass) {
+  unsynchronized_arena a;
+  // 8-byte steps to 256 bytes, 64-byte steps to 1 KiB.
+  const std::pair<std::size_t, std::size_t> cases[] = {{1, 8},     {0, 8},     {9, 16},
+                                                       {250, 256}, {257, 320}, {1000, 1024}};
+  for (const auto& [bytes, slot] : cases) {
+    void* p = a.allocate(bytes, 1);
+    void* q = a.allocate(bytes, 1);
+    EXPECT_EQ(static_cast<char*>(q) - static_cast<char*>(p), static_cast<std::ptrdiff_t>(slot))
+        << bytes << " bytes";
+    a.deallocate(q, bytes, 1);
+    a.deallocate(p, bytes, 1);
+  }
+}
+
+TEST(Arena, LargeRequestsGoStraightToTheStrategy) {
+  if (!thp_usable()) HUGEPAGE_SKIP_OR_FAIL("THP is not enabled (madvise or always)");
+  unsynchronized_arena a;
+  const std::size_t mapped_before = hugepage::stats().requested_thp;
+  void* big = a.allocate(4 * kMiB, 64);
+  EXPECT_TRUE(hugepage::test::is_aligned(big, kHuge)) << "mapped by the strategy";
+  EXPECT_EQ(hugepage::stats().requested_thp, mapped_before + 4 * kMiB);
+  void* mid = a.allocate(4096, 8);  // above the slots, below the strategy's threshold
+  auto s = a.stats();
+  EXPECT_EQ(s.large_bytes, 4 * kMiB + 4096);
+  EXPECT_EQ(s.pages, 0u) << "no slab for large requests";
+  a.deallocate(mid, 4096, 8);
+  a.deallocate(big, 4 * kMiB, 64);
+  EXPECT_EQ(a.stats().large_bytes, 0u);
+  EXPECT_EQ(hugepage::stats().requested_thp, mapped_before);
+}
+
+// ---- over-aligned nodes -----------------------------------------------------------------------
+
+template <std::size_t Align>
+struct alignas(Align) aligned_value {
+  std::uint64_t value = 0;
+  friend bool operator<(const aligned_value& a, const aligned_value& b) {
+    return a.value < b.value;
+  }
+};
+
+template <std::size_t Align>
+void expect_aligned_nodes() {
+  unsynchronized_arena a;
+  using value = aligned_value<Align>;
+  arena_allocator<value, unsynchronized_arena> alloc(a);
+  std::list<value, arena_allocator<value, unsynchronized_arena>> list(alloc);
+  std::set<value, std::less<>, arena_allocator<value, unsynchronized_arena>> set(alloc);
+  for (std::uint64_t i = 0; i < 20000; ++i) {
+    list.push_back(value{i});
+    set.insert(value{i});
+  }
+  for (const value& v : list) ASSERT_TRUE(hugepage::test::is_aligned(&v, Align)) << Align;
+  for (const value& v : set) ASSERT_TRUE(hugepage::test::is_aligned(&v, Align)) << Align;
+  for (int i = 0; i < 100; ++i) {
+    value* p = alloc.allocate(static_cast<std::size_t>(i % 7 + 1));
+    EXPECT_TRUE(hugepage::test::is_aligned(p, Align)) << Align << " x " << i % 7 + 1;
+    alloc.deallocate(p, static_cast<std::size_t>(i % 7 + 1));
+  }
+  EXPECT_GT(a.stats().pages, 0u) << "served from slabs";
+}
+
+TEST(Arena, OverAlignedNodesGetAlignedSlots) {
+  expect_aligned_nodes<16>();
+  expect_aligned_nodes<64>();
+  expect_aligned_nodes<128>();
+  expect_aligned_nodes<256>();
+}
+
+TEST(Arena, AlignmentAboveTheSlabsGoesToTheStrategyAligned) {
+  unsynchronized_arena a;
+  for (const std::size_t align : {512u, 4096u}) {
+    void* p = a.allocate(64, align);
+    EXPECT_TRUE(hugepage::test::is_aligned(p, align)) << align;
+    a.deallocate(p, 64, align);
+  }
+  EXPECT_EQ(a.stats().pages, 0u);
+}
+
+// ---- differential: the same operations with std::allocator ------------------------------------
+
+// Two arenas, two containers (so copy, move and swap cross arenas), each mirrored by a container
+// with std::allocator; every result compared, contents compared every few hundred operations.
+template <class Map>
+std::vector<std::pair<std::uint64_t, std::uint64_t>> sorted_items(const Map& m) {
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> items(m.begin(), m.end());
+  std::sort(items.begin(), items.end());
+  return items;
+}
+
+template <class ArenaMap, class StdMap>
+void run_map_differential(int ops, std::uint32_t seed) {
+  arena arenas[2];
+  {
+    using alloc = typename ArenaMap::allocator_type;
+    ArenaMap ours[2] = {ArenaMap(alloc(arenas[0])), ArenaMap(alloc(arenas[1]))};
+    StdMap theirs[2];
+    std::mt19937_64 rng(seed);
+    const std::uint64_t keys = 4096;
+    for (int op = 0; op < ops; ++op) {
+      const int i = static_cast<int>(rng() & 1);
+      const int j = 1 - i;
+      const std::uint64_t key = rng() % keys;
+      const std::uint64_t roll = rng() % 1000;
+      if (roll < 450) {
+        const auto a = ours[i].insert({key, op});
+        const auto b = theirs[i].insert({key, op});
+        ASSERT_EQ(a.second, b.second) << "insert " << key << " at op " << op;
+        ASSERT_EQ(a.first->second, b.first->second);
+      } else if (roll < 750) {
+        ASSERT_EQ(ours[i].erase(key), theirs[i].erase(key)) << "erase " << key << " at " << op;
+      } else if (roll < 990) {
+        const auto a = ours[i].find(key);
+        const auto b = theirs[i].find(key);
+        ASSERT_EQ(a == ours[i].end(), b == theirs[i].end()) << "find " << key << " at " << op;
+        if (b != theirs[i].end()) {
+          ASSERT_EQ(a->second, b->second);
+        }
+      } else if (roll < 992) {
+        ours[i].clear();
+        theirs[i].clear();
+      } else if (roll < 994) {
+        ours[i] = ours[j];  // copy assignment: the allocator propagates
+        theirs[i] = theirs[j];
+      } else if (roll < 996) {
+        ArenaMap copy(ours[j]);  // copy construction: same arena
+        ASSERT_TRUE(copy.get_allocator() == ours[j].get_allocator());
+        ours[i] = std::move(copy);
+        theirs[i] = StdMap(theirs[j]);
+      } else if (roll < 998) {
+        ours[i] = std::move(ours[j]);
+        theirs[i] = std::move(theirs[j]);
+        ours[j].clear();  // valid but unspecified: make it known
+        theirs[j].clear();
+      } else {
+        using std::swap;
+        swap(ours[0], ours[1]);
+        swap(theirs[0], theirs[1]);
+      }
+      ASSERT_EQ(ours[i].size(), theirs[i].size()) << "at op " << op;
+      if (op % 500 == 0) {
+        for (int k = 0; k < 2; ++k) ASSERT_EQ(sorted_items(ours[k]), sorted_items(theirs[k]));
+      }
+    }
+    for (int k = 0; k < 2; ++k) ASSERT_EQ(sorted_items(ours[k]), sorted_items(theirs[k]));
+    const auto s0 = arenas[0].stats();
+    const auto s1 = arenas[1].stats();
+    EXPECT_GT(s0.pages + s1.pages, 0u) << "the nodes came from the arenas";
+  }
+  // Every node went back to the arena it came from, whatever propagated where.
+  for (const arena& a : arenas) {
+    const auto s = a.stats();
+    EXPECT_EQ(s.live_bytes, 0u);
+    EXPECT_EQ(s.large_bytes, 0u);
+    EXPECT_LE(s.pages, a.options().retained_pages);
+  }
+}
+
+template <class K, class V>
+using node_alloc = arena_allocator<std::pair<const K, V>>;
+using u64 = std::uint64_t;
+
+TEST(ArenaDifferential, StdMap) {
+  run_map_differential<std::map<u64, u64, std::less<u64>, node_alloc<u64, u64>>,
+                       std::map<u64, u64>>(scaled(600000), 1);
+}
+
+TEST(ArenaDifferential, StdUnorderedMap) {
+  run_map_differential<
+      std::unordered_map<u64, u64, std::hash<u64>, std::equal_to<u64>, node_alloc<u64, u64>>,
+      std::unordered_map<u64, u64>>(scaled(600000), 2);
+}
+
+TEST(ArenaDifferential, AbslNodeHashMap) {
+  run_map_differential<
+      absl::node_hash_map<u64, u64, absl::Hash<u64>, std::equal_to<u64>, node_alloc<u64, u64>>,
+      absl::node_hash_map<u64, u64>>(scaled(600000), 3);
+}
+
+TEST(ArenaDifferential, AbslBtreeMap) {
+  run_map_differential<absl::btree_map<u64, u64, std::less<u64>, node_alloc<u64, u64>>,
+                       absl::btree_map<u64, u64>>(scaled(600000), 4);
+}
+
+// Sequences: std::set, std::list and std::deque, single-arena, the same operations on both.
+template <class Ours, class Theirs, class Step>
+void run_sequence_differential(int ops, std::uint32_t seed, Step step) {
+  unsynchronized_arena a;
+  {
+    Ours ours{typename Ours::allocator_type(a)};
+    Theirs theirs;
+    std::mt19937_64 rng(seed);
+    for (int op = 0; op < ops; ++op) {
+      step(ours, theirs, rng, op);
+      ASSERT_EQ(ours.size(), theirs.size()) << "at op " << op;
+      if (op % 1000 == 0) {
+        ASSERT_TRUE(std::equal(ours.begin(), ours.end(), theirs.begin()));
+      }
+    }
+    ASSERT_TRUE(std::equal(ours.begin(), ours.end(), theirs.begin()));
+    Ours copy(ours);  // and the copy is equal too
+    ASSERT_TRUE(std::equal(copy.begin(), copy.end(), theirs.begin()));
+  }
+  EXPECT_EQ(a.stats().live_bytes, 0u);
+  EXPECT_EQ(a.stats().large_bytes, 0u);
+}
+
+TEST(ArenaDifferential, StdSet) {
+  using ours_t = std::set<u64, std::less<u64>, arena_allocator<u64, unsynchronized_arena>>;
+  run_sequence_differential<ours_t, std::set<u64>>(
+      scaled(600000), 5, [](auto& ours, auto& theirs, auto& rng, int op) {
+        const u64 key = rng() % 8192;
+        if (rng() % 2 == 0) {
+          ASSERT_EQ(ours.insert(key).second, theirs.insert(key).second) << op;
+        } else if (rng() % 2 == 0) {
+          ASSERT_EQ(ours.erase(key), theirs.erase(key)) << op;
+        } else {
+          ASSERT_EQ(ours.count(key), theirs.count(key)) << op;
+        }
+      });
+}
+
+TEST(ArenaDifferential, StdList) {
+  using ours_t = std::list<u64, arena_allocator<u64, unsynchronized_arena>>;
+  run_sequence_differential<ours_t, std::list<u64>>(
+      scaled(600000), 6, [](auto& ours, auto& theirs, auto& rng, int op) {
+        const u64 roll = rng() % 100;
+        if (roll < 30 || theirs.empty()) {
+          ours.push_back(static_cast<u64>(op));
+          theirs.push_back(static_cast<u64>(op));
+        } else if (roll < 55) {
+          ours.push_front(static_cast<u64>(op));
+          theirs.push_front(static_cast<u64>(op));
+        } else if (roll < 75) {
+          ours.pop_front();
+          theirs.pop_front();
+        } else if (roll < 95) {
+          ours.pop_back();
+          theirs.pop_back();
+        } else if (roll < 99) {
+          ours.remove_if([](u64 v) { return v % 7 == 0; });
+          theirs.remove_if([](u64 v) { return v % 7 == 0; });
+        } else {
+          ours.reverse();
+          theirs.reverse();
+        }
+      });
+}
+
+TEST(ArenaDifferential, StdDeque) {
+  using ours_t = std::deque<u64, arena_allocator<u64, unsynchronized_arena>>;
+  run_sequence_differential<ours_t, std::deque<u64>>(
+      scaled(600000), 7, [](auto& ours, auto& theirs, auto& rng, int op) {
+        const u64 roll = rng() % 100;
+        if (roll < 30 || theirs.empty()) {
+          ours.push_back(static_cast<u64>(op));
+          theirs.push_back(static_cast<u64>(op));
+        } else if (roll < 55) {
+          ours.push_front(static_cast<u64>(op));
+          theirs.push_front(static_cast<u64>(op));
+        } else if (roll < 75) {
+          ours.pop_front();
+          theirs.pop_front();
+        } else if (roll < 95) {
+          ours.pop_back();
+          theirs.pop_back();
+        } else {
+          const std::size_t at = rng() % theirs.size();
+          ASSERT_EQ(ours[at], theirs[at]) << op;
+        }
+      });
+}
+
+// ---- std::pmr ---------------------------------------------------------------------------------
+
+TEST(ArenaResource, PmrMapAllocatesFromTheArenaAndComparesByArena) {
+  unsynchronized_arena a;
+  unsynchronized_arena other;
+  hugepage::pmr::unsynchronized_arena_resource r1(a);
+  hugepage::pmr::unsynchronized_arena_resource r2(a);
+  hugepage::pmr::unsynchronized_arena_resource r3(other);
+  EXPECT_TRUE(r1.is_equal(r2));
+  EXPECT_FALSE(r1.is_equal(r3));
+  EXPECT_FALSE(r1.is_equal(*hugepage::pmr::thp_resource()));
+  {
+    std::pmr::map<u64, u64> m(&r1);
+    for (u64 i = 0; i < 100000; ++i) m.emplace(i, i * 3);
+    const auto s = a.stats();
+    EXPECT_GE(s.live_bytes, 100000u * (sizeof(u64) * 2 + 3 * sizeof(void*)));
+    EXPECT_EQ(m.at(777), 777u * 3);
+  }
+  EXPECT_EQ(a.stats().live_bytes, 0u);
+}
+
+// ---- AddressSanitizer: freed slots are poisoned -----------------------------------------------
+
+TEST(ArenaAsanDeathTest, UseAfterEraseIsReported) {
+  if (!under_asan()) {
+    GTEST_SKIP() << "needs a build with AddressSanitizer (HUGEPAGE_SANITIZE=ON)";
+  }
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto use_after_erase = [] {
+    using alloc = arena_allocator<std::pair<const u64, u64>, unsynchronized_arena>;
+    unsynchronized_arena a;
+    std::map<u64, u64, std::less<u64>, alloc> m{alloc(a)};
+    for (u64 i = 0; i < 100; ++i) m[i] = i;
+    const u64* stale = &m.at(42);
+    m.erase(42);
+    std::printf("read %llu\n", static_cast<unsigned long long>(*stale));
+  };
+  EXPECT_DEATH(use_after_erase(), "use-after-poison");
+}
+
+TEST(ArenaAsanDeathTest, DoubleFreeIsReported) {
+  if (!under_asan()) {
+    GTEST_SKIP() << "needs a build with AddressSanitizer (HUGEPAGE_SANITIZE=ON)";
+  }
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto double_free = [] {
+    unsynchronized_arena a;
+    void* keep = a.allocate(32, 8);
+    void* p = a.allocate(32, 8);
+    a.deallocate(p, 32, 8);
+    a.deallocate(p, 32, 8);
+    a.deallocate(keep, 32, 8);
+  };
+  EXPECT_DEATH(double_free(), "double-free");
+}
+
+TEST(ArenaAsan, LiveNodesAndReusedSlotsAreNotPoisoned) {
+  // The same steps without the stale read run clean (also without ASan): the free list and reuse
+  // unpoison what they hand out.
+  arena a;
+  std::map<u64, u64, std::less<u64>, node_alloc<u64, u64>> m{node_alloc<u64, u64>(a)};
+  for (int round = 0; round < 3; ++round) {
+    for (u64 i = 0; i < 20000; ++i) m[i] = i + round;
+    for (u64 i = 0; i < 20000; i += 2) m.erase(i);
+    u64 sum = 0;
+    for (const auto& [k, v] : m) sum += v - k;
+    EXPECT_EQ(sum, 10000u * round);
+  }
+}
+
+// ---- release: RSS and the pool follow the live bytes ------------------------------------------
+
+using book_t = std::map<u64, u64, std::less<u64>, node_alloc<u64, u64>>;
+
+// Resident bytes of this process's mappings in the arena's slab ranges... are the slabs' own
+// resident bytes; once a slab is unmapped, only process-wide RSS can show it left. Both are read.
+TEST(ArenaRelease, RssFollowsLiveBytesWhenTheOldestNodesAreErased) {
+  if (!thp_usable()) HUGEPAGE_SKIP_OR_FAIL("THP is not enabled (madvise or always)");
+  arena a(strategy::thp(), arena_options{1});
+  const std::size_t rss_start = hugepage::test::rss_bytes();
+  {
+    book_t book{node_alloc<u64, u64>(a)};
+    const u64 n = 1500000;  // 48-byte nodes: ~69 MiB
+    for (u64 i = 0; i < n; ++i) book.emplace_hint(book.end(), i, i);
+    const auto built = a.stats();
+    const std::size_t rss_built = hugepage::test::rss_bytes();
+    // Slabs cost live bytes plus the partly filled last page; RSS grew by about that much.
+    EXPECT_LE(built.mapped_bytes, built.slot_bytes * 110 / 100 + a.page_bytes());
+    EXPECT_GE(rss_built - rss_start, built.slot_bytes * 95 / 100) << "RSS read from the kernel";
+
+    for (u64 i = 0; i < n * 9 / 10; ++i) book.erase(i);  // the oldest 90%, in insertion order
+    const auto after = a.stats();
+    const std::size_t rss_after = hugepage::test::rss_bytes();
+    EXPECT_GT(after.released_pages, 0u);
+    // Survivors fill whole pages except the two at the ends of their run; one empty page retained.
+    EXPECT_LE(after.mapped_bytes,
+              after.slot_bytes * 110 / 100 + (2 + a.options().retained_pages) * a.page_bytes());
+    // The kernel's view: what left is at least the released pages, within 2 huge pages of noise.
+    EXPECT_LE(rss_after + after.released_pages * a.page_bytes(), rss_built + 2 * kHuge)
+        << "built " << rss_built << ", after erase " << rss_after;
+    book.clear();
+    const auto cleared = a.stats();
+    EXPECT_EQ(cleared.live_bytes, 0u);
+    EXPECT_EQ(cleared.pages, a.options().retained_pages) << "only the retained cap stays";
+    // AddressSanitizer's shadow of the pages (1/8 of them) stays resident after they go.
+    const std::size_t shadow = under_asan() ? built.mapped_bytes / 8 : 0;
+    EXPECT_LE(hugepage::test::rss_bytes(), rss_start + (cleared.pages + 2) * kHuge + shadow);
+  }
+}
+
+TEST(ArenaRelease, RetainedCapZeroGivesEveryEmptyPageBack) {
+  unsynchronized_arena a(strategy::thp(), arena_options{0});
+  std::vector<void*> p;
+  for (int i = 0; i < 100000; ++i) p.push_back(a.allocate(64, 8));
+  EXPECT_EQ(a.stats().pages, (100000 * 64) / (a.page_bytes() - 256) + 1);
+  for (void* q : p) a.deallocate(q, 64, 8);
+  const auto s = a.stats();
+  EXPECT_EQ(s.pages, 0u);
+  EXPECT_EQ(s.mapped_bytes, 0u);
+  EXPECT_EQ(s.released_pages, (100000 * 64) / (a.page_bytes() - 256) + 1);
+}
+
+// This process's resident hugetlb bytes, from its smaps (exact, unlike the shared pool counters).
+std::size_t own_hugetlb_rss() {
+  std::error_code ec;
+  std::size_t bytes = 0;
+  for (const auto& m : hugepage::read_smaps(0, ec)) {
+    if (m.is_hugetlb()) bytes += m.private_hugetlb + m.shared_hugetlb;
+  }
+  return bytes;
+}
+
+TEST(ArenaRelease, HugetlbPagesGoBackToThePoolAndCountersReturn) {
+  HUGEPAGE_REQUIRE_POOL(page_size::huge_2m, 24);
+  const auto before = hugepage::test::read_counts(page_size::huge_2m);
+  const std::size_t own_before = own_hugetlb_rss();
+  {
+    arena a(strategy::hugetlb(page_size::huge_2m, hugepage::strict), arena_options{1});
+    {
+      book_t book{node_alloc<u64, u64>(a)};
+      const u64 n = 600000;  // ~28 MiB of nodes: 14 pages
+      for (u64 i = 0; i < n; ++i) book.emplace_hint(book.end(), i, i);
+      const auto built = a.stats();
+      EXPECT_EQ(own_hugetlb_rss() - own_before, built.mapped_bytes) << "every slab is hugetlb";
+      const auto coverage = a.backing();
+      EXPECT_EQ(coverage.hugetlb_2m, built.mapped_bytes) << coverage.note;
+
+      for (u64 i = 0; i < n * 9 / 10; ++i) book.erase(i);
+      const auto after = a.stats();
+      EXPECT_GE(after.released_pages, built.pages - 3);
+      EXPECT_EQ(own_hugetlb_rss() - own_before, after.mapped_bytes)
+          << "released pages left this process";
+    }
+    EXPECT_EQ(own_hugetlb_rss() - own_before, a.stats().mapped_bytes);
+    EXPECT_LE(a.stats().pages, 1u);
+  }
+  EXPECT_EQ(own_hugetlb_rss(), own_before);
+  EXPECT_TRUE(hugepage::test::pool_back(page_size::huge_2m, before));
+}
+
+// ---- coverage ---------------------------------------------------------------------------------
+
+TEST(ArenaCoverage, ThpSlabsAreHugeAsTheKernelReports) {
+  if (!thp_usable()) HUGEPAGE_SKIP_OR_FAIL("THP is not enabled (madvise or always)");
+  unsynchronized_arena a;
+  using alloc = arena_allocator<std::pair<const u64, u64>, unsynchronized_arena>;
+  std::unordered_map<u64, u64, std::hash<u64>, std::equal_to<u64>, alloc> m{alloc(a)};
+  for (u64 i = 0; i < 1000000; ++i) m.emplace(i * 7919, i);
+  const auto report = a.backing();
+  ASSERT_NE(report.source, hugepage::backing_source::unavailable) << report.note;
+  EXPECT_EQ(report.bytes, a.stats().mapped_bytes);
+  EXPECT_GE(report.huge_fraction(), 0.99)
+      << "thp " << report.thp << " of " << report.bytes << " (" << report.note << ")";
+}
+
+// ---- strong guarantee when the pool runs out --------------------------------------------------
+
+// A hugetlb cgroup limit of 3 pages plays the short pool (the shared pool is not drained): the
+// strict strategy refuses the 4th slab, insert throws, and the container is as it was.
+TEST(ArenaStrongGuarantee, InsertThatNeedsAPageThePoolLacksThrowsAndChangesNothing) {
+  HUGEPAGE_REQUIRE_POOL(page_size::huge_2m, 4);
+  const hugepage::test::scratch_cgroup cgroup("hugetlb");
+  if (!cgroup.error().empty()) HUGEPAGE_SKIP_OR_FAIL(cgroup.error());
+  const std::string limit = std::to_string(3 * kHuge);
+  ASSERT_TRUE(cgroup.write("hugetlb.2MB.max", limit) && cgroup.write("hugetlb.2MB.rsvd.max", limit))
+      << std::strerror(errno);
+  const auto before = hugepage::test::read_counts(page_size::huge_2m);
+  const int code = hugepage::test::run_in_child([&cgroup]() -> int {
+    if (!cgroup.join()) return 2;
+    arena a(strategy::hugetlb(page_size::huge_2m, hugepage::strict), arena_options{0});
+    book_t book{node_alloc<u64, u64>(a)};
+    std::map<u64, u64> mirror;
+    u64 key = 0;
+    try {
+      for (;; ++key) {
+        book.emplace(key, key * 3);
+        mirror.emplace(key, key * 3);
+      }
+    } catch (const hugepage::allocation_error& e) {
+      // A short pool would be pool_exhausted; here the pool has the pages and the cgroup's
+      // reservation limit said no, which the strategy names.
+      const bool named = typeid(e) == typeid(hugepage::pool_exhausted) ||
+                         std::string(e.what()).find("hugetlb.2MB.rsvd.max") != std::string::npos;
+      if (!named) {
+        std::fprintf(stderr, "child: unexpected message: %s\n", e.what());
+        return 3;
+      }
+      if (e.code() != std::errc::not_enough_memory) return 4;
+    }
+    if (a.stats().pages != 3) return 5;
+    if (book.size() != mirror.size() || book.count(key) != 0) return 6;
+    if (!std::equal(book.begin(), book.end(), mirror.begin())) return 7;
+    // Freed space is usable again; a page freed whole can be mapped again.
+    book.erase(book.begin(), book.find(mirror.size() / 2));
+    try {
+      book.emplace(key, key * 3);
+    } catch (const std::bad_alloc&) {
+      return 9;
+    }
+    return 0;
+  });
+  EXPECT_EQ(code, 0) << "child check " << code << " failed";
+  EXPECT_TRUE(hugepage::test::pool_back(page_size::huge_2m, before));
+}
+
+}  // namespace

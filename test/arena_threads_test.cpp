@@ -1,0 +1,164 @@
+// The thread-safe arena under concurrency: threads allocating and freeing at once, objects freed by
+// a thread other than the one that allocated them, containers of several threads in one arena.
+// Run under ThreadSanitizer by scripts/test (ctest -R '^ArenaThreads[.]').
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "hugepage/arena.hpp"
+#include "hugepage/arena_allocator.hpp"
+#include "hugepage/system.hpp"
+#include "support.hpp"
+
+namespace {
+
+using hugepage::arena;
+using hugepage::arena_allocator;
+using hugepage::page_size;
+using hugepage::strategy;
+
+constexpr int kThreads = 4;
+constexpr int scaled(int ops) { return hugepage::test::under_asan() ? ops / 4 : ops; }
+
+// A block handed from one thread to another; its bytes say who wrote it.
+struct block {
+  unsigned char* p = nullptr;
+  std::size_t bytes = 0;
+  unsigned char tag = 0;
+};
+
+// A queue guarded by a mutex: the synchronization that orders an allocation before its free.
+class handoff {
+ public:
+  void push(block b) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    blocks_.push_back(b);
+  }
+  bool pop(block& b) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (blocks_.empty()) return false;
+    b = blocks_.front();
+    blocks_.pop_front();
+    return true;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::deque<block> blocks_;
+};
+
+bool intact(const block& b) {
+  for (std::size_t i = 0; i < b.bytes; ++i) {
+    if (b.p[i] != b.tag) return false;
+  }
+  return true;
+}
+
+// Each thread allocates blocks of random small sizes, frees half of its own and hands the other
+// half to the next thread, which checks and frees them.
+void allocate_and_free_across_threads(arena& a, int ops) {
+  handoff queues[kThreads];
+  std::atomic<int> corrupted{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(static_cast<unsigned>(t) + 1);
+      std::vector<block> own;
+      for (int i = 0; i < ops; ++i) {
+        block b;
+        b.bytes = 1 + rng() % 300;
+        b.tag = static_cast<unsigned char>(rng());
+        b.p = static_cast<unsigned char*>(a.allocate(b.bytes, 8));
+        std::memset(b.p, b.tag, b.bytes);
+        if (rng() % 2 == 0) {
+          queues[(t + 1) % kThreads].push(b);
+        } else {
+          own.push_back(b);
+        }
+        if (own.size() > 64) {
+          if (!intact(own.front())) corrupted.fetch_add(1);
+          a.deallocate(own.front().p, own.front().bytes, 8);
+          own.erase(own.begin());
+        }
+        block theirs;
+        while (queues[t].pop(theirs)) {
+          if (!intact(theirs)) corrupted.fetch_add(1);
+          a.deallocate(theirs.p, theirs.bytes, 8);  // allocated by thread t - 1
+        }
+      }
+      for (const block& b : own) a.deallocate(b.p, b.bytes, 8);
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (auto& queue : queues) {  // what arrived after its consumer finished
+    block b;
+    while (queue.pop(b)) {
+      if (!intact(b)) corrupted.fetch_add(1);
+      a.deallocate(b.p, b.bytes, 8);
+    }
+  }
+  EXPECT_EQ(corrupted.load(), 0) << "a slot was handed out twice";
+  const auto s = a.stats();
+  EXPECT_EQ(s.live_bytes, 0u);
+  EXPECT_EQ(s.slot_bytes, 0u);
+  for (const auto& c : s.classes) EXPECT_EQ(c.live_slots, 0u) << c.slot_bytes;
+  EXPECT_LE(s.pages, a.options().retained_pages);
+}
+
+TEST(ArenaThreads, ConcurrentAllocationAndCrossThreadFrees) {
+  arena a;
+  allocate_and_free_across_threads(a, scaled(200000));
+}
+
+TEST(ArenaThreads, HugetlbArenaAcrossThreadsLeavesThePoolAsItWas) {
+  HUGEPAGE_REQUIRE_POOL(page_size::huge_2m, 16);
+  const auto before = hugepage::test::read_counts(page_size::huge_2m);
+  {
+    arena a(strategy::hugetlb(page_size::huge_2m, hugepage::strict), hugepage::arena_options{0});
+    allocate_and_free_across_threads(a, scaled(100000));
+    EXPECT_EQ(a.stats().pages, 0u);
+  }
+  EXPECT_TRUE(hugepage::test::pool_back(page_size::huge_2m, before));
+}
+
+// A map per thread, all in one arena; the maps are destroyed by the main thread.
+TEST(ArenaThreads, MapsOfSeveralThreadsShareOneArena) {
+  arena a;
+  using alloc = arena_allocator<std::pair<const std::uint64_t, std::uint64_t>>;
+  using map = std::map<std::uint64_t, std::uint64_t, std::less<>, alloc>;
+  std::vector<map> maps;
+  for (int t = 0; t < kThreads; ++t) maps.emplace_back(alloc(a));
+  std::vector<std::thread> threads;
+  const std::uint64_t n = static_cast<std::uint64_t>(scaled(50000));
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&maps, t, n] {
+      map& m = maps[static_cast<std::size_t>(t)];
+      for (std::uint64_t round = 0; round < 3; ++round) {
+        for (std::uint64_t i = 0; i < n; ++i) m[i] = i * static_cast<std::uint64_t>(t + 1);
+        for (std::uint64_t i = 0; i < n; i += 3) m.erase(i);
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (int t = 0; t < kThreads; ++t) {
+    const map& m = maps[static_cast<std::size_t>(t)];
+    EXPECT_EQ(m.size(), n - (n + 2) / 3);
+    for (const auto& [k, v] : m) ASSERT_EQ(v, k * static_cast<std::uint64_t>(t + 1));
+  }
+  EXPECT_GT(a.stats().live_bytes, 0u);
+  maps.clear();  // freed by a thread that allocated none of them
+  EXPECT_EQ(a.stats().live_bytes, 0u);
+}
+
+}  // namespace
