@@ -30,6 +30,10 @@
 // may free what another allocated); `unsynchronized_arena` takes no lock at all, for containers
 // owned by one thread at a time.
 //
+// fork(): the arena's mutexes have no pthread_atfork handler. A child forked while another thread
+// holds one (is inside allocate or deallocate of that arena) must not use the arena; a child that
+// only execs, or a process forked from a single thread, is unaffected.
+//
 // Under AddressSanitizer freed slots are poisoned, so a use-after-free of a node is reported.
 //
 // Kernel: as for the strategy in use (strategy.hpp). Coverage of the slabs: backing().
