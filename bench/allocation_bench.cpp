@@ -1,10 +1,11 @@
 // allocation_bench.cpp - the cost of the allocation path itself (not of lookups): what the safety
 // checks add to allocate()/deallocate() of one block.
 //
-//   BM_Hugetlb_AllocateFree      2 MiB from the pool, strict. In a cgroup with a fault-time
-//                                hugetlb limit (hugetlb.2MB.max) the block is populated at
-//                                allocation; run the binary inside such a cgroup to see that cost.
-//   BM_Hugetlb_FaultLimitCheck   the cached "does a fault-time limit apply?" check alone.
+//   BM_Hugetlb_AllocateFree      2 MiB from the pool, strict: mapped and faulted in by allocate()
+//                                (so that no first touch can raise SIGBUS).
+//   BM_Hugetlb_MapTouchUnmap     the same page mapped raw, touched once, unmapped: what the first
+//                                touch costs without the library, for comparison.
+//   BM_*Limit_Read               reading the cgroup limits along the hierarchy.
 //   BM_Registry_TakeAdd/N        one deallocate + allocate lookup in the mapping registry with N
 //                                records live (fallback blocks, dont_fork blocks): O(1) expected.
 //   BM_Prefault_AllocateFree     2 MiB of THP pre-faulted, which reads the memory cgroup headroom.
@@ -13,11 +14,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <system_error>
 #include <vector>
 
 #include "hugepage/allocator.hpp"
 #include "hugepage/cgroup.hpp"
 #include "hugepage/detail/mapping_registry.hpp"
+#include "hugepage/os.hpp"
 #include "hugepage/strategy.hpp"
 #include "hugepage/system.hpp"
 
@@ -37,11 +40,22 @@ void BM_Hugetlb_AllocateFree(benchmark::State& state) {
     benchmark::DoNotOptimize(p);
     strategy.deallocate(p, kHuge, 64);
   }
-  const auto limit = hugepage::hugetlb_limit(kHuge, hugepage::hugetlb_charge::fault);
-  state.SetLabel(limit.tightest ? "fault-time limit " + limit.tightest->file + ": populated"
-                                : "no fault-time limit: reservation only");
 }
 BENCHMARK(BM_Hugetlb_AllocateFree);
+
+void BM_Hugetlb_MapTouchUnmap(benchmark::State& state) {
+  for (auto _ : state) {
+    std::error_code ec;
+    void* p = hugepage::os::map_hugetlb(kHuge, hugepage::page_size::huge_2m, ec);
+    if (p == nullptr) {
+      state.SkipWithError(("MAP_HUGETLB: " + ec.message()).c_str());
+      return;
+    }
+    static_cast<volatile char*>(p)[0] = 1;
+    hugepage::os::unmap(p, kHuge);
+  }
+}
+BENCHMARK(BM_Hugetlb_MapTouchUnmap);
 
 void BM_Prefault_AllocateFree(benchmark::State& state) {
   using allocator = hugepage::thp_allocator<char, hugepage::prefault_options>;

@@ -153,7 +153,7 @@ class scratch_cgroup {
       const auto fields = hugepage::detail::split(line, ' ');
       std::size_t dash = 0;
       while (dash < fields.size() && fields[dash] != "-") ++dash;
-      if (dash < 6 || dash + 3 > fields.size()) continue;
+      if (dash < 6 || dash + 4 > fields.size()) continue;
       const std::string point = hugepage::detail::unescape_mount_field(fields[4]);
       if (fields[dash + 1] == "cgroup2" && v2_root.empty()) v2_root = point;
       if (fields[dash + 1] == "cgroup" && v1_root.empty() &&

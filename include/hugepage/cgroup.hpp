@@ -6,8 +6,8 @@
 //            error, so the library compares a population with the headroom first.
 //   hugetlb  v2 hugetlb.<size>.max (charged at page fault) and hugetlb.<size>.rsvd.max (charged
 //            at mmap); v1 hugetlb.<size>.limit_in_bytes and .rsvd.limit_in_bytes. A refused
-//            fault-time charge is a SIGBUS on first touch, so where such a limit is set the library
-//            populates hugetlb blocks at allocation, where a refusal is an error instead.
+//            fault-time charge is a SIGBUS on first touch; the library populates every hugetlb
+//            block at allocation (strategy.hpp), and these readers name the limit that refused.
 // Limits apply along the whole hierarchy: the tightest level decides. Kubernetes sets both hugetlb
 // limits for pods that request `hugepages-2Mi`; systemd sets memory.max / memory.high.
 //
@@ -15,7 +15,8 @@
 // /proc/self/mountinfo where each hierarchy is mounted. A controller is read from its cgroup v1
 // mount when it has one (hybrid systems keep memory on v1), otherwise from a cgroup2 mount. Levels
 // above the cgroup namespace's root (a container's view) cannot be seen; nor can a hierarchy that
-// is not mounted at all - `readable` says so, and the library then assumes the worst.
+// is not mounted at all, or a limit file that exists but cannot be read - `readable` says so. The
+// memory headroom check is then skipped: it is a best effort, the hugetlb guarantee is not.
 //
 // Every reader here is thread-safe and reads the files anew; none throws except std::bad_alloc.
 #pragma once
@@ -130,7 +131,7 @@ inline std::vector<std::string> cgroup_directories(std::string_view controller,
     const std::vector<std::string_view> fields = split(line, ' ');
     std::size_t dash = 0;
     while (dash < fields.size() && fields[dash] != "-") ++dash;
-    if (dash < 6 || dash + 3 > fields.size()) continue;
+    if (dash < 6 || dash + 4 > fields.size()) continue;
     const std::string_view type = fields[dash + 1];
     const mount m{unescape_mount_field(fields[3]), unescape_mount_field(fields[4])};
     if (type == "cgroup2" && !v2_mount) v2_mount = m;
@@ -206,9 +207,21 @@ inline const std::vector<std::string>& cgroup_directories(std::string_view contr
   return list->directories;
 }
 
-// A limit file: "max" (v2) or a number of bytes; nullopt when absent, unreadable or unlimited.
-inline std::optional<std::uint64_t> read_limit(const std::string& file) {
-  const auto value = read_u64(file.c_str());
+// A limit file: "max" (v2) or a number of bytes; nullopt when absent or unlimited. A file that
+// exists but cannot be read (EACCES, EMFILE, ...) sets `unreadable`: a limit may be there.
+inline std::optional<std::uint64_t> read_limit(const std::string& file, bool& unreadable) {
+  const unique_fd fd(open_read_only(file.c_str()));
+  if (!fd) {
+    if (errno != ENOENT) unreadable = true;
+    return std::nullopt;
+  }
+  char text[64];
+  const long n = pread_full(fd.get(), text, sizeof text - 1, 0);
+  if (n < 0) {
+    unreadable = true;
+    return std::nullopt;
+  }
+  const auto value = parse_u64(std::string_view(text, static_cast<std::size_t>(n)));
   if (!value || *value >= cgroup_unlimited) return std::nullopt;
   return value;
 }
@@ -266,6 +279,7 @@ inline cgroup_limit_search memory_limit() {
   search.readable = !directories.empty();
   for (const std::string& dir : directories) {
     const std::string v1_limit = dir + "/memory.limit_in_bytes";
+    bool unreadable = false;
     if (const auto limit = detail::read_u64(v1_limit.c_str())) {  // a v1 directory
       if (*limit >= detail::cgroup_unlimited) continue;
       cgroup_limit l{v1_limit, *limit,
@@ -280,7 +294,7 @@ inline cgroup_limit_search memory_limit() {
     std::optional<std::uint64_t> usage;
     std::uint64_t reclaimable = 0;
     for (const char* name : {"/memory.max", "/memory.high"}) {
-      const auto limit = detail::read_limit(dir + name);
+      const auto limit = detail::read_limit(dir + name, unreadable);
       if (!limit) continue;
       if (!usage) {
         usage = detail::read_u64((dir + "/memory.current").c_str());
@@ -290,6 +304,7 @@ inline cgroup_limit_search memory_limit() {
       }
       detail::keep_tightest(search, cgroup_limit{dir + name, *limit, *usage, reclaimable});
     }
+    if (unreadable) search.readable = false;
   }
   return search;
 }
@@ -320,7 +335,9 @@ inline cgroup_limit_search hugetlb_limit(std::size_t page_bytes, hugetlb_charge 
     const bool v1 = detail::is_v1_directory(dir, (prefix.substr(1) + ".usage_in_bytes").c_str());
     const std::string limit_file = dir + prefix + (v1 ? ".limit_in_bytes" : ".max");
     const std::string usage_file = dir + prefix + (v1 ? ".usage_in_bytes" : ".current");
-    const auto limit = detail::read_limit(limit_file);
+    bool unreadable = false;
+    const auto limit = detail::read_limit(limit_file, unreadable);
+    if (unreadable) search.readable = false;
     if (!limit) continue;
     detail::keep_tightest(
         search,

@@ -143,10 +143,14 @@ inline std::error_code collapse(void* p, std::size_t length) noexcept {
 /// written through /proc/self/mem, which faults the page in the same reporting way; only where
 /// that file cannot be opened are the bytes written directly, which is correct only for fresh
 /// anonymous memory - the only memory this library populates.
-inline std::error_code populate(void* p, std::size_t length, std::size_t stride) noexcept {
+/// `touch_fallback` false (hugetlb memory, whose touch can raise SIGBUS): where neither way is
+/// open, fails with the errno of /proc/self/mem instead of writing directly.
+inline std::error_code populate(void* p, std::size_t length, std::size_t stride,
+                                bool touch_fallback = true) noexcept {
   std::error_code ec = advise(p, length, MADV_POPULATE_WRITE);
   if (ec != std::errc::invalid_argument) return ec;
   const int fd = ::open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+  if (fd < 0 && !touch_fallback) return detail::last_error();
   const auto start = reinterpret_cast<std::uintptr_t>(p);
   for (std::size_t offset = 0; offset < length; offset += stride) {
     if (fd < 0) {

@@ -9,8 +9,9 @@
 //   else mapped length = bytes rounded up to the huge page size (1 GiB pages: see "cascade")
 //        thp:      2 MiB-aligned anonymous mapping + MADV_HUGEPAGE (first touch faults huge pages)
 //        collapse: the same, populated at once, then MADV_COLLAPSE
-//        hugetlb:  MAP_HUGETLB from the pool; on shortage throw pool_exhausted (strict) or map THP
-//                  instead (fallback), counted
+//        hugetlb:  MAP_HUGETLB from the pool, faulted in at once (a refused first touch would be
+//                  SIGBUS); on shortage throw pool_exhausted (strict) or map THP instead
+//                  (fallback), counted
 //        optional: pre-fault (MADV_POPULATE_WRITE), MADV_DONTFORK
 // deallocate(p, bytes, alignment) recomputes the same decision from `bytes` - no header in front
 // of the block, no lookup on the common path - and unmaps exactly the length that was mapped.
@@ -43,6 +44,7 @@
 
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -50,6 +52,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <new>
 #include <string>
 #include <system_error>
@@ -203,12 +206,28 @@ class strategy {
     if (!cascades()) return {whole_pages, whole_pages};
     const std::size_t gib = bytes_of(page_size::huge_1g);
     const std::size_t head = bytes & ~(gib - 1);
-    if (head != 0 && whole_pages - bytes <= bytes / whole_page_waste_divisor) {
+    if (head != 0 && (whole_pages - bytes <= bytes / whole_page_waste_divisor ||
+                      !fixed_mapping_keeps_range_on_failure())) {
       return {whole_pages, whole_pages};
     }
     std::size_t tail = 0;
     os::round_up(bytes - head, bytes_of(page_size::huge_2m), tail);  // no overflow: < 1 GiB
     return {head + tail, head};
+  }
+
+  /// A block with a tail maps its parts over a reservation with MAP_FIXED. Before Linux 6.12 a
+  /// MAP_FIXED mmap that fails (a short pool) has already unmapped the range, and another thread's
+  /// mmap could land in the hole; there, such blocks take whole 1 GiB pages instead. Read once.
+  static bool fixed_mapping_keeps_range_on_failure() noexcept {
+    static const bool keeps = [] {
+      utsname names{};
+      unsigned major = 0, minor = 0;
+      if (::uname(&names) != 0 || std::sscanf(names.release, "%u.%u", &major, &minor) != 2) {
+        return false;
+      }
+      return major > 6 || (major == 6 && minor >= 12);
+    }();
+    return keeps;
   }
 
   /// The length a mapped request of `bytes` occupies (layout_of(bytes).length): `bytes` rounded
@@ -377,9 +396,12 @@ class strategy {
     constexpr auto relaxed = std::memory_order_relaxed;
     const std::int64_t now = detail::monotonic_seconds();
     if (checked_at.load(relaxed) != now) {
-      std::error_code ec;
-      const std::string text = detail::read_file("/sys/kernel/mm/transparent_hugepage/enabled", ec);
-      never.store(!ec && detail::selected_mode(text) == "never", relaxed);
+      // A stack buffer: this runs on allocation paths and must not throw std::bad_alloc.
+      char text[128] = {};
+      const detail::unique_fd fd(
+          detail::open_read_only("/sys/kernel/mm/transparent_hugepage/enabled"));
+      const long n = fd ? detail::pread_full(fd.get(), text, sizeof text - 1, 0) : -1;
+      never.store(n > 0 && std::strstr(text, "[never]") != nullptr, relaxed);
       checked_at.store(now, relaxed);
     }
     return never.load(relaxed);
@@ -451,10 +473,10 @@ class strategy {
     return p;
   }
 
-  // `length` bytes of pool pages of `size`, populated when a fault could be refused later (see
-  // hugetlb_faults_limited) or pre-faulting is asked for. At `at`, a part of a reservation of our
-  // own, or anywhere when `at` is null. When the pool cannot serve: throws where `must` (strict,
-  // pages of size()), else returns nullptr, the range at `at` THP-advised anonymous memory again.
+  // `length` bytes of pool pages of `size`, faulted in (see populate_hugetlb_at_allocation). At
+  // `at`, a part of a reservation of our own, or anywhere when `at` is null. When the pool cannot
+  // serve: throws where `must` (strict, pages of size()), else returns nullptr, the range at `at`
+  // THP-advised anonymous memory again.
   void* pool_pages(void* at, std::size_t length, std::size_t alignment, page_size size,
                    bool must) const {
     if (at == nullptr && alignment > bytes_of(size)) return nullptr;
@@ -464,10 +486,13 @@ class strategy {
       std::error_code ec;
       void* p = os::map_hugetlb(length, size, ec, at);
       if (p != nullptr) {
-        if (!options_.prefault && !hugetlb_faults_limited(size)) return p;
-        ec = os::populate(p, length, bytes_of(size));
+        // Always faulted in here (see populate_hugetlb_at_allocation): a refusal is an error now,
+        // never a SIGBUS at the caller's first touch.
+        ec = os::populate(p, length, bytes_of(size), /*touch_fallback=*/false);
         if (!ec) {
-          detail::global_counters().prefaulted_bytes.fetch_add(length, std::memory_order_relaxed);
+          if (options_.prefault) {
+            detail::global_counters().prefaulted_bytes.fetch_add(length, std::memory_order_relaxed);
+          }
           return p;
         }
         release_part(p, at, length);
@@ -499,32 +524,14 @@ class strategy {
     os::advise_huge(at, length);
   }
 
-  // Whether a hugetlb cgroup limit charged at fault time (hugetlb.<size>.max, v1 limit_in_bytes)
-  // may refuse pages of `size` - or the hierarchy cannot be read to tell. The kernel answers such
-  // a refusal with SIGBUS at first touch, so these blocks are populated at allocation, where it is
-  // an error instead. Read at most once a second, and again in a child after fork(): a process
-  // moved into a limited cgroup is noticed within a second.
-  static bool hugetlb_faults_limited(page_size size) {
-    struct cache {
-      std::atomic<std::int64_t> checked_at{-1};
-      std::atomic<pid_t> pid{0};
-      std::atomic<bool> limited{true};
-    };
-    static cache caches[2];
-    cache& c = caches[size == page_size::huge_1g ? 1 : 0];
-    constexpr auto relaxed = std::memory_order_relaxed;
-    const std::int64_t now = detail::monotonic_seconds();
-    const pid_t pid = ::getpid();
-    if (c.checked_at.load(relaxed) == now && c.pid.load(relaxed) == pid) {
-      return c.limited.load(relaxed);
-    }
-    const cgroup_limit_search search = hugetlb_limit(bytes_of(size), hugetlb_charge::fault);
-    const bool limited = !search.readable || search.tightest.has_value();
-    c.limited.store(limited, relaxed);
-    c.pid.store(pid, relaxed);
-    c.checked_at.store(now, relaxed);
-    return limited;
-  }
+  // populate_hugetlb_at_allocation: every hugetlb block is faulted in by allocate(). A private
+  // mapping's reservation is a global count, and the first touch can still be refused: a hugetlb
+  // cgroup limit charged at fault time (hugetlb.<size>.max; Kubernetes sets it), possibly on an
+  // ancestor this process cannot see (a cgroup namespace); a cpuset or memory policy whose nodes
+  // have run out of free pages while other nodes have them. The kernel answers each with SIGBUS.
+  // Populated here, the same refusal is an error (EFAULT/ENOMEM from MADV_POPULATE_WRITE). The
+  // zeroing of the pages moves from the first touch to allocate(), and the pages past `bytes`
+  // in the last page are zeroed too (they were reserved already).
 
   // After a refused mmap: true when the pool now has room for `length` and nothing else explains
   // the refusal, so the caller retries.
@@ -560,13 +567,17 @@ class strategy {
                              (pages == 1 ? "" : "s") + " of " + name_of(size_) + " (" +
                              detail::describe_bytes(length) + ") failed: " + ec.message();
     const cgroup_limit_search search = hugetlb_limit(bytes_of(size_), hugetlb_charge::fault);
-    if (search.tightest) throw_limit_exceeded(what, ec, pages, *search.tightest);
+    if (search.tightest && search.tightest->headroom() < length) {
+      throw_limit_exceeded(what, ec, pages, *search.tightest);
+    }
     detail::throw_allocation_error(
-        what + (search.readable ? "; no hugetlb cgroup limit is set, so the pool ran short"
-                                : "; a hugetlb cgroup limit (hugetlb." +
-                                      detail::hugetlb_cgroup_size_name(bytes_of(size_)) +
-                                      ".max) may apply, but this process cannot read its cgroup "
-                                      "hierarchy (no cgroup file system mounted)"),
+        what + (search.readable
+                    ? "; no hugetlb cgroup limit explains it: the pool ran short on the NUMA nodes "
+                      "this process may use (cpuset, memory policy), or other processes took the "
+                      "pages"
+                    : "; a hugetlb cgroup limit (hugetlb." +
+                          detail::hugetlb_cgroup_size_name(bytes_of(size_)) +
+                          ".max) may apply, but this process cannot read its cgroup hierarchy"),
         ec);
   }
 
@@ -658,13 +669,17 @@ class strategy {
     const std::size_t length = to - from;
     // MADV_COLLAPSE copies into a fresh huge page before it frees the old ones: one page more.
     const bool collapse = method_ == method::collapse && got.head == backing::thp;
-    check_memory_headroom(p, bytes, length + (collapse ? thp_page_bytes() : 0));
-    const std::error_code ec = os::populate(start, length, os::base_page_size());
-    if (ec) {
+    try {
+      check_memory_headroom(length + (collapse ? thp_page_bytes() : 0));
+      const std::error_code ec = os::populate(start, length, os::base_page_size());
+      if (ec) {
+        detail::throw_allocation_error(
+            "hugepage: could not pre-fault " + detail::describe_bytes(length) + ": " + ec.message(),
+            ec);
+      }
+    } catch (...) {  // the block is accounted for: release it the way deallocate() would
       deallocate(p, bytes, 1);
-      detail::throw_allocation_error(
-          "hugepage: could not pre-fault " + detail::describe_bytes(length) + ": " + ec.message(),
-          ec);
+      throw;
     }
     detail::global_counters().prefaulted_bytes.fetch_add(length, std::memory_order_relaxed);
     if (collapse) collapse_now(start, length);
@@ -673,18 +688,20 @@ class strategy {
   // Populating past a memory cgroup limit gets the process OOM-killed; refuse before touching.
   // Another thread or process in the cgroup can still take the headroom in between: this check
   // turns the common case into an error, it cannot reserve memory.
-  void check_memory_headroom(void* p, std::size_t bytes, std::size_t needed) const {
+  static void check_memory_headroom(std::size_t needed) {
     const cgroup_limit_search search = memory_limit();
     if (!search.tightest || search.tightest->headroom() >= needed) return;
     const cgroup_limit& limit = *search.tightest;
-    deallocate(p, bytes, 1);
+    const bool high = limit.file.size() >= 12 &&
+                      limit.file.compare(limit.file.size() - 12, 12, "/memory.high") == 0;
     throw memory_limit_exceeded(
         "hugepage: populating " + detail::describe_bytes(needed) +
             " would pass the memory cgroup limit " + limit.file + " = " +
             detail::describe_bytes(limit.limit) + " (" + detail::describe_bytes(limit.usage) +
             " charged, " + detail::describe_bytes(limit.reclaimable) +
             " of it reclaimable file cache; headroom " + detail::describe_bytes(limit.headroom()) +
-            "): the kernel would OOM-kill the process instead of failing",
+            (high ? "): past memory.high the kernel throttles the process and reclaims hard"
+                  : "): the kernel would OOM-kill the process instead of failing"),
         limit.file, limit.limit, limit.usage, limit.headroom());
   }
 
