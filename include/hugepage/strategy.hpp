@@ -730,4 +730,17 @@ class strategy {
   allocation_options options_;
 };
 
+namespace detail {
+
+// The library's function-local statics (the registry, whose constructor registers the fork
+// handlers, and the values read once) initialise under a guard on first use. A fork() while
+// another thread holds such a guard leaves the child waiting on it for ever. So they are all
+// initialised at program start, before any thread of the program can fork.
+inline const bool statics_initialised =
+    (static_cast<void>(registry()), static_cast<void>(os::base_page_size()),
+     static_cast<void>(thp_page_bytes()),
+     static_cast<void>(strategy::fixed_mapping_keeps_range_on_failure()), true);
+
+}  // namespace detail
+
 }  // namespace hugepage
