@@ -291,7 +291,10 @@ struct suites_of {
 std::vector<alloc_kind> node_allocators() {
   return {alloc_kind::std_alloc, alloc_kind::thp, alloc_kind::hugetlb_2m};
 }
-std::vector<std::size_t> node_sizes() { return {64 * mib, 256 * mib, gib}; }
+// The default run stops at 256 MiB: building a 1 GiB node container (22M nodes) takes about a
+// minute per configuration on a 2-core machine, which would take the default run far past its
+// budget. `scripts/bench --sizes=64M,256M,1G` measures the 1 GiB rows.
+std::vector<std::size_t> node_sizes() { return {64 * mib, 256 * mib}; }
 
 template <class C>
 void declare_node_suites(const char* container, const char* what, int order) {
@@ -322,7 +325,7 @@ void declare_node_suites(const char* container, const char* what, int order) {
           .slow()
           .first_round_only()
           .only_for(node_allocators())
-          .with_sizes({64 * mib, gib}, {64 * mib}));
+          .with_sizes({64 * mib, 256 * mib}, {64 * mib}));
   declare(suite_info(std::string(container) + "_Churn", order + 3,
                      per_allocator<suites_of<C>::template churn>())
               .in_family("node containers")
@@ -331,7 +334,7 @@ void declare_node_suites(const char* container, const char* what, int order) {
               .per_op_unit("ns/op")
               .first_round_only()
               .only_for(node_allocators())
-              .with_sizes({64 * mib, gib}, {64 * mib}));
+              .with_sizes({64 * mib, 256 * mib}, {64 * mib}));
 }
 
 const bool nodes_declared = [] {
