@@ -262,14 +262,23 @@ class perf_window {
 
 inline bool warned_inexact = false;
 
-inline double coverage_pct(const void* p, std::size_t bytes) {
-  const hugepage::backing_report r = hugepage::backing_of(p, bytes);
+inline hugepage::backing_report backing_noted(const void* p, std::size_t bytes) {
+  hugepage::backing_report r = hugepage::backing_of(p, bytes);
   if (!r.exact && !warned_inexact) {
     warned_inexact = true;
     fmt::print(stderr, "note: coverage is approximate ({}: {})\n", hugepage::name_of(r.source),
                r.note);
   }
-  return 100.0 * r.huge_fraction();
+  return r;
+}
+
+inline double coverage_pct(const void* p, std::size_t bytes) {
+  return 100.0 * backing_noted(p, bytes).huge_fraction();
+}
+
+/// Share of the bytes `r` examined that is on 1 GiB pages, in percent (as huge_fraction()).
+inline double on_1g_pct(const hugepage::backing_report& r) {
+  return r.bytes == 0 ? 0.0 : 100.0 * static_cast<double>(r.hugetlb_1g) / static_cast<double>(r.bytes);
 }
 
 inline void report_memory(benchmark::State& state, double coverage, std::size_t container_bytes) {
@@ -286,7 +295,12 @@ inline void report_memory(benchmark::State& state, double coverage, std::size_t 
 inline std::string shortage(alloc_kind k, std::size_t bytes) {
   if (const auto size = pool_of(k)) {
     const std::size_t page = hugepage::bytes_of(*size);
-    const u64 pages = (bytes + page - 1) / page;
+    // The 1 GiB allocator takes 1 GiB pages for the head of a block only (its cascade puts the
+    // rest, and blocks below 1 GiB, on 2 MiB pages, which never fail under its policy).
+    const std::size_t on_own_pages = k == alloc_kind::hugetlb_1g
+                                         ? hugetlb_1g_bytes::get_strategy().layout_of(bytes).head
+                                         : bytes;
+    const u64 pages = (on_own_pages + page - 1) / page;
     const auto pool = hugepage::read_pool(*size);
     const u64 available = pool ? pool->available().value_or(0) : 0;
     if (available >= pages) return {};
@@ -315,6 +329,7 @@ struct cached_container {
   std::size_t block_bytes = 0;
   u64 elements = 0;
   double coverage = 0;
+  double on_1g = 0;  // share of the block on 1 GiB pages, percent
   std::chrono::steady_clock::time_point coverage_at;
 };
 inline cached_container cache;
@@ -328,10 +343,18 @@ inline void drop_cache() {
 inline double cached_coverage() {
   const auto now = std::chrono::steady_clock::now();
   if (now - cache.coverage_at > std::chrono::seconds(1)) {
-    cache.coverage = coverage_pct(cache.block, cache.block_bytes);
+    const hugepage::backing_report r = backing_noted(cache.block, cache.block_bytes);
+    cache.coverage = 100.0 * r.huge_fraction();
+    cache.on_1g = on_1g_pct(r);
     cache.coverage_at = std::chrono::steady_clock::now();
   }
   return cache.coverage;
+}
+
+/// For the 1 GiB allocator's rows: which page sizes served the cached block (its cascade puts
+/// blocks below 1 GiB and the tails of larger ones on 2 MiB pages). Call after cached_coverage().
+inline void report_page_sizes(benchmark::State& state, alloc_kind k) {
+  if (k == alloc_kind::hugetlb_1g) state.counters["on_1g_pct"] = cache.on_1g;
 }
 
 }  // namespace hugepage_bench

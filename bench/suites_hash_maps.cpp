@@ -94,6 +94,7 @@ void flat_hash_map_lookup(benchmark::State& state, alloc_kind k, std::size_t wor
   }
   perf.report(state);
   report_memory(state, cached_coverage(), cache.block_bytes);
+  report_page_sizes(state, k);
 }
 
 template <class Inner>
@@ -158,6 +159,7 @@ void flat_hash_map_lookup_latency(benchmark::State& state, alloc_kind k, std::si
   }
   perf.report(state);
   report_memory(state, cached_coverage(), cache.block_bytes);
+  report_page_sizes(state, k);
 }
 
 template <class Inner>

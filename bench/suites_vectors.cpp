@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common.hpp"
 #include "registry.hpp"
@@ -82,6 +83,7 @@ void vector_gather(benchmark::State& state, alloc_kind k, std::size_t working_se
   benchmark::DoNotOptimize(sum);
   perf.report(state);
   report_memory(state, cached_coverage(), cache.block_bytes);
+  report_page_sizes(state, k);
 }
 
 template <class Inner>
@@ -97,6 +99,7 @@ void vector_chase(benchmark::State& state, alloc_kind k, std::size_t working_set
   benchmark::DoNotOptimize(at);
   perf.report(state);
   report_memory(state, cached_coverage(), cache.block_bytes);
+  report_page_sizes(state, k);
 }
 
 template <class Inner>
@@ -114,6 +117,12 @@ struct chase {
 
 // ---- declarations -------------------------------------------------------------------------------
 
+std::vector<std::size_t> chase_sizes() {
+  std::vector<std::size_t> sizes = full_sizes();
+  sizes.push_back(gib + gib / 2);
+  return sizes;
+}
+
 const bool gather_declared =
     declare(suite_info("Vector_Gather", 20, per_allocator<gather>())
                 .in_family("vectors")
@@ -127,6 +136,9 @@ const bool chase_declared =
                 .describe("dependent loads over a random cyclic permutation of its cache lines "
                           "(latency); one iteration = one step")
                 .per_op_unit("ns/step")
+                // 1.5 GiB: the 1 GiB allocator's cascade at work (one 1 GiB page + 256 of 2 MiB)
+                // beside the 2 MiB rows; below 1 GiB it is on 2 MiB pages like them.
+                .with_sizes(chase_sizes(), quick_sizes())
                 .quick()
                 .core()
                 .peers(peer_role::every_full_run)
