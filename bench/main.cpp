@@ -267,9 +267,10 @@ void print_registry_json() {
                json_sizes(s.sizes_quick));
     fmt::print(
         "   \"quick\": {}, \"core\": {}, \"first_round_only\": {}, \"peers\": \"{}\", "
-        "\"table\": \"{}\", \"tail_of\": {}, \"chart\": {}}}",
+        "\"table\": \"{}\", \"tail_of\": {}, \"chart\": {}, \"own_process\": {}}}",
         s.in_quick, s.in_core, s.in_first_round_only, name_of(s.peers_run), name_of(s.table),
-        s.tail_of_suite.empty() ? "null" : json_string(s.tail_of_suite), s.on_chart);
+        s.tail_of_suite.empty() ? "null" : json_string(s.tail_of_suite), s.on_chart,
+        s.in_own_process);
     first = false;
   }
   fmt::print("\n ]\n}}\n");

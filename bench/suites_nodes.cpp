@@ -96,13 +96,19 @@ struct node_container {
   u64 oldest = 0;  // churn: elements [oldest, oldest + n) are present
 };
 
+// Bytes from /proc/self/smaps_rollup. hugetlb pages are not in Rss: `resident` adds them (private
+// and shared: the kernel may count a private 1 GiB page as shared, seen on Linux 6.18).
 struct memory_snapshot {
-  double rss = 0, anon_huge = 0;
+  double rss = 0, anon_huge = 0, hugetlb = 0;
+  double resident() const { return rss + hugetlb; }
+  double huge() const { return anon_huge + hugetlb; }
 };
 memory_snapshot read_rollup() {
   const std::string text = read_text("/proc/self/smaps_rollup");
-  return {static_cast<double>(kb_field(text, "Rss").value_or(0)),
-          static_cast<double>(kb_field(text, "AnonHugePages").value_or(0))};
+  const auto kib = [&text](const char* key) {
+    return static_cast<double>(kb_field(text, key).value_or(0));
+  };
+  return {kib("Rss"), kib("AnonHugePages"), kib("Private_Hugetlb") + kib("Shared_Hugetlb")};
 }
 
 // Builds the container of `working_set` for allocator `k`; reports coverage_pct, container_mib,
@@ -126,8 +132,8 @@ std::shared_ptr<node_container<C, Inner>> build_container(benchmark::State& stat
       coverage = 100.0 * c->source.nodes->backing().huge_fraction();
     } else {
       const memory_snapshot after = read_rollup();
-      const double added = after.rss - before.rss;
-      coverage = added > 0 ? 100.0 * (after.anon_huge - before.anon_huge) / added : 0.0;
+      const double added = after.resident() - before.resident();
+      coverage = added > 0 ? 100.0 * (after.huge() - before.huge()) / added : 0.0;
     }
     return c;
   } catch (const std::exception& e) {
@@ -256,6 +262,52 @@ void node_build(benchmark::State& state, alloc_kind k, std::size_t working_set) 
   perf.report(state);
 }
 
+// What the process holds for a std::map after most of it is erased, beside what is still live.
+// Oldest: an order book drops its oldest 90% (insertion order: the survivors were allocated last,
+// together), then clears the rest. Scattered: the same 90% erased evenly, every tenth element
+// surviving, so survivors sit on every page: no allocator that cannot move objects gives those
+// pages back. Resident = growth of Rss plus hugetlb pages over the process before the build
+// (smaps_rollup), read right after the erase: the arena gives an empty page back at the free that
+// empties it; jemalloc and mimalloc return freed pages after a delay (decay), glibc from the top of
+// its heap only (or on malloc_trim). The runner runs each purge suite in a process of its own, so
+// no memory that earlier suites freed is reused by the build. One iteration = one purge (the build
+// is not timed).
+template <class Inner, bool Scattered>
+void std_map_purge(benchmark::State& state, alloc_kind k, std::size_t working_set) {
+  drop_cache();
+  reset_peak_rss();
+  const u64 n = working_set / bytes_per_element;
+  const u64 survivors = n - n * 9 / 10;
+  for (auto _ : state) {
+    state.PauseTiming();
+    const memory_snapshot before = read_rollup();
+    double coverage = 0;
+    auto c = build_container<std_map, Inner>(state, k, working_set, coverage);
+    if (!c) break;
+    const memory_snapshot built = read_rollup();
+    state.ResumeTiming();
+    for (u64 i = 0; i < n; ++i) {
+      if (Scattered ? i % 10 != 0 : i < n - survivors) c->map.erase(key_of(i));
+    }
+    state.PauseTiming();
+    const memory_snapshot purged = read_rollup();
+    const auto live = static_cast<double>(std_map::live_bytes(c->map));
+    const double held = purged.resident() - before.resident();
+    state.counters["live_kib"] = live / 1024;
+    state.counters["resident_mib"] = held / mib;
+    state.counters["bloat_x"] = held / live;
+    state.counters["built_resident_mib"] = (built.resident() - before.resident()) / mib;
+    state.counters["built_live_mib"] = static_cast<double>(n * bytes_per_element) / mib;
+    report_memory(state, coverage, std_map::live_bytes(c->map));
+    if (!Scattered) {
+      c->map.clear();
+      state.counters["cleared_resident_mib"] = (read_rollup().resident() - before.resident()) / mib;
+    }
+    c.reset();
+    state.ResumeTiming();
+  }
+}
+
 template <class C>
 struct suites_of {
   template <class Inner>
@@ -337,10 +389,47 @@ void declare_node_suites(const char* container, const char* what, int order) {
               .with_sizes({64 * mib, 256 * mib}, {64 * mib}));
 }
 
+template <class Inner>
+struct purge_oldest {
+  static void run(benchmark::State& s, alloc_kind k, std::size_t ws) {
+    std_map_purge<Inner, false>(s, k, ws);
+  }
+};
+template <class Inner>
+struct purge_scattered {
+  static void run(benchmark::State& s, alloc_kind k, std::size_t ws) {
+    std_map_purge<Inner, true>(s, k, ws);
+  }
+};
+
 const bool nodes_declared = [] {
   declare_node_suites<std_map>("StdMap", "std::map<u64,u64>", 60);
   declare_node_suites<std_unordered_map>("StdUnorderedMap", "std::unordered_map<u64,u64>", 64);
   declare_node_suites<node_hash_map>("NodeHashMap", "absl::node_hash_map<u64,u64>", 68);
+  declare(suite_info("StdMap_PurgeOldest", 72, per_allocator<purge_oldest>())
+              .in_family("node containers")
+              .describe("std::map<u64,u64> of W/48 keys, its oldest 90% erased (insertion order), "
+                        "then cleared: resident bytes vs live bytes; one iteration = one purge")
+              .per_op_unit("ms/purge")
+              .slow()
+              .first_round_only()
+              .only_for(node_allocators())
+              .with_sizes(node_sizes(), {64 * mib})
+              .peers(peer_role::every_full_run)
+              .own_process()
+              .bloat_table());
+  declare(suite_info("StdMap_PurgeScattered", 73, per_allocator<purge_scattered>())
+              .in_family("node containers")
+              .describe("std::map<u64,u64> of W/48 keys, 90% erased evenly (every tenth survives, "
+                        "on every page): resident bytes vs live bytes; one iteration = one purge")
+              .per_op_unit("ms/purge")
+              .slow()
+              .first_round_only()
+              .only_for(node_allocators())
+              .with_sizes(node_sizes(), {64 * mib})
+              .peers(peer_role::every_full_run)
+              .own_process()
+              .bloat_table());
   return true;
 }();
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .configs import Config, make_configs, probe
 from .execute import Run, read_json, run_once
-from .plan import rotation, spread_rounds, suites_for_round
+from .plan import rotation, split_processes, spread_rounds, suites_for_round
 from .registry import Registry
 from .registry import load as load_registry
 from .report import report
@@ -221,13 +221,13 @@ def main(argv):
     t_start = time.monotonic()
     for rnd in range(1, args.rounds + 1):
         for c in rotation(configs, rnd):
-            suites = suites_for_round(args, c, rnd, registry)
-            if not suites:
-                continue
-            run = run_once(args, c, rnd, out_dir, suites)
-            runs.append(run)
-            log(f"round {rnd}/{args.rounds} {c.name:<16} {run.wall_s:6.1f} s"
-                + ("" if run.rc == 0 else f"  (exit status {run.rc})"))
+            for group, part in split_processes(suites_for_round(args, c, rnd, registry),
+                                               registry):
+                run = run_once(args, c, rnd, out_dir, group, part)
+                runs.append(run)
+                log(f"round {rnd}/{args.rounds} {c.name:<16} {run.wall_s:6.1f} s"
+                    + (f" ({part})" if part else "")
+                    + ("" if run.rc == 0 else f"  (exit status {run.rc})"))
         log(f"round {rnd}/{args.rounds} done: {time.monotonic() - t_start:.0f} s so far")
     wall = time.monotonic() - t_start
     return report(args, registry, out_dir, stamp, configs, skipped, runs, wall)

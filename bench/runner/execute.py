@@ -55,9 +55,10 @@ def read_json(path):
         return None, f"wrote unreadable JSON ({e})"
 
 
-def run_once(args, config, rnd, out_dir, suites):
-    """Runs one configuration, from out_dir, so that the command names paths relative to it."""
-    tag = f"r{rnd}-{config.name.replace(' ', '_').replace('=', '')}"
+def run_once(args, config, rnd, out_dir, suites, part=""):
+    """Runs one configuration, from out_dir, so that the command names paths relative to it;
+    `part` names a suite that runs in a process of its own ("" for the configuration's main run)."""
+    tag = f"r{rnd}-{config.name.replace(' ', '_').replace('=', '')}" + (f"-{part}" if part else "")
     json_rel = f"raw/{tag}.json"
     log_path = out_dir / "logs" / f"{tag}.log"
     bench = os.path.relpath(os.path.abspath(args.bench), out_dir)

@@ -34,6 +34,15 @@ def suites_for_round(args, config, rnd, registry):
     return [s for s in suites if s in only]
 
 
+def split_processes(suites, registry):
+    """The processes one configuration's run is made of: [(suites, part)], part "" for the main
+    one and the suite's name for a suite that runs in a process of its own (own_process: it
+    measures what the process holds, which the suites before it would have changed)."""
+    own = set(registry.own_process())
+    shared = [s for s in suites if s not in own]
+    return ([(shared, "")] if shared else []) + [([s], s) for s in suites if s in own]
+
+
 def rotation(configs, rnd):
     """The configurations in the order round rnd runs them."""
     k = (rnd - 1) % len(configs)

@@ -31,6 +31,7 @@ class Suite:
     table: str                  # "time", "bloat", "tail"
     tail_of: str = None         # table == "tail": the suite whose table shows the percentiles
     chart: bool = False
+    own_process: bool = False   # run in a process of its own (it measures what the process holds)
 
     @property
     def scale(self):
@@ -66,6 +67,9 @@ class Registry:
 
     def chart_suites(self):
         return self.names(lambda s: s.chart)
+
+    def own_process(self):
+        return self.names(lambda s: s.own_process)
 
     def first_round_only(self):
         return self.names(lambda s: s.first_round_only)

@@ -76,7 +76,7 @@ def report(args, registry, out_dir, stamp, configs, skipped, runs, wall):
 
     def add_bloat(first_line_blank):
         for s in bloat:
-            b = bloat_table(cells, configs, s)
+            b = bloat_table(cells, configs, s, registry.get(s).description)
             if b:
                 out.extend(([""] if first_line_blank else []) + [b[0], text_table(*b[1:])]
                            + ([] if first_line_blank else [""]))
@@ -89,10 +89,11 @@ def report(args, registry, out_dir, stamp, configs, skipped, runs, wall):
         title, headers, rows, align = t
         out += [title, text_table(headers, rows, align)]
         md += [f"## {suite}", "", title, "", md_table(headers, rows, align), ""]
-        if suite == "FlatHashMap_Lookup":
+        if suite.endswith("_Lookup"):  # the lookup suites: ours against the best peer
             summ = targets_summary(comparisons[suite], suite)
             out += summ
             md += ["```"] + summ[1:] + ["```", ""] if summ else []
+        if suite == "FlatHashMap_Lookup":
             add_bloat(True)
         out.append("")
     if "FlatHashMap_Lookup" not in present:

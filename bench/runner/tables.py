@@ -77,6 +77,9 @@ def suite_table(cells, configs, suite, registry):
         if any(key in t.counters for t in tail_cells):
             extra.append((head, lambda c, key=key: fmt_num(
                 tail_of(c).counters.get(key) if tail_of(c) else None)))
+    if has("on_1g_pct"):  # the 1 GiB allocator's rows: how much of the block its cascade
+        # put on 1 GiB pages (the rest is on 2 MiB pages)
+        extra.append(("on 1G %", lambda c: fmt_num(c.counters.get("on_1g_pct"))))
     if has("bytes_per_second"):
         extra.append(("GB/s", lambda c: fmt_num(c.counters["bytes_per_second"] / 1e9)
                       if "bytes_per_second" in c.counters else "-"))
@@ -126,15 +129,23 @@ def suite_table(cells, configs, suite, registry):
     return title, headers, rows, align
 
 
-def bloat_table(cells, configs, suite="Bloat_Sparse"):
+# Optional columns of a bloat table: counter, heading (the purge suites of bench/suites_nodes.cpp).
+BLOAT_EXTRA_COLUMNS = [("built_live_mib", "built: live MiB"),
+                       ("built_resident_mib", "built: resident MiB"),
+                       ("cleared_resident_mib", "after clear(): resident MiB")]
+
+
+def bloat_table(cells, configs, suite="Bloat_Sparse", description=None):
     mine = [c for c in cells.values() if c.suite == suite and c.samples]
     if not mine:
         return None
     order = {l: i for i, l in enumerate(label_order(configs))}
     mine.sort(key=lambda c: (c.ws, order.get(c.label, 99)))
+    extra = [(key, head) for key, head in BLOAT_EXTRA_COLUMNS
+             if any(key in c.counters for c in mine)]
     headers = ["working set", "configuration", "live KiB", "resident MiB", "resident / live",
-               "container MiB", "huge %", "process RSS MiB"]
-    align = ["r", "l", "r", "r", "r", "r", "r", "r"]
+               "container MiB", "huge %", "process RSS MiB"] + [h for _, h in extra]
+    align = ["r", "l", "r", "r", "r", "r", "r", "r"] + ["r"] * len(extra)
     rows = []
     prev = None
     for c in mine:
@@ -145,13 +156,17 @@ def bloat_table(cells, configs, suite="Bloat_Sparse"):
         if bloat is None and live_kib and resident is not None:
             bloat = resident * 1024 / live_kib
         cov = k.get("coverage_pct")
+        bloat_text = "-" if bloat is None else f"{bloat:.0f}x" if bloat >= 10 else f"{bloat:.2f}x"
         rows.append([fmt_size(c.ws) if c.ws != prev else "", c.label, fmt_num(live_kib),
-                     fmt_num(resident), f"{bloat:.0f}x" if bloat is not None else "-",
+                     fmt_num(resident), bloat_text,
                      fmt_num(k.get("container_mib")), f"{cov:.1f}" if cov is not None else "-",
-                     fmt_num(k.get("rss_mib"))])
+                     fmt_num(k.get("rss_mib"))] + [fmt_num(k.get(key)) for key, _ in extra])
         prev = c.ws
-    title = (f"{suite}, the other side of the trade: one live 64-byte object per 2 MiB of a big "
-             "block; resident vs live bytes (medians over rounds)")
+    if suite == "Bloat_Sparse" or not description:
+        title = (f"{suite}, the other side of the trade: one live 64-byte object per 2 MiB of a "
+                 "big block; resident vs live bytes (medians over rounds)")
+    else:
+        title = f"{suite}: {description} (medians over rounds)"
     return title, headers, rows, align
 
 

@@ -19,6 +19,27 @@ class Rounds(unittest.TestCase):
         self.assertEqual(plan.rotation([1, 2, 3], 4), [1, 2, 3])
 
 
+class SplitProcesses(unittest.TestCase):
+    def test_own_process_suites_run_alone_after_the_rest(self):
+        from runner.registry import Registry
+        reg = Registry.from_json({"schema": 1, "allocators": fixtures.ALL, "suites": [
+            fixtures.suite("Map_Lookup", 10),
+            fixtures.suite("Map_Purge", 20, table="bloat", own_process=True),
+            fixtures.suite("FaultIn", 40),
+            fixtures.suite("Map_PurgeScattered", 21, table="bloat", own_process=True)]})
+        self.assertEqual(plan.split_processes(["Map_Lookup", "Map_Purge", "FaultIn",
+                                               "Map_PurgeScattered"], reg),
+                         [(["Map_Lookup", "FaultIn"], ""), (["Map_Purge"], "Map_Purge"),
+                          (["Map_PurgeScattered"], "Map_PurgeScattered")])
+        # Only own-process suites in a round: no empty main run.
+        self.assertEqual(plan.split_processes(["Map_Purge"], reg), [(["Map_Purge"], "Map_Purge")])
+        self.assertEqual(plan.split_processes([], reg), [])
+
+    def test_registries_without_the_field_read_as_shared(self):
+        self.assertEqual(plan.split_processes(["Map_Lookup", "FaultIn"], fixtures.registry()),
+                         [(["Map_Lookup", "FaultIn"], "")])
+
+
 class SuitesForRound(unittest.TestCase):
     def setUp(self):
         self.reg = fixtures.registry()
