@@ -165,12 +165,72 @@ std::string jemalloc_option(std::string_view conf, std::string_view key) {
   return {};
 }
 
+bool is_private(const mapping_info& m) {
+  return m.permissions.size() >= 4 && m.permissions[3] == 'p';
+}
+
+// Adds `bytes` on pages of `page_bytes` and `kind` to `pages`, keeping the order of
+// anon_mapping::pages (largest page first, hugetlb before THP of one size) and one share per
+// size and kind.
+void add_share(std::vector<page_share>& pages, std::size_t page_bytes, page_kind kind,
+               std::size_t bytes) {
+  if (bytes == 0) return;
+  const auto before = [](const page_share& a, std::size_t size, page_kind k) {
+    return a.page_bytes != size ? a.page_bytes > size : a.kind < k;
+  };
+  auto at = std::find_if(pages.begin(), pages.end(),
+                         [&](const page_share& s) { return !before(s, page_bytes, kind); });
+  if (at != pages.end() && at->page_bytes == page_bytes && at->kind == kind) {
+    at->bytes += bytes;
+  } else {
+    pages.insert(at, page_share{page_bytes, kind, bytes});
+  }
+}
+
+// `next`, a listed entry made of the record right after `block`'s last one, added to `block`.
+void join(anon_mapping& block, const anon_mapping& next) {
+  block.size += next.size;
+  block.resident += next.resident;
+  block.huge += next.huge;
+  for (const page_share& s : next.pages) add_share(block.pages, s.page_bytes, s.kind, s.bytes);
+  // The flags of any part: a THP tail is advised, its hugetlb head has nothing to advise.
+  if (block.flags.empty() || (block.flags == "nh" && next.flags == "hg")) block.flags = next.flags;
+  block.shared = block.shared || next.shared;  // pages a forked child maps too
+  block.mappings_joined += next.mappings_joined;
+}
+
 }  // namespace
 
-process_report summarize_mappings(const std::vector<mapping_info>& mappings, std::size_t top) {
+const char* name_of(page_kind kind) noexcept {
+  switch (kind) {
+    case page_kind::hugetlb: return "hugetlb";
+    case page_kind::thp: return "thp";
+    case page_kind::base: break;
+  }
+  return "base";
+}
+
+bool joins_cascade(const mapping_info& head, const mapping_info& next) noexcept {
+  if (head.end != next.start || !is_private(head) || head.permissions != next.permissions) {
+    return false;
+  }
+  const std::size_t page = head.kernel_page_bytes;
+  // Private is the 'p' of the permissions, not Shared_Hugetlb: the kernel counts a private page
+  // as shared while a forked child maps it too, or while it is not present (being migrated).
+  if (!head.is_hugetlb() || head.start % page != 0) return false;
+  if (next.size() >= page) return false;
+  if (next.is_hugetlb()) return next.kernel_page_bytes < page;
+  const std::string_view name = next.name;
+  return (name.empty() || name.rfind("[anon:", 0) == 0) && next.advised_huge() &&
+         !is_shared_memory(next);
+}
+
+process_report summarize_mappings(const std::vector<mapping_info>& mappings, std::size_t top,
+                                  std::size_t thp_page_bytes) {
   process_report p;
   p.mappings = mappings.size();
   std::vector<anon_mapping> listed;
+  const mapping_info* previous = nullptr;  // the record of listed.back()'s last part
   for (const mapping_info& m : mappings) {
     p.rss += m.rss;
     const std::size_t hugetlb = m.private_hugetlb + m.shared_hugetlb;
@@ -191,17 +251,34 @@ process_report summarize_mappings(const std::vector<mapping_info>& mappings, std
       p.file_huge += m.file_huge;
     }
     if (anonymous && m.thp_eligible && !m.is_hugetlb()) p.thp_eligible_anon += m.anonymous;
-    if (!anonymous && !shared) continue;
+    if (!anonymous && !shared) {
+      previous = nullptr;
+      continue;
+    }
     anon_mapping a;
     a.start = m.start;
     a.size = m.size();
     a.kernel_page_bytes = m.kernel_page_bytes;
     a.resident = m.is_hugetlb() ? hugetlb : m.rss;
     a.huge = m.is_hugetlb() ? hugetlb : m.anon_huge + m.shmem_huge;
+    if (m.is_hugetlb()) {
+      add_share(a.pages, m.kernel_page_bytes, page_kind::hugetlb, hugetlb);
+    } else {
+      add_share(a.pages, thp_page_bytes, page_kind::thp, a.huge);
+      add_share(a.pages, m.kernel_page_bytes != 0 ? m.kernel_page_bytes : os::base_page_size(),
+                page_kind::base, a.resident > a.huge ? a.resident - a.huge : 0);
+    }
     a.name = m.name;
     a.flags = m.has_flag("hg") ? "hg" : m.has_flag("nh") ? "nh" : "";
     a.shared = shared || (m.is_hugetlb() && m.shared_hugetlb > 0);
-    listed.push_back(std::move(a));
+    // A cascade block's tail joins the entry of its head (a head joins one tail: the library
+    // maps one).
+    if (previous != nullptr && listed.back().mappings_joined == 1 && joins_cascade(*previous, m)) {
+      join(listed.back(), a);
+    } else {
+      listed.push_back(std::move(a));
+    }
+    previous = &m;
   }
   const std::size_t pmd = p.thp + p.shmem_huge + p.file_huge;
   p.base = p.rss >= pmd ? p.rss - pmd : 0;
@@ -534,7 +611,8 @@ std::string glibc_version_of(pid_t pid, const std::string& library) {
 process_report build_process_report(pid_t pid, const process_files& files, std::size_t top,
                                     const std::string& root) {
   const std::vector<mapping_info> mappings = parse_smaps(files.smaps);
-  process_report p = summarize_mappings(mappings, top);
+  // The THP shares in the PMD size of this machine (the size smaps' AnonHugePages counts in).
+  process_report p = summarize_mappings(mappings, top, thp_page_bytes());
   p.pid = pid;
   if (files.status) {
     p.name = status_text_field(*files.status, "Name").value_or("");

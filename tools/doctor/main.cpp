@@ -41,9 +41,10 @@ Modes:
                 limits, MADV_COLLAPSE, 1 GiB page support, hardware counters
   --pid PID     one process: RSS, bytes on THP, on hugetlb (per size) and on base pages, shared
                 memory and file THP in their own classes, its largest anonymous and shared
-                mappings, its runtime (JVM, PostgreSQL, Redis), its allocator (and version) and
-                their huge page settings. Needs the right to read /proc/PID/smaps (root, or the
-                same user).
+                mappings with their bytes per page size (a 1 GiB-page block and its 2 MiB-page
+                tail as one), its runtime (JVM, PostgreSQL, Redis), its allocator (and version)
+                and their huge page settings. Needs the right to read /proc/PID/smaps (root, or
+                the same user).
   --probe       measures ns per access of a dependent random chase at 4 MiB, 64 MiB and
                 1 GiB, on base pages and on huge pages, and prints the ratio (~10 s, ~1.1 GiB;
                 in a memory cgroup, working sets shrink to fit its headroom, and say so)

@@ -35,6 +35,26 @@ std::string opt_number(const std::optional<std::uint64_t>& v) {
 }
 std::string percent(double fraction) { return fmt::format("{:.1f}%", fraction * 100.0); }
 
+// A page size as the split of a table entry names it: "1G", "2M", "4K", "64K".
+std::string short_page(std::size_t bytes) {
+  if (bytes != 0 && bytes % (std::size_t{1} << 30) == 0) return fmt::format("{}G", bytes >> 30);
+  if (bytes != 0 && bytes % (std::size_t{1} << 20) == 0) return fmt::format("{}M", bytes >> 20);
+  if (bytes != 0 && bytes % 1024 == 0) return fmt::format("{}K", bytes >> 10);
+  return fmt::format("{}B", bytes);
+}
+
+// "1G 1 GiB + 2M 512 MiB", "THP 510 MiB + 4K 2.0 MiB": hugetlb and base pages by their size,
+// THP as THP (its size is the PMD size, in the JSON).
+std::string page_split(const std::vector<page_share>& pages) {
+  std::string out;
+  for (const page_share& share : pages) {
+    if (!out.empty()) out += " + ";
+    out += fmt::format("{} {}", share.kind == page_kind::thp ? "THP" : short_page(share.page_bytes),
+                       format_bytes(share.bytes));
+  }
+  return out;
+}
+
 // ---- shared pieces -----------------------------------------------------------------------------
 
 json pool_json(const hugetlb_pool& p) {
@@ -372,6 +392,7 @@ std::string render_process(const process_report& p, const system_report& s,
   } else {
     out += fmt::format("  {:<14} {:>11} {:>11} {:>11} {:>7} {:<5} {:>8}  {}\n", "start", "size",
                        "resident", "huge", "huge%", "flags", "page", "name");
+    bool split = false;
     for (const auto& m : p.largest) {
       out += fmt::format(
           "  {:<14} {:>11} {:>11} {:>11} {:>7} {:<5} {:>8}  {}\n", fmt::format("{:x}", m.start),
@@ -380,6 +401,20 @@ std::string render_process(const process_report& p, const system_report& s,
                           : percent(static_cast<double>(m.huge) / static_cast<double>(m.resident)),
           m.flags.empty() ? (m.shared ? "s" : "-") : m.flags + (m.shared ? ",s" : ""),
           format_bytes(m.kernel_page_bytes), m.name.empty() ? "[anon]" : printable(m.name));
+      // Under an entry on more than one page size, or joined, its split: a second line keeps the
+      // table within 100 columns.
+      if (m.pages.size() > 1 || m.mappings_joined > 1) {
+        split = true;
+        out += fmt::format("  {:<14} {}{}\n", "", m.pages.empty() ? "-" : page_split(m.pages),
+                           m.mappings_joined > 1
+                               ? fmt::format(" ({} mappings joined: one block)", m.mappings_joined)
+                               : "");
+      }
+    }
+    if (split) {
+      out += "  below an entry: its resident bytes by page size (1G, 2M: hugetlb; THP;\n";
+      out +=
+          "  4K: base pages); joined: one block's adjacent mappings (1 GiB pages, then smaller)\n";
     }
   }
 
@@ -496,6 +531,13 @@ std::string json_process(const process_report& p, const system_report& s,
   }
   json largest = json::array();
   for (const auto& m : p.largest) {
+    json pages = json::array();
+    for (const page_share& share : m.pages) {
+      pages.push(json::object()
+                     .set("page_bytes", share.page_bytes)
+                     .set("kind", name_of(share.kind))
+                     .set("bytes", share.bytes));
+    }
     largest.push(json::object()
                      .set("start", fmt::format("0x{:x}", m.start))
                      .set("size_bytes", m.size)
@@ -504,7 +546,9 @@ std::string json_process(const process_report& p, const system_report& s,
                      .set("kernel_page_bytes", m.kernel_page_bytes)
                      .set("flags", m.flags)
                      .set("shared", m.shared)
-                     .set("name", m.name));
+                     .set("name", m.name)
+                     .set("pages", pages)
+                     .set("mappings_joined", m.mappings_joined));
   }
   json settings = json::object();
   for (const auto& [key, value] : p.allocator.settings) settings.set(key, value);

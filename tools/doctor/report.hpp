@@ -116,17 +116,56 @@ std::vector<advice> advise_system(const system_report& system);
 
 // ---- process -----------------------------------------------------------------------------------
 
-/// One anonymous mapping, for the "largest mappings" table.
+/// What kind of page a share of a mapping's resident bytes lies on.
+enum class page_kind { hugetlb, thp, base };
+
+/// "hugetlb", "thp" or "base".
+const char* name_of(page_kind kind) noexcept;
+
+/// The resident bytes of a listed entry that lie on pages of one size and kind.
+struct page_share {
+  std::size_t page_bytes = 0;  ///< the hugetlb page, the PMD THP size, or the base page
+  page_kind kind = page_kind::base;
+  std::size_t bytes = 0;
+  friend bool operator==(const page_share& a, const page_share& b) noexcept {
+    return a.page_bytes == b.page_bytes && a.kind == b.kind && a.bytes == b.bytes;
+  }
+};
+
+/// One entry of the "largest mappings" table: an anonymous or shared-memory mapping, or the
+/// adjacent mappings of one block of the 1 GiB cascade joined (joins_cascade()).
 struct anon_mapping {
   std::uintptr_t start = 0;
   std::size_t size = 0;
-  std::size_t resident = 0;  ///< Rss, or the hugetlb pages of a hugetlb mapping
-  std::size_t huge = 0;      ///< AnonHugePages or hugetlb bytes
-  std::size_t kernel_page_bytes = 0;
-  std::string name;     ///< "", "[heap]", "/anon_hugepage (deleted)", "[anon:name]"
-  std::string flags;    ///< "hg" (MADV_HUGEPAGE), "nh" (MADV_NOHUGEPAGE) or ""
-  bool shared = false;  ///< shared memory (MAP_SHARED anonymous, SysV, memfd, tmpfs)
+  std::size_t resident = 0;           ///< Rss, or the hugetlb pages of a hugetlb mapping
+  std::size_t huge = 0;               ///< AnonHugePages or hugetlb bytes
+  std::size_t kernel_page_bytes = 0;  ///< of the first mapping (a joined block's head)
+  std::string name;                   ///< "", "[heap]", "/anon_hugepage (deleted)", "[anon:name]"
+  std::string flags;                  ///< "hg" (MADV_HUGEPAGE), "nh" (MADV_NOHUGEPAGE) or ""
+  bool shared = false;                ///< shared memory (MAP_SHARED anonymous, SysV, memfd, tmpfs)
+  /// How the resident bytes split over page sizes: largest page first (hugetlb before THP of the
+  /// same size), shares of 0 bytes left out; they sum to `resident`.
+  std::vector<page_share> pages;
+  std::size_t mappings_joined = 1;  ///< smaps records this entry covers
 };
+
+/// Whether the smaps records `head` and `next` are two parts of one block of the 1 GiB
+/// cascade (include/hugepage/strategy.hpp: whole 1 GiB pages over the head of a 1 GiB-aligned
+/// range, the rest mapped right after it on 2 MiB pages), to be listed as one entry. True only
+/// when all of these hold:
+///   - `next` starts where `head` ends, and both are private mappings ('p') with the same
+///     permissions;
+///   - `head` is a hugetlb mapping starting on a boundary of its own page size;
+///   - `next` is shorter than one of `head`'s pages (a tail is what did not fill one more page);
+///   - `next` is a private hugetlb mapping of a smaller page size (the 2 MiB pool), or a private
+///     anonymous mapping (unnamed or [anon:...]) that is not hugetlb and is advised
+///     MADV_HUGEPAGE (the THP tail the library maps when the 2 MiB pool is short).
+/// So two ordinary anonymous mappings never join (neither is hugetlb), shared memory never joins,
+/// and neither do two hugetlb mappings of one page size, a heap or stack, or a neighbour as long
+/// as a head page. An unrelated small mapping can still be joined in the rare case that it
+/// meets every rule (one that begins exactly where a 1 GiB mapping ends); smaps cannot tell it
+/// apart. Pure.
+bool joins_cascade(const mapping_info& head, const mapping_info& next) noexcept;
 
 /// The allocator of a process and its hugepage settings.
 struct allocator_report {
@@ -209,8 +248,11 @@ struct process_report {
 };
 
 /// Summarises parsed smaps (library: parse_smaps) into a process report: totals, the `top`
-/// largest anonymous mappings. Pure.
-process_report summarize_mappings(const std::vector<mapping_info>& mappings, std::size_t top);
+/// largest anonymous mappings, the parts of a cascade block joined into one entry
+/// (joins_cascade()). `thp_page_bytes` is the PMD THP size the THP shares are reported in.
+/// Pure.
+process_report summarize_mappings(const std::vector<mapping_info>& mappings, std::size_t top,
+                                  std::size_t thp_page_bytes = std::size_t{2} << 20);
 
 /// Works out the allocator's hugepage settings from its name and environment. Pure.
 allocator_report describe_allocator(const allocator_guess& guess, bool environ_readable,
@@ -224,8 +266,9 @@ struct process_files {
 };
 
 /// Builds a process report from the texts of its files: mappings, name, allocator, runtime,
-/// systemd unit, hugetlb cgroup limits (read under `root`). Pure but for the cgroup limits, so
-/// tests feed files captured from real services (tools/test/data/services).
+/// systemd unit, hugetlb cgroup limits (read under `root`). Pure but for the cgroup limits and
+/// this machine's THP size, so tests feed files captured from real services
+/// (tools/test/data/services).
 process_report build_process_report(pid_t pid, const process_files& files, std::size_t top,
                                     const std::string& root);
 

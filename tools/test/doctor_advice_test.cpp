@@ -433,7 +433,7 @@ TEST(DoctorAdvice, PostgresSharedBuffersNeedAPool) {
   p.largest_shared = 148 * mib;
   p.rss = 30 * mib;
   p.largest.push_back(
-      {0x7f0000000000, 148 * mib, 140 * mib, 0, 4096, "/dev/zero (deleted)", "", true});
+      {0x7f0000000000, 148 * mib, 140 * mib, 0, 4096, "/dev/zero (deleted)", "", true, {}, 1});
   p.runtime = detect_runtime({"/usr/lib/postgresql/15/bin/postgres"}, "", {});
   ASSERT_EQ(p.runtime.kind, "postgres");
   EXPECT_EQ(p.runtime.version, "15");

@@ -2,22 +2,30 @@
 //
 //   hugepage-doctor-target [--thp MIB] [--hugetlb MIB] [--mappings N --mapping-kib KIB]
 //                          [--anon MIB] [--memfd-name NAME] [--comm NAME]
+//                          [--block-1g MIB] [--cgroup DIR]
 //
 // Maps MIB of THP through hugepage::thp_allocator and MIB of 2 MiB hugetlb pages through
 // hugepage::huge_page_allocator (touching every page), and/or N separate anonymous mappings of
 // KIB each (alternately MADV_HUGEPAGE and MADV_NOHUGEPAGE, so the kernel cannot merge them; every
 // page touched), MIB of plain private anonymous memory (no advice, every page touched), and a
 // 2 MiB shared mapping of a memfd called NAME (a name the process chooses, for the hostile-target
-// tests, as is the comm NAME; argv[0] and the environment come from whoever execs it). Then prints
-// one line
-//   ready thp_bytes=T hugetlb_bytes=H mapped_bytes=M
-// where T and H are what backing_of() found, and waits until stdin closes. On failure it prints
-// "error <reason>" and exits with 3.
+// tests, as is the comm NAME; argv[0] and the environment come from whoever execs it).
+// --block-1g allocates one block of MIB through the 1 GiB allocator (strict policy: whole 1 GiB
+// pages over its head, the rest on 2 MiB pages, as the cascade lays it out), after joining the
+// cgroup DIR first where --cgroup names one (a hugetlb limit there empties the 2 MiB pool for this
+// process only). Then prints one line
+//   ready thp_bytes=T hugetlb_bytes=H mapped_bytes=M block_start=S block_1g=G block_2m=B
+//         block_thp=P block_base=L
+// where T and H are what backing_of() found, S the block's address (decimal) and G, B, P, L what
+// backing_of() found in it, and waits until stdin closes. On failure it prints "error <reason>"
+// and exits with 3.
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -43,8 +51,10 @@ void touch(char* p, std::size_t bytes) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::size_t thp_mib = 0, hugetlb_mib = 0, mappings = 0, mapping_kib = 0, anon_mib = 0;
+  std::size_t thp_mib = 0, hugetlb_mib = 0, mappings = 0, mapping_kib = 0, anon_mib = 0,
+              block_mib = 0;
   const char* memfd_name = nullptr;
+  const char* cgroup = nullptr;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::size_t value = std::strtoull(argv[i + 1], nullptr, 10);
     if (std::strcmp(argv[i], "--memfd-name") == 0) {
@@ -52,6 +62,10 @@ int main(int argc, char** argv) {
     } else if (std::strcmp(argv[i], "--comm") == 0) {
       // The name in /proc/PID/status and comm (15 bytes), as prctl(PR_SET_NAME) sets it.
       ::prctl(PR_SET_NAME, argv[i + 1], 0, 0, 0);
+    } else if (std::strcmp(argv[i], "--block-1g") == 0) {
+      block_mib = value;
+    } else if (std::strcmp(argv[i], "--cgroup") == 0) {
+      cgroup = argv[i + 1];
     } else if (std::strcmp(argv[i], "--anon") == 0) {
       anon_mib = value;
     } else if (std::strcmp(argv[i], "--thp") == 0) {
@@ -67,7 +81,17 @@ int main(int argc, char** argv) {
     }
   }
   constexpr std::size_t mib = std::size_t{1} << 20;
+  if (cgroup != nullptr) {
+    const std::string procs = std::string(cgroup) + "/cgroup.procs";
+    const int fd = ::open(procs.c_str(), O_WRONLY | O_CLOEXEC);
+    const bool joined = fd >= 0 && ::write(fd, "0", 1) == 1;
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    if (!joined) return fail("cannot join " + procs + ": " + std::strerror(err));
+  }
   std::size_t thp_bytes = 0, hugetlb_bytes = 0, mapped_bytes = 0;
+  hugepage::backing_report block;
+  std::uintptr_t block_start = 0;
   try {
     if (thp_mib != 0) {
       hugepage::thp_allocator<char> allocator;
@@ -82,6 +106,14 @@ int main(int argc, char** argv) {
       touch(p, hugetlb_mib * mib);
       hugetlb_bytes = hugepage::backing_of(p, hugetlb_mib * mib).hugetlb_2m;
       mapped_bytes += hugetlb_mib * mib;
+    }
+    if (block_mib != 0) {
+      hugepage::huge_page_allocator<char, hugepage::page_size::huge_1g> allocator;
+      char* p = allocator.allocate(block_mib * mib);
+      touch(p, block_mib * mib);
+      block = hugepage::backing_of(p, block_mib * mib);
+      block_start = reinterpret_cast<std::uintptr_t>(p);
+      mapped_bytes += block_mib * mib;
     }
   } catch (const std::exception& e) {
     return fail(e.what());
@@ -110,8 +142,11 @@ int main(int argc, char** argv) {
     if (p == MAP_FAILED) return fail("mmap memfd: " + std::string(std::strerror(errno)));
     touch(static_cast<char*>(p), 2 << 20);
   }
-  std::printf("ready thp_bytes=%zu hugetlb_bytes=%zu mapped_bytes=%zu\n", thp_bytes, hugetlb_bytes,
-              mapped_bytes);
+  std::printf(
+      "ready thp_bytes=%zu hugetlb_bytes=%zu mapped_bytes=%zu block_start=%ju block_1g=%zu "
+      "block_2m=%zu block_thp=%zu block_base=%zu\n",
+      thp_bytes, hugetlb_bytes, mapped_bytes, static_cast<std::uintmax_t>(block_start),
+      block.hugetlb_1g, block.hugetlb_2m, block.thp, block.base);
   std::fflush(stdout);
   char buffer[64];
   while (::read(STDIN_FILENO, buffer, sizeof buffer) > 0) {
