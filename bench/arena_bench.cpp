@@ -6,6 +6,8 @@
 //   arena    hugepage::arena_allocator over an unsynchronized_arena (THP pages)
 //   arena_mt hugepage::arena_allocator over the thread-safe arena (one mutex per size class)
 //   pmr_pool std::pmr::unsynchronized_pool_resource over hugepage::pmr::thp_resource()
+// BM_Paired_<Container> adds the arena over 1 GiB pages and jemalloc and mimalloc loaded into the
+// same process (below), and alternates all of them round by round.
 //
 // One benchmark row per (container, backend, element count). Each repetition builds the container
 // from random keys, then looks up present keys in random order, then runs a steady-state churn of
@@ -19,17 +21,24 @@
 // the machine this was written on is shared and noisy.
 #include <absl/container/node_hash_map.h>
 #include <benchmark/benchmark.h>
+#include <dlfcn.h>
+#include <fmt/format.h>
 #include <malloc.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
 #include <memory_resource>
+#include <new>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -148,7 +157,7 @@ const std::vector<u64>& keys_for(std::size_t n) {
 }
 
 struct proc_memory {
-  double rss = 0, anon_huge = 0;
+  double rss = 0, anon_huge = 0, hugetlb = 0;  // bytes; hugetlb pages are not in Rss
 };
 
 proc_memory read_memory() {
@@ -162,6 +171,8 @@ proc_memory read_memory() {
   if (!ec) {
     m.rss = field("\nRss:");
     m.anon_huge = field("\nAnonHugePages:");
+    // Both: the kernel may count a private 1 GiB page as shared (seen on Linux 6.18).
+    m.hugetlb = field("\nPrivate_Hugetlb:") + field("\nShared_Hugetlb:");
   }
   return m;
 }
@@ -235,109 +246,321 @@ void BM_Node(benchmark::State& state) {
   if (coverage >= 0) state.counters["coverage"] = coverage;
 }
 
+// ---- process-wide peers, in this process ---------------------------------------------------
+
+// jemalloc and mimalloc as Debian ships them (libjemalloc2, libmimalloc2.0), dlopen()ed with
+// RTLD_LOCAL: their malloc does not replace glibc's, and the allocator below calls their own entry
+// points (jemalloc's mallocx/sdallocx, mimalloc's mi_malloc/mi_free_size), so a peer's container
+// runs in the same process as the arena's, batch after batch. Each peer gets its documented
+// huge-page setting from its environment variable, set before it is loaded unless the caller set
+// it: MALLOC_CONF=thp:always,metadata_thp:auto; MIMALLOC_LARGE_OS_PAGES=1 and, where the 1 GiB pool
+// has pages to spare, MIMALLOC_RESERVE_HUGE_OS_PAGES (its documented best: 1 GiB pages at
+// start-up).
+struct loaded_peer {
+  const char* name;
+  const char* library;
+  void* (*allocate)(std::size_t) = nullptr;
+  void (*deallocate)(void*, std::size_t) = nullptr;
+  std::string why_not;  // non-empty: not loaded
+};
+
+namespace jemalloc_entry {
+void* (*mallocx)(std::size_t, int) = nullptr;
+void (*sdallocx)(void*, std::size_t, int) = nullptr;
+void* allocate(std::size_t n) { return mallocx(n, 0); }
+void deallocate(void* p, std::size_t n) { sdallocx(p, n, 0); }
+}  // namespace jemalloc_entry
+
+std::size_t free_1g_pages() {
+  std::error_code ec;
+  const std::string text = hugepage::detail::read_file(
+      "/sys/kernel/mm/hugepages/hugepages-1048576kB/free_hugepages", ec);
+  return ec || text.empty() ? 0 : std::stoul(text);
+}
+
+// 1 GiB pages the arena_1g contender keeps for itself at the largest count (1 GiB of nodes plus
+// the page headers spill into a second page); mimalloc may reserve what is free beyond them.
+constexpr std::size_t kArena1gPages = 2;
+
+loaded_peer& jemalloc_peer() {
+  static loaded_peer peer = [] {
+    loaded_peer p{"jemalloc", "libjemalloc.so.2", nullptr, nullptr, {}};
+    ::setenv("MALLOC_CONF", "thp:always,metadata_thp:auto", /*overwrite=*/0);
+    void* lib = ::dlopen(p.library, RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) return p.why_not = ::dlerror(), p;
+    jemalloc_entry::mallocx =
+        reinterpret_cast<void* (*)(std::size_t, int)>(::dlsym(lib, "mallocx"));
+    jemalloc_entry::sdallocx =
+        reinterpret_cast<void (*)(void*, std::size_t, int)>(::dlsym(lib, "sdallocx"));
+    if (jemalloc_entry::mallocx == nullptr || jemalloc_entry::sdallocx == nullptr) {
+      return p.why_not = "no mallocx/sdallocx in libjemalloc.so.2", p;
+    }
+    p.allocate = jemalloc_entry::allocate;
+    p.deallocate = jemalloc_entry::deallocate;
+    return p;
+  }();
+  return peer;
+}
+
+loaded_peer& mimalloc_peer() {
+  static loaded_peer peer = [] {
+    loaded_peer p{"mimalloc", "libmimalloc.so.2", nullptr, nullptr, {}};
+    ::setenv("MIMALLOC_LARGE_OS_PAGES", "1", /*overwrite=*/0);
+    const std::size_t spare = free_1g_pages();
+    if (spare > kArena1gPages) {
+      ::setenv("MIMALLOC_RESERVE_HUGE_OS_PAGES",
+               std::to_string(std::min<std::size_t>(spare - kArena1gPages, 2)).c_str(), 0);
+    }
+    void* lib = ::dlopen(p.library, RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) return p.why_not = ::dlerror(), p;
+    p.allocate = reinterpret_cast<void* (*)(std::size_t)>(::dlsym(lib, "mi_malloc"));
+    p.deallocate = reinterpret_cast<void (*)(void*, std::size_t)>(::dlsym(lib, "mi_free_size"));
+    if (p.allocate == nullptr || p.deallocate == nullptr) {
+      return p.why_not = "no mi_malloc/mi_free_size in libmimalloc.so.2", p;
+    }
+    return p;
+  }();
+  return peer;
+}
+
+// A stateless STL allocator over a loaded peer (nodes need at most 16-byte alignment, which both
+// peers give every allocation).
+template <class T, loaded_peer& (*Peer)()>
+struct peer_allocator {
+  using value_type = T;
+  peer_allocator() = default;
+  template <class U>
+  peer_allocator(const peer_allocator<U, Peer>&) noexcept {}  // NOLINT: rebinding converts
+  T* allocate(std::size_t n) {
+    static_assert(alignof(T) <= 16, "the peers align to 16 bytes");
+    void* p = Peer().allocate(n * sizeof(T));
+    if (p == nullptr) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, std::size_t n) noexcept { Peer().deallocate(p, n * sizeof(T)); }
+  template <class U>
+  struct rebind {
+    using other = peer_allocator<U, Peer>;
+  };
+  friend bool operator==(const peer_allocator&, const peer_allocator&) noexcept { return true; }
+  friend bool operator!=(const peer_allocator&, const peer_allocator&) noexcept { return false; }
+};
+
+template <loaded_peer& (*Peer)()>
+struct peer_backend {
+  template <class T>
+  using alloc = peer_allocator<T, Peer>;
+  template <class T>
+  alloc<T> get() {
+    return {};
+  }
+  const hugepage::unsynchronized_arena* arena() const { return nullptr; }
+};
+
+// The arena over 1 GiB pages: one 1 GiB slab per size class in use (strict pool).
+struct arena_1g_backend {
+  template <class T>
+  using alloc = hugepage::arena_allocator<T, hugepage::unsynchronized_arena>;
+  template <class T>
+  alloc<T> get() {
+    return alloc<T>(nodes);
+  }
+  const hugepage::unsynchronized_arena* arena() const { return &nodes; }
+  hugepage::unsynchronized_arena nodes{hugepage::strategy::hugetlb(hugepage::page_size::huge_1g)};
+};
+
 // ---- paired rounds ----------------------------------------------------------------------------
 
 // On a shared, noisy machine the load changes from second to second. BM_Paired_<Container> builds
-// the container once per backend (std, arena, pmr_pool) from the same keys, then alternates short
-// batches of lookups and of churn between them, round after round, and reports the median over
-// rounds of each backend's ns per operation and of the per-round ratios: the three backends of one
-// round ran within a second of each other.
+// the container once per contender from the same keys, then alternates short batches of lookups
+// and of churn between them, round after round, and reports the median over rounds of each
+// contender's ns per operation and of the per-round ratios to the arena (>1: the arena is faster):
+// the contenders of one round ran within seconds of each other. Contenders: glibc (std), the arena
+// over THP, a pmr pool over THP, the arena over 1 GiB pages and jemalloc and mimalloc (where they
+// can be had; otherwise the row's label says why not).
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
+constexpr std::size_t kPairedBatch = 1 << 17;  // lookups per contender per round
+constexpr std::size_t kPairedChurn = 1 << 15;  // erase + insert pairs per contender per round
+
+// One container with its backend, behind a type-erased face: build, a batch of lookups, a batch
+// of churn, each returning ns per operation.
+struct contender {
+  std::string name;
+  std::function<double(const std::vector<u64>&)> lookups;
+  std::function<double(u64&, u64)> churn;
+  std::function<double()> coverage;  // < 0: not an arena
+  std::shared_ptr<void> owner;
+  double build_ns = 0;
+  double huge_share = 0;     // huge pages over what the build added to the process (smaps_rollup)
+  double rss_over_live = 0;  // what the build added over the container's live bytes
+};
+
+template <class C, class B>
+contender make_contender(std::string name, const std::vector<u64>& keys) {
+  struct held {
+    B backend;
+    typename C::template type<B> map{backend.template get<value_type>()};
+  };
+  ::malloc_trim(0);
+  const proc_memory before = read_memory();
+  auto h = std::make_shared<held>();
+  contender c;
+  c.name = std::move(name);
+  const auto start = std::chrono::steady_clock::now();
+  for (const u64 k : keys) h->map.emplace(k, k);
+  c.build_ns = seconds_since(start) * 1e9 / static_cast<double>(keys.size());
+  const proc_memory built = read_memory();
+  // What the build added to the process, huge (THP and hugetlb) over all of it: the peers have no
+  // address range to ask backing_of about.
+  const double added = built.rss - before.rss + built.hugetlb - before.hugetlb;
+  c.huge_share =
+      added > 0 ? (built.anon_huge - before.anon_huge + built.hugetlb - before.hugetlb) / added : 0;
+  c.rss_over_live = added / static_cast<double>(C::live_bytes(h->map));
+  held* m = h.get();
+  c.lookups = [m](const std::vector<u64>& probes) {
+    const auto t0 = std::chrono::steady_clock::now();
+    u64 sum = 0;
+    for (const u64 p : probes) {
+      const auto it = m->map.find(p);
+      sum += it == m->map.end() ? 1 : it->second;
+    }
+    benchmark::DoNotOptimize(sum);
+    return seconds_since(t0) * 1e9 / static_cast<double>(probes.size());
+  };
+  // Churn: erase an original key, insert a new even one (never present): size stays n.
+  c.churn = [m, &keys](u64& next, u64 batch_seed) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (std::size_t i = 0; i < kPairedChurn; ++i) {
+      m->map.erase(keys[splitmix(batch_seed) % keys.size()]);
+      next += 2;
+      m->map.emplace(next, next);
+    }
+    return seconds_since(t0) * 1e9 / static_cast<double>(kPairedChurn);
+  };
+  c.coverage = [m]() -> double {
+    if (const auto* a = m->backend.arena()) return a->backing().huge_fraction();
+    return -1;
+  };
+  c.owner = std::move(h);
+  return c;
+}
+
 template <class C>
 void BM_Paired(benchmark::State& state) {
   constexpr int kRounds = 15;
-  constexpr std::size_t kBatch = 1 << 17;  // lookups per backend per round
-  constexpr std::size_t kChurnBatch = 1 << 15;
   const auto n = static_cast<std::size_t>(state.range(0));
   const std::vector<u64>& keys = keys_for(n);
   for (auto _ : state) {
     state.PauseTiming();
-    std_backend sb;
-    arena_backend<hugepage::unsynchronized_arena> ab;
-    pmr_pool_backend pb;
-    typename C::template type<std_backend> s_map(sb.get<value_type>());
-    typename C::template type<arena_backend<hugepage::unsynchronized_arena>> a_map(
-        ab.get<value_type>());
-    typename C::template type<pmr_pool_backend> p_map(pb.get<value_type>());
-    double build[3];
-    auto timed_build = [&keys, n](auto& m) {
-      const auto start = std::chrono::steady_clock::now();
-      for (const u64 k : keys) m.emplace(k, k);
-      return seconds_since(start) * 1e9 / static_cast<double>(n);
+    std::vector<contender> all;
+    std::vector<std::string> missing;
+    // Builds one contender; one that cannot get its memory (no 1 GiB page, a peer not installed)
+    // is left out and named in the label.
+    auto add = [&](const char* name, auto make) {
+      try {
+        all.push_back(make());
+      } catch (const std::exception& e) {
+        missing.push_back(fmt::format("{}: {}", name, e.what()));
+      }
     };
-    build[0] = timed_build(s_map);
-    build[1] = timed_build(a_map);
-    build[2] = timed_build(p_map);
-    const auto arena_stats = ab.nodes.stats();
-    const double arena_coverage = ab.nodes.backing().huge_fraction();
+    add("std", [&] { return make_contender<C, std_backend>("std", keys); });
+    add("arena", [&] {
+      return make_contender<C, arena_backend<hugepage::unsynchronized_arena>>("arena", keys);
+    });
+    add("pmr", [&] { return make_contender<C, pmr_pool_backend>("pmr", keys); });
+    add("arena_1g", [&] { return make_contender<C, arena_1g_backend>("arena_1g", keys); });
+    for (loaded_peer& (*peer)() : {&jemalloc_peer, &mimalloc_peer}) {
+      if (!peer().why_not.empty()) {
+        missing.push_back(fmt::format("{}: {}", peer().name, peer().why_not));
+        continue;
+      }
+      if (peer == &jemalloc_peer) {
+        add("jemalloc",
+            [&] { return make_contender<C, peer_backend<jemalloc_peer>>("jemalloc", keys); });
+      } else {
+        add("mimalloc",
+            [&] { return make_contender<C, peer_backend<mimalloc_peer>>("mimalloc", keys); });
+      }
+    }
+    const auto arena_at =
+        std::find_if(all.begin(), all.end(), [](const contender& c) { return c.name == "arena"; });
+    if (arena_at == all.end()) {
+      state.SkipWithError("the arena over THP could not be built");
+      return;
+    }
+    const std::size_t arena = static_cast<std::size_t>(arena_at - all.begin());
 
-    std::vector<double> look[3], churn[3];
+    const std::size_t m = all.size();
+    std::vector<std::vector<double>> look(m), churn(m);
+    std::vector<u64> fresh(m, 0);
     u64 seed = 42;
-    u64 fresh[3] = {0, 0, 0};
-    std::vector<u64> probes(kBatch);
-    auto lookups = [&probes](auto& m) {
-      const auto start = std::chrono::steady_clock::now();
-      u64 sum = 0;
-      for (const u64 p : probes) {
-        const auto it = m.find(p);
-        sum += it == m.end() ? 1 : it->second;
-      }
-      benchmark::DoNotOptimize(sum);
-      return seconds_since(start) * 1e9 / static_cast<double>(probes.size());
-    };
-    // Churn: erase an original key, insert a new even one (never present): size stays n.
-    auto churn_batch = [&keys, n](auto& m, u64& next, u64 batch_seed) {
-      const auto start = std::chrono::steady_clock::now();
-      for (std::size_t i = 0; i < kChurnBatch; ++i) {
-        m.erase(keys[splitmix(batch_seed) % n]);
-        next += 2;
-        m.emplace(next, next);
-      }
-      return seconds_since(start) * 1e9 / static_cast<double>(kChurnBatch);
-    };
+    std::vector<u64> probes(kPairedBatch);
     for (int round = 0; round < kRounds; ++round) {
-      // The churn erases some original keys: a probe may miss (the same probes for every backend).
+      // The churn erases some original keys: a probe may miss (the same probes for everyone).
       for (auto& p : probes) p = keys[splitmix(seed) % n];
-      look[0].push_back(lookups(s_map));
-      look[1].push_back(lookups(a_map));
-      look[2].push_back(lookups(p_map));
+      // The order rotates with the round, so no contender always runs first after a churn.
+      for (std::size_t i = 0; i < m; ++i) {
+        const std::size_t c = (i + static_cast<std::size_t>(round)) % m;
+        look[c].push_back(all[c].lookups(probes));
+      }
       const u64 batch_seed = seed;
-      churn[0].push_back(churn_batch(s_map, fresh[0], batch_seed));
-      churn[1].push_back(churn_batch(a_map, fresh[1], batch_seed));
-      churn[2].push_back(churn_batch(p_map, fresh[2], batch_seed));
+      for (std::size_t i = 0; i < m; ++i) {
+        const std::size_t c = (i + static_cast<std::size_t>(round)) % m;
+        churn[c].push_back(all[c].churn(fresh[c], batch_seed));
+      }
     }
-    std::vector<double> look_std_over_arena, look_pmr_over_arena, churn_std_over_arena,
-        churn_pmr_over_arena;
-    for (int r = 0; r < kRounds; ++r) {
-      look_std_over_arena.push_back(look[0][r] / look[1][r]);
-      look_pmr_over_arena.push_back(look[2][r] / look[1][r]);
-      churn_std_over_arena.push_back(churn[0][r] / churn[1][r]);
-      churn_pmr_over_arena.push_back(churn[2][r] / churn[1][r]);
+    for (std::size_t c = 0; c < m; ++c) {
+      const std::string& who = all[c].name;
+      std::vector<double> look_ratio, churn_ratio;
+      for (int r = 0; r < kRounds; ++r) {
+        look_ratio.push_back(look[c][r] / look[arena][r]);
+        churn_ratio.push_back(churn[c][r] / churn[arena][r]);
+      }
+      state.counters["lookup_ns_" + who] = median(look[c]);
+      state.counters["churn_ns_" + who] = median(churn[c]);
+      state.counters["build_ns_" + who] = all[c].build_ns;
+      if (c != arena) {
+        state.counters["lookup_" + who + "_over_arena"] = median(look_ratio);
+        state.counters["lookup_" + who + "_over_arena_min"] =
+            *std::min_element(look_ratio.begin(), look_ratio.end());
+        state.counters["lookup_" + who + "_over_arena_max"] =
+            *std::max_element(look_ratio.begin(), look_ratio.end());
+        state.counters["churn_" + who + "_over_arena"] = median(churn_ratio);
+      }
+      if (const double cov = all[c].coverage(); cov >= 0) state.counters["coverage_" + who] = cov;
+      // Growth of the process says nothing when the build reused memory an allocator kept from
+      // an earlier row (glibc and the peers do): then it is left out.
+      if (all[c].rss_over_live >= 0.5) {
+        state.counters["huge_share_" + who] = all[c].huge_share;
+        state.counters["rss_over_live_" + who] = all[c].rss_over_live;
+      }
     }
-    state.counters["lookup_ns_std"] = median(look[0]);
-    state.counters["lookup_ns_arena"] = median(look[1]);
-    state.counters["lookup_ns_pmr"] = median(look[2]);
-    state.counters["lookup_std_over_arena"] = median(look_std_over_arena);
-    state.counters["lookup_pmr_over_arena"] = median(look_pmr_over_arena);
-    state.counters["churn_ns_std"] = median(churn[0]);
-    state.counters["churn_ns_arena"] = median(churn[1]);
-    state.counters["churn_ns_pmr"] = median(churn[2]);
-    state.counters["churn_std_over_arena"] = median(churn_std_over_arena);
-    state.counters["churn_pmr_over_arena"] = median(churn_pmr_over_arena);
-    state.counters["build_ns_std"] = build[0];
-    state.counters["build_ns_arena"] = build[1];
-    state.counters["build_ns_pmr"] = build[2];
-    state.counters["arena_live_mib"] = static_cast<double>(arena_stats.live_bytes) / kMiB;
-    state.counters["arena_large_mib"] = static_cast<double>(arena_stats.large_bytes) / kMiB;
-    state.counters["arena_mapped_mib"] = static_cast<double>(arena_stats.mapped_bytes) / kMiB;
-    state.counters["arena_classes"] = static_cast<double>(
-        std::count_if(arena_stats.classes.begin(), arena_stats.classes.end(),
-                      [](const hugepage::arena_class_stats& c) { return c.pages != 0; }));
-    state.counters["arena_coverage"] = arena_coverage;
+    // Ours against each peer, paired per round: <ours>_over_<peer> < 1 means ours was faster.
+    for (const char* ours : {"arena", "arena_1g"}) {
+      for (const char* peer : {"jemalloc", "mimalloc"}) {
+        const auto at = [&all](const char* name) {
+          return std::find_if(all.begin(), all.end(),
+                              [name](const contender& c) { return c.name == name; }) -
+                 all.begin();
+        };
+        const auto o = static_cast<std::size_t>(at(ours));
+        const auto q = static_cast<std::size_t>(at(peer));
+        if (o == m || q == m) continue;
+        std::vector<double> ratio;
+        for (int r = 0; r < kRounds; ++r) ratio.push_back(look[o][r] / look[q][r]);
+        const std::string key = fmt::format("lookup_{}_over_{}", ours, peer);
+        state.counters[key] = median(ratio);
+        state.counters[key + "_min"] = *std::min_element(ratio.begin(), ratio.end());
+        state.counters[key + "_max"] = *std::max_element(ratio.begin(), ratio.end());
+      }
+    }
+    std::string label;
+    for (const auto& why : missing) label += (label.empty() ? "left out: " : "; ") + why;
+    state.SetLabel(label);
     state.ResumeTiming();
   }
 }
@@ -372,10 +595,28 @@ void register_container(const std::vector<std::int64_t>& counts) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // jemalloc's thread-local state is initial-exec TLS: glibc dlopen()s it only with spare static
+  // TLS ("cannot allocate memory in static TLS block"), which is sized at start-up. So the process
+  // runs itself again, once, with glibc's tunable for it added to GLIBC_TUNABLES.
+  if (std::getenv("ARENA_BENCH_STATIC_TLS") == nullptr) {
+    const char* tunables = std::getenv("GLIBC_TUNABLES");
+    std::string with_tls =
+        tunables != nullptr && *tunables != '\0' ? std::string(tunables) + ":" : "";
+    with_tls += "glibc.rtld.optional_static_tls=65536";
+    ::setenv("GLIBC_TUNABLES", with_tls.c_str(), 1);
+    ::setenv("ARENA_BENCH_STATIC_TLS", "1", 1);
+    ::execv("/proc/self/exe", argv);
+    std::perror("arena_bench: running itself with more static TLS failed; jemalloc left out");
+  }
   benchmark::Initialize(&argc, argv);
+  // The peers are loaded now, before any contender takes 1 GiB pages: mimalloc reserves its own at
+  // start-up (kArena1gPages stay free for the arena over 1 GiB pages).
+  jemalloc_peer();
+  mimalloc_peer();
   // Element counts: 64 MiB and 1 GiB of std::map nodes (48 bytes each); the same counts for the
   // hash maps, whose live bytes (live_mib) are smaller per element.
-  const std::vector<std::int64_t> sizes = {(64 << 20) / 48, (std::int64_t{1} << 30) / 48};
+  const std::vector<std::int64_t> sizes = {(64 << 20) / 48, (256 << 20) / 48,
+                                           (std::int64_t{1} << 30) / 48};
   register_container<std_map>(sizes);
   register_container<std_unordered_map>(sizes);
   register_container<absl_node_hash_map>(sizes);
