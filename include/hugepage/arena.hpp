@@ -187,7 +187,7 @@ class basic_arena {
       const std::lock_guard<Mutex> lock(pages_mutex_);
       starts.reserve(pages_);
       for (const detail::arena_slab* s = all_; s != nullptr; s = s->all_next) {
-        starts.push_back(reinterpret_cast<const char*>(s));
+        starts.push_back(base_of(s));
       }
     }
     std::sort(starts.begin(), starts.end(), std::less<>());
@@ -255,7 +255,17 @@ class basic_arena {
   // bits of its address.
   slab* slab_of(void* p) const noexcept {
     const std::size_t offset = reinterpret_cast<std::uintptr_t>(p) & (slab_bytes_ - 1);
-    return reinterpret_cast<slab*>(static_cast<char*>(p) - offset);
+    char* base = static_cast<char*>(p) - offset;
+    return reinterpret_cast<slab*>(base + detail::arena_header_offset(base, slab_bytes_));
+  }
+
+  // The start of the slab whose header is `s`.
+  char* base_of(slab* s) const noexcept {
+    return reinterpret_cast<char*>(s) - (reinterpret_cast<std::uintptr_t>(s) & (slab_bytes_ - 1));
+  }
+  const char* base_of(const slab* s) const noexcept {
+    return reinterpret_cast<const char*>(s) -
+           (reinterpret_cast<std::uintptr_t>(s) & (slab_bytes_ - 1));
   }
 
   static void push_room(size_class& cls, slab* s) noexcept {
@@ -334,7 +344,8 @@ class basic_arena {
     }
     if (s == nullptr) {
       void* chunk = chunks_.allocate(slab_bytes_, slab_bytes_);
-      s = ::new (chunk) slab();
+      s = ::new (static_cast<char*>(chunk) + detail::arena_header_offset(chunk, slab_bytes_))
+          slab();
       s->owner = this;
       const std::lock_guard<Mutex> lock(pages_mutex_);
       s->all_next = all_;
@@ -343,7 +354,7 @@ class basic_arena {
       ++pages_;
     }
     const std::uint32_t slot = classes_[c].slot_bytes;
-    char* data = reinterpret_cast<char*>(s) + detail::arena_slab_data_offset;
+    char* data = base_of(s) + detail::arena_slab_data_offset;
     s->capacity = static_cast<std::uint32_t>((slab_bytes_ - detail::arena_slab_data_offset) / slot);
     s->slot_bytes = slot;
     s->cls = c;
@@ -378,8 +389,9 @@ class basic_arena {
 
   void unmap_slab(slab* s) noexcept {
     // The address range may be mapped again for anything: leave no poison behind.
-    detail::arena_unpoison(s, slab_bytes_);
-    chunks_.deallocate(s, slab_bytes_, slab_bytes_);
+    void* base = base_of(s);
+    detail::arena_unpoison(base, slab_bytes_);
+    chunks_.deallocate(base, slab_bytes_, slab_bytes_);
   }
 
   strategy strategy_;

@@ -80,8 +80,20 @@ inline constexpr std::size_t arena_max_slot = 1024;
 /// to this that divides a request rounded to it, and slot 0 starts at slab_data_offset, so a slot
 /// of a class chosen for (bytes, alignment) is aligned to `alignment`.
 inline constexpr std::size_t arena_max_alignment = 256;
-/// Where the first slot of a slab starts; the header fits before it.
-inline constexpr std::size_t arena_slab_data_offset = 256;
+/// Slab headers sit at one of `arena_header_colours` offsets, `arena_header_stride` apart, in the
+/// first bytes of their slab, chosen by the slab's address. Slabs are aligned to 2 MiB or more, so
+/// headers at one fixed offset would all fall into the same cache sets: a container that frees
+/// into random slabs (churn) would miss in L1 and L2 on the header at nearly every free.
+inline constexpr std::size_t arena_header_stride = 128;
+inline constexpr std::size_t arena_header_colours = 32;
+/// Where the first slot of a slab starts; every header position lies before it.
+inline constexpr std::size_t arena_slab_data_offset = arena_header_stride * arena_header_colours;
+
+/// Offset of the header in the slab at `base` (aligned to `slab_bytes`).
+inline std::size_t arena_header_offset(const void* base, std::size_t slab_bytes) noexcept {
+  return (reinterpret_cast<std::uintptr_t>(base) / slab_bytes) % arena_header_colours *
+         arena_header_stride;
+}
 inline constexpr unsigned arena_class_count =
     arena_fine_limit / arena_fine_step + (arena_max_slot - arena_fine_limit) / arena_coarse_step;
 
@@ -136,6 +148,7 @@ struct arena_slab {
   unsigned cls = 0;
   bool has_room = false;  // in its class's list
 };
-static_assert(sizeof(arena_slab) <= arena_slab_data_offset, "the header must fit before slot 0");
+static_assert(sizeof(arena_slab) <= arena_header_stride, "a header must fit in its stride");
+static_assert(arena_slab_data_offset % arena_max_alignment == 0, "slot 0 must stay aligned");
 
 }  // namespace hugepage::detail
