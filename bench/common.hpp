@@ -278,12 +278,14 @@ inline double coverage_pct(const void* p, std::size_t bytes) {
 
 /// Share of the bytes `r` examined that is on 1 GiB pages, in percent (as huge_fraction()).
 inline double on_1g_pct(const hugepage::backing_report& r) {
-  return r.bytes == 0 ? 0.0 : 100.0 * static_cast<double>(r.hugetlb_1g) / static_cast<double>(r.bytes);
+  return r.bytes == 0 ? 0.0
+                      : 100.0 * static_cast<double>(r.hugetlb_1g) / static_cast<double>(r.bytes);
 }
 
+/// `coverage` < 0: unknown (no counter: the tables show "-").
 inline void report_memory(benchmark::State& state, double coverage, std::size_t container_bytes) {
   const rss_figures rss = read_rss();
-  state.counters["coverage_pct"] = coverage;
+  if (coverage >= 0) state.counters["coverage_pct"] = coverage;
   state.counters["container_mib"] = static_cast<double>(container_bytes) / mib;
   state.counters["rss_mib"] = rss.rss_mib;
   state.counters["peak_rss_mib"] = rss.peak_rss_mib;

@@ -221,9 +221,9 @@ def main(argv):
     t_start = time.monotonic()
     for rnd in range(1, args.rounds + 1):
         for c in rotation(configs, rnd):
-            for group, part in split_processes(suites_for_round(args, c, rnd, registry),
-                                               registry):
-                run = run_once(args, c, rnd, out_dir, group, part)
+            for group, part, size in split_processes(suites_for_round(args, c, rnd, registry),
+                                                     registry, args):
+                run = run_once(args, c, rnd, out_dir, group, part, size)
                 runs.append(run)
                 log(f"round {rnd}/{args.rounds} {c.name:<16} {run.wall_s:6.1f} s"
                     + (f" ({part})" if part else "")

@@ -55,16 +55,17 @@ def read_json(path):
         return None, f"wrote unreadable JSON ({e})"
 
 
-def run_once(args, config, rnd, out_dir, suites, part=""):
+def run_once(args, config, rnd, out_dir, suites, part="", size=None):
     """Runs one configuration, from out_dir, so that the command names paths relative to it;
-    `part` names a suite that runs in a process of its own ("" for the configuration's main run)."""
+    `part` names a suite and working set `size` that run in a process of their own ("" and None
+    for the configuration's main run)."""
     tag = f"r{rnd}-{config.name.replace(' ', '_').replace('=', '')}" + (f"-{part}" if part else "")
     json_rel = f"raw/{tag}.json"
     log_path = out_dir / "logs" / f"{tag}.log"
     bench = os.path.relpath(os.path.abspath(args.bench), out_dir)
     if os.sep not in bench:
         bench = os.path.join(".", bench)
-    cmd = bench_command(args, config, json_rel, suites, bench=bench)
+    cmd = bench_command(args, config, json_rel, suites, bench=bench, size=size)
     t0 = time.monotonic()
     with open(log_path, "w") as logf:
         logf.write("# env: " + config.env_text() + "\n# cmd: " + shlex.join(cmd) + "\n")

@@ -34,13 +34,21 @@ def suites_for_round(args, config, rnd, registry):
     return [s for s in suites if s in only]
 
 
-def split_processes(suites, registry):
-    """The processes one configuration's run is made of: [(suites, part)], part "" for the main
-    one and the suite's name for a suite that runs in a process of its own (own_process: it
-    measures what the process holds, which the suites before it would have changed)."""
+def split_processes(suites, registry, args):
+    """The processes one configuration's run is made of: [(suites, part, size)]. The main one has
+    part "" and size None (the run's sizes). A suite that measures what the process holds
+    (own_process) gets a process per working set, part "<suite>-<size>", so that no row before it
+    (another suite, or the same suite at a smaller size) leaves memory the allocator reuses."""
     own = set(registry.own_process())
     shared = [s for s in suites if s not in own]
-    return ([(shared, "")] if shared else []) + [([s], s) for s in suites if s in own]
+    out = [(shared, "", None)] if shared else []
+    for name in suites:
+        if name not in own:
+            continue
+        suite = registry.get(name)
+        sizes = args.sizes or (suite.quick_sizes if args.quick else suite.sizes)
+        out += [([name], f"{name}-{size}", size) for size in sizes]
+    return out
 
 
 def rotation(configs, rnd):
@@ -49,13 +57,16 @@ def rotation(configs, rnd):
     return configs[k:] + configs[:k]
 
 
-def bench_command(args, config, json_path, suites, bench=None):
+def bench_command(args, config, json_path, suites, bench=None, size=None):
     """The command line of one run; `json_path` and `bench` as they should be written (the
-    runner runs it from the output directory, so both can be relative to it)."""
+    runner runs it from the output directory, so both can be relative to it); `size`: this one
+    working set (bytes) instead of the run's."""
     cmd = [str(bench or args.bench)]
     if args.quick:
         cmd.append("--quick")
-    if args.sizes:
+    if size is not None:
+        cmd.append(f"--sizes={size}")
+    elif args.sizes:
         cmd.append("--sizes=" + ",".join(args.sizes_text))
     if suites:
         cmd.append("--suites=" + ",".join(suites))

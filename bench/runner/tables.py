@@ -146,6 +146,10 @@ def bloat_table(cells, configs, suite="Bloat_Sparse", description=None):
     headers = ["working set", "configuration", "live KiB", "resident MiB", "resident / live",
                "container MiB", "huge %", "process RSS MiB"] + [h for _, h in extra]
     align = ["r", "l", "r", "r", "r", "r", "r", "r"] + ["r"] * len(extra)
+    unseen = any(c.counters.get("resident_before_build") for c in mine)
+    if unseen:
+        headers.append("note")
+        align.append("l")
     rows = []
     prev = None
     for c in mine:
@@ -160,7 +164,9 @@ def bloat_table(cells, configs, suite="Bloat_Sparse", description=None):
         rows.append([fmt_size(c.ws) if c.ws != prev else "", c.label, fmt_num(live_kib),
                      fmt_num(resident), bloat_text,
                      fmt_num(k.get("container_mib")), f"{cov:.1f}" if cov is not None else "-",
-                     fmt_num(k.get("rss_mib"))] + [fmt_num(k.get(key)) for key, _ in extra])
+                     fmt_num(k.get("rss_mib"))] + [fmt_num(k.get(key)) for key, _ in extra]
+                    + (["resident before the build (reserved at start-up): not measurable"
+                        if k.get("resident_before_build") else ""] if unseen else []))
         prev = c.ws
     if suite == "Bloat_Sparse" or not description:
         title = (f"{suite}, the other side of the trade: one live 64-byte object per 2 MiB of a "

@@ -20,24 +20,40 @@ class Rounds(unittest.TestCase):
 
 
 class SplitProcesses(unittest.TestCase):
-    def test_own_process_suites_run_alone_after_the_rest(self):
+    def setUp(self):
         from runner.registry import Registry
-        reg = Registry.from_json({"schema": 1, "allocators": fixtures.ALL, "suites": [
+        self.reg = Registry.from_json({"schema": 1, "allocators": fixtures.ALL, "suites": [
             fixtures.suite("Map_Lookup", 10),
-            fixtures.suite("Map_Purge", 20, table="bloat", own_process=True),
+            fixtures.suite("Map_Purge", 20, table="bloat", own_process=True, sizes=[1, 2],
+                           quick_sizes=[1]),
             fixtures.suite("FaultIn", 40),
-            fixtures.suite("Map_PurgeScattered", 21, table="bloat", own_process=True)]})
-        self.assertEqual(plan.split_processes(["Map_Lookup", "Map_Purge", "FaultIn",
-                                               "Map_PurgeScattered"], reg),
-                         [(["Map_Lookup", "FaultIn"], ""), (["Map_Purge"], "Map_Purge"),
-                          (["Map_PurgeScattered"], "Map_PurgeScattered")])
-        # Only own-process suites in a round: no empty main run.
-        self.assertEqual(plan.split_processes(["Map_Purge"], reg), [(["Map_Purge"], "Map_Purge")])
-        self.assertEqual(plan.split_processes([], reg), [])
+            fixtures.suite("Map_PurgeScattered", 21, table="bloat", own_process=True,
+                           sizes=[4])]})
+
+    def test_own_process_suites_run_alone_one_size_per_process(self):
+        self.assertEqual(
+            plan.split_processes(["Map_Lookup", "Map_Purge", "FaultIn", "Map_PurgeScattered"],
+                                 self.reg, fixtures.args()),
+            [(["Map_Lookup", "FaultIn"], "", None), (["Map_Purge"], "Map_Purge-1", 1),
+             (["Map_Purge"], "Map_Purge-2", 2), (["Map_PurgeScattered"], "Map_PurgeScattered-4", 4)])
+        # --quick takes the quick sizes, --sizes the run's; no empty main run.
+        self.assertEqual(plan.split_processes(["Map_Purge"], self.reg, fixtures.args(quick=True)),
+                         [(["Map_Purge"], "Map_Purge-1", 1)])
+        self.assertEqual(plan.split_processes(["Map_Purge"], self.reg, fixtures.args(sizes=[8])),
+                         [(["Map_Purge"], "Map_Purge-8", 8)])
+        self.assertEqual(plan.split_processes([], self.reg, fixtures.args()), [])
+
+    def test_one_size_on_the_command_line(self):
+        cmd = plan.bench_command(fixtures.args(sizes=[1, 2], sizes_text=["1", "2"]),
+                                 fixtures.configs(self.reg)[0], "raw/x.json", ["Map_Purge"],
+                                 size=2)
+        self.assertIn("--sizes=2", cmd)
+        self.assertNotIn("--sizes=1,2", cmd)
 
     def test_registries_without_the_field_read_as_shared(self):
-        self.assertEqual(plan.split_processes(["Map_Lookup", "FaultIn"], fixtures.registry()),
-                         [(["Map_Lookup", "FaultIn"], "")])
+        self.assertEqual(plan.split_processes(["Map_Lookup", "FaultIn"], fixtures.registry(),
+                                              fixtures.args()),
+                         [(["Map_Lookup", "FaultIn"], "", None)])
 
 
 class SuitesForRound(unittest.TestCase):

@@ -109,6 +109,26 @@ class BloatTable(unittest.TestCase):
         row = dict(zip(headers, rows[0]))
         self.assertEqual(row["resident / live"], "32768x")
         self.assertEqual(row["huge %"], "100.0")
+        self.assertNotIn("note", headers)
+
+    def test_purge_columns_and_memory_resident_before_the_build(self):
+        reg = fixtures.registry()
+        cells = summarized([
+            fixtures.cell("Map_Purge", "ours thp", WS, "ours thp", "thp", {1: 1.0}, live_kib=1024.0,
+                          resident_mib=1.2, bloat_x=1.2, built_live_mib=10.0,
+                          built_resident_mib=10.2, cleared_resident_mib=2.0),
+            fixtures.cell("Map_Purge", "jemalloc", WS, "jemalloc", "std", {1: 1.0},
+                          resident_before_build=1.0)])
+        title, headers, rows, _ = tables.bloat_table(cells, fixtures.configs(reg), "Map_Purge",
+                                                     "a purge")
+        self.assertEqual(title, "Map_Purge: a purge (medians over rounds)")
+        ours, peer = (dict(zip(headers, r)) for r in rows)
+        self.assertEqual(ours["resident / live"], "1.20x")
+        self.assertEqual(ours["built: resident MiB"], "10.2")
+        self.assertEqual(ours["after clear(): resident MiB"], "2.00")
+        self.assertEqual(ours["note"], "")
+        self.assertEqual(peer["resident / live"], "-")
+        self.assertIn("not measurable", peer["note"])
 
 
 if __name__ == "__main__":
