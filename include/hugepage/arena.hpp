@@ -16,7 +16,9 @@
 //   packed nodes on few TLB entries.
 // - allocate and deallocate are O(1): a class's slabs with room form a list; a slab hands out its
 //   freed slots (a free list through the slots) before never-used ones (a bump pointer). The slab
-//   of an object is found by masking its address (slabs are aligned to their size).
+//   of an object is found by masking its address (slabs are aligned to their size); its header
+//   sits at one of 32 cache-line offsets chosen by the slab's address, so that the headers of
+//   many slabs do not all compete for one cache set.
 // - Requests above 1 KiB or aligned above 256 bytes go straight to the strategy, which maps them
 //   when they reach its threshold and passes smaller ones to ::operator new.
 // - A slab whose last object is freed becomes empty. Up to `retained_pages` empty slabs are kept
