@@ -473,19 +473,18 @@ void BM_Paired(benchmark::State& state) {
     });
     add("pmr", [&] { return make_contender<C, pmr_pool_backend>("pmr", keys); });
     add("arena_1g", [&] { return make_contender<C, arena_1g_backend>("arena_1g", keys); });
-    for (loaded_peer& (*peer)() : {&jemalloc_peer, &mimalloc_peer}) {
-      if (!peer().why_not.empty()) {
-        missing.push_back(fmt::format("{}: {}", peer().name, peer().why_not));
-        continue;
-      }
-      if (peer == &jemalloc_peer) {
-        add("jemalloc",
-            [&] { return make_contender<C, peer_backend<jemalloc_peer>>("jemalloc", keys); });
+    // A peer that could not be loaded is left out, and the label says why.
+    auto add_peer = [&](const loaded_peer& peer, auto make) {
+      if (peer.why_not.empty()) {
+        add(peer.name, make);
       } else {
-        add("mimalloc",
-            [&] { return make_contender<C, peer_backend<mimalloc_peer>>("mimalloc", keys); });
+        missing.push_back(fmt::format("{}: {}", peer.name, peer.why_not));
       }
-    }
+    };
+    add_peer(jemalloc_peer(),
+             [&] { return make_contender<C, peer_backend<jemalloc_peer>>("jemalloc", keys); });
+    add_peer(mimalloc_peer(),
+             [&] { return make_contender<C, peer_backend<mimalloc_peer>>("mimalloc", keys); });
     const auto arena_at =
         std::find_if(all.begin(), all.end(), [](const contender& c) { return c.name == "arena"; });
     if (arena_at == all.end()) {
