@@ -357,6 +357,13 @@ struct suites_of {
 std::vector<alloc_kind> node_allocators() {
   return {alloc_kind::std_alloc, alloc_kind::thp, alloc_kind::hugetlb_2m};
 }
+// Lookups also on the arena over 1 GiB pages (one 1 GiB slab per size class in use, large arrays on
+// 2 MiB pages through the cascade): the page size mimalloc's reserved pages give it.
+std::vector<alloc_kind> node_lookup_allocators() {
+  std::vector<alloc_kind> kinds = node_allocators();
+  kinds.push_back(alloc_kind::hugetlb_1g);
+  return kinds;
+}
 // The default run stops at 256 MiB: building a 1 GiB node container (22M nodes) takes about a
 // minute per configuration on a 2-core machine, which would take the default run far past its
 // budget. `scripts/bench --sizes=64M,256M,1G` measures the 1 GiB rows.
@@ -369,7 +376,7 @@ void declare_node_suites(const char* container, const char* what, int order) {
               .in_family("node containers")
               .describe(std::string(what) + " random hits; one iteration = one lookup")
               .per_op_unit("ns/lookup")
-              .only_for(node_allocators())
+              .only_for(node_lookup_allocators())
               .with_sizes(node_sizes(), {64 * mib})
               .peers(peer_role::every_full_run));
   declare(suite_info(std::string(container) + "_LookupLatency", order + 1,
@@ -378,7 +385,7 @@ void declare_node_suites(const char* container, const char* what, int order) {
               .describe(std::string("Lookup's hits timed one by one: p50/p99/p99.9 per lookup; ") +
                         "one iteration = a batch of timed lookups")
               .per_op_unit("ns/batch")
-              .only_for(node_allocators())
+              .only_for(node_lookup_allocators())
               .with_sizes(node_sizes(), {64 * mib})
               .peers(peer_role::every_full_run)
               .tail_of(std::string(container) + "_Lookup"));
