@@ -51,6 +51,7 @@
 #include "hugepage/backing.hpp"
 #include "hugepage/detail/proc_file.hpp"
 #include "hugepage/pmr.hpp"
+#include "hugepage/system.hpp"
 
 namespace {
 
@@ -272,10 +273,8 @@ void deallocate(void* p, std::size_t n) { sdallocx(p, n, 0); }
 }  // namespace jemalloc_entry
 
 std::size_t free_1g_pages() {
-  std::error_code ec;
-  const std::string text = hugepage::detail::read_file(
-      "/sys/kernel/mm/hugepages/hugepages-1048576kB/free_hugepages", ec);
-  return ec || text.empty() ? 0 : std::stoul(text);
+  const auto pool = hugepage::read_pool(hugepage::page_size::huge_1g);
+  return pool ? static_cast<std::size_t>(pool->available().value_or(0)) : 0;
 }
 
 // 1 GiB pages the arena_1g contender keeps for itself at the largest count (1 GiB of nodes plus
