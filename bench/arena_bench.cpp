@@ -7,10 +7,11 @@
 //   arena_mt hugepage::arena_allocator over the thread-safe arena (one mutex per size class)
 //   pmr_pool std::pmr::unsynchronized_pool_resource over hugepage::pmr::thp_resource()
 // BM_Paired_<Container> adds the arena over 1 GiB pages and jemalloc and mimalloc loaded into the
-// same process (below), and alternates all of them round by round.
+// same process (below), and alternates all of them round by round (--rounds=N, default 15).
 //
-// One benchmark row per (container, backend, element count). Each repetition builds the container
-// from random keys, then looks up present keys in random order, then runs a steady-state churn of
+// One benchmark row per (container, backend, size). A size is the container's live bytes (--sizes,
+// default 64M,256M,1G), so a hash map holds more elements than a std::map of the same size; the
+// row's name carries the element count. Each repetition builds the container from random keys, then looks up present keys in random order, then runs a steady-state churn of
 // erase + insert; each phase is timed by hand. Counters:
 //   build_ns, lookup_ns, churn_ns   ns per insert / per lookup / per erase+insert
 //   live_mib               the container's live bytes: nodes plus bucket / slot arrays
@@ -104,6 +105,7 @@ struct pmr_pool_backend {
 struct std_map {
   static constexpr const char* name = "StdMap";
   static constexpr std::size_t node_bytes = 48;  // 32-byte tree header + the pair
+  static constexpr std::size_t min_bytes_per_element = node_bytes;
   template <class B>
   using type = std::map<u64, u64, std::less<u64>, typename B::template alloc<value_type>>;
   template <class M>
@@ -115,6 +117,8 @@ struct std_map {
 struct std_unordered_map {
   static constexpr const char* name = "StdUnorderedMap";
   static constexpr std::size_t node_bytes = 24;  // next pointer + the pair (hash not cached)
+  // A node and at least one bucket pointer per element (the load factor stays <= 1).
+  static constexpr std::size_t min_bytes_per_element = node_bytes + sizeof(void*);
   template <class B>
   using type = std::unordered_map<u64, u64, std::hash<u64>, std::equal_to<u64>,
                                   typename B::template alloc<value_type>>;
@@ -127,6 +131,10 @@ struct std_unordered_map {
 struct absl_node_hash_map {
   static constexpr const char* name = "NodeHashMap";
   static constexpr std::size_t node_bytes = 16;  // the pair; the slot array holds pointers
+  // The pair, and a slot pointer and a control byte for each of at least 8/7 slots per element
+  // (26.3 bytes); 32 keeps the counts powers of two, which absl's tables hold at about half load
+  // (live bytes about 1.1x the size asked for).
+  static constexpr std::size_t min_bytes_per_element = 32;
   template <class B>
   using type = absl::node_hash_map<u64, u64, absl::Hash<u64>, std::equal_to<u64>,
                                    typename B::template alloc<value_type>>;
@@ -396,6 +404,7 @@ struct contender {
   double build_ns = 0;
   double huge_share = 0;     // huge pages over what the build added to the process (smaps_rollup)
   double rss_over_live = 0;  // what the build added over the container's live bytes
+  std::size_t live_bytes = 0;  // the container's, after the build
 };
 
 template <class C, class B>
@@ -418,7 +427,8 @@ contender make_contender(std::string name, const std::vector<u64>& keys) {
   const double added = built.rss - before.rss + built.hugetlb - before.hugetlb;
   c.huge_share =
       added > 0 ? (built.anon_huge - before.anon_huge + built.hugetlb - before.hugetlb) / added : 0;
-  c.rss_over_live = added / static_cast<double>(C::live_bytes(h->map));
+  c.live_bytes = C::live_bytes(h->map);
+  c.rss_over_live = added / static_cast<double>(c.live_bytes);
   held* m = h.get();
   c.lookups = [m](const std::vector<u64>& probes) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -448,9 +458,12 @@ contender make_contender(std::string name, const std::vector<u64>& keys) {
   return c;
 }
 
+// Rounds of BM_Paired (--rounds=N).
+int paired_rounds = 15;
+
 template <class C>
 void BM_Paired(benchmark::State& state) {
-  constexpr int kRounds = 15;
+  const int kRounds = paired_rounds;
   const auto n = static_cast<std::size_t>(state.range(0));
   const std::vector<u64>& keys = keys_for(n);
   for (auto _ : state) {
@@ -511,6 +524,7 @@ void BM_Paired(benchmark::State& state) {
         churn[c].push_back(all[c].churn(fresh[c], batch_seed));
       }
     }
+    state.counters["live_mib"] = static_cast<double>(all[arena].live_bytes) / kMiB;
     for (std::size_t c = 0; c < m; ++c) {
       const std::string& who = all[c].name;
       std::vector<double> look_ratio, churn_ratio;
@@ -565,8 +579,15 @@ void BM_Paired(benchmark::State& state) {
 
 // The thread-safe arena only at the smallest count: it shows the cost of its locks, and the
 // largest counts take most of a run's time.
+// Registers the rows of container C for each of `sizes`, the container's live bytes: the element
+// count is the size over C::min_bytes_per_element, so that every container holds at least that
+// many bytes (the hash maps take more elements than std::map for the same size).
 template <class C>
-void register_container(const std::vector<std::int64_t>& counts) {
+void register_container(const std::vector<std::size_t>& sizes) {
+  std::vector<std::int64_t> counts;
+  for (const std::size_t bytes : sizes) {
+    counts.push_back(static_cast<std::int64_t>(bytes / C::min_bytes_per_element));
+  }
   auto add = [&](const char* backend, auto fn, bool all_counts) {
     for (const auto n : counts) {
       if (!all_counts && n != counts.front()) continue;
@@ -590,6 +611,42 @@ void register_container(const std::vector<std::int64_t>& counts) {
   }
 }
 
+// Parses --sizes=S[,S...] (bytes with a K, M or G suffix) into `sizes`, or --rounds=N into
+// `rounds`; false on anything else.
+bool parse_flag(const std::string& arg, std::vector<std::size_t>& sizes, int& rounds) {
+  const std::size_t eq = arg.find('=');
+  const std::string name = arg.substr(0, eq);
+  const std::string value = arg.substr(eq + 1);
+  std::vector<std::size_t> numbers;
+  std::size_t at = 0;
+  while (at <= value.size()) {
+    const std::size_t comma = std::min(value.find(',', at), value.size());
+    std::string item = value.substr(at, comma - at);
+    int shift = 0;
+    if (name == "--sizes" && !item.empty()) {
+      const char unit = item.back();
+      shift = unit == 'K' ? 10 : unit == 'M' ? 20 : unit == 'G' ? 30 : 0;
+      if (shift != 0) item.pop_back();
+    }
+    if (item.empty() || item.size() > 6 ||
+        item.find_first_not_of("0123456789") != std::string::npos) {
+      return false;
+    }
+    numbers.push_back(std::stoul(item) << shift);
+    at = comma + 1;
+  }
+  if (name == "--rounds") {
+    if (numbers.size() != 1 || numbers[0] < 1 || numbers[0] > 1000) return false;
+    rounds = static_cast<int>(numbers[0]);
+    return true;
+  }
+  for (const auto n : numbers) {
+    if (n < (std::size_t{1} << 20) || n > (std::size_t{64} << 30)) return false;
+  }
+  sizes = std::move(numbers);
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -606,15 +663,28 @@ int main(int argc, char** argv) {
     ::execv("/proc/self/exe", argv);
     std::perror("arena_bench: running itself with more static TLS failed; jemalloc left out");
   }
+  // Our own flags, taken out before google-benchmark sees the rest.
+  std::vector<std::size_t> sizes = {64 * kMiB, 256 * kMiB, 1024 * kMiB};
+  for (int i = 1; i < argc;) {
+    const std::string arg = argv[i];
+    if (arg.rfind("--sizes=", 0) == 0 || arg.rfind("--rounds=", 0) == 0) {
+      if (!parse_flag(arg, sizes, paired_rounds)) {
+        std::fprintf(stderr,
+                     "arena_bench: bad %s (--sizes=64M,1G: 1M to 64G each; --rounds=N: 1 to 1000)\n",
+                     arg.c_str());
+        return 2;
+      }
+      for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
+      --argc;
+    } else {
+      ++i;
+    }
+  }
   benchmark::Initialize(&argc, argv);
   // The peers are loaded now, before any contender takes 1 GiB pages: mimalloc reserves its own at
   // start-up (kArena1gPages stay free for the arena over 1 GiB pages).
   jemalloc_peer();
   mimalloc_peer();
-  // Element counts: 64 MiB and 1 GiB of std::map nodes (48 bytes each); the same counts for the
-  // hash maps, whose live bytes (live_mib) are smaller per element.
-  const std::vector<std::int64_t> sizes = {(64 << 20) / 48, (256 << 20) / 48,
-                                           (std::int64_t{1} << 30) / 48};
   register_container<std_map>(sizes);
   register_container<std_unordered_map>(sizes);
   register_container<absl_node_hash_map>(sizes);
