@@ -11,8 +11,9 @@
 //
 // One benchmark row per (container, backend, size). A size is the container's live bytes (--sizes,
 // default 64M,256M,1G), so a hash map holds more elements than a std::map of the same size; the
-// row's name carries the element count. Each repetition builds the container from random keys, then looks up present keys in random order, then runs a steady-state churn of
-// erase + insert; each phase is timed by hand. Counters:
+// row's name carries the element count. Each repetition builds the container from random keys, then
+// looks up present keys in random order, then runs a steady-state churn of erase + insert; each
+// phase is timed by hand. Counters:
 //   build_ns, lookup_ns, churn_ns   ns per insert / per lookup / per erase+insert
 //   live_mib               the container's live bytes: nodes plus bucket / slot arrays
 //   rss_over_live          growth of the process's RSS during the build over live_mib
@@ -402,8 +403,8 @@ struct contender {
   std::function<double()> coverage;  // < 0: not an arena
   std::shared_ptr<void> owner;
   double build_ns = 0;
-  double huge_share = 0;     // huge pages over what the build added to the process (smaps_rollup)
-  double rss_over_live = 0;  // what the build added over the container's live bytes
+  double huge_share = 0;       // huge pages over what the build added to the process (smaps_rollup)
+  double rss_over_live = 0;    // what the build added over the container's live bytes
   std::size_t live_bytes = 0;  // the container's, after the build
 };
 
@@ -669,9 +670,9 @@ int main(int argc, char** argv) {
     const std::string arg = argv[i];
     if (arg.rfind("--sizes=", 0) == 0 || arg.rfind("--rounds=", 0) == 0) {
       if (!parse_flag(arg, sizes, paired_rounds)) {
-        std::fprintf(stderr,
-                     "arena_bench: bad %s (--sizes=64M,1G: 1M to 64G each; --rounds=N: 1 to 1000)\n",
-                     arg.c_str());
+        std::fprintf(
+            stderr, "arena_bench: bad %s (--sizes=64M,1G: 1M to 64G each; --rounds=N: 1 to 1000)\n",
+            arg.c_str());
         return 2;
       }
       for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
