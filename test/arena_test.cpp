@@ -106,7 +106,7 @@ TEST(Arena, SlotsOfOneClassArePackedWithoutHeaders) {
                                 [](const auto& c) { return c.slot_bytes == 48; });
   ASSERT_NE(cls, s.classes.end());
   EXPECT_EQ(cls->live_slots, 1000u);
-  EXPECT_EQ(cls->pages, 1u);
+  EXPECT_EQ(cls->slabs, 1u);
   for (char* p : slots) a.deallocate(p, 48, 8);
   EXPECT_EQ(a.stats().live_bytes, 0u);
 }
@@ -589,6 +589,103 @@ TEST(ArenaRelease, HugetlbPagesGoBackToThePoolAndCountersReturn) {
   }
   EXPECT_EQ(own_hugetlb_rss(), own_before);
   EXPECT_TRUE(hugepage::test::pool_back(page_size::huge_2m, before));
+}
+
+// ---- an arena over 1 GiB pages ----------------------------------------------------------------
+
+// Every size class takes a 2 MiB slab of the one 1 GiB page: a container that touches a dozen
+// classes (a hash map's early bucket arrays, its nodes) pins one 1 GiB page, not a dozen.
+TEST(ArenaGigantic, SizeClassesShareOnePageAndItGoesBackWhenAllItsSlabsAreFree) {
+  HUGEPAGE_REQUIRE_POOL(page_size::huge_1g, 1);
+  const auto before = hugepage::test::read_counts(page_size::huge_1g);
+  const std::size_t own_before = own_hugetlb_rss();
+  {
+    unsynchronized_arena a(strategy::hugetlb(page_size::huge_1g, hugepage::strict),
+                           arena_options{0});
+    ASSERT_EQ(a.page_bytes(), std::size_t{1} << 30);
+    std::vector<std::pair<void*, std::size_t>> live;
+    for (const std::size_t bytes : {24u, 48u, 64u, 200u, 512u, 1024u}) {
+      for (int i = 0; i < 1000; ++i) live.emplace_back(a.allocate(bytes, 8), bytes);
+    }
+    const auto s = a.stats();
+    EXPECT_EQ(s.pages, 1u) << "six classes, one 1 GiB page";
+    EXPECT_EQ(s.slabs, 6u);
+    EXPECT_EQ(s.mapped_bytes, std::size_t{1} << 30);
+    EXPECT_EQ(own_hugetlb_rss() - own_before, std::size_t{1} << 30) << "one page resident";
+    const auto coverage = a.backing();
+    EXPECT_EQ(coverage.hugetlb_1g, std::size_t{1} << 30) << coverage.note;
+    for (const auto& [p, bytes] : live) {
+      // Each object's slab is a 2 MiB piece of the page; slot 0 starts after the header area.
+      const auto offset = reinterpret_cast<std::uintptr_t>(p) & (a.slab_bytes() - 1);
+      ASSERT_GE(offset, hugepage::detail::arena_slab_data_offset);
+    }
+    for (const auto& [p, bytes] : live) a.deallocate(p, bytes, 8);
+    const auto after = a.stats();
+    EXPECT_EQ(after.pages, 0u);
+    EXPECT_EQ(after.slabs, 0u);
+    EXPECT_EQ(after.released_pages, 1u);
+    EXPECT_EQ(own_hugetlb_rss(), own_before) << "the page left the process";
+  }
+  EXPECT_TRUE(hugepage::test::pool_back(page_size::huge_1g, before));
+}
+
+// A slab freed by one class serves the next class that needs one; the page is not given back
+// while any of its slabs is in use, and an empty page within the retained cap stays.
+TEST(ArenaGigantic, FreedSlabsAreReusedByOtherClassesInsideThePage) {
+  HUGEPAGE_REQUIRE_POOL(page_size::huge_1g, 1);
+  const auto before = hugepage::test::read_counts(page_size::huge_1g);
+  {
+    unsynchronized_arena a(strategy::hugetlb(page_size::huge_1g, hugepage::strict),
+                           arena_options{1});
+    const std::size_t per_slab = (a.slab_bytes() - hugepage::detail::arena_slab_data_offset) / 64;
+    void* keep = a.allocate(32, 8);  // holds the page in use throughout
+    std::vector<void*> nodes;
+    for (std::size_t i = 0; i < 3 * per_slab; ++i) nodes.push_back(a.allocate(64, 8));
+    std::set<std::uintptr_t> slabs;
+    for (void* p : nodes) slabs.insert(reinterpret_cast<std::uintptr_t>(p) & ~(a.slab_bytes() - 1));
+    ASSERT_EQ(slabs.size(), 3u);
+    EXPECT_EQ(a.stats().slabs, 4u);
+    for (void* p : nodes) a.deallocate(p, 64, 8);
+    EXPECT_EQ(a.stats().slabs, 1u);
+    EXPECT_EQ(a.stats().pages, 1u) << "a slab in use keeps the page";
+    EXPECT_EQ(a.stats().released_pages, 0u);
+    void* other = a.allocate(128, 8);
+    EXPECT_EQ(slabs.count(reinterpret_cast<std::uintptr_t>(other) & ~(a.slab_bytes() - 1)), 1u)
+        << "a freed slab was reused";
+    a.deallocate(other, 128, 8);
+    a.deallocate(keep, 32, 8);
+    const auto s = a.stats();
+    EXPECT_EQ(s.slabs, 0u);
+    EXPECT_EQ(s.pages, 1u) << "the empty page is retained";
+    EXPECT_EQ(s.retained_pages, 1u);
+    // Reusing the retained page: no new page mapped.
+    void* again = a.allocate(48, 8);
+    EXPECT_EQ(a.stats().pages, 1u);
+    EXPECT_EQ(a.stats().retained_pages, 0u);
+    a.deallocate(again, 48, 8);
+  }
+  EXPECT_TRUE(hugepage::test::pool_back(page_size::huge_1g, before));
+}
+
+// A std::unordered_map on 1 GiB pages: its nodes and small bucket arrays share one page, and
+// what the process holds is that page, not a page per size class.
+TEST(ArenaGigantic, UnorderedMapTakesOnePage) {
+  HUGEPAGE_REQUIRE_POOL(page_size::huge_1g, 1);
+  const auto before = hugepage::test::read_counts(page_size::huge_1g);
+  const std::size_t own_before = own_hugetlb_rss();
+  {
+    unsynchronized_arena a(strategy::hugetlb(page_size::huge_1g, hugepage::strict));
+    using alloc = arena_allocator<std::pair<const u64, u64>, unsynchronized_arena>;
+    std::unordered_map<u64, u64, std::hash<u64>, std::equal_to<u64>, alloc> m{alloc(a)};
+    for (u64 i = 0; i < 100000; ++i) m.emplace(i * 7919, i);
+    const auto s = a.stats();
+    EXPECT_GE(s.slabs, 2u) << "nodes and bucket arrays";
+    EXPECT_EQ(s.pages, 1u);
+    EXPECT_EQ(own_hugetlb_rss() - own_before, std::size_t{1} << 30);
+    for (u64 i = 0; i < 100000; ++i) ASSERT_EQ(m.at(i * 7919), i);
+  }
+  EXPECT_EQ(own_hugetlb_rss(), own_before);
+  EXPECT_TRUE(hugepage::test::pool_back(page_size::huge_1g, before));
 }
 
 // ---- coverage ---------------------------------------------------------------------------------

@@ -132,6 +132,20 @@ TEST(ArenaThreads, HugetlbArenaAcrossThreadsLeavesThePoolAsItWas) {
   EXPECT_TRUE(hugepage::test::pool_back(page_size::huge_2m, before));
 }
 
+// Over 1 GiB pages, the slabs of every class are carved from one page under the page lock while
+// other threads allocate and free in their classes; the page goes back once all its slabs are free.
+TEST(ArenaThreads, GigabytePageCarvedIntoSlabsAcrossThreadsLeavesThePoolAsItWas) {
+  HUGEPAGE_REQUIRE_POOL(page_size::huge_1g, 1);
+  const auto before = hugepage::test::read_counts(page_size::huge_1g);
+  {
+    arena a(strategy::hugetlb(page_size::huge_1g, hugepage::strict), hugepage::arena_options{0});
+    allocate_and_free_across_threads(a, scaled(100000));
+    EXPECT_EQ(a.stats().pages, 0u);
+    EXPECT_EQ(a.stats().slabs, 0u);
+  }
+  EXPECT_TRUE(hugepage::test::pool_back(page_size::huge_1g, before));
+}
+
 // A map per thread, all in one arena; the maps are destroyed by the main thread.
 TEST(ArenaThreads, MapsOfSeveralThreadsShareOneArena) {
   arena a;

@@ -11,9 +11,11 @@
 // with its pool policy, or collapse) and carves them into slots.
 //
 // Design (detail/arena_slab.hpp has the layout):
-// - One huge page ("slab") serves one size class: 8-byte classes up to 256 bytes, 64-byte classes
-//   up to 1 KiB. Slots carry no header and sit side by side, so a tree or hash chain walks densely
-//   packed nodes on few TLB entries.
+// - One 2 MiB slab serves one size class: 8-byte classes up to 256 bytes, 64-byte classes up to
+//   1 KiB. A slab is a whole 2 MiB huge page, or a 2 MiB piece of a 1 GiB page: all the classes a
+//   container touches share one 1 GiB page, instead of pinning a 1 GiB page each. Slots carry no
+//   header and sit side by side, so a tree or hash chain walks densely packed nodes on few TLB
+//   entries.
 // - allocate and deallocate are O(1): a class's slabs with room form a list; a slab hands out its
 //   freed slots (a free list through the slots) before never-used ones (a bump pointer). The slab
 //   of an object is found by masking its address (slabs are aligned to their size); its header
@@ -21,11 +23,12 @@
 //   many slabs do not all compete for one cache set.
 // - Requests above 1 KiB or aligned above 256 bytes go straight to the strategy, which maps them
 //   when they reach its threshold and passes smaller ones to ::operator new.
-// - A slab whose last object is freed becomes empty. Up to `retained_pages` empty slabs are kept
-//   for any class to reuse; beyond that the slab goes back to the system whole (the strategy
-//   unmaps the aligned huge page: a THP page is not split, a hugetlb page returns to the pool). So
-//   the resident size follows the live bytes when a container shrinks, except for slabs pinned by
-//   a few survivors, as in any allocator that cannot move objects.
+// - A slab whose last object is freed becomes free for any class. A huge page whose slabs are all
+//   free is empty: up to `retained_pages` empty pages are kept for reuse; beyond that the page goes
+//   back to the system whole (the strategy unmaps the aligned huge page: a THP page is not split,
+//   a hugetlb page returns to the pool). So the resident size follows the live bytes when a
+//   container shrinks, except for pages pinned by a few survivors, as in any allocator that cannot
+//   move objects.
 // - The destructor unmaps every slab. Destroy the containers first.
 //
 // Two variants: `arena` locks one mutex per size class (any thread may allocate, and any thread
@@ -48,6 +51,7 @@
 #include <cstdlib>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <utility>
@@ -72,19 +76,20 @@ struct arena_class_stats {
   std::size_t slot_bytes = 0;  ///< size of each slot
   std::size_t live_slots = 0;  ///< slots handed out and not freed
   std::size_t live_bytes = 0;  ///< bytes asked for by those allocations
-  std::size_t pages = 0;       ///< huge pages serving this class
+  std::size_t slabs = 0;       ///< 2 MiB slabs serving this class
 };
 
 /// A snapshot of an arena. Consistent per size class; the totals are summed class by class.
 struct arena_stats {
-  std::size_t live_bytes = 0;      ///< bytes asked for by live allocations served from slabs
-  std::size_t slot_bytes = 0;      ///< bytes of the slots those occupy
-  std::size_t large_bytes = 0;     ///< bytes of live allocations passed to the strategy
-  std::size_t page_bytes = 0;      ///< size of one slab (the strategy's huge page, at least 2 MiB)
-  std::size_t mapped_bytes = 0;    ///< slabs held: pages * page_bytes
-  std::size_t pages = 0;           ///< slabs held, in use or retained empty
-  std::size_t retained_pages = 0;  ///< empty slabs kept for reuse
-  std::uint64_t released_pages = 0;        ///< slabs given back to the system so far
+  std::size_t live_bytes = 0;        ///< bytes asked for by live allocations served from slabs
+  std::size_t slot_bytes = 0;        ///< bytes of the slots those occupy
+  std::size_t large_bytes = 0;       ///< bytes of live allocations passed to the strategy
+  std::size_t page_bytes = 0;        ///< size of one huge page (the strategy's, at least 2 MiB)
+  std::size_t mapped_bytes = 0;      ///< huge pages held: pages * page_bytes
+  std::size_t pages = 0;             ///< huge pages held, in use or retained empty
+  std::size_t slabs = 0;             ///< 2 MiB slabs serving a size class, over all classes
+  std::size_t retained_pages = 0;    ///< empty huge pages kept for reuse
+  std::uint64_t released_pages = 0;  ///< huge pages given back to the system so far
   std::vector<arena_class_stats> classes;  ///< every size class, smallest first
 };
 
@@ -108,7 +113,7 @@ class basic_arena {
   explicit basic_arena(strategy source = strategy::thp(), arena_options options = {}) noexcept
       : strategy_(source),
         chunks_(chunk_strategy(source)),
-        slab_bytes_(std::max(chunks_.page_bytes(), std::size_t{1} << 21)),
+        page_bytes_(std::max(chunks_.page_bytes(), detail::arena_slab_bytes)),
         options_(options) {
     for (unsigned c = 0; c < detail::arena_class_count; ++c) {
       classes_[c].slot_bytes = static_cast<std::uint32_t>(detail::arena_class_bytes(c));
@@ -118,13 +123,13 @@ class basic_arena {
   basic_arena(const basic_arena&) = delete;
   basic_arena& operator=(const basic_arena&) = delete;
 
-  /// Unmaps every slab, live objects included: destroy the containers first.
+  /// Unmaps every huge page, live objects included: destroy the containers first.
   ~basic_arena() {
-    detail::arena_slab* s = all_;
-    while (s != nullptr) {
-      detail::arena_slab* next = s->all_next;
-      unmap_slab(s);
-      s = next;
+    page* p = all_;
+    while (p != nullptr) {
+      page* next = p->all_next;
+      unmap_page(p);
+      p = next;
     }
   }
 
@@ -151,8 +156,11 @@ class basic_arena {
   /// The strategy large requests go to; slabs come from the same strategy at its page size.
   const strategy& get_strategy() const noexcept { return strategy_; }
 
-  /// Size of one slab: the strategy's huge page size, at least 2 MiB.
-  std::size_t page_bytes() const noexcept { return slab_bytes_; }
+  /// Size of the huge pages the arena maps: the strategy's huge page size, at least 2 MiB.
+  std::size_t page_bytes() const noexcept { return page_bytes_; }
+
+  /// Size of a slab, the unit that serves one size class: 2 MiB, carved from the huge pages.
+  static constexpr std::size_t slab_bytes() noexcept { return detail::arena_slab_bytes; }
 
   /// Options given at construction.
   const arena_options& options() const noexcept { return options_; }
@@ -168,42 +176,41 @@ class basic_arena {
       s.slot_bytes = cls.slot_bytes;
       s.live_slots = cls.live_slots;
       s.live_bytes = cls.live_bytes;
-      s.pages = cls.pages;
+      s.slabs = cls.slabs;
       out.live_bytes += s.live_bytes;
+      out.slabs += s.slabs;
       out.slot_bytes += s.live_slots * s.slot_bytes;
     }
     out.large_bytes = large_bytes_.load(std::memory_order_relaxed);
-    out.page_bytes = slab_bytes_;
+    out.page_bytes = page_bytes_;
     const std::lock_guard<Mutex> lock(pages_mutex_);
     out.pages = pages_;
-    out.mapped_bytes = pages_ * slab_bytes_;
+    out.mapped_bytes = pages_ * page_bytes_;
     out.retained_pages = retained_;
     out.released_pages = released_;
     return out;
   }
 
-  /// The address ranges of the slabs held now, adjacent slabs merged, in address order.
+  /// The address ranges of the huge pages held now, adjacent pages merged, in address order.
   std::vector<std::pair<const void*, std::size_t>> mapped_ranges() const {
     std::vector<const char*> starts;
     {
       const std::lock_guard<Mutex> lock(pages_mutex_);
       starts.reserve(pages_);
-      for (const detail::arena_slab* s = all_; s != nullptr; s = s->all_next) {
-        starts.push_back(base_of(s));
-      }
+      for (const page* p = all_; p != nullptr; p = p->all_next) starts.push_back(p->base);
     }
     std::sort(starts.begin(), starts.end(), std::less<>());
     std::vector<std::pair<const void*, std::size_t>> ranges;
     for (std::size_t i = 0; i < starts.size();) {
       std::size_t j = i + 1;
-      while (j < starts.size() && starts[j] == starts[j - 1] + slab_bytes_) ++j;
-      ranges.emplace_back(starts[i], (j - i) * slab_bytes_);
+      while (j < starts.size() && starts[j] == starts[j - 1] + page_bytes_) ++j;
+      ranges.emplace_back(starts[i], (j - i) * page_bytes_);
       i = j;
     }
     return ranges;
   }
 
-  /// What backs the slabs held now, read from the kernel with backing_of(): one report summed
+  /// What backs the huge pages held now, read from the kernel with backing_of(): one report summed
   /// over mapped_ranges(). Large allocations passed to the strategy are not included. The source
   /// and note are those of the first range (all ranges are read the same way).
   backing_report backing() const {
@@ -231,17 +238,18 @@ class basic_arena {
 
  private:
   using slab = detail::arena_slab;
+  using page = detail::arena_page;
 
   struct alignas(64) size_class {
     mutable Mutex mutex;
     slab* with_room = nullptr;  // slabs of this class with a free or never-used slot
     std::size_t live_slots = 0;
     std::size_t live_bytes = 0;
-    std::size_t pages = 0;
+    std::size_t slabs = 0;
     std::uint32_t slot_bytes = 0;
   };
 
-  // Slabs are whole huge pages, mapped whatever the caller's small-request threshold says.
+  // Huge pages are mapped whole, whatever the caller's small-request threshold says.
   static strategy chunk_strategy(const strategy& s) noexcept {
     allocation_options o = s.options();
     o.small_threshold = 0;
@@ -256,18 +264,14 @@ class basic_arena {
   // The slab holding `p`: slabs are aligned to their size, so its offset in the slab is the low
   // bits of its address.
   slab* slab_of(void* p) const noexcept {
-    const std::size_t offset = reinterpret_cast<std::uintptr_t>(p) & (slab_bytes_ - 1);
+    const std::size_t offset = reinterpret_cast<std::uintptr_t>(p) & (slab_bytes() - 1);
     char* base = static_cast<char*>(p) - offset;
-    return reinterpret_cast<slab*>(base + detail::arena_header_offset(base, slab_bytes_));
+    return reinterpret_cast<slab*>(base + detail::arena_header_offset(base, slab_bytes()));
   }
 
   // The start of the slab whose header is `s`.
-  char* base_of(slab* s) const noexcept {
-    return reinterpret_cast<char*>(s) - (reinterpret_cast<std::uintptr_t>(s) & (slab_bytes_ - 1));
-  }
-  const char* base_of(const slab* s) const noexcept {
-    return reinterpret_cast<const char*>(s) -
-           (reinterpret_cast<std::uintptr_t>(s) & (slab_bytes_ - 1));
+  static char* base_of(slab* s) noexcept {
+    return reinterpret_cast<char*>(s) - (reinterpret_cast<std::uintptr_t>(s) & (slab_bytes() - 1));
   }
 
   static void push_room(size_class& cls, slab* s) noexcept {
@@ -293,7 +297,7 @@ class basic_arena {
     if (s == nullptr) {
       s = take_slab(c);  // may throw: nothing has changed yet
       push_room(cls, s);
-      ++cls.pages;
+      ++cls.slabs;
     }
     void* p = s->free;
     if (p != nullptr) {
@@ -325,7 +329,7 @@ class basic_arena {
     cls.live_bytes -= bytes;
     if (--s->used == 0) {
       if (s->has_room) remove_room(cls, s);
-      --cls.pages;
+      --cls.slabs;
       lock.unlock();
       give_back(s);
       return;
@@ -333,31 +337,35 @@ class basic_arena {
     if (!s->has_room) push_room(cls, s);
   }
 
-  // A slab for class `c`: a retained empty one, or a new huge page from the strategy.
+  // A slab for class `c`: a free one from a page the arena holds, or the first of a new huge page
+  // from the strategy.
   slab* take_slab(unsigned c) {
     slab* s = nullptr;
     {
       const std::lock_guard<Mutex> lock(pages_mutex_);
-      if (empty_ != nullptr) {
-        s = empty_;
-        empty_ = s->next;
-        --retained_;
+      if (page* p = with_slab_; p != nullptr) {
+        if (p->in_use == 0) --retained_;  // an empty page is in use again
+        s = carve(p);
       }
     }
     if (s == nullptr) {
-      void* chunk = chunks_.allocate(slab_bytes_, slab_bytes_);
-      s = ::new (static_cast<char*>(chunk) + detail::arena_header_offset(chunk, slab_bytes_))
-          slab();
-      s->owner = this;
+      // A new page: its record first, so that a failed mapping leaves nothing behind.
+      auto record = std::make_unique<page>();
+      record->base = static_cast<char*>(chunks_.allocate(page_bytes_, page_bytes_));
+      record->slabs = page_bytes_ / slab_bytes();
+      page* p = record.release();
       const std::lock_guard<Mutex> lock(pages_mutex_);
-      s->all_next = all_;
-      if (all_ != nullptr) all_->all_prev = s;
-      all_ = s;
+      p->all_next = all_;
+      if (all_ != nullptr) all_->all_prev = p;
+      all_ = p;
       ++pages_;
+      push_page(p, /*at_front=*/true);
+      s = carve(p);
     }
     const std::uint32_t slot = classes_[c].slot_bytes;
     char* data = base_of(s) + detail::arena_slab_data_offset;
-    s->capacity = static_cast<std::uint32_t>((slab_bytes_ - detail::arena_slab_data_offset) / slot);
+    s->capacity =
+        static_cast<std::uint32_t>((slab_bytes() - detail::arena_slab_data_offset) / slot);
     s->slot_bytes = slot;
     s->cls = c;
     s->used = 0;
@@ -366,46 +374,99 @@ class basic_arena {
     s->end = data + std::size_t{s->capacity} * slot;
     s->prev = s->next = nullptr;
     s->has_room = false;
-    detail::arena_poison(data, slab_bytes_ - detail::arena_slab_data_offset);
+    detail::arena_poison(data, slab_bytes() - detail::arena_slab_data_offset);
     return s;
   }
 
-  // An empty slab: retained for reuse, or given back to the system.
+  // Takes a slab from page `p` (in the list of pages with a slab to give): a freed one, else the
+  // next never carved. Called with pages_mutex_ held.
+  slab* carve(page* p) noexcept {
+    slab* s = p->free_slabs;
+    if (s != nullptr) {
+      p->free_slabs = s->next;
+    } else {
+      char* base = p->base + p->carved++ * slab_bytes();
+      s = ::new (base + detail::arena_header_offset(base, slab_bytes())) slab();
+      s->owner = this;
+      s->page = p;
+    }
+    ++p->in_use;
+    if (p->free_slabs == nullptr && p->carved == p->slabs) remove_page(p);
+    return s;
+  }
+
+  // Pages that have a slab to give: those in use at the front, empty ones at the back, so that a
+  // partly used page fills up before an empty one is touched and empty pages can go back.
+  void push_page(page* p, bool at_front) noexcept {
+    p->prev = p->next = nullptr;
+    if (with_slab_ == nullptr) {
+      with_slab_ = with_slab_last_ = p;
+    } else if (at_front) {
+      p->next = with_slab_;
+      with_slab_->prev = p;
+      with_slab_ = p;
+    } else {
+      p->prev = with_slab_last_;
+      with_slab_last_->next = p;
+      with_slab_last_ = p;
+    }
+    p->has_slab = true;
+  }
+
+  void remove_page(page* p) noexcept {
+    if (p->prev != nullptr) p->prev->next = p->next;
+    if (p->next != nullptr) p->next->prev = p->prev;
+    if (with_slab_ == p) with_slab_ = p->next;
+    if (with_slab_last_ == p) with_slab_last_ = p->prev;
+    p->prev = p->next = nullptr;
+    p->has_slab = false;
+  }
+
+  // A slab whose last object was freed goes back to its page. A page left with no slab in use is
+  // retained for reuse, or given back to the system.
   void give_back(slab* s) noexcept {
+    page* p = s->page;
     {
       const std::lock_guard<Mutex> lock(pages_mutex_);
+      s->next = p->free_slabs;
+      p->free_slabs = s;
+      if (--p->in_use != 0) {
+        if (!p->has_slab) push_page(p, /*at_front=*/true);
+        return;
+      }
+      if (p->has_slab) remove_page(p);
       if (retained_ < options_.retained_pages) {
-        s->next = empty_;
-        empty_ = s;
+        push_page(p, /*at_front=*/false);
         ++retained_;
         return;
       }
-      if (s->all_prev != nullptr) s->all_prev->all_next = s->all_next;
-      if (s->all_next != nullptr) s->all_next->all_prev = s->all_prev;
-      if (all_ == s) all_ = s->all_next;
+      if (p->all_prev != nullptr) p->all_prev->all_next = p->all_next;
+      if (p->all_next != nullptr) p->all_next->all_prev = p->all_prev;
+      if (all_ == p) all_ = p->all_next;
       --pages_;
       ++released_;
     }
-    unmap_slab(s);  // the syscall outside the lock
+    unmap_page(p);  // the syscall outside the lock
   }
 
-  void unmap_slab(slab* s) noexcept {
+  void unmap_page(page* p) noexcept {
     // The address range may be mapped again for anything: leave no poison behind.
-    void* base = base_of(s);
-    detail::arena_unpoison(base, slab_bytes_);
-    chunks_.deallocate(base, slab_bytes_, slab_bytes_);
+    detail::arena_unpoison(p->base, page_bytes_);
+    chunks_.deallocate(p->base, page_bytes_, page_bytes_);
+    delete p;
   }
 
   strategy strategy_;
   strategy chunks_;
-  std::size_t slab_bytes_;
+  std::size_t page_bytes_;
   arena_options options_;
   size_class classes_[detail::arena_class_count];
   std::atomic<std::size_t> large_bytes_{0};
 
   mutable Mutex pages_mutex_;  // guards the members below; taken after a class's mutex
-  slab* all_ = nullptr;        // every slab held, linked through all_prev / all_next
-  slab* empty_ = nullptr;      // retained empty slabs, linked through next
+  page* all_ = nullptr;        // every huge page held, linked through all_prev / all_next
+  page* with_slab_ = nullptr;  // pages with a slab to give: in use first, then empty ones
+  page* with_slab_last_ = nullptr;
   std::size_t pages_ = 0;
   std::size_t retained_ = 0;
   std::uint64_t released_ = 0;

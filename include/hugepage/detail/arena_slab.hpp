@@ -1,15 +1,16 @@
 // hugepage/detail/arena_slab.hpp - the pieces of the node arena (arena.hpp) that users never name:
 // size classes, the header at the start of each huge page, and AddressSanitizer poisoning.
 //
-// Layout of one huge page ("slab") that serves one size class:
+// Layout of one slab, the 2 MiB unit that serves one size class:
 //
-//   +---------------- slab_bytes (2 MiB; 1 GiB for a 1 GiB hugetlb strategy), aligned to itself
+//   +---------------- arena_slab_bytes (2 MiB), aligned to itself
 //   | slab header (lists, free list, bump pointer, counts)           <= slab_data_offset bytes
 //   | slot | slot | slot | ...  (slot_bytes each, no per-object header) | unused tail < 1 slot
 //   +----------------
 //
-// The header of the slab that holds an object is found by masking the object's address with
-// ~(slab_bytes - 1): no lookup table, no per-object header, O(1).
+// A slab is a whole 2 MiB huge page (THP, 2 MiB hugetlb), or one of the 512 slabs carved from a
+// 1 GiB page. The header of the slab that holds an object is found by masking the object's address
+// with ~(arena_slab_bytes - 1): no lookup table, no per-object header, O(1).
 #pragma once
 
 #include <array>
@@ -133,11 +134,31 @@ constexpr unsigned arena_class_of(std::size_t bytes, std::size_t alignment) noex
 
 // ---- slab header ------------------------------------------------------------------------------
 
+/// Size of a slab. A 1 GiB page is carved into slabs of this size, so the size classes a container
+/// touches share one page instead of taking a 1 GiB page each.
+inline constexpr std::size_t arena_slab_bytes = std::size_t{2} << 20;
+
+struct arena_slab;
+
+/// A huge page the arena mapped: one slab (2 MiB pages) or several (1 GiB pages). It goes back to
+/// the system only when every slab carved from it is free. Allocated on the heap, beside the page.
+struct arena_page {
+  char* base = nullptr;
+  arena_page* prev = nullptr;  // in the list of pages with a slab to give (free or never carved)
+  arena_page* next = nullptr;
+  arena_page* all_prev = nullptr;  // in the list of every page the arena holds
+  arena_page* all_next = nullptr;
+  arena_slab* free_slabs = nullptr;  // slabs carved and freed, linked through arena_slab::next
+  std::size_t slabs = 0;             // slabs the page holds
+  std::size_t carved = 0;            // slabs carved so far, from the start of the page
+  std::size_t in_use = 0;            // slabs serving a size class now
+  bool has_slab = false;             // in the list of pages with a slab to give
+};
+
 struct arena_slab {
-  arena_slab* prev = nullptr;  // in its class's list of slabs with room, or the empty list
-  arena_slab* next = nullptr;
-  arena_slab* all_prev = nullptr;  // in the list of every slab the arena holds
-  arena_slab* all_next = nullptr;
+  arena_slab* prev = nullptr;   // in its class's list of slabs with room
+  arena_slab* next = nullptr;   // ... or, while free, in its page's list of free slabs
+  arena_page* page = nullptr;   // the huge page it was carved from
   void* free = nullptr;         // freed slots, linked through their first word
   char* bump = nullptr;         // first never-used slot
   char* end = nullptr;          // past the last whole slot
