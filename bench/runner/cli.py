@@ -262,7 +262,7 @@ def paired_again(args, out_dir):
 
 
 def paired_report_only(args):
-    """--paired-report FILE: the report of an arena_bench JSON file, and paired-nodes.md in --out."""
+    """--paired-report FILE: the report of an arena_bench JSON file (paired-nodes.md in --out)."""
     data, problem = paired.read(args.paired_report)
     if data is None:
         sys.exit(f"error: {args.paired_report}: {problem}")

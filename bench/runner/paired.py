@@ -163,7 +163,7 @@ def read(path):
     return data, ""
 
 
-# ---- reading the rows ------------------------------------------------------------------------------
+# ---- reading the rows -------------------------------------------------------------------------
 
 def left_out(label):
     """{contender: why} from a row's label ("left out: arena_1g: ...; jemalloc: ...")."""
@@ -349,7 +349,8 @@ def verdicts(row):
         bound = RSS_OVER_LIVE + NODE_CLASSES * ARENA_PAGE / live
         got = k["rss_over_live_arena"]
         out.append((target, MET if got <= bound else MISSED,
-                    f"RSS growth / live {got:.3f}, bound {bound:.3f} at {fmt_num(live / MiB)} MiB live"))
+                    f"RSS growth / live {got:.3f}, bound {bound:.3f} at "
+                    f"{fmt_num(live / MiB)} MiB live"))
     elif "lookup_ns_arena" not in k:
         out.append((target, NOT_MEASURED, f"arena not measured ({why_missing(row, 'arena')})"))
     else:

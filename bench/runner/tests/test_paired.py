@@ -1,6 +1,7 @@
 import io
 import json
 import os
+import shlex
 import stat
 import tempfile
 import unittest
@@ -230,8 +231,9 @@ class Run(unittest.TestCase):
             d = Path(d)
             fake = d / "fake_arena_bench"
             # Writes the fixture where --benchmark_out says, relative to its working directory.
+            fixture = shlex.quote(str(FIXTURE))
             fake.write_text("#!/bin/sh\nfor a in \"$@\"; do case \"$a\" in --benchmark_out=*) "
-                            f"cp {FIXTURE} \"${{a#--benchmark_out=}}\";; esac; done\n"
+                            f"cp {fixture} \"${{a#--benchmark_out=}}\";; esac; done\n"
                             "echo \"MALLOC_CONF=${MALLOC_CONF:-unset}\"\n")
             fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
             out = d / "out"
