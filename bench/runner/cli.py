@@ -238,7 +238,8 @@ def paired_step(args, registry, out_dir):
                   f"see {out_dir / paired.LOG_NAME})")
         else:
             context = relative_context(data.get("context"), out_dir)
-            paired.write_report(data, out_dir, record, machine_lines(context, args))
+            record["machine"] = machine_lines(context, args)  # --from shows it again
+            paired.write_report(data, out_dir, record, record["machine"])
     results = out_dir / "results.json"
     if results.exists():
         saved = json.loads(results.read_text())
@@ -258,7 +259,7 @@ def paired_again(args, out_dir):
         results.write_text(json.dumps(saved, indent=1) + "\n")
     if data is not None:
         print()
-        paired.write_report(data, out_dir, record)
+        paired.write_report(data, out_dir, record, (record or {}).get("machine"))
 
 
 def paired_report_only(args):

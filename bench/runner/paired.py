@@ -119,6 +119,8 @@ def run(args, out_dir, size, rounds):
     cmd = command(binary, size, rounds)
     (out_dir / "raw").mkdir(parents=True, exist_ok=True)
     (out_dir / "logs").mkdir(parents=True, exist_ok=True)
+    # An --out directory used before may hold an earlier run's JSON: never report that one.
+    (out_dir / JSON_NAME).unlink(missing_ok=True)
     # Plain glibc: arena_bench loads the peers itself and sets their options; a malloc variable
     # of the caller's would change what it measures.
     env = clean_env({})

@@ -260,6 +260,54 @@ class Run(unittest.TestCase):
             self.assertEqual(record["rc"], 3)
             self.assertIn("paired-nodes.json does not exist", record["problem"])
 
+    def test_step_after_the_rounds(self):
+        """cli.paired_step: runs, reports into paired-nodes.md, records itself in results.json;
+        --no-paired and a missing binary are recorded as skipped, a failure is exit status 1."""
+        with tempfile.TemporaryDirectory() as d:
+            d = Path(d)
+            fake = d / "fake_arena_bench"
+            fixture = shlex.quote(str(FIXTURE))
+            fake.write_text("#!/bin/sh\nfor a in \"$@\"; do case \"$a\" in --benchmark_out=*) "
+                            f"cp {fixture} \"${{a#--benchmark_out=}}\";; esac; done\n")
+            fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+            out = d / "out"
+            out.mkdir()
+            (out / "results.json").write_text('{"rounds": 2}')
+            reg = fixtures.registry()
+            quiet = lambda: (redirect_stdout(io.StringIO()),
+                             unittest.mock.patch("sys.stderr", io.StringIO()))
+            a, b = quiet()
+            with a, b:
+                rc = cli.paired_step(cli.parse_args(["--quick", "--paired-bench", str(fake)]),
+                                     reg, out)
+            self.assertEqual(rc, 0)
+            saved = json.loads((out / "results.json").read_text())
+            self.assertEqual(saved["rounds"], 2)
+            self.assertEqual((saved["paired"]["rc"], saved["paired"]["size"],
+                              saved["paired"]["rounds"]), (0, 64 * MiB, 3))
+            self.assertTrue(saved["paired"]["machine"])
+            self.assertIn("## StdMap", (out / "paired-nodes.md").read_text())
+            a, b = quiet()
+            with a, b:
+                rc = cli.paired_step(cli.parse_args(["--no-paired"]), reg, out)
+            self.assertEqual(rc, 0)
+            self.assertEqual(json.loads((out / "results.json").read_text())["paired"],
+                             {"skipped": "--no-paired"})
+            a, b = quiet()
+            with a, b:
+                rc = cli.paired_step(cli.parse_args(["--paired-bench", str(d / "none")]), reg, out)
+            self.assertEqual(rc, 0)
+            self.assertIn("not found or not executable",
+                          json.loads((out / "results.json").read_text())["paired"]["skipped"])
+            fake.write_text("#!/bin/sh\nexit 3\n")
+            a, b = quiet()
+            with a, b:
+                rc = cli.paired_step(cli.parse_args(["--paired-bench", str(fake)]), reg, out)
+            self.assertEqual(rc, 1)
+            # The earlier run's JSON is gone, not reported as this run's.
+            self.assertIn("does not exist",
+                          json.loads((out / "results.json").read_text())["paired"]["problem"])
+
     @staticmethod
     def args(binary):
         a = cli.parse_args(["--paired-bench", str(binary)])
