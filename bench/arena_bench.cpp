@@ -365,7 +365,7 @@ struct peer_backend {
   const hugepage::unsynchronized_arena* arena() const { return nullptr; }
 };
 
-// The arena over 1 GiB pages: one 1 GiB slab per size class in use (strict pool).
+// The arena over 1 GiB pages: 2 MiB slabs carved from them, shared by the size classes.
 struct arena_1g_backend {
   template <class T>
   using alloc = hugepage::arena_allocator<T, hugepage::unsynchronized_arena>;
