@@ -7,7 +7,8 @@
 //   arena_mt hugepage::arena_allocator over the thread-safe arena (one mutex per size class)
 //   pmr_pool std::pmr::unsynchronized_pool_resource over hugepage::pmr::thp_resource()
 // BM_Paired_<Container> adds the arena over 1 GiB pages and jemalloc and mimalloc loaded into the
-// same process (below), and alternates all of them round by round (--rounds=N, default 15).
+// same process (below), and alternates all of them round by round (--rounds=N, default 15; with
+// --round-seconds=S, more rounds until S seconds of them).
 //
 // One benchmark row per (container, backend, size). A size is the container's live bytes (--sizes,
 // default 64M,256M,1G), so a hash map holds more elements than a std::map of the same size; the
@@ -459,12 +460,15 @@ contender make_contender(std::string name, const std::vector<u64>& keys) {
   return c;
 }
 
-// Rounds of BM_Paired (--rounds=N).
+// Rounds of BM_Paired: at least --rounds=N, and more until --round-seconds=S of rounds have
+// passed (at most kMaxRounds). A ratio near 1 needs many rounds to settle: a round's ratio varies
+// by about 5% here, and the hash maps' rounds take a fifth of a second, std::map's three seconds.
 int paired_rounds = 15;
+int paired_round_seconds = 0;
+constexpr int kMaxRounds = 1000;
 
 template <class C>
 void BM_Paired(benchmark::State& state) {
-  const int kRounds = paired_rounds;
   const auto n = static_cast<std::size_t>(state.range(0));
   const std::vector<u64>& keys = keys_for(n);
   for (auto _ : state) {
@@ -511,7 +515,11 @@ void BM_Paired(benchmark::State& state) {
     std::vector<u64> fresh(m, 0);
     u64 seed = 42;
     std::vector<u64> probes(kPairedBatch);
-    for (int round = 0; round < kRounds; ++round) {
+    const auto rounds_start = std::chrono::steady_clock::now();
+    int rounds = 0;
+    for (int round = 0; round < kMaxRounds; ++round) {
+      if (round >= paired_rounds && seconds_since(rounds_start) >= paired_round_seconds) break;
+      ++rounds;
       // The churn erases some original keys: a probe may miss (the same probes for everyone).
       for (auto& p : probes) p = keys[splitmix(seed) % n];
       // The order rotates with the round, so no contender always runs first after a churn.
@@ -526,10 +534,11 @@ void BM_Paired(benchmark::State& state) {
       }
     }
     state.counters["live_mib"] = static_cast<double>(all[arena].live_bytes) / kMiB;
+    state.counters["rounds"] = rounds;
     for (std::size_t c = 0; c < m; ++c) {
       const std::string& who = all[c].name;
       std::vector<double> look_ratio, churn_ratio;
-      for (int r = 0; r < kRounds; ++r) {
+      for (int r = 0; r < rounds; ++r) {
         look_ratio.push_back(look[c][r] / look[arena][r]);
         churn_ratio.push_back(churn[c][r] / churn[arena][r]);
       }
@@ -564,7 +573,7 @@ void BM_Paired(benchmark::State& state) {
         const auto q = static_cast<std::size_t>(at(peer));
         if (o == m || q == m) continue;
         std::vector<double> ratio;
-        for (int r = 0; r < kRounds; ++r) ratio.push_back(look[o][r] / look[q][r]);
+        for (int r = 0; r < rounds; ++r) ratio.push_back(look[o][r] / look[q][r]);
         const std::string key = fmt::format("lookup_{}_over_{}", ours, peer);
         state.counters[key] = median(ratio);
         state.counters[key + "_min"] = *std::min_element(ratio.begin(), ratio.end());
@@ -612,9 +621,10 @@ void register_container(const std::vector<std::size_t>& sizes) {
   }
 }
 
-// Parses --sizes=S[,S...] (bytes with a K, M or G suffix) into `sizes`, or --rounds=N into
-// `rounds`; false on anything else.
-bool parse_flag(const std::string& arg, std::vector<std::size_t>& sizes, int& rounds) {
+// Parses --sizes=S[,S...] (bytes with a K, M or G suffix) into `sizes`, --rounds=N into `rounds`
+// or --round-seconds=S into `seconds`; false on anything else.
+bool parse_flag(const std::string& arg, std::vector<std::size_t>& sizes, int& rounds,
+                int& seconds) {
   const std::size_t eq = arg.find('=');
   const std::string name = arg.substr(0, eq);
   const std::string value = arg.substr(eq + 1);
@@ -637,8 +647,13 @@ bool parse_flag(const std::string& arg, std::vector<std::size_t>& sizes, int& ro
     at = comma + 1;
   }
   if (name == "--rounds") {
-    if (numbers.size() != 1 || numbers[0] < 1 || numbers[0] > 1000) return false;
+    if (numbers.size() != 1 || numbers[0] < 1 || numbers[0] > kMaxRounds) return false;
     rounds = static_cast<int>(numbers[0]);
+    return true;
+  }
+  if (name == "--round-seconds") {
+    if (numbers.size() != 1 || numbers[0] > 3600) return false;
+    seconds = static_cast<int>(numbers[0]);
     return true;
   }
   for (const auto n : numbers) {
@@ -668,11 +683,13 @@ int main(int argc, char** argv) {
   std::vector<std::size_t> sizes = {64 * kMiB, 256 * kMiB, 1024 * kMiB};
   for (int i = 1; i < argc;) {
     const std::string arg = argv[i];
-    if (arg.rfind("--sizes=", 0) == 0 || arg.rfind("--rounds=", 0) == 0) {
-      if (!parse_flag(arg, sizes, paired_rounds)) {
-        std::fprintf(
-            stderr, "arena_bench: bad %s (--sizes=64M,1G: 1M to 64G each; --rounds=N: 1 to 1000)\n",
-            arg.c_str());
+    if (arg.rfind("--sizes=", 0) == 0 || arg.rfind("--rounds=", 0) == 0 ||
+        arg.rfind("--round-seconds=", 0) == 0) {
+      if (!parse_flag(arg, sizes, paired_rounds, paired_round_seconds)) {
+        std::fprintf(stderr,
+                     "arena_bench: bad %s (--sizes=64M,1G: 1M to 64G each; --rounds=N: 1 to 1000; "
+                     "--round-seconds=S: 0 to 3600)\n",
+                     arg.c_str());
         return 2;
       }
       for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];

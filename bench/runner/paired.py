@@ -64,6 +64,10 @@ QUICK_SIZE = 64 * MiB
 MIN_SIZE = 64 * MiB            # the node suites' smallest working set
 DEFAULT_ROUNDS = 15
 QUICK_ROUNDS = 3
+# A full run goes on past its rounds until a minute of rounds per container: a paired lookup ratio
+# near 1.00 moves by about 5% from round to round here, so its median needs many rounds to settle
+# (the hash maps' rounds take a fifth of a second, std::map's about three).
+DEFAULT_ROUND_SECONDS = 60
 NODE_FAMILY = "node containers"
 
 NAME_RE = re.compile(r"^BM_Paired_([A-Za-z0-9]+)/(\d+)")
@@ -103,9 +107,10 @@ def size_flag(n):
     return str(n)
 
 
-def command(binary, size, rounds):
+def command(binary, size, rounds, round_seconds=0):
     """arena_bench's command line, paths relative to the output directory it runs from."""
-    return [binary, f"--sizes={size_flag(size)}", f"--rounds={rounds}",
+    timed = [f"--round-seconds={round_seconds}"] if round_seconds else []
+    return [binary, f"--sizes={size_flag(size)}", f"--rounds={rounds}", *timed,
             "--benchmark_filter=^BM_Paired_", f"--benchmark_out={JSON_NAME}",
             "--benchmark_out_format=json"]
 
@@ -116,7 +121,7 @@ def run(args, out_dir, size, rounds):
     binary = os.path.relpath(os.path.abspath(args.paired_bench), out_dir)
     if os.sep not in binary:
         binary = os.path.join(".", binary)
-    cmd = command(binary, size, rounds)
+    cmd = command(binary, size, rounds, 0 if args.quick else DEFAULT_ROUND_SECONDS)
     (out_dir / "raw").mkdir(parents=True, exist_ok=True)
     (out_dir / "logs").mkdir(parents=True, exist_ok=True)
     # An --out directory used before may hold an earlier run's JSON: never report that one.
@@ -441,8 +446,9 @@ def report(data, meta=None, machine=None):
     for row in found:
         k = row["counters"]
         name = CONTAINERS.get(row["container"], row["container"])
-        size = f"{row['elements']:,} elements" + (f", live {fmt_num(k['live_mib'])} MiB"
-                                                   if "live_mib" in k else "")
+        size = (f"{row['elements']:,} elements"
+                + (f", live {fmt_num(k['live_mib'])} MiB" if "live_mib" in k else "")
+                + (f", {int(k['rounds'])} rounds" if "rounds" in k else ""))
         text += ["", f"{row['container']} ({name}): {size}"]
         md += [f"## {row['container']}", "", f"`{name}`: {size}.", ""]
         if row["error"]:

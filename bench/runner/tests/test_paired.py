@@ -154,7 +154,7 @@ class Report(unittest.TestCase):
         self.assertIn("| std | 2900 | 1.37 (1.31-1.47) | 4000 | 2750 | 1.330 | 0.0 | - |", md)
         self.assertIn("| arena_1g | 2070 | 0.97 (0.90-1.00) | 3050 | 1370 | - | - | 100.0 |", md)
         self.assertIn("| mimalloc | - | left out | - | - | - | - | - |", md)
-        self.assertIn("`std::map<u64,u64>`: 22,369,621 elements, live 1024 MiB.", md)
+        self.assertIn("`std::map<u64,u64>`: 22,369,621 elements, live 1024 MiB, 40 rounds.", md)
         self.assertIn("- best of ours / best peer lookup: arena_1g/mimalloc 0.990 (0.950-1.020)",
                       md)
         self.assertIn("- **met** lookup >= 1.3x glibc (glibc/arena, paired median): glibc/arena "
@@ -219,6 +219,8 @@ class Plan(unittest.TestCase):
                          ["./arena_bench", "--sizes=64M", "--rounds=3",
                           "--benchmark_filter=^BM_Paired_",
                           "--benchmark_out=raw/paired-nodes.json", "--benchmark_out_format=json"])
+        self.assertEqual(paired.command("./arena_bench", 1 << 30, 15, 60)[:4],
+                         ["./arena_bench", "--sizes=1G", "--rounds=15", "--round-seconds=60"])
 
     def test_default_binary_beside_bench(self):
         a = self.args(["--bench", "/x/y/hugepage_bench"])
