@@ -501,6 +501,24 @@ TEST(ArenaAsan, LiveNodesAndReusedSlotsAreNotPoisoned) {
   }
 }
 
+TEST(ArenaAsanDeathTest, UseOfAFreedRunIsReported) {
+  if (!under_asan()) {
+    GTEST_SKIP() << "needs a build with AddressSanitizer (HUGEPAGE_SANITIZE=ON)";
+  }
+  HUGEPAGE_REQUIRE_POOL(page_size::huge_1g, 1);
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto use_after_free = [] {
+    unsynchronized_arena a(strategy::hugetlb(page_size::huge_1g, hugepage::strict));
+    void* keep = a.allocate(64, 8);  // the page stays mapped: only the poison can tell
+    auto* block = static_cast<unsigned char*>(a.allocate(4 * kMiB, 64));
+    block[kMiB] = 1;
+    a.deallocate(block, 4 * kMiB, 64);
+    std::printf("read %d\n", block[kMiB]);
+    a.deallocate(keep, 64, 8);
+  };
+  EXPECT_DEATH(use_after_free(), "use-after-poison");
+}
+
 // ---- release: RSS and the pool follow the live bytes ------------------------------------------
 
 using book_t = std::map<u64, u64, std::less<u64>, node_alloc<u64, u64>>;
@@ -667,8 +685,58 @@ TEST(ArenaGigantic, FreedSlabsAreReusedByOtherClassesInsideThePage) {
   EXPECT_TRUE(hugepage::test::pool_back(page_size::huge_1g, before));
 }
 
-// A std::unordered_map on 1 GiB pages: its nodes and small bucket arrays share one page, and
-// what the process holds is that page, not a page per size class.
+// Over 1 GiB pages, a block the strategy would map (2 MiB and more) that fits in a page takes a
+// run of adjacent slabs of the arena's page, so a hash table's bucket array shares the page with
+// its nodes instead of going to 2 MiB pages; a freed run serves the next run or class.
+TEST(ArenaGigantic, LargeBlocksTakeRunsOfSlabsOnTheSamePage) {
+  HUGEPAGE_REQUIRE_POOL(page_size::huge_1g, 1);
+  const auto before = hugepage::test::read_counts(page_size::huge_1g);
+  const std::size_t own_before = own_hugetlb_rss();
+  {
+    unsynchronized_arena a(strategy::hugetlb(page_size::huge_1g, hugepage::strict),
+                           arena_options{0});
+    const auto page_of = [&a](const void* p) {
+      return reinterpret_cast<std::uintptr_t>(p) & ~(a.page_bytes() - 1);
+    };
+    void* node = a.allocate(64, 8);
+    void* five = a.allocate(5 * kMiB, 64);
+    void* hundred = a.allocate(100 * kMiB, 4096);
+    EXPECT_EQ(page_of(five), page_of(node)) << "the run is on the nodes' page";
+    EXPECT_EQ(page_of(hundred), page_of(node));
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(five) % a.slab_bytes(), 0u);
+    std::memset(five, 0x5a, 5 * kMiB);
+    std::memset(hundred, 0xa5, 100 * kMiB);
+    auto s = a.stats();
+    EXPECT_EQ(s.pages, 1u);
+    EXPECT_EQ(s.run_slabs, 3u + 50u);
+    EXPECT_EQ(s.large_bytes, 105 * kMiB);
+    EXPECT_EQ(own_hugetlb_rss() - own_before, std::size_t{1} << 30) << "nothing on other pages";
+    // Below the strategy's threshold: not a run (::operator new, as before).
+    void* small_block = a.allocate(kMiB, 8);
+    EXPECT_EQ(a.stats().run_slabs, 53u);
+    a.deallocate(small_block, kMiB, 8);
+
+    a.deallocate(five, 5 * kMiB, 64);
+    EXPECT_EQ(a.stats().run_slabs, 50u);
+    void* four = a.allocate(4 * kMiB, 64);
+    EXPECT_EQ(four, five) << "the freed run was reused first-fit";
+    for (std::size_t i = 0; i < 100 * kMiB; i += 4096) {
+      ASSERT_EQ(static_cast<unsigned char*>(hundred)[i], 0xa5) << "a neighbour overwrote it";
+    }
+    a.deallocate(four, 4 * kMiB, 64);
+    a.deallocate(hundred, 100 * kMiB, 4096);
+    a.deallocate(node, 64, 8);
+    s = a.stats();
+    EXPECT_EQ(s.run_slabs, 0u);
+    EXPECT_EQ(s.large_bytes, 0u);
+    EXPECT_EQ(s.pages, 0u) << "no slab in use: the page went back";
+    EXPECT_EQ(own_hugetlb_rss(), own_before);
+  }
+  EXPECT_TRUE(hugepage::test::pool_back(page_size::huge_1g, before));
+}
+
+// A std::unordered_map on 1 GiB pages: its nodes, small bucket arrays (slabs of their classes) and
+// large bucket arrays (runs) share one page.
 TEST(ArenaGigantic, UnorderedMapTakesOnePage) {
   HUGEPAGE_REQUIRE_POOL(page_size::huge_1g, 1);
   const auto before = hugepage::test::read_counts(page_size::huge_1g);
@@ -677,12 +745,16 @@ TEST(ArenaGigantic, UnorderedMapTakesOnePage) {
     unsynchronized_arena a(strategy::hugetlb(page_size::huge_1g, hugepage::strict));
     using alloc = arena_allocator<std::pair<const u64, u64>, unsynchronized_arena>;
     std::unordered_map<u64, u64, std::hash<u64>, std::equal_to<u64>, alloc> m{alloc(a)};
-    for (u64 i = 0; i < 100000; ++i) m.emplace(i * 7919, i);
+    const u64 n = 1000000;  // a bucket array of 8 MiB or more: a run
+    for (u64 i = 0; i < n; ++i) m.emplace(i * 7919, i);
     const auto s = a.stats();
-    EXPECT_GE(s.slabs, 2u) << "nodes and bucket arrays";
+    EXPECT_GE(s.slabs, 2u) << "nodes and small bucket arrays";
+    EXPECT_EQ(s.run_slabs, (m.bucket_count() * sizeof(void*) + a.slab_bytes() - 1) / a.slab_bytes())
+        << "the bucket array is a run";
     EXPECT_EQ(s.pages, 1u);
     EXPECT_EQ(own_hugetlb_rss() - own_before, std::size_t{1} << 30);
-    for (u64 i = 0; i < 100000; ++i) ASSERT_EQ(m.at(i * 7919), i);
+    EXPECT_EQ(a.backing().hugetlb_1g, std::size_t{1} << 30);
+    for (u64 i = 0; i < n; ++i) ASSERT_EQ(m.at(i * 7919), i);
   }
   EXPECT_EQ(own_hugetlb_rss(), own_before);
   EXPECT_TRUE(hugepage::test::pool_back(page_size::huge_1g, before));

@@ -66,8 +66,9 @@ bool intact(const block& b) {
 }
 
 // Each thread allocates blocks of random small sizes, frees half of its own and hands the other
-// half to the next thread, which checks and frees them.
-void allocate_and_free_across_threads(arena& a, int ops) {
+// half to the next thread, which checks and frees them. With `large_every` > 0, every so many
+// operations a block of 2-4 MiB (a run of slabs on an arena over 1 GiB pages).
+void allocate_and_free_across_threads(arena& a, int ops, int large_every = 0) {
   handoff queues[kThreads];
   std::atomic<int> corrupted{0};
   std::vector<std::thread> threads;
@@ -77,7 +78,9 @@ void allocate_and_free_across_threads(arena& a, int ops) {
       std::vector<block> own;
       for (int i = 0; i < ops; ++i) {
         block b;
-        b.bytes = 1 + rng() % 300;
+        b.bytes = large_every > 0 && i % large_every == large_every - 1
+                      ? (std::size_t{2} << 20) + rng() % (std::size_t{2} << 20)
+                      : 1 + rng() % 300;
         b.tag = static_cast<unsigned char>(rng());
         b.p = static_cast<unsigned char*>(a.allocate(b.bytes, 8));
         std::memset(b.p, b.tag, b.bytes);
@@ -132,16 +135,18 @@ TEST(ArenaThreads, HugetlbArenaAcrossThreadsLeavesThePoolAsItWas) {
   EXPECT_TRUE(hugepage::test::pool_back(page_size::huge_2m, before));
 }
 
-// Over 1 GiB pages, the slabs of every class are carved from one page under the page lock while
-// other threads allocate and free in their classes; the page goes back once all its slabs are free.
+// Over 1 GiB pages, the slabs of every class and the runs of large blocks are carved from one page
+// under the page lock while other threads allocate and free in their classes; the page goes back
+// once all its slabs are free.
 TEST(ArenaThreads, GigabytePageCarvedIntoSlabsAcrossThreadsLeavesThePoolAsItWas) {
   HUGEPAGE_REQUIRE_POOL(page_size::huge_1g, 1);
   const auto before = hugepage::test::read_counts(page_size::huge_1g);
   {
     arena a(strategy::hugetlb(page_size::huge_1g, hugepage::strict), hugepage::arena_options{0});
-    allocate_and_free_across_threads(a, scaled(100000));
+    allocate_and_free_across_threads(a, scaled(100000), scaled(100000) / 10);
     EXPECT_EQ(a.stats().pages, 0u);
     EXPECT_EQ(a.stats().slabs, 0u);
+    EXPECT_EQ(a.stats().run_slabs, 0u);
   }
   EXPECT_TRUE(hugepage::test::pool_back(page_size::huge_1g, before));
 }

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
 #define HUGEPAGE_ARENA_ASAN 1
@@ -138,26 +139,49 @@ constexpr unsigned arena_class_of(std::size_t bytes, std::size_t alignment) noex
 /// touches share one page instead of taking a 1 GiB page each.
 inline constexpr std::size_t arena_slab_bytes = std::size_t{2} << 20;
 
-struct arena_slab;
-
-/// A huge page the arena mapped: one slab (2 MiB pages) or several (1 GiB pages). It goes back to
-/// the system only when every slab carved from it is free. Allocated on the heap, beside the page.
+/// A huge page the arena mapped: one slab (2 MiB pages) or several (1 GiB pages), each serving a
+/// size class or part of a run that holds one large allocation. It goes back to the system only
+/// when none of its slabs is in use. Allocated on the heap, beside the page.
 struct arena_page {
   char* base = nullptr;
-  arena_page* prev = nullptr;  // in the list of pages with a slab to give (free or never carved)
+  arena_page* prev = nullptr;  // in the list of pages with a free slab
   arena_page* next = nullptr;
   arena_page* all_prev = nullptr;  // in the list of every page the arena holds
   arena_page* all_next = nullptr;
-  arena_slab* free_slabs = nullptr;  // slabs carved and freed, linked through arena_slab::next
-  std::size_t slabs = 0;             // slabs the page holds
-  std::size_t carved = 0;            // slabs carved so far, from the start of the page
-  std::size_t in_use = 0;            // slabs serving a size class now
-  bool has_slab = false;             // in the list of pages with a slab to give
+  std::vector<std::uint64_t> used;  // a bit per slab: in use
+  std::size_t slabs = 0;            // slabs the page holds
+  std::size_t in_use = 0;           // slabs in use: serving a class or in a run
+  bool has_slab = false;            // in the list of pages with a free slab
+  bool retained = false;            // empty and kept for reuse
+
+  explicit arena_page(char* start, std::size_t slab_count)
+      : base(start), used((slab_count + 63) / 64), slabs(slab_count) {}
+
+  /// The first of `count` adjacent free slabs, or `slabs` when there is no such run.
+  std::size_t find_free(std::size_t count) const noexcept {
+    std::size_t run = 0;
+    for (std::size_t i = 0; i < slabs; ++i) {
+      if ((used[i / 64] >> (i % 64) & 1) != 0) {
+        run = 0;
+      } else if (++run == count) {
+        return i + 1 - count;
+      }
+    }
+    return slabs;
+  }
+
+  /// Marks slabs [first, first + count) in use (`on`) or free.
+  void mark(std::size_t first, std::size_t count, bool on) noexcept {
+    for (std::size_t i = first; i < first + count; ++i) {
+      const std::uint64_t bit = std::uint64_t{1} << (i % 64);
+      used[i / 64] = on ? used[i / 64] | bit : used[i / 64] & ~bit;
+    }
+  }
 };
 
 struct arena_slab {
-  arena_slab* prev = nullptr;   // in its class's list of slabs with room
-  arena_slab* next = nullptr;   // ... or, while free, in its page's list of free slabs
+  arena_slab* prev = nullptr;  // in its class's list of slabs with room
+  arena_slab* next = nullptr;
   arena_page* page = nullptr;   // the huge page it was carved from
   void* free = nullptr;         // freed slots, linked through their first word
   char* bump = nullptr;         // first never-used slot
