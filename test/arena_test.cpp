@@ -519,6 +519,25 @@ TEST(ArenaAsanDeathTest, UseOfAFreedRunIsReported) {
   EXPECT_DEATH(use_after_free(), "use-after-poison");
 }
 
+// A run freed twice is reported as a slot freed twice is, instead of counting its slabs free
+// twice: the page's count of slabs in use would wrap and the page would never go back.
+TEST(ArenaAsanDeathTest, DoubleFreeOfARunIsReported) {
+  if (!under_asan()) {
+    GTEST_SKIP() << "needs a build with AddressSanitizer (HUGEPAGE_SANITIZE=ON)";
+  }
+  HUGEPAGE_REQUIRE_POOL(page_size::huge_1g, 1);
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto double_free = [] {
+    unsynchronized_arena a(strategy::hugetlb(page_size::huge_1g, hugepage::strict));
+    void* keep = a.allocate(64, 8);  // the page stays mapped: only the poison can tell
+    void* block = a.allocate(4 * kMiB, 64);
+    a.deallocate(block, 4 * kMiB, 64);
+    a.deallocate(block, 4 * kMiB, 64);
+    a.deallocate(keep, 64, 8);
+  };
+  EXPECT_DEATH(double_free(), "double-free");
+}
+
 // ---- release: RSS and the pool follow the live bytes ------------------------------------------
 
 using book_t = std::map<u64, u64, std::less<u64>, node_alloc<u64, u64>>;

@@ -398,6 +398,9 @@ class basic_arena {
 
   void free_run(void* p, std::size_t bytes) noexcept {
     const std::size_t count = slabs_for(bytes);
+    // A run freed twice would count its slabs free twice (the page's in_use wraps): report it
+    // under AddressSanitizer, as for a slot; a live run's first byte is never poisoned.
+    detail::arena_check_not_freed(p);
     detail::arena_poison(p, count * slab_bytes());
     char* start = static_cast<char*>(p);
     const char* base = start - (reinterpret_cast<std::uintptr_t>(start) & (page_bytes_ - 1));
