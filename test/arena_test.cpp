@@ -519,6 +519,25 @@ TEST(ArenaAsanDeathTest, UseOfAFreedRunIsReported) {
   EXPECT_DEATH(use_after_free(), "use-after-poison");
 }
 
+// A run freed twice is reported as a slot freed twice is, instead of counting its slabs free
+// twice: the page's count of slabs in use would wrap and the page would never go back.
+TEST(ArenaAsanDeathTest, DoubleFreeOfARunIsReported) {
+  if (!under_asan()) {
+    GTEST_SKIP() << "needs a build with AddressSanitizer (HUGEPAGE_SANITIZE=ON)";
+  }
+  HUGEPAGE_REQUIRE_POOL(page_size::huge_1g, 1);
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto double_free = [] {
+    unsynchronized_arena a(strategy::hugetlb(page_size::huge_1g, hugepage::strict));
+    void* keep = a.allocate(64, 8);  // the page stays mapped: only the poison can tell
+    void* block = a.allocate(4 * kMiB, 64);
+    a.deallocate(block, 4 * kMiB, 64);
+    a.deallocate(block, 4 * kMiB, 64);
+    a.deallocate(keep, 64, 8);
+  };
+  EXPECT_DEATH(double_free(), "double-free");
+}
+
 // ---- release: RSS and the pool follow the live bytes ------------------------------------------
 
 using book_t = std::map<u64, u64, std::less<u64>, node_alloc<u64, u64>>;
@@ -757,6 +776,221 @@ TEST(ArenaGigantic, UnorderedMapTakesOnePage) {
     for (u64 i = 0; i < n; ++i) ASSERT_EQ(m.at(i * 7919), i);
   }
   EXPECT_EQ(own_hugetlb_rss(), own_before);
+  EXPECT_TRUE(hugepage::test::pool_back(page_size::huge_1g, before));
+}
+
+// Runs and class slabs mixed at random over 1 GiB pages, with a retained page: no two live blocks
+// overlap, every block keeps what was written to it, runs are aligned and lie on a page the arena
+// holds, and stats() adds up after every step. A slip in the page bitmap, the page lists or the
+// retained count shows here as an overlap, a lost write or a count that drifts.
+TEST(ArenaGigantic, RandomRunsAndSlabsNeverOverlapAndStatsAddUp) {
+  HUGEPAGE_REQUIRE_POOL(page_size::huge_1g, 2);
+  const auto before = hugepage::test::read_counts(page_size::huge_1g);
+  {
+    unsynchronized_arena a(strategy::hugetlb(page_size::huge_1g, hugepage::strict),
+                           arena_options{1});
+    struct live_block {
+      unsigned char* p;
+      std::size_t bytes;
+      std::size_t alignment;
+      unsigned char tag;
+    };
+    // The first and last byte and the first byte of every slab the block spans.
+    const auto marks = [&a](const live_block& b, auto&& visit) {
+      visit(b.p[0]);
+      visit(b.p[b.bytes - 1]);
+      for (std::size_t i = a.slab_bytes(); i < b.bytes; i += a.slab_bytes()) visit(b.p[i]);
+    };
+    std::vector<live_block> live;
+    std::mt19937_64 rng(20261123);
+    std::size_t runs = 0, large = 0, small = 0;
+    const std::size_t per_slab = a.slab_bytes();
+    const auto check = [&](bool blocks) -> ::testing::AssertionResult {
+      const auto s = a.stats();
+      if (s.run_slabs != runs || s.large_bytes != large || s.live_bytes != small) {
+        return ::testing::AssertionFailure()
+               << "run_slabs " << s.run_slabs << " (" << runs << "), large_bytes " << s.large_bytes
+               << " (" << large << "), live_bytes " << s.live_bytes << " (" << small << ")";
+      }
+      if (s.retained_pages > 1 || s.pages > 2 ||
+          s.slabs + s.run_slabs > s.pages * (s.page_bytes / per_slab)) {
+        return ::testing::AssertionFailure()
+               << "pages " << s.pages << ", retained " << s.retained_pages << ", slabs " << s.slabs;
+      }
+      if (!live.empty() && s.retained_pages >= s.pages) {
+        return ::testing::AssertionFailure() << "every page retained, yet blocks live";
+      }
+      if (!blocks) return ::testing::AssertionSuccess();
+      // Every page a live block sits on is in use, so not among the retained ones.
+      std::set<std::uintptr_t> in_use;
+      for (const live_block& b : live) {
+        in_use.insert(reinterpret_cast<std::uintptr_t>(b.p) & ~(s.page_bytes - 1));
+      }
+      if (s.retained_pages + in_use.size() > s.pages) {
+        return ::testing::AssertionFailure()
+               << s.retained_pages << " retained and " << in_use.size() << " in use of " << s.pages;
+      }
+      std::vector<live_block> sorted = live;
+      std::sort(sorted.begin(), sorted.end(),
+                [](const live_block& x, const live_block& y) { return x.p < y.p; });
+      for (std::size_t i = 0; i + 1 < sorted.size(); ++i) {
+        if (sorted[i].p + sorted[i].bytes > sorted[i + 1].p) {
+          return ::testing::AssertionFailure()
+                 << sorted[i].bytes << " bytes at " << static_cast<void*>(sorted[i].p)
+                 << " overlap " << sorted[i + 1].bytes << " bytes at "
+                 << static_cast<void*>(sorted[i + 1].p);
+        }
+      }
+      const auto ranges = a.mapped_ranges();
+      for (const live_block& b : live) {
+        if (reinterpret_cast<std::uintptr_t>(b.p) % b.alignment != 0) {
+          return ::testing::AssertionFailure() << "misaligned block of " << b.bytes;
+        }
+        bool bad = false;
+        marks(b, [&](unsigned char& c) { bad = bad || c != b.tag; });
+        if (bad) return ::testing::AssertionFailure() << "block of " << b.bytes << " overwritten";
+        if (b.bytes < kHuge) continue;
+        const bool held = std::any_of(ranges.begin(), ranges.end(), [&b](const auto& r) {
+          const auto* start = static_cast<const unsigned char*>(r.first);
+          return b.p >= start && b.p + b.bytes <= start + r.second;
+        });
+        if (!held) return ::testing::AssertionFailure() << "a run outside the arena's pages";
+      }
+      return ::testing::AssertionSuccess();
+    };
+    const auto free_one = [&](std::size_t i) {
+      const live_block b = live[i];
+      live[i] = live.back();
+      live.pop_back();
+      a.deallocate(b.p, b.bytes, b.alignment);
+      if (b.bytes >= kHuge) {
+        runs -= (b.bytes + per_slab - 1) / per_slab;
+        large -= b.bytes;
+      } else {
+        small -= b.bytes;
+      }
+    };
+    const std::size_t alignments[] = {8, 64, 4096, kHuge};
+    const int steps = scaled(4000);
+    for (int step = 0; step < steps; ++step) {
+      const auto action = rng() % 10;
+      if (action < 3 && large < 384 * kMiB) {  // a run
+        live_block b{};
+        b.bytes = kHuge + rng() % (30 * kMiB);
+        b.alignment = alignments[rng() % 4];
+        b.tag = static_cast<unsigned char>(rng());
+        b.p = static_cast<unsigned char*>(a.allocate(b.bytes, b.alignment));
+        marks(b, [&b](unsigned char& c) { c = b.tag; });
+        live.push_back(b);
+        runs += (b.bytes + per_slab - 1) / per_slab;
+        large += b.bytes;
+      } else if (action < 6 && live.size() < 40000) {  // a batch of nodes of one class
+        const std::size_t bytes = 1 + rng() % 1024;
+        const std::size_t count = 1 + rng() % 3000;
+        for (std::size_t n = 0; n < count; ++n) {
+          live_block b{};
+          b.bytes = bytes;
+          b.alignment = 8;
+          b.tag = static_cast<unsigned char>(rng());
+          b.p = static_cast<unsigned char*>(a.allocate(b.bytes, b.alignment));
+          marks(b, [&b](unsigned char& c) { c = b.tag; });
+          live.push_back(b);
+          small += b.bytes;
+        }
+      } else if (action == 9 && rng() % 8 == 0) {  // free everything: the pages empty out
+        while (!live.empty()) free_one(live.size() - 1);
+      } else if (!live.empty()) {  // free a share of what lives, slabs and runs alike
+        const std::size_t count = 1 + rng() % (live.size() / 2 + 1);
+        for (std::size_t n = 0; n < count && !live.empty(); ++n) free_one(rng() % live.size());
+      }
+      ASSERT_TRUE(check(step % 25 == 0)) << "step " << step;
+    }
+    while (!live.empty()) free_one(live.size() - 1);
+    ASSERT_TRUE(check(true));
+    const auto s = a.stats();
+    EXPECT_EQ(s.slabs, 0u);
+    EXPECT_EQ(s.run_slabs, 0u);
+    EXPECT_EQ(s.pages, 1u) << "the one retained page";
+    EXPECT_EQ(s.retained_pages, 1u);
+  }
+  EXPECT_TRUE(hugepage::test::pool_back(page_size::huge_1g, before));
+}
+
+// A hugetlb cgroup limit of one 1 GiB page plays the short pool (the shared pool is not drained):
+// a run that fits on no page the arena holds needs a second page, the strict strategy refuses it,
+// allocate throws, and the arena is as it was: one page, the same runs and slabs, and that page
+// goes on serving runs and nodes from the slabs it has left.
+TEST(ArenaGigantic, RunThatNeedsAPageThePoolLacksThrowsAndChangesNothing) {
+  HUGEPAGE_REQUIRE_POOL(page_size::huge_1g, 1);
+  const hugepage::test::scratch_cgroup cgroup("hugetlb");
+  if (!cgroup.error().empty()) HUGEPAGE_SKIP_OR_FAIL(cgroup.error());
+  const std::string limit = std::to_string(std::size_t{1} << 30);
+  ASSERT_TRUE(cgroup.write("hugetlb.1GB.max", limit) && cgroup.write("hugetlb.1GB.rsvd.max", limit))
+      << std::strerror(errno);
+  const auto before = hugepage::test::read_counts(page_size::huge_1g);
+  const int code = hugepage::test::run_in_child([&cgroup]() -> int {
+    if (!cgroup.join()) return 2;
+    unsynchronized_arena a(strategy::hugetlb(page_size::huge_1g, hugepage::strict),
+                           arena_options{1});
+    const auto page_of = [&a](const void* p) {
+      return reinterpret_cast<std::uintptr_t>(p) & ~(a.page_bytes() - 1);
+    };
+    void* node = a.allocate(64, 8);
+    void* first = a.allocate(600 * kMiB, 64);  // 300 slabs after the node's slab
+    const auto held = a.stats();
+    try {
+      void* second = a.allocate(600 * kMiB, 64);  // 211 slabs left: a second page, refused
+      a.deallocate(second, 600 * kMiB, 64);
+      return 3;
+    } catch (const hugepage::allocation_error&) {
+    }
+    const auto after = a.stats();
+    if (after.pages != 1 || after.run_slabs != held.run_slabs || after.slabs != held.slabs ||
+        after.large_bytes != held.large_bytes || after.retained_pages != 0) {
+      return 4;
+    }
+    void* fits = a.allocate(400 * kMiB, 64);  // 200 of the 211 slabs left
+    void* other = a.allocate(512, 8);         // a slab of another class
+    if (page_of(fits) != page_of(node) || page_of(other) != page_of(node)) return 5;
+    a.deallocate(other, 512, 8);
+    a.deallocate(fits, 400 * kMiB, 64);
+    a.deallocate(first, 600 * kMiB, 64);
+    a.deallocate(node, 64, 8);
+    const auto empty = a.stats();
+    if (empty.pages != 1 || empty.retained_pages != 1 || empty.run_slabs != 0) return 6;
+    return 0;
+  });
+  EXPECT_EQ(code, 0) << "child check " << code << " failed";
+  EXPECT_TRUE(hugepage::test::pool_back(page_size::huge_1g, before));
+}
+
+// Two pages held, the older one emptied and retained behind the one in use: the next run that
+// fits only on an empty page takes the retained one instead of mapping a third (the list of pages
+// with a free slab keeps its tail right when a page leaves it and comes back at the back).
+TEST(ArenaGigantic, RetainedPageBehindAPageInUseServesTheNextRun) {
+  HUGEPAGE_REQUIRE_POOL(page_size::huge_1g, 2);
+  const auto before = hugepage::test::read_counts(page_size::huge_1g);
+  {
+    unsynchronized_arena a(strategy::hugetlb(page_size::huge_1g, hugepage::strict),
+                           arena_options{2});
+    void* half = a.allocate(512 * kMiB, 64);  // the first page
+    void* most = a.allocate(700 * kMiB, 64);  // does not fit beside it: a second page
+    a.deallocate(half, 512 * kMiB, 64);       // the first page empties and is retained
+    ASSERT_EQ(a.stats().pages, 2u);
+    ASSERT_EQ(a.stats().retained_pages, 1u);
+    void* again = a.allocate(700 * kMiB, 64);  // fits only on the retained page
+    EXPECT_EQ(again, half);
+    auto s = a.stats();
+    EXPECT_EQ(s.pages, 2u) << "no third page";
+    EXPECT_EQ(s.retained_pages, 0u);
+    EXPECT_EQ(s.run_slabs, 700u);
+    a.deallocate(again, 700 * kMiB, 64);
+    a.deallocate(most, 700 * kMiB, 64);
+    s = a.stats();
+    EXPECT_EQ(s.pages, 2u);
+    EXPECT_EQ(s.retained_pages, 2u);
+    EXPECT_EQ(s.run_slabs, 0u);
+  }
   EXPECT_TRUE(hugepage::test::pool_back(page_size::huge_1g, before));
 }
 

@@ -23,15 +23,16 @@
 //   many slabs do not all compete for one cache set.
 // - Requests above 1 KiB or aligned above 256 bytes go to the strategy, which maps them when they
 //   reach its threshold and passes smaller ones to ::operator new. Over 1 GiB pages, those the
-//   strategy would map and that fit in one page take a run of adjacent free slabs instead, so a
-//   hash table's bucket array shares the 1 GiB pages with its nodes.
+//   strategy would map, that fit in one page and are aligned to at most 2 MiB take a run of
+//   adjacent free slabs instead, so a hash table's bucket array shares the 1 GiB pages with its
+//   nodes; such a block needs a run of free slabs on one page, or a new page from the strategy.
 // - A slab whose last object is freed becomes free for any class. A huge page whose slabs are all
 //   free is empty: up to `retained_pages` empty pages are kept for reuse; beyond that the page goes
 //   back to the system whole (the strategy unmaps the aligned huge page: a THP page is not split,
 //   a hugetlb page returns to the pool). So the resident size follows the live bytes when a
 //   container shrinks, except for pages pinned by a few survivors, as in any allocator that cannot
 //   move objects.
-// - The destructor unmaps every slab. Destroy the containers first.
+// - The destructor unmaps every page, runs included. Destroy the containers first.
 //
 // Two variants: `arena` locks one mutex per size class (any thread may allocate, and any thread
 // may free what another allocated); `unsynchronized_arena` takes no lock at all, for containers
@@ -41,7 +42,8 @@
 // holds one (is inside allocate or deallocate of that arena) must not use the arena; a child that
 // only execs, or a process forked from a single thread, is unaffected.
 //
-// Under AddressSanitizer freed slots are poisoned, so a use-after-free of a node is reported.
+// Under AddressSanitizer freed slots and freed runs are poisoned, so a use-after-free of a node or
+// of a block in a run is reported.
 //
 // Kernel: as for the strategy in use (strategy.hpp). Coverage of the slabs: backing().
 #pragma once
@@ -139,8 +141,9 @@ class basic_arena {
   }
 
   /// Returns `bytes` bytes aligned to `alignment` (a power of two). Small requests come from a
-  /// slab, others from the strategy. Throws what the strategy throws when a new huge page is
-  /// needed (pool_exhausted, allocation_error, std::bad_alloc); nothing changes when it throws.
+  /// slab, large ones from a run of slabs (over 1 GiB pages: see the top of this file) or the
+  /// strategy. Throws what the strategy throws when a new huge page is needed (pool_exhausted,
+  /// allocation_error, std::bad_alloc); nothing changes when it throws.
   [[nodiscard]] void* allocate(std::size_t bytes, std::size_t alignment) {
     if (detail::arena_is_small(bytes, alignment)) {
       return allocate_slot(detail::arena_class_of(bytes, alignment), bytes);
@@ -162,7 +165,8 @@ class basic_arena {
     large_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
   }
 
-  /// The strategy large requests go to; slabs come from the same strategy at its page size.
+  /// The strategy large requests that are not runs go to; pages come from the same strategy at
+  /// its page size.
   const strategy& get_strategy() const noexcept { return strategy_; }
 
   /// Size of the huge pages the arena maps: the strategy's huge page size, at least 2 MiB.
@@ -394,6 +398,9 @@ class basic_arena {
 
   void free_run(void* p, std::size_t bytes) noexcept {
     const std::size_t count = slabs_for(bytes);
+    // A run freed twice would count its slabs free twice (the page's in_use wraps): report it
+    // under AddressSanitizer, as for a slot; a live run's first byte is never poisoned.
+    detail::arena_check_not_freed(p);
     detail::arena_poison(p, count * slab_bytes());
     char* start = static_cast<char*>(p);
     const char* base = start - (reinterpret_cast<std::uintptr_t>(start) & (page_bytes_ - 1));

@@ -1,5 +1,6 @@
 // hugepage/detail/arena_slab.hpp - the pieces of the node arena (arena.hpp) that users never name:
-// size classes, the header at the start of each huge page, and AddressSanitizer poisoning.
+// size classes, the header at the start of each slab, the record of each huge page, and
+// AddressSanitizer poisoning.
 //
 // Layout of one slab, the 2 MiB unit that serves one size class:
 //
