@@ -920,14 +920,16 @@ TEST(ArenaGigantic, RandomRunsAndSlabsNeverOverlapAndStatsAddUp) {
 // a run that fits on no page the arena holds needs a second page, the strict strategy refuses it,
 // allocate throws, and the arena is as it was: one page, the same runs and slabs, and that page
 // goes on serving runs and nodes from the slabs it has left.
-TEST(ArenaGigantic, RunThatNeedsAPageThePoolLacksThrowsAndChangesNothing) {
+TEST(ArenaGigantic, RunThatNeedsAPageThePoolLacksGoesToTheStrategysTwoMibPages) {
   HUGEPAGE_REQUIRE_POOL(page_size::huge_1g, 1);
+  HUGEPAGE_REQUIRE_POOL(page_size::huge_2m, 320);
   const hugepage::test::scratch_cgroup cgroup("hugetlb");
   if (!cgroup.error().empty()) HUGEPAGE_SKIP_OR_FAIL(cgroup.error());
   const std::string limit = std::to_string(std::size_t{1} << 30);
   ASSERT_TRUE(cgroup.write("hugetlb.1GB.max", limit) && cgroup.write("hugetlb.1GB.rsvd.max", limit))
       << std::strerror(errno);
-  const auto before = hugepage::test::read_counts(page_size::huge_1g);
+  const auto before_1g = hugepage::test::read_counts(page_size::huge_1g);
+  const auto before_2m = hugepage::test::read_counts(page_size::huge_2m);
   const int code = hugepage::test::run_in_child([&cgroup]() -> int {
     if (!cgroup.join()) return 2;
     unsynchronized_arena a(strategy::hugetlb(page_size::huge_1g, hugepage::strict),
@@ -938,30 +940,34 @@ TEST(ArenaGigantic, RunThatNeedsAPageThePoolLacksThrowsAndChangesNothing) {
     void* node = a.allocate(64, 8);
     void* first = a.allocate(600 * kMiB, 64);  // 300 slabs after the node's slab
     const auto held = a.stats();
-    try {
-      void* second = a.allocate(600 * kMiB, 64);  // 211 slabs left: a second page, refused
-      a.deallocate(second, 600 * kMiB, 64);
-      return 3;
-    } catch (const hugepage::allocation_error&) {
-    }
+    // 211 slabs left and no second 1 GiB page to be had: the strategy's cascade serves it on
+    // 2 MiB pages, as a strict 1 GiB strategy does for any block below 1 GiB.
+    auto* second = static_cast<unsigned char*>(a.allocate(600 * kMiB, 64));
+    std::memset(second, 0x5a, 600 * kMiB);
     const auto after = a.stats();
     if (after.pages != 1 || after.run_slabs != held.run_slabs || after.slabs != held.slabs ||
-        after.large_bytes != held.large_bytes || after.retained_pages != 0) {
-      return 4;
+        after.large_bytes != held.large_bytes + 600 * kMiB) {
+      return 3;
     }
+    if (page_of(second) == page_of(node)) return 4;
+    const auto backing = hugepage::backing_of(second, 600 * kMiB);
+    if (backing.hugetlb_2m != 600 * kMiB) return 5;
+    a.deallocate(second, 600 * kMiB, 64);  // back to the strategy, not to the page
+    if (a.stats().run_slabs != held.run_slabs || a.stats().pages != 1) return 6;
     void* fits = a.allocate(400 * kMiB, 64);  // 200 of the 211 slabs left
     void* other = a.allocate(512, 8);         // a slab of another class
-    if (page_of(fits) != page_of(node) || page_of(other) != page_of(node)) return 5;
+    if (page_of(fits) != page_of(node) || page_of(other) != page_of(node)) return 7;
     a.deallocate(other, 512, 8);
     a.deallocate(fits, 400 * kMiB, 64);
     a.deallocate(first, 600 * kMiB, 64);
     a.deallocate(node, 64, 8);
     const auto empty = a.stats();
-    if (empty.pages != 1 || empty.retained_pages != 1 || empty.run_slabs != 0) return 6;
+    if (empty.pages != 1 || empty.retained_pages != 1 || empty.run_slabs != 0) return 8;
     return 0;
   });
   EXPECT_EQ(code, 0) << "child check " << code << " failed";
-  EXPECT_TRUE(hugepage::test::pool_back(page_size::huge_1g, before));
+  EXPECT_TRUE(hugepage::test::pool_back(page_size::huge_1g, before_1g));
+  EXPECT_TRUE(hugepage::test::pool_back(page_size::huge_2m, before_2m));
 }
 
 // Two pages held, the older one emptied and retained behind the one in use: the next run that

@@ -25,7 +25,8 @@
 //   reach its threshold and passes smaller ones to ::operator new. Over 1 GiB pages, those the
 //   strategy would map, that fit in one page and are aligned to at most 2 MiB take a run of
 //   adjacent free slabs instead, so a hash table's bucket array shares the 1 GiB pages with its
-//   nodes; such a block needs a run of free slabs on one page, or a new page from the strategy.
+//   nodes. When no page held has such a run and no new page can be had, the block goes to the
+//   strategy after all (2 MiB pages by its cascade), as it would without runs.
 // - A slab whose last object is freed becomes free for any class. A huge page whose slabs are all
 //   free is empty: up to `retained_pages` empty pages are kept for reuse; beyond that the page goes
 //   back to the system whole (the strategy unmaps the aligned huge page: a THP page is not split,
@@ -148,7 +149,8 @@ class basic_arena {
     if (detail::arena_is_small(bytes, alignment)) {
       return allocate_slot(detail::arena_class_of(bytes, alignment), bytes);
     }
-    void* p = is_run(bytes, alignment) ? allocate_run(bytes) : strategy_.allocate(bytes, alignment);
+    void* p = is_run(bytes, alignment) ? allocate_run(bytes, alignment)
+                                       : strategy_.allocate(bytes, alignment);
     large_bytes_.fetch_add(bytes, std::memory_order_relaxed);
     return p;
   }
@@ -157,11 +159,7 @@ class basic_arena {
   void deallocate(void* p, std::size_t bytes, std::size_t alignment) noexcept {
     if (p == nullptr) return;
     if (detail::arena_is_small(bytes, alignment)) return free_slot(p, bytes);
-    if (is_run(bytes, alignment)) {
-      free_run(p, bytes);
-    } else {
-      strategy_.deallocate(p, bytes, alignment);
-    }
+    if (!is_run(bytes, alignment) || !free_run(p, bytes)) strategy_.deallocate(p, bytes, alignment);
     large_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
   }
 
@@ -385,9 +383,17 @@ class basic_arena {
     return (bytes + slab_bytes() - 1) / slab_bytes();
   }
 
-  void* allocate_run(std::size_t bytes) {
+  void* allocate_run(std::size_t bytes, std::size_t alignment) {
     page* from = nullptr;
-    char* p = take_slabs(slabs_for(bytes), from);
+    char* p = nullptr;
+    try {
+      p = take_slabs(slabs_for(bytes), from);
+    } catch (const allocation_error&) {
+      // No page held has room and no new page can be had (pool or cgroup limit): the strategy
+      // serves the block as it would without the arena (its cascade: 2 MiB pages), so a block
+      // below 1 GiB never meets pool_exhausted for want of a 1 GiB page.
+      return strategy_.allocate(bytes, alignment);
+    }
     {
       const std::lock_guard<Mutex> lock(pages_mutex_);
       run_slabs_ += slabs_for(bytes);
@@ -396,12 +402,10 @@ class basic_arena {
     return p;
   }
 
-  void free_run(void* p, std::size_t bytes) noexcept {
+  // Frees a block is_run() chose: false when it is not on a page of the arena (allocate_run
+  // passed it to the strategy).
+  bool free_run(void* p, std::size_t bytes) noexcept {
     const std::size_t count = slabs_for(bytes);
-    // A run freed twice would count its slabs free twice (the page's in_use wraps): report it
-    // under AddressSanitizer, as for a slot; a live run's first byte is never poisoned.
-    detail::arena_check_not_freed(p);
-    detail::arena_poison(p, count * slab_bytes());
     char* start = static_cast<char*>(p);
     const char* base = start - (reinterpret_cast<std::uintptr_t>(start) & (page_bytes_ - 1));
     page* owner = nullptr;
@@ -409,11 +413,17 @@ class basic_arena {
     {
       const std::lock_guard<Mutex> lock(pages_mutex_);
       owner = all_;
-      while (owner->base != base) owner = owner->all_next;  // a few pages: one per GiB held
+      while (owner != nullptr && owner->base != base) owner = owner->all_next;  // one per GiB held
+      if (owner == nullptr) return false;
+      // A run freed twice would count its slabs free twice (the page's in_use wraps): report it
+      // under AddressSanitizer, as for a slot; a live run's first byte is never poisoned.
+      detail::arena_check_not_freed(p);
+      detail::arena_poison(p, count * slab_bytes());
       run_slabs_ -= count;
       drop = put_slabs(owner, static_cast<std::size_t>(start - owner->base) / slab_bytes(), count);
     }
     if (drop) unmap_page(owner);  // the syscall outside the lock
+    return true;
   }
 
   // `count` adjacent free slabs (a run when count > 1), from a page the arena holds (one in use
