@@ -353,7 +353,7 @@ class basic_arena {
   // from the strategy.
   slab* take_slab(unsigned c) {
     page* from = nullptr;
-    char* base = take_slabs(1, from);  // may throw: nothing has changed yet
+    char* base = take_slabs(1, /*run=*/false, from);  // may throw: nothing has changed yet
     detail::arena_unpoison(base, detail::arena_slab_data_offset);  // a run's poison, if it was one
     slab* s = ::new (base + detail::arena_header_offset(base, slab_bytes())) slab();
     s->owner = this;
@@ -387,16 +387,12 @@ class basic_arena {
     page* from = nullptr;
     char* p = nullptr;
     try {
-      p = take_slabs(slabs_for(bytes), from);
+      p = take_slabs(slabs_for(bytes), /*run=*/true, from);
     } catch (const allocation_error&) {
       // No page held has room and no new page can be had (pool or cgroup limit): the strategy
       // serves the block as it would without the arena (its cascade: 2 MiB pages), so a block
       // below 1 GiB never meets pool_exhausted for want of a 1 GiB page.
       return strategy_.allocate(bytes, alignment);
-    }
-    {
-      const std::lock_guard<Mutex> lock(pages_mutex_);
-      run_slabs_ += slabs_for(bytes);
     }
     detail::arena_unpoison(p, bytes);
     return p;
@@ -426,16 +422,17 @@ class basic_arena {
     return true;
   }
 
-  // `count` adjacent free slabs (a run when count > 1), from a page the arena holds (one in use
-  // first), else from a new huge page from the strategy. Returns the first slab's start and sets
-  // `from` to its page. May throw what the strategy throws: nothing has changed then.
-  char* take_slabs(std::size_t count, page*& from) {
+  // `count` adjacent free slabs (for a class, or a `run` holding one large block), from a page the
+  // arena holds (one in use first), else from a new huge page from the strategy. Returns the first
+  // slab's start and sets `from` to its page. May throw what the strategy throws: nothing has
+  // changed then.
+  char* take_slabs(std::size_t count, bool run, page*& from) {
     {
       const std::lock_guard<Mutex> lock(pages_mutex_);
       for (page* p = with_slab_; p != nullptr; p = p->next) {
         if (p->slabs - p->in_use < count) continue;
         const std::size_t first = p->find_free(count);
-        if (first != p->slabs) return use_slabs(from = p, first, count);
+        if (first != p->slabs) return use_slabs(from = p, first, count, run);
       }
     }
     // A new page: its record first, so that a failed mapping leaves nothing behind.
@@ -448,12 +445,13 @@ class basic_arena {
     all_ = p;
     ++pages_;
     push_page(p, /*at_front=*/true);
-    return use_slabs(from = p, 0, count);
+    return use_slabs(from = p, 0, count, run);
   }
 
   // Marks slabs [first, first + count) of `p` in use. Called with pages_mutex_ held.
-  char* use_slabs(page* p, std::size_t first, std::size_t count) noexcept {
+  char* use_slabs(page* p, std::size_t first, std::size_t count, bool run) noexcept {
     p->mark(first, count, true);
+    if (run) run_slabs_ += count;
     if (p->retained) {  // an empty page is in use again
       p->retained = false;
       --retained_;
@@ -467,13 +465,14 @@ class basic_arena {
   // for reuse, or unlinked: then true, and the caller unmaps it outside the lock. Called with
   // pages_mutex_ held.
   bool put_slabs(page* p, std::size_t first, std::size_t count) noexcept {
+    const bool listed = p->in_use < p->slabs;  // a page is listed while it has a free slab
     p->mark(first, count, false);
     p->in_use -= count;
     if (p->in_use != 0) {
-      if (!p->has_slab) push_page(p, /*at_front=*/true);
+      if (!listed) push_page(p, /*at_front=*/true);
       return false;
     }
-    if (p->has_slab) remove_page(p);
+    if (listed) remove_page(p);
     if (retained_ < options_.retained_pages) {
       push_page(p, /*at_front=*/false);
       p->retained = true;
@@ -503,7 +502,6 @@ class basic_arena {
       with_slab_last_->next = p;
       with_slab_last_ = p;
     }
-    p->has_slab = true;
   }
 
   void remove_page(page* p) noexcept {
@@ -512,7 +510,6 @@ class basic_arena {
     if (with_slab_ == p) with_slab_ = p->next;
     if (with_slab_last_ == p) with_slab_last_ = p->prev;
     p->prev = p->next = nullptr;
-    p->has_slab = false;
   }
 
   // A slab whose last object was freed goes back to its page.

@@ -145,14 +145,13 @@ inline constexpr std::size_t arena_slab_bytes = std::size_t{2} << 20;
 /// when none of its slabs is in use. Allocated on the heap, beside the page.
 struct arena_page {
   char* base = nullptr;
-  arena_page* prev = nullptr;  // in the list of pages with a free slab
+  arena_page* prev = nullptr;  // in the list of pages with a free slab (in_use < slabs)
   arena_page* next = nullptr;
   arena_page* all_prev = nullptr;  // in the list of every page the arena holds
   arena_page* all_next = nullptr;
   std::vector<std::uint64_t> used;  // a bit per slab: in use
   std::size_t slabs = 0;            // slabs the page holds
   std::size_t in_use = 0;           // slabs in use: serving a class or in a run
-  bool has_slab = false;            // in the list of pages with a free slab
   bool retained = false;            // empty and kept for reuse
 
   explicit arena_page(char* start, std::size_t slab_count)
