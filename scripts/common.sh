@@ -88,3 +88,24 @@ reserve_pools() {
     fi
   fi
 }
+
+# without_1g_pages CMD...: runs CMD as on a CPU without 1 GiB pages: the 1 GiB pool emptied (so
+# the kernel cannot hand out such pages behind the hidden directory either) and its sysfs
+# directory hidden by an empty one in a private mount namespace; the pool is restored after.
+# Needs root and a 1 GiB pool to hide; otherwise says so and returns 0 without running CMD.
+without_1g_pages() {
+  local sysfs=${POOL_1G%/*}
+  if [ "$(id -u)" -ne 0 ] || [ ! -d "$sysfs" ]; then
+    log "skipping '$*' without 1 GiB pages: needs root and a 1 GiB pool to hide"
+    return 0
+  fi
+  local saved_1g empty rc=0
+  saved_1g=$(cat "$POOL_1G")
+  echo 0 >"$POOL_1G"
+  empty=$(mktemp -d)
+  unshare -m bash -c 'mount --make-rprivate / && mount --bind "$1" "$2" && shift 2 && exec "$@"' \
+    _ "$empty" "$sysfs" "$@" || rc=$?
+  echo "$saved_1g" >"$POOL_1G" || true
+  rmdir "$empty"
+  return "$rc"
+}
