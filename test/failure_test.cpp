@@ -1,4 +1,4 @@
-// failure_test.cpp - the failure modes of /work/shared/RELIABILITY.md, induced for real: a short
+// failure_test.cpp - the failure modes a production allocator meets, induced for real: a short
 // pool, a seccomp filter, prctl, setrlimit, a hugetlb cgroup limit, fork, a partial munmap.
 //
 // Failures that would disturb the rest of the process (seccomp, prctl, rlimits, cgroups) run in a

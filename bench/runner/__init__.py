@@ -12,7 +12,7 @@ Modules, one job each, in the order data flows through them:
   chart      chart.png (matplotlib, optional)
   report     tables, results.md, results.json, chart for one output directory
   paired     the paired node comparison after the rounds (arena_bench BM_Paired_*, one process):
-             its plan, run, tables and a verdict per target of issue 11 (paired-nodes.md)
+             its plan, run, tables and a verdict per node-arena target (paired-nodes.md)
   cli        the command line (bench/run.py and `python3 -m runner` call cli.main)
 
 Python 3 standard library only, plus matplotlib for the chart.

@@ -14,7 +14,7 @@ them are relative to the output directory.
 
 After the rounds, the paired node comparison (paired.py: arena_bench's BM_Paired_<container>
 rows, every contender in one process) writes raw/paired-nodes.json, logs/paired-nodes.log and
-paired-nodes.md, and prints its tables and the verdict on each target of issue 11. paired.plan
+paired-nodes.md, and prints its tables and the verdict on each target of the node arena. paired.plan
 says when a run takes it (by default at 1 GiB, 15 rounds; --quick: 64 MiB, 3 rounds).
 """
 

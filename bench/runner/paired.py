@@ -4,7 +4,7 @@ arena_bench builds each container once per contender in ONE process (glibc `std`
 THP `arena`, a pmr pool over THP `pmr`, the arena over 1 GiB pages `arena_1g`, jemalloc and
 mimalloc dlopen'ed beside glibc), then alternates batches of lookups and of churn between them,
 round after round. Its counters are medians over the rounds and ratios paired per round, so this
-module only reads them: one table per container, and a verdict per target of issue 11.
+module only reads them: one table per container, and a verdict per target of the node arena.
 
   plan()     whether a run takes the paired step, at which size and for how many rounds
   run()      runs arena_bench into the output directory (raw/paired-nodes.json, logs/)
@@ -44,7 +44,7 @@ PEERS = ("jemalloc", "mimalloc")
 CONTAINERS = {"StdMap": "std::map<u64,u64>", "StdUnorderedMap": "std::unordered_map<u64,u64>",
               "NodeHashMap": "absl::node_hash_map<u64,u64>"}
 
-# The targets of issue 11 (this 2-core VM; ratios measured side by side in one run).
+# The node arena's targets (ratios measured side by side in one run).
 LOOKUP_OVER_GLIBC = 1.3        # glibc / arena lookup ns, median of paired rounds, at >= 1 GiB
 OURS_OVER_BEST_PEER = 1.00     # best of ours / best peer, median of paired rounds, at >= 1 GiB
 # The lookup targets apply from 1 GiB of live bytes. A container of whole nodes falls a few bytes
@@ -291,7 +291,7 @@ def noise(some_rounds_meet):
 
 
 def verdicts(row):
-    """[(target, status, detail)] for one container: the targets of issue 11 this JSON can
+    """[(target, status, detail)] for one container: the node arena's targets this JSON can
     judge."""
     k = row["counters"]
     out = []
@@ -469,8 +469,8 @@ def report(data, meta=None, machine=None):
                 text.append(f"  left out: {who}: {why}")
                 md.append(f"- left out: {who}: {why}")
             md.append("")
-        text.append("  Targets (issue 11):")
-        md += ["Targets (issue 11):", ""]
+        text.append("  Targets (node arena):")
+        md += ["Targets (node arena):", ""]
         for target, status, detail in verdicts(row):
             tally[status] = tally.get(status, 0) + 1
             text.append(f"    [{status}] {target}: {detail}")
