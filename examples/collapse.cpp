@@ -1,6 +1,6 @@
 // Collapse on demand: a vector on base pages (a std::allocator, nothing advised) is raised to huge
 // pages a few milliseconds at a time, as a latency-critical service would between requests.
-// The region between "snippet:" and "end snippet" is quoted in the README (ReadmeSnippets).
+// The region between "snippet:" and "end snippet" is quoted in docs/ (ReadmeSnippets).
 #include <chrono>
 #include <cstdio>
 #include <hugepage/hugepage.hpp>

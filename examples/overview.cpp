@@ -1,5 +1,5 @@
-// The fragments quoted in the README, compiled: each region between "snippet:" and "end snippet"
-// is checked against the README by the ReadmeSnippets test.
+// The fragments quoted in the documentation, compiled: each region between "snippet:" and
+// "end snippet" is checked against its page by the ReadmeSnippets test.
 #include <absl/container/flat_hash_map.h>
 
 #include <cstdio>
