@@ -26,8 +26,8 @@ fail() {
 }
 
 [ "$(id -u)" -eq 0 ] || skip "needs root: installs and removes a Debian package with dpkg"
-for tool in dpkg dpkg-deb dpkg-query dpkg-shlibdeps pkg-config; do
-  command -v "$tool" >/dev/null || skip "$tool not found (apt-get install dpkg-dev pkgconf)"
+for tool in dpkg dpkg-deb dpkg-query dpkg-shlibdeps file pkg-config; do
+  command -v "$tool" >/dev/null || skip "$tool not found (apt-get install dpkg-dev file pkgconf)"
 done
 status=$(dpkg-query -W -f='${db:Status-Status}' "$package" 2>/dev/null || true)
 case "$status" in
@@ -50,7 +50,9 @@ trap 'exit 130' INT TERM HUP
 "$cpack" -G DEB -B "$work/cpack" --config "$build_dir/CPackConfig.cmake" >"$work/cpack.log" 2>&1 ||
   { cat "$work/cpack.log"; fail "cpack -G DEB"; }
 debs=("$work"/cpack/*.deb)
-[ ${#debs[@]} -eq 1 ] && [ -f "${debs[0]}" ] || fail "cpack made ${#debs[@]} .deb files: ${debs[*]}"
+if [ ${#debs[@]} -ne 1 ] || [ ! -f "${debs[0]}" ]; then
+  fail "cpack made no single .deb: ${debs[*]}"
+fi
 deb=${debs[0]}
 
 # Its control fields and contents.
@@ -105,7 +107,7 @@ grep -qx "hugepage_DIR:PATH=$config_dir" "$work/find-package/CMakeCache.txt" ||
   fail "find_package found $(grep '^hugepage_DIR' "$work/find-package/CMakeCache.txt"), not $config_dir"
 "$cmake" -DBINARY="$work/pkg-config" -DCXX="$cxx" -DINCLUDEDIR="$includedir" \
   -DVERSION="$version" -P "$consumer_dir/pkg_config.cmake" || fail "the pkg-config consumer"
-echo "consumer (pkg-config): built with '$(pkg-config --cflags --libs hugepage)'"
+echo "consumer (pkg-config): flags '$(pkg-config --cflags --libs hugepage)' ($includedir is a system directory)"
 
 # The installed doctor, from PATH: its version, and a system check (0 healthy, 1 warnings).
 [ "$(command -v hugepage-doctor)" = /usr/bin/hugepage-doctor ] ||
