@@ -29,8 +29,9 @@ ensure_packages() {
 BUILD_PACKAGES=(cmake make g++ libabsl-dev libbenchmark-dev libgtest-dev libgmock-dev libfmt-dev
   nlohmann-json3-dev libcli11-dev)
 # scripts/test only: the HeadersCompileForAarch64 test; libpfm4 for linting perf_events_pfm.hpp;
-# python3 for the bench runner's unit tests (BenchRunner.*).
-TEST_PACKAGES=(g++-aarch64-linux-gnu libpfm4-dev python3)
+# python3 for the bench runner's unit tests (BenchRunner.*); dpkg-dev and file for CPack's Debian
+# package (dpkg-shlibdeps) and pkgconf for the consumers (ConsumerPkgConfig, ConsumerDebianPackage).
+TEST_PACKAGES=(g++-aarch64-linux-gnu libpfm4-dev python3 dpkg-dev file pkgconf)
 
 # Pool reservation: remembers the sizes before, restores them on exit (also on failure).
 POOL_2M=/proc/sys/vm/nr_hugepages

@@ -1,0 +1,41 @@
+# cmake -DBINARY=... -DCXX=... -DINCLUDEDIR=... -DVERSION=... [-DPREFIX=...] -P this file
+# Builds main.cpp with the flags `pkg-config --cflags --libs hugepage` gives (hugepage.pc from
+# PREFIX/share/pkgconfig when PREFIX is set, else from pkg-config's default path), runs it, and
+# checks that the .pc file found is the expected one: its version and include directory.
+find_program(PKG_CONFIG NAMES pkg-config pkgconf)
+if(NOT PKG_CONFIG)
+  message(FATAL_ERROR "pkg-config not found (apt-get install pkgconf)")
+endif()
+if(DEFINED PREFIX)
+  set(ENV{PKG_CONFIG_PATH} ${PREFIX}/share/pkgconfig)
+else()
+  unset(ENV{PKG_CONFIG_PATH})
+endif()
+function(query out)
+  execute_process(COMMAND ${PKG_CONFIG} ${ARGN} hugepage RESULT_VARIABLE rc
+                  OUTPUT_VARIABLE text OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "pkg-config ${ARGN} hugepage failed (${rc})")
+  endif()
+  set(${out} "${text}" PARENT_SCOPE)
+endfunction()
+query(found_version --modversion)
+query(found_includedir --variable=includedir)
+if(NOT found_version STREQUAL VERSION OR NOT found_includedir STREQUAL INCLUDEDIR)
+  message(FATAL_ERROR "pkg-config found hugepage ${found_version} with headers in "
+                      "${found_includedir}; expected ${VERSION} in ${INCLUDEDIR}")
+endif()
+query(flags --cflags --libs)
+separate_arguments(flags UNIX_COMMAND "${flags}")
+file(REMOVE_RECURSE ${BINARY})
+file(MAKE_DIRECTORY ${BINARY})
+get_filename_component(main ${CMAKE_CURRENT_LIST_DIR}/main.cpp ABSOLUTE)
+# The standard is the consumer's choice; the .pc file does not force one.
+execute_process(COMMAND ${CXX} -std=c++17 ${flags} ${main} -o ${BINARY}/consumer RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "consumer build with pkg-config flags '${flags}' failed (${rc})")
+endif()
+execute_process(COMMAND ${BINARY}/consumer RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "consumer run failed (${rc})")
+endif()
