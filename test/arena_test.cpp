@@ -227,6 +227,38 @@ TEST(Arena, OverAlignedNodesGetAlignedSlots) {
   expect_aligned_nodes<256>();
 }
 
+// std::pmr::memory_resource and the allocator requirements promise the alignment at every size,
+// 0 bytes included: every power of two from 1 byte to 4 MiB (slabs, ::operator new through the
+// strategy, above a slab), through the arena, the pmr resource and the allocator.
+TEST(Arena, ZeroByteRequestsAreAlignedAsAsked) {
+  unsynchronized_arena a;
+  hugepage::pmr::unsynchronized_arena_resource resource(a);
+  for (std::size_t align = 1; align <= 4 * kMiB; align *= 2) {
+    std::vector<void*> direct, pmr;
+    for (int i = 0; i < 16; ++i) {
+      direct.push_back(a.allocate(0, align));
+      pmr.push_back(resource.allocate(0, align));
+      EXPECT_TRUE(hugepage::test::is_aligned(direct.back(), align)) << align << " call " << i;
+      EXPECT_TRUE(hugepage::test::is_aligned(pmr.back(), align)) << align << " call " << i;
+    }
+    for (void* p : direct) a.deallocate(p, 0, align);
+    for (void* p : pmr) resource.deallocate(p, 0, align);
+  }
+  const auto all_aligned = [](auto alloc) {
+    using value = typename decltype(alloc)::value_type;
+    std::vector<value*> got;
+    for (int i = 0; i < 16; ++i) got.push_back(alloc.allocate(0));
+    bool aligned = true;
+    for (value* p : got) aligned = aligned && hugepage::test::is_aligned(p, alignof(value));
+    for (value* p : got) alloc.deallocate(p, 0);
+    return aligned;
+  };
+  EXPECT_TRUE(all_aligned(arena_allocator<aligned_value<64>, unsynchronized_arena>(a)));
+  EXPECT_TRUE(all_aligned(arena_allocator<aligned_value<256>, unsynchronized_arena>(a)));
+  const auto s = a.stats();
+  EXPECT_EQ(s.live_bytes + s.slot_bytes + s.large_bytes + s.slabs, 0u) << "everything freed";
+}
+
 TEST(Arena, AlignmentAboveTheSlabsGoesToTheStrategyAligned) {
   unsynchronized_arena a;
   for (const std::size_t align : {512u, 4096u}) {
