@@ -1189,7 +1189,7 @@ int insert_until_refused_changes_nothing(const hugepage::test::scratch_cgroup& c
     }
   }
   const auto s = a.stats();
-  if (s.live_bytes != 0 || s.large_bytes != 0 || s.pages != 0) return 7;
+  if (s.live_bytes != 0 || s.large_bytes != 0 || s.slabs != 0 || s.pages != 0) return 7;
   return 0;
 }
 
