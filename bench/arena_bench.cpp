@@ -43,6 +43,7 @@
 #include <memory_resource>
 #include <new>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <unordered_map>
@@ -75,7 +76,15 @@ struct std_backend {
     return {};
   }
   const hugepage::unsynchronized_arena* arena() const { return nullptr; }
+  void ready() {}
 };
+
+// Takes the arena's first huge page (a slot allocated and freed: the empty page is retained), so
+// that an arena that cannot get a page throws before a container is built on it.
+template <class Arena>
+void take_first_page(Arena& nodes) {
+  nodes.deallocate(nodes.allocate(1, 1), 1, 1);
+}
 
 template <class Arena>
 struct arena_backend {
@@ -87,6 +96,7 @@ struct arena_backend {
     return alloc<T>(nodes);
   }
   const Arena* arena() const { return &nodes; }
+  void ready() { take_first_page(nodes); }
   Arena nodes;
 };
 
@@ -99,6 +109,7 @@ struct pmr_pool_backend {
     return alloc<T>(&pool);
   }
   const hugepage::unsynchronized_arena* arena() const { return nullptr; }
+  void ready() {}
   std::pmr::unsynchronized_pool_resource pool{hugepage::pmr::thp_resource()};
 };
 
@@ -106,6 +117,7 @@ struct pmr_pool_backend {
 
 struct std_map {
   static constexpr const char* name = "StdMap";
+  static constexpr bool strong_insert = true;    // an insert that throws changes nothing
   static constexpr std::size_t node_bytes = 48;  // 32-byte tree header + the pair
   static constexpr std::size_t min_bytes_per_element = node_bytes;
   template <class B>
@@ -118,6 +130,7 @@ struct std_map {
 
 struct std_unordered_map {
   static constexpr const char* name = "StdUnorderedMap";
+  static constexpr bool strong_insert = true;
   static constexpr std::size_t node_bytes = 24;  // next pointer + the pair (hash not cached)
   // A node and at least one bucket pointer per element (the load factor stays <= 1).
   static constexpr std::size_t min_bytes_per_element = node_bytes + sizeof(void*);
@@ -132,6 +145,9 @@ struct std_unordered_map {
 
 struct absl_node_hash_map {
   static constexpr const char* name = "NodeHashMap";
+  // A throwing allocator leaves the table inconsistent (README, "Node arena"): growth records the
+  // new capacity before it allocates, an insert marks its slot full before it allocates the node.
+  static constexpr bool strong_insert = false;
   static constexpr std::size_t node_bytes = 16;  // the pair; the slot array holds pointers
   // The pair, and a slot pointer and a control byte for each of at least 8/7 slots per element
   // (26.3 bytes); 32 keeps the counts powers of two, which absl's tables hold at about half load
@@ -364,6 +380,7 @@ struct peer_backend {
     return {};
   }
   const hugepage::unsynchronized_arena* arena() const { return nullptr; }
+  void ready() {}
 };
 
 // The arena over 1 GiB pages: 2 MiB slabs carved from them, shared by the size classes.
@@ -375,6 +392,7 @@ struct arena_1g_backend {
     return alloc<T>(nodes);
   }
   const hugepage::unsynchronized_arena* arena() const { return &nodes; }
+  void ready() { take_first_page(nodes); }
   hugepage::unsynchronized_arena nodes{hugepage::strategy::hugetlb(hugepage::page_size::huge_1g)};
 };
 
@@ -411,17 +429,41 @@ struct contender {
 
 template <class C, class B>
 contender make_contender(std::string name, const std::vector<u64>& keys) {
+  using map_type = typename C::template type<B>;
+  // The container is destroyed with its backend, unless an insert threw into a container without
+  // the strong guarantee: then its destructor would free what was never allocated, and it is
+  // abandoned instead (its storage ends without a destructor call). The backend's destructor still
+  // runs: the arena unmaps its pages; blocks the container held outside them are leaked.
   struct held {
     B backend;
-    typename C::template type<B> map{backend.template get<value_type>()};
+    union {
+      map_type map;
+    };
+    bool abandoned = false;
+    held() { ::new (static_cast<void*>(&map)) map_type(backend.template get<value_type>()); }
+    held(const held&) = delete;
+    held& operator=(const held&) = delete;
+    ~held() {
+      if (!abandoned) map.~map_type();
+    }
   };
   ::malloc_trim(0);
   const proc_memory before = read_memory();
   auto h = std::make_shared<held>();
+  // A backend that cannot get its first page (no 1 GiB page) throws here, before any container
+  // is built on it.
+  h->backend.ready();
   contender c;
   c.name = std::move(name);
   const auto start = std::chrono::steady_clock::now();
-  for (const u64 k : keys) h->map.emplace(k, k);
+  try {
+    for (const u64 k : keys) h->map.emplace(k, k);
+  } catch (const std::exception& e) {
+    if (C::strong_insert) throw;
+    h->abandoned = true;
+    throw std::runtime_error(std::string(e.what()) +
+                             " (during the build: the container was abandoned, not destroyed)");
+  }
   c.build_ns = seconds_since(start) * 1e9 / static_cast<double>(keys.size());
   const proc_memory built = read_memory();
   // What the build added to the process, huge (THP and hugetlb) over all of it: the peers have no

@@ -127,10 +127,11 @@ constexpr bool arena_is_small(std::size_t bytes, std::size_t alignment) noexcept
 }
 
 /// Size class of a small request (arena_is_small): the smallest class that holds `bytes` rounded
-/// up to `alignment`.
+/// up to `alignment`. A request of 0 bytes counts as `alignment` bytes: rounded to 0 it would take
+/// the 8-byte class, whose slots are only 8-aligned.
 constexpr unsigned arena_class_of(std::size_t bytes, std::size_t alignment) noexcept {
   const std::size_t a = alignment < arena_fine_step ? arena_fine_step : alignment;
-  const std::size_t rounded = (bytes + a - 1) & ~(a - 1);
+  const std::size_t rounded = bytes == 0 ? a : (bytes + a - 1) & ~(a - 1);
   return arena_classes.index[rounded / arena_fine_step];
 }
 
