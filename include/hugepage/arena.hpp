@@ -45,6 +45,8 @@
 // An arena over a `dont_fork` strategy: its pages, and the slab headers in them, are not in the
 // child (strategy.hpp, allocation_options::dont_fork). A child must not read, clear or destroy a
 // container on such an arena, nor allocate from the arena; it may use a new arena of its own.
+// The arena's own records are outside its pages: stats() works in the child, and the destructor
+// unmaps the placeholders without reading them.
 //
 // Under AddressSanitizer freed slots and freed runs are poisoned, so a use-after-free of a node or
 // of a block in a run is reported.
