@@ -268,8 +268,8 @@ class basic_arena {
 
   static constexpr bool synchronized = !std::is_same_v<Mutex, detail::no_mutex>;
 
-  // Every mutex of the arena in one fixed order: the classes, then the pages. No thread holds two
-  // classes' mutexes at once, and the pages' mutex is only ever taken after a class's.
+  // Every mutex of the arena in one fixed order: the classes, then the pages. No other thread
+  // holds two classes' mutexes at once or takes a class's while it holds the pages'.
   static void lock_for_fork(void* self) noexcept {
     auto& a = *static_cast<basic_arena*>(self);
     for (size_class& cls : a.classes_) cls.mutex.lock();
