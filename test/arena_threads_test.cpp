@@ -1,5 +1,6 @@
 // The thread-safe arena under concurrency: threads allocating and freeing at once, objects freed by
-// a thread other than the one that allocated them, containers of several threads in one arena.
+// a thread other than the one that allocated them, containers of several threads in one arena,
+// fork() while other threads hold the arena's locks.
 // Run under ThreadSanitizer by scripts/test (ctest -R '^ArenaThreads[.]').
 #include <gtest/gtest.h>
 
@@ -177,6 +178,53 @@ TEST(ArenaThreads, MapsOfSeveralThreadsShareOneArena) {
   }
   EXPECT_GT(a.stats().live_bytes, 0u);
   maps.clear();  // freed by a thread that allocated none of them
+  EXPECT_EQ(a.stats().live_bytes, 0u);
+}
+
+// fork() while other threads are inside allocate and deallocate: the child finds every mutex of
+// the arena unlocked and its lists consistent. Without the fork handler a child often inherits a
+// class's mutex (or the pages' mutex) held by a thread it does not have, and its first allocation
+// waits for ever: the time limit turns that into a failure.
+TEST(ArenaThreads, ForkWhileOtherThreadsHoldTheArenasLocksNeverHangsTheChild) {
+  arena a(strategy::thp(), hugepage::arena_options{0});  // every free of a last slot unmaps
+  constexpr std::size_t kHammered = 48;                  // one class for the threads...
+  constexpr std::size_t kUntouched = 512;                // ...one only the child uses
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&a, &stop] {
+      while (!stop.load(std::memory_order_relaxed)) {
+        // One live object at a time: each allocation takes a slab (class and pages mutex), each
+        // free gives it back.
+        void* p = a.allocate(kHammered, 8);
+        std::memset(p, 0x5a, kHammered);
+        a.deallocate(p, kHammered, 8);
+      }
+    });
+  }
+  int hung = 0, failed = 0;
+  constexpr int kForks = 200;
+  for (int i = 0; i < kForks && hung == 0; ++i) {
+    const int code = hugepage::test::run_in_child_within(5000, [&a] {
+      void* mine = a.allocate(kHammered, 8);    // the class the threads hammer
+      void* other = a.allocate(kUntouched, 8);  // a new slab: the pages' mutex
+      std::memset(mine, 1, kHammered);
+      std::memset(other, 2, kUntouched);
+      a.deallocate(other, kUntouched, 8);
+      a.deallocate(mine, kHammered, 8);
+      return a.stats().classes[hugepage::detail::arena_class_of(kUntouched, 8)].live_slots == 0 ? 0
+                                                                                                : 1;
+    });
+    if (code == hugepage::test::child_hung) {
+      ++hung;
+    } else if (code != 0) {
+      ++failed;
+    }
+  }
+  stop = true;
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(hung, 0) << "a child hung on a mutex of the arena inherited locked";
+  EXPECT_EQ(failed, 0);
   EXPECT_EQ(a.stats().live_bytes, 0u);
 }
 

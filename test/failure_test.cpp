@@ -5,6 +5,8 @@
 // forked child (test::run_in_child), which returns a distinct code for each check that failed.
 // The hugetlb pools are shared with other processes: nothing here drains or resizes them; where a
 // test needs "the pool is short for this process" it uses a hugetlb cgroup limit instead.
+#include <absl/container/flat_hash_map.h>
+#include <absl/container/node_hash_map.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/audit.h>
@@ -26,13 +28,20 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
 #include <new>
 #include <string>
 #include <thread>
 #include <typeinfo>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "hugepage/allocator.hpp"
+#include "hugepage/arena.hpp"
+#include "hugepage/arena_allocator.hpp"
 #include "hugepage/backing.hpp"
 #include "hugepage/errors.hpp"
 #include "hugepage/os.hpp"
@@ -598,32 +607,230 @@ TEST(ForkHazard, DontForkMemoryIsNotInherited) {
   EXPECT_TRUE(pool_back(page_size::huge_2m, before));
 }
 
-// What a child may do with a dont_fork container it inherited: destroy it. The block was not
-// inherited, so the child's own mappings must be safe from that destructor - including a new
-// block of the same size, which the kernel would place in the hole the parent's block left.
-TEST(ForkHazard, ChildDestroyingAnInheritedDontForkContainerUnmapsNothingOfItsOwn) {
-  using allocator_type = hugepage::thp_allocator<char, dont_fork_options>;
-  std::vector<char, allocator_type> inherited(8 * kMiB, 'p');
-  const std::uintptr_t start = reinterpret_cast<std::uintptr_t>(inherited.data());
-  const int code = run_in_child([&inherited, start]() -> int {
+// ---- fork with dont_fork containers ------------------------------------------------------------
+//
+// A child inherits the container objects but not their memory. What it may do: leave them alone
+// and leave with _exit() (run_in_child does) or exec, and use containers of its own meanwhile.
+// What it must not do: read, clear or destroy them (directly, or through exit()'s destructors).
+
+hugepage::strategy no_fork_thp() {
+  hugepage::allocation_options o;
+  o.dont_fork = true;
+  return hugepage::strategy::thp(o);
+}
+
+std::string value_of(std::uint64_t key, const char* tag) {
+  return std::string(tag) + " holds value " + std::to_string(key);  // beyond the SSO: heap
+}
+
+// The containers a program would put on dont_fork memory: node containers on an arena, blocks on
+// the allocators.
+struct dont_fork_containers {
+  using key = std::uint64_t;
+  using node_allocator = hugepage::arena_allocator<std::pair<const key, std::string>>;
+  template <class T>
+  using block_allocator = hugepage::thp_allocator<T, dont_fork_options>;
+
+  std::map<key, std::string, std::less<key>, node_allocator> ordered;
+  std::unordered_map<key, std::string, std::hash<key>, std::equal_to<key>, node_allocator> hashed;
+  absl::node_hash_map<key, std::string, absl::Hash<key>, std::equal_to<key>, node_allocator> nodes;
+  std::vector<std::string, block_allocator<std::string>> strings;
+  absl::flat_hash_map<key, std::string, absl::Hash<key>, std::equal_to<key>,
+                      block_allocator<std::pair<const key, std::string>>>
+      flat;
+
+  dont_fork_containers(hugepage::arena& a, key n, const char* tag)
+      : ordered(node_allocator(a)), hashed(node_allocator(a)), nodes(node_allocator(a)) {
+    for (key k = 0; k < n; ++k) {
+      const std::string v = value_of(k, tag);
+      ordered.emplace(k, v);
+      hashed.emplace(k, v);
+      nodes.emplace(k, v);
+      strings.push_back(v);
+      flat.emplace(k, v);
+    }
+  }
+
+  // Whether every container holds exactly the n values of `tag`.
+  bool hold(key n, const char* tag) const {
+    if (ordered.size() != n || hashed.size() != n || nodes.size() != n || strings.size() != n ||
+        flat.size() != n) {
+      return false;
+    }
+    for (key k = 0; k < n; ++k) {
+      const std::string v = value_of(k, tag);
+      const auto o = ordered.find(k);
+      const auto h = hashed.find(k);
+      const auto d = nodes.find(k);
+      const auto f = flat.find(k);
+      if (o == ordered.end() || o->second != v || h == hashed.end() || h->second != v ||
+          d == nodes.end() || d->second != v || f == flat.end() || f->second != v ||
+          strings[k] != v) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // The block of `strings`.
+  std::pair<const char*, std::size_t> strings_block() const {
+    return {reinterpret_cast<const char*>(strings.data()),
+            strings.capacity() * sizeof(std::string)};
+  }
+};
+
+// Reads in a child go here, so that the compiler keeps them.
+volatile std::size_t read_sink = 0;
+
+constexpr std::uint64_t kValues = 100000;  // the vector's and the flat map's blocks are mapped
+
+bool overlap(std::pair<const char*, std::size_t> a, std::pair<const void*, std::size_t> b) {
+  const auto* b_start = static_cast<const char*>(b.first);
+  return a.first < b_start + b.second && b_start < a.first + a.second;
+}
+
+// The child leaves the inherited containers alone and builds, uses and destroys the same
+// containers of its own, on a new arena and the same allocators. Nothing of the child's lands in
+// the ranges it did not inherit (the placeholders hold them), and the parent's containers are
+// untouched.
+TEST(ForkHazard, ChildLeavingInheritedDontForkContainersAloneUsesContainersOfItsOwn) {
+  hugepage::arena nodes(no_fork_thp());
+  const std::size_t live_before = hugepage::stats().live_mappings;
+  const dont_fork_containers inherited(nodes, kValues, "parent");
+  // The arena's pages, the vector's block and the flat map's block are each a dont_fork mapping.
+  const std::size_t arena_pages = nodes.stats().pages;
+  ASSERT_GE(arena_pages, 1u);
+  ASSERT_EQ(hugepage::stats().live_mappings, live_before + arena_pages + 2);
+  ASSERT_GE(inherited.strings_block().second, kHuge);
+  const auto arena_ranges = nodes.mapped_ranges();
+  const int code = run_in_child([&]() -> int {
     default_fault_signals();
-    allocator_type allocator;
+    const std::size_t live = hugepage::stats().live_mappings;
+    {
+      hugepage::arena own_nodes(no_fork_thp());
+      dont_fork_containers own(own_nodes, kValues, "child");
+      if (!own.hold(kValues, "child")) return 10;
+      std::vector<std::pair<const void*, std::size_t>> inherited_ranges = arena_ranges;
+      inherited_ranges.emplace_back(inherited.strings_block());
+      for (const auto& r : inherited_ranges) {
+        if (overlap(own.strings_block(), r)) return 11;
+        for (const auto& mine : own_nodes.mapped_ranges()) {
+          if (overlap({static_cast<const char*>(mine.first), mine.second}, r)) return 12;
+        }
+      }
+      for (std::uint64_t k = 0; k < kValues; k += 2) {  // use them: erase half, rebuild it
+        own.ordered.erase(k);
+        own.hashed.erase(k);
+        own.nodes.erase(k);
+        own.flat.erase(k);
+      }
+      own.strings.clear();
+      dont_fork_containers again(own_nodes, kValues, "child");
+      if (!again.hold(kValues, "child")) return 13;
+      // The arena's own records live outside its pages: the inherited one can be asked.
+      if (nodes.stats().pages != arena_pages) return 14;
+    }  // the child's containers and arena are destroyed
+    if (hugepage::stats().live_mappings != live) return 15;
+    return 0;  // and leaves with _exit(): nothing touches the inherited containers
+  });
+  EXPECT_EQ(code, 0) << "child check " << code << " failed";
+  EXPECT_TRUE(inherited.hold(kValues, "parent")) << "the parent's containers changed";
+}
+
+// Reading, clearing or destroying an inherited dont_fork container touches memory the child does
+// not have, and so does allocating from the arena (its slab headers are in its pages): the
+// placeholder turns every such touch into SIGSEGV, for node containers and blocks alike, never
+// into a read of something else.
+TEST(ForkHazard, ChildTouchingAnInheritedDontForkContainerDiesOfSigsegv) {
+  hugepage::arena nodes(no_fork_thp());
+  dont_fork_containers inherited(nodes, kValues, "parent");
+  struct touch {
+    const char* what;
+    std::function<void()> run;
+  };
+  auto& c = inherited;
+  hugepage::arena& a = nodes;
+  const touch touches[] = {
+      {"std::map: find", [&c] { read_sink = c.ordered.find(7)->second.size(); }},
+      {"std::map: clear", [&c] { c.ordered.clear(); }},
+      {"std::map: destroy", [&c] { std::destroy_at(&c.ordered); }},
+      {"std::unordered_map: find", [&c] { read_sink = c.hashed.find(7)->second.size(); }},
+      {"std::unordered_map: clear", [&c] { c.hashed.clear(); }},
+      {"std::unordered_map: destroy", [&c] { std::destroy_at(&c.hashed); }},
+      {"absl::node_hash_map: find", [&c] { read_sink = c.nodes.find(7)->second.size(); }},
+      {"absl::node_hash_map: clear", [&c] { c.nodes.clear(); }},
+      {"absl::node_hash_map: destroy", [&c] { std::destroy_at(&c.nodes); }},
+      {"std::vector<std::string>: read", [&c] { read_sink = c.strings[7].size(); }},
+      {"std::vector<std::string>: clear", [&c] { c.strings.clear(); }},
+      {"std::vector<std::string>: destroy", [&c] { std::destroy_at(&c.strings); }},
+      {"absl::flat_hash_map: find", [&c] { read_sink = c.flat.find(7)->second.size(); }},
+      {"absl::flat_hash_map: clear", [&c] { c.flat.clear(); }},
+      {"absl::flat_hash_map: destroy", [&c] { std::destroy_at(&c.flat); }},
+      {"arena: allocate",
+       [&a] { read_sink = reinterpret_cast<std::uintptr_t>(a.allocate(48, 8)); }},
+  };
+  for (const touch& t : touches) {
+    const int code = run_in_child([&t] {
+      default_fault_signals();
+      t.run();
+      return 0;
+    });
+    EXPECT_EQ(code, 128 + SIGSEGV) << t.what;
+  }
+  EXPECT_TRUE(inherited.hold(kValues, "parent")) << "the parent's containers changed";
+}
+
+// exit() (and returning from main) runs the destructors of statics: a static container on
+// dont_fork memory is destroyed in the child, SIGSEGV. _exit() runs none.
+TEST(ForkHazard, ChildCallingExitWithAnInheritedDontForkStaticDiesOfSigsegv) {
+  using node_allocator = hugepage::arena_allocator<std::pair<const std::uint64_t, std::string>>;
+  using map = std::map<std::uint64_t, std::string, std::less<>, node_allocator>;
+  static hugepage::arena nodes(no_fork_thp());
+  static map table(node_allocator{nodes});
+  for (std::uint64_t k = 0; k < 1000; ++k) table.emplace(k, value_of(k, "static"));
+  EXPECT_EQ(run_in_child([] {
+              default_fault_signals();
+              std::exit(0);
+              return 1;
+            }),
+            128 + SIGSEGV);
+  EXPECT_EQ(run_in_child([] { return 0; }), 0);  // run_in_child leaves with _exit()
+  EXPECT_EQ(table.size(), 1000u);
+  EXPECT_EQ(table.at(999), value_of(999, "static"));
+}
+
+// The library's own release paths read nothing in a block the child did not inherit: freeing it
+// unmaps only the placeholder, never a mapping of the child's own (a block of the same size,
+// which the kernel would place in the hole the parent's block left), and an inherited arena's
+// destructor unmaps its pages' placeholders. Both keep the statistics exact.
+TEST(ForkHazard, ChildReleasingInheritedDontForkMemoryUnmapsNothingOfItsOwn) {
+  using allocator_type = hugepage::thp_allocator<char, dont_fork_options>;
+  allocator_type allocator;
+  char* inherited = allocator.allocate(8 * kMiB);
+  std::memset(inherited, 'p', 8 * kMiB);
+  const std::uintptr_t start = reinterpret_cast<std::uintptr_t>(inherited);
+  auto nodes = std::make_unique<hugepage::arena>(no_fork_thp());
+  void* node = nodes->allocate(64, 8);
+  std::memset(node, 'n', 64);
+  const int code = run_in_child([&]() -> int {
+    default_fault_signals();
     const hugepage::statistics s0 = hugepage::stats();
     char* own = allocator.allocate(8 * kMiB);  // same size, same alignment as the inherited block
     if (reinterpret_cast<std::uintptr_t>(own) == start) return 10;  // landed in the hole
     fill(own, 8 * kMiB, 41);
-    inherited.clear();
-    inherited.shrink_to_fit();  // deallocates the block the child never had
-    if (inherited.capacity() != 0) return 11;
-    if (!holds(own, 0, 8 * kMiB, 41))
-      return 12;  // SIGSEGV here when the child's block was unmapped
+    allocator.deallocate(inherited, 8 * kMiB);    // the block the child never had
+    if (!holds(own, 0, 8 * kMiB, 41)) return 11;  // SIGSEGV here when the child's was unmapped
     allocator.deallocate(own, 8 * kMiB);
-    // The counters treat the inherited block as released, like any other.
-    if (hugepage::stats().live_mappings + 1 != s0.live_mappings) return 13;
+    if (hugepage::stats().live_mappings + 1 != s0.live_mappings) return 12;
+    nodes.reset();  // unmaps the placeholder of its one page, reading nothing in it
+    if (hugepage::stats().live_mappings + 2 != s0.live_mappings) return 13;
     return 0;
   });
   EXPECT_EQ(code, 0) << "child check " << code << " failed";
-  EXPECT_EQ(inherited[8 * kMiB - 1], 'p');  // the parent's block is untouched
+  EXPECT_EQ(inherited[8 * kMiB - 1], 'p');  // the parent's memory is untouched
+  EXPECT_EQ(static_cast<const char*>(node)[63], 'n');
+  nodes->deallocate(node, 64, 8);
+  allocator.deallocate(inherited, 8 * kMiB);
 }
 
 // A fork while another thread holds the registry's lock must not leave the child a lock that

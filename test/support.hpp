@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -263,29 +264,61 @@ inline std::size_t rss_bytes() {
   return resident * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
 }
 
-/// Runs `body` in a forked child; returns its exit status (or 128 + signal). Output of the child
-/// goes to the test's stderr. gtest assertions do not cross the fork: the body returns a code.
-inline int run_in_child(const std::function<int()>& body) {
+// Forks a child that runs `body` and _exits with its result; returns the child's pid (-1: no fork).
+inline pid_t start_child(const std::function<int()>& body) {
   std::fflush(nullptr);
   const pid_t pid = ::fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    int code = 125;
-    try {
-      code = body();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "child: uncaught exception: %s\n", e.what());
-      code = 124;
-    }
-    std::fflush(nullptr);
-    ::_exit(code);
+  if (pid != 0) return pid;
+  int code = 125;
+  try {
+    code = body();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "child: uncaught exception: %s\n", e.what());
+    code = 124;
   }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  std::fflush(nullptr);
+  ::_exit(code);
+}
+
+inline int child_result(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return -1;
+}
+
+/// Runs `body` in a forked child; returns its exit status (or 128 + signal). Output of the child
+/// goes to the test's stderr. gtest assertions do not cross the fork: the body returns a code.
+/// The child leaves with _exit(): no static destructor of the test program runs in it.
+inline int run_in_child(const std::function<int()>& body) {
+  const pid_t pid = start_child(body);
+  if (pid < 0) return -1;
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return child_result(status);
+}
+
+/// What run_in_child_within() returns for a child that was still running at the limit.
+inline constexpr int child_hung = -2;
+
+/// run_in_child(), but a child still running after `limit_ms` is killed and reported as
+/// child_hung: a child that deadlocks fails the test instead of hanging it.
+inline int run_in_child_within(int limit_ms, const std::function<int()>& body) {
+  const pid_t pid = start_child(body);
+  if (pid < 0) return -1;
+  int status = 0;
+  pid_t done = 0;
+  for (int waited_ms = 0; waited_ms < limit_ms && done == 0; ++waited_ms) {
+    done = ::waitpid(pid, &status, WNOHANG);
+    if (done == 0) ::usleep(1000);
+  }
+  if (done == 0) {
+    ::kill(pid, SIGKILL);
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return child_hung;
+  }
+  return done < 0 ? -1 : child_result(status);
 }
 
 /// Built with AddressSanitizer? (Its shadow memory makes RLIMIT_AS tests meaningless.)

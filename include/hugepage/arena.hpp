@@ -39,9 +39,14 @@
 // may free what another allocated); `unsynchronized_arena` takes no lock at all, for containers
 // owned by one thread at a time.
 //
-// fork(): the arena's mutexes have no pthread_atfork handler. A child forked while another thread
-// holds one (is inside allocate or deallocate of that arena) must not use the arena; a child that
-// only execs, or a process forked from a single thread, is unaffected.
+// fork(): a synchronized arena's mutexes are taken by the thread that forks and released in both
+// processes after the fork (detail/fork_locks.hpp), so a child of a threaded parent never finds
+// one held by a thread it does not have. fork() waits for every arena's operations in progress.
+// An arena over a `dont_fork` strategy: its pages, and the slab headers in them, are not in the
+// child (strategy.hpp, allocation_options::dont_fork). A child must not read, clear or destroy a
+// container on such an arena, nor allocate from the arena; it may use a new arena of its own.
+// The arena's own records are outside its pages: stats() works in the child, and the destructor
+// unmaps the placeholders without reading them.
 //
 // Under AddressSanitizer freed slots and freed runs are poisoned, so a use-after-free of a node or
 // of a block in a run is reported.
@@ -59,11 +64,13 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "hugepage/backing.hpp"
 #include "hugepage/detail/arena_slab.hpp"
+#include "hugepage/detail/fork_locks.hpp"
 #include "hugepage/errors.hpp"
 #include "hugepage/strategy.hpp"
 
@@ -126,6 +133,12 @@ class basic_arena {
     for (unsigned c = 0; c < detail::arena_class_count; ++c) {
       classes_[c].slot_bytes = static_cast<std::uint32_t>(detail::arena_class_bytes(c));
     }
+    if constexpr (synchronized) {  // last: a fork may lock the arena from here on
+      fork_entry_.owner = this;
+      fork_entry_.lock = &lock_for_fork;
+      fork_entry_.unlock = &unlock_after_fork;
+      detail::arena_fork_locks().add(fork_entry_);
+    }
   }
 
   basic_arena(const basic_arena&) = delete;
@@ -133,6 +146,7 @@ class basic_arena {
 
   /// Unmaps every huge page, live objects included: destroy the containers first.
   ~basic_arena() {
+    if constexpr (synchronized) detail::arena_fork_locks().remove(fork_entry_);
     page* p = all_;
     while (p != nullptr) {
       page* next = p->all_next;
@@ -251,6 +265,21 @@ class basic_arena {
  private:
   using slab = detail::arena_slab;
   using page = detail::arena_page;
+
+  static constexpr bool synchronized = !std::is_same_v<Mutex, detail::no_mutex>;
+
+  // Every mutex of the arena in one fixed order: the classes, then the pages. No other thread
+  // holds two classes' mutexes at once or takes a class's while it holds the pages'.
+  static void lock_for_fork(void* self) noexcept {
+    auto& a = *static_cast<basic_arena*>(self);
+    for (size_class& cls : a.classes_) cls.mutex.lock();
+    a.pages_mutex_.lock();
+  }
+  static void unlock_after_fork(void* self) noexcept {
+    auto& a = *static_cast<basic_arena*>(self);
+    a.pages_mutex_.unlock();
+    for (size_class& cls : a.classes_) cls.mutex.unlock();
+  }
 
   struct alignas(64) size_class {
     mutable Mutex mutex;
@@ -546,6 +575,9 @@ class basic_arena {
   std::size_t run_slabs_ = 0;  // slabs in runs of large allocations
   std::size_t retained_ = 0;
   std::uint64_t released_ = 0;
+
+  struct no_fork_entry {};
+  std::conditional_t<synchronized, detail::fork_lock_entry, no_fork_entry> fork_entry_;
 };
 
 /// A thread-safe node arena: one mutex per size class; frees from any thread.

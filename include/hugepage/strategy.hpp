@@ -93,6 +93,12 @@ struct allocation_options {
   bool prefault = false;
   /// MADV_DONTFORK on mapped memory: a child of fork() does not inherit it, so a private hugetlb
   /// mapping cannot SIGBUS the parent or child on copy-on-write when the pool is empty.
+  /// The child inherits the containers but not this memory: an inaccessible placeholder holds each
+  /// such range in the child (nothing it maps lands there; an access raises SIGSEGV). A child must
+  /// not read, clear or destroy such a container, nor allocate from an arena over such memory, nor
+  /// let exit() or a return from main destroy static ones: it leaves with _exit() or exec. It may
+  /// use containers of its own meanwhile. Blocks below the threshold go to ::operator new, which
+  /// the child inherits as usual.
   bool dont_fork = false;
 
   friend constexpr bool operator==(const allocation_options& a,
@@ -111,6 +117,7 @@ struct allocation_options {
 struct default_options {
   static constexpr std::size_t small_threshold = 0;
   static constexpr bool prefault = false;
+  /// What a child of fork() may then do: see allocation_options::dont_fork.
   static constexpr bool dont_fork = false;
 };
 

@@ -11,11 +11,12 @@
 // fork(): a pthread_atfork handler takes the mutex before the fork and releases it in both
 // processes, so a fork while another thread is inside add() or take() cannot leave the child a
 // lock nobody will release. A MADV_DONTFORK mapping is not inherited: the child would find a hole
-// where the parent's container points, and a later mmap in the child may land in it, which the
-// inherited container's destructor would then unmap. So the child handler maps an inaccessible
-// placeholder (PROT_NONE, never backed by memory) over each such range: touching the inherited
-// container raises SIGSEGV, nothing new is placed there, and destroying the container unmaps only
-// the placeholder.
+// where the parent's container points, and a later mmap in the child may land in it, where a stray
+// access through the inherited container would read or corrupt the child's own data. So the child
+// handler maps an inaccessible placeholder (PROT_NONE, never backed by memory) over each such
+// range: any access raises SIGSEGV, nothing new is placed there, and a deallocate() of the block
+// unmaps only the placeholder. The inherited container itself cannot be read, cleared or destroyed
+// in the child (allocation_options::dont_fork).
 #pragma once
 
 #include <pthread.h>
