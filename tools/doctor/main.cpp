@@ -32,8 +32,9 @@ constexpr const char* usage_text =
 
 Says whether a Linux machine, or one process on it, gets the huge pages it could, and how to fix
 what is missing. Each piece of advice names the facts it rests on, what the fix costs, and the
-commands that apply it (built from values the doctor chose, every word shell-quoted: never from
-a process's title, environment or paths).
+commands that apply it (built from values the doctor chose, every word shell-quoted; of what
+a process controls only the current value of a variable being set, merged and quoted, and only
+when it is printable ASCII: never its title or paths).
 
 Modes:
   (none)        the system: THP settings, mTHP sizes, khugepaged, hugetlb pools (per NUMA node),
