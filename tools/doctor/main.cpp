@@ -64,7 +64,8 @@ Options:
 
 Exit status:
   0  healthy: no warning (notes may be printed; --probe: the probe ran)
-  1  advice given: at least one warning
+  1  advice given: at least one warning; --collapse: nothing collapsed (--dry-run: nothing
+     can be) although memory is on base pages, with the reason
   2  error: bad usage, no such process, permission denied (with the cause), the process exited
      while being read, probe failed, stdout not writable; one line on stderr, nothing on stdout
   3  --pid names a zombie (exited, not reaped)
@@ -205,7 +206,8 @@ int run(const options& o) {
     if (ec) return fail(error);
     // An error that stopped everything is one line on stderr, nothing on stdout, as elsewhere.
     if (report.fatal) return fail(explain_refusal(report.fatal.value(), c.pid));
-    return emit(json ? json_collapse(report) : render_collapse(report), exit_healthy);
+    return emit(json ? json_collapse(report) : render_collapse(report),
+                nothing_collapsed(report).empty() ? exit_healthy : exit_advice);
   }
   if (o.pid) {
     collect_failure failure;
