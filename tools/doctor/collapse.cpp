@@ -12,6 +12,7 @@
 #include "hugepage/collapse.hpp"
 #include "hugepage/detail/pagemap.hpp"
 #include "hugepage/detail/proc_file.hpp"
+#include "hugepage/system.hpp"
 #include "json.hpp"
 #include "proc_text.hpp"
 #include "report.hpp"
@@ -62,7 +63,28 @@ std::string blocked_reason(const mapping_info& m, bool thp_disabled) {
 
 // A short name for a blocked row's reason, for the table.
 std::string blocked_label(const std::string& reason) {
-  return reason.rfind("THP is disabled", 0) == 0 ? "THP disabled for the process" : "VM_NOHUGEPAGE";
+  if (reason.rfind("THP is disabled", 0) == 0) return "THP disabled for the process";
+  if (reason.rfind("shared memory", 0) == 0) {
+    const auto at = reason.find("shmem_enabled=");
+    return reason.substr(at, reason.find(':', at) - at);
+  }
+  return "VM_NOHUGEPAGE";
+}
+
+// Shared memory on the kernel's internal shmem mount (MAP_SHARED anonymous, SysV, memfd)
+// follows shmem_enabled, under which never and deny make MADV_COLLAPSE refuse it (EINVAL). The
+// doctor does not collapse shared memory; it lists it when that setting rules a collapse out, so
+// that nobody expects one to raise it. Files in tmpfs mounts follow the mount's huge= instead.
+bool follows_shmem_enabled(const mapping_info& m) {
+  const std::string_view name = m.name;
+  return !m.is_hugetlb() && m.permissions.size() == 4 && m.permissions[3] == 's' &&
+         (name.rfind("/dev/zero", 0) == 0 || name.rfind("/SYSV", 0) == 0 ||
+          name.rfind("/memfd:", 0) == 0 || name.rfind("[anon_shmem", 0) == 0);
+}
+
+std::string shmem_reason(const std::string& shmem_enabled) {
+  return "shared memory (MAP_SHARED anonymous, SysV or memfd) under shmem_enabled=" +
+         shmem_enabled + ": MADV_COLLAPSE refuses it with EINVAL.";
 }
 
 // The memory a collapse of [lo, hi) would add: MADV_COLLAPSE fills every chunk that has a page
@@ -173,8 +195,11 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
     const auto it = fields.find("THP_enabled");
     thp_disabled = it != fields.end() && it->second == 0;
   }
+  const std::string shmem_enabled = read_thp_settings().shmem_enabled.value_or("");
+  const bool shmem_blocked = shmem_enabled == "never" || shmem_enabled == "deny";
   for (const mapping_info& m : mappings) {
-    if (!collapsible(m)) continue;
+    const bool shmem = shmem_blocked && follows_shmem_enabled(m);
+    if (!collapsible(m) && !shmem) continue;
     const std::uintptr_t lo = (m.start + chunk - 1) & ~(chunk - 1);
     const std::uintptr_t hi = m.end & ~(chunk - 1);
     if (lo >= hi) continue;
@@ -185,7 +210,7 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
     row.end = hi;
     row.name = printable(m.name.empty() ? "[anon]" : m.name);
     row.on_base = b.base;
-    row.blocked = blocked_reason(m, thp_disabled);
+    row.blocked = shmem ? shmem_reason(shmem_enabled) : blocked_reason(m, thp_disabled);
     row.before = row.after = b.huge_fraction();
     if (row.blocked.empty()) {
       row.resident_base = b.base;

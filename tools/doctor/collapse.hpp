@@ -44,8 +44,8 @@ struct collapse_row {
   std::string name;
   std::size_t on_base = 0;  ///< resident bytes on base pages in whole chunks
   /// Why MADV_COLLAPSE cannot collapse this range ("" when it can): THP disabled for the
-  /// process (PR_SET_THP_DISABLE), or the mapping is VM_NOHUGEPAGE. Such a range is listed, never
-  /// attempted, and expects no gain.
+  /// process (PR_SET_THP_DISABLE), the mapping is VM_NOHUGEPAGE, or it is shared memory under
+  /// shmem_enabled never or deny. Such a range is listed, never attempted, and expects no gain.
   std::string blocked;
   std::size_t resident_base = 0;  ///< expected gain: on_base, or 0 when blocked
   /// Memory the collapse adds: partly populated chunks are filled to 2 MiB (nullopt: unknown,

@@ -12,6 +12,7 @@
 
 #include "hugepage/backing.hpp"
 #include "hugepage/os.hpp"
+#include "hugepage/system.hpp"
 #include "support.hpp"
 
 namespace {
@@ -48,10 +49,11 @@ run_result doctor(const std::string& args, bool as_nobody = false) {
 
 // What the child does to its memory before populating it.
 enum class setup {
-  plain,             // nothing: unadvised, base pages under enabled=madvise
-  thp_disabled,      // prctl(PR_SET_THP_DISABLE), then MADV_HUGEPAGE on the region
-  nohuge_region,     // MADV_NOHUGEPAGE on the region only
-  nohuge_everywhere  // MADV_NOHUGEPAGE on every mapping of the process
+  plain,              // nothing: unadvised, base pages under enabled=madvise
+  thp_disabled,       // prctl(PR_SET_THP_DISABLE), then MADV_HUGEPAGE on the region
+  nohuge_region,      // MADV_NOHUGEPAGE on the region only
+  nohuge_everywhere,  // MADV_NOHUGEPAGE on every mapping of the process
+  shared              // the region is shared memory (MAP_SHARED | MAP_ANONYMOUS), not aligned
 };
 
 // MADV_NOHUGEPAGE on every mapping /proc/self/maps lists (in a forked child: one thread).
@@ -76,7 +78,12 @@ class Target {
  public:
   explicit Target(std::size_t stride = 4096, setup how = setup::plain) {
     std::error_code ec;
-    p_ = static_cast<char*>(hugepage::os::map_aligned(kLength, 2 * kMiB, ec));
+    if (how == setup::shared) {
+      void* p = ::mmap(nullptr, kLength, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+      p_ = p == MAP_FAILED ? nullptr : static_cast<char*>(p);
+    } else {
+      p_ = static_cast<char*>(hugepage::os::map_aligned(kLength, 2 * kMiB, ec));
+    }
     if (p_ == nullptr || ::pipe(ready_) != 0 || ::pipe(done_) != 0) return;
     pid_ = ::fork();
     if (pid_ == 0) {
@@ -261,6 +268,37 @@ TEST(DoctorCollapse, NoHugepageRegionsAreListedAndLeftAlone) {
   const run_result run = doctor("--pid " + pid + " --collapse --budget-ms 5000");
   EXPECT_EQ(run.status, 1) << run.out;
   EXPECT_NE(run.out.find("Nothing collapsed (exit status 1)"), std::string::npos) << run.out;
+  EXPECT_EQ(target.huge(), 0.0) << run.out;
+  EXPECT_EQ(target.finish(), 0);
+}
+
+// Shared memory is never collapsed by the doctor; under shmem_enabled never (or deny), where
+// MADV_COLLAPSE refuses it, it is listed with 0 expected gain and the reason.
+TEST(DoctorCollapse, SharedMemoryUnderShmemNeverIsListedNotPromised) {
+  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("needs ptrace access to a child, as root");
+  const std::string mode = hugepage::read_thp_settings().shmem_enabled.value_or("");
+  Target target(4096, setup::shared);
+  ASSERT_GT(target.pid(), 0);
+  const std::string pid = std::to_string(target.pid());
+  const run_result dry = doctor("--pid " + pid + " --collapse --dry-run");
+  EXPECT_LE(dry.status, 1) << dry.err;
+  const std::string label = "/dev/zero (deleted) (cannot collapse: shmem_enabled=" + mode + ")";
+  if (mode == "never" || mode == "deny") {
+    const std::size_t at = dry.out.find(label);
+    ASSERT_NE(at, std::string::npos) << dry.out;
+    const std::string row =
+        dry.out.substr(dry.out.rfind('\n', at) + 1, at - dry.out.rfind('\n', at));
+    EXPECT_NE(row.find("  0 B "), std::string::npos) << "0 expected gain: " << row;
+    EXPECT_NE(dry.out.find("Cannot collapse: shared memory (MAP_SHARED anonymous, SysV or memfd) "
+                           "under shmem_enabled=" +
+                           mode),
+              std::string::npos)
+        << dry.out;
+  } else {
+    EXPECT_EQ(dry.out.find("/dev/zero (deleted)"), std::string::npos) << dry.out;
+  }
+  const run_result run = doctor("--pid " + pid + " --collapse --budget-ms 5000");
+  EXPECT_LE(run.status, 1) << run.err;
   EXPECT_EQ(target.huge(), 0.0) << run.out;
   EXPECT_EQ(target.finish(), 0);
 }
