@@ -4,10 +4,12 @@
 // commands that apply it. Rules never read the machine, so each has a test built from a
 // hand-made report (tools/test/doctor_advice_test.cpp).
 //
-// Commands are built only from values the doctor chose: kernel and configuration paths,
-// numbers it computed, and a systemd unit name that passed safe_unit_name(). Every word goes
-// through shell_quote(). A process's title, environment and mapping names appear in messages
-// (escaped when printed), never in a command.
+// Commands are built from values the doctor chose: kernel and configuration paths, numbers it
+// computed, and a systemd unit name that passed safe_unit_name(). Every word goes through
+// shell_quote(). The one exception is an environment variable the advice sets: its current value
+// (from /proc/PID/environ) is merged in so that nothing in it is lost, only when it is printable
+// ASCII, and always quoted (environment_setting()). A process's title and mapping names appear
+// in messages (escaped when printed), never in a command.
 //
 // A warning is something to fix (exit status 1); a note is worth knowing but not a fault (a
 // stock default, a deliberate choice of the service, a pool that is exactly sized and in use).
@@ -45,7 +47,6 @@ std::string tmpfiles_conf(const std::string& file) {
   return "/etc/tmpfiles.d/hugepage-doctor-" + name + ".conf";
 }
 constexpr const char* sysctl_conf = "/etc/sysctl.d/90-hugepage-doctor-nr_hugepages.conf";
-constexpr const char* dropin_name = "90-hugepage-doctor.conf";
 
 std::string pool_file(std::size_t page_bytes) {
   return fmt::format("/sys/kernel/mm/hugepages/hugepages-{}kB/nr_hugepages", page_bytes / 1024);
@@ -356,25 +357,150 @@ std::vector<advice> advise_system(const system_report& s) {
 
 namespace {
 
-// How a setting reaches a service's environment: a systemd drop-in when the process runs in a
-// unit (the unit name passed safe_unit_name()), otherwise the variable for whatever starts it.
-std::vector<std::string> environment_commands(const process_report& p, const std::string& name,
-                                              const std::string& value) {
-  if (!p.unit.empty()) {
-    const std::string dir = "/etc/systemd/system/" + p.unit + ".d";
-    return {file_command(dir + "/" + dropin_name,
-                         {"[Service]", fmt::format("Environment={}={}", name, value)}, true),
-            shell_line({"systemctl", "daemon-reload"}),
-            shell_line({"systemctl", "restart", p.unit})};
+// How a variable's value is a list: GLIBC_TUNABLES is "key=value:key=value", MALLOC_CONF
+// "key:value,key:value", java options are words separated by spaces where a later flag wins
+// (key_end 0: the entry is appended unless present), a plain variable is one value
+// (separator 0: replaced).
+struct list_syntax {
+  char separator = 0;
+  char key_end = 0;
+};
+constexpr list_syntax glibc_tunables{':', '='};
+constexpr list_syntax malloc_conf{',', ':'};
+constexpr list_syntax java_options{' ', 0};
+constexpr list_syntax single_value{};
+
+std::vector<std::string_view> split_entries(std::string_view text, char separator) {
+  std::vector<std::string_view> out;
+  while (!text.empty()) {
+    const auto at = text.find(separator);
+    const std::string_view entry = text.substr(0, at);
+    text.remove_prefix(at == std::string_view::npos ? text.size() : at + 1);
+    if (!entry.empty()) out.push_back(entry);
   }
-  return {"export " + shell_quote(name + "=" + value)};
+  return out;
 }
 
-std::string apply_note(const process_report& p) {
-  return p.unit.empty()
-             ? "set it in the environment of whatever starts the process, then restart it"
-             : fmt::format("a drop-in for {} (the same as `systemctl edit {}`), then a restart",
-                           p.unit, p.unit);
+// `add`'s entries merged into `current`: an entry of a key that `current` has replaces the first
+// entry of that key where it stands, and later ones of that key are dropped (the last would
+// win); every other entry keeps its place; new keys go at the end.
+std::string merge_entries(std::string_view current, std::string_view add, list_syntax syntax) {
+  if (syntax.separator == 0) return std::string(add);
+  std::vector<std::string> out;
+  for (const std::string_view entry : split_entries(current, syntax.separator)) {
+    out.emplace_back(entry);
+  }
+  const auto key = [&](std::string_view entry) {
+    return syntax.key_end == 0 ? entry : entry.substr(0, entry.find(syntax.key_end));
+  };
+  for (const std::string_view entry : split_entries(add, syntax.separator)) {
+    bool placed = false;
+    for (auto it = out.begin(); it != out.end();) {
+      if (key(*it) != key(entry)) {
+        ++it;
+      } else if (!placed) {
+        *it++ = std::string(entry);
+        placed = true;
+      } else {
+        it = out.erase(it);
+      }
+    }
+    if (!placed) out.emplace_back(entry);
+  }
+  std::string joined;
+  for (const std::string& entry : out) {
+    if (!joined.empty()) joined += syntax.separator;
+    joined += entry;
+  }
+  return joined;
+}
+
+// Makes /dev/shm's huge= option persistent: a line in /etc/fstab (systemd-remount-fs applies an
+// fstab line's options to /dev/shm at boot) with the options it is mounted with now, added only
+// when fstab has no /dev/shm line yet; otherwise it says to edit that line, and changes nothing.
+std::string dev_shm_fstab_command(const system_report& s) {
+  // Options the kernel wrote (a space as \040) that are not plain option text are not copied:
+  // the flags systemd mounts /dev/shm with stand in.
+  std::string options = s.dev_shm_options.value_or("");
+  const bool plain = !options.empty() && printable_ascii(options) &&
+                     options.find_first_of(" #\\'\"") == std::string::npos;
+  options = merge_entries(plain ? options : "rw,nosuid,nodev", "huge=within_size", {',', '='});
+  return "if grep -Eqs '^[[:space:]]*[^#[:space:]]+[[:space:]]+/dev/shm[[:space:]]' /etc/fstab; "
+         "then echo '/etc/fstab has a /dev/shm line: add huge=within_size to its options by "
+         "hand' >&2; else printf '%s\\n' " +
+         shell_quote("tmpfs /dev/shm tmpfs " + options + " 0 0") + " >> /etc/fstab; fi";
+}
+
+// A setting for a service's environment, merged into the value the process has now (from
+// /proc/PID/environ) so that nothing already there is lost: the commands, and the clause the
+// message ends with (how they apply it, or why it must be done by hand).
+struct environment_fix {
+  std::vector<std::string> commands;
+  std::string how;
+  std::vector<std::string> evidence;
+};
+
+// The process's value is the one place where text a process controls enters a command: only
+// when it is printable ASCII (and, for a unit file, free of '"' and '\'), always quoted.
+// Otherwise no command: the operator merges it by hand.
+environment_fix environment_setting(const process_report& p, const std::string& name,
+                                    const std::string& add, list_syntax syntax) {
+  environment_fix fix;
+  const allocator_report& a = p.allocator;
+  if (!a.environ_readable || a.environ_overwritten) {
+    fix.how = fmt::format(
+        "add {} to {} by hand, keeping what it holds (the process's "
+        "environment cannot be read)",
+        add, name);
+    return fix;
+  }
+  std::optional<std::string> current;
+  for (const auto& [key, value] : a.settings) {
+    if (key == name && !current) current = value;
+  }
+  const std::string value = current ? merge_entries(*current, add, syntax) : add;
+  if (current) {
+    fix.evidence.push_back(fmt::format("{}={} now (/proc/PID/environ){}", name, *current,
+                                       syntax.separator != 0 ? ": merged, the rest kept" : ""));
+  }
+  const std::string by_hand =
+      fmt::format("add {} to {} by hand, keeping what it holds: its value", add, name);
+  if (!printable_ascii(value)) {
+    fix.how = by_hand + " has control or non-ASCII bytes, which no printed command carries";
+    return fix;
+  }
+  if (p.unit.empty()) {
+    fix.commands = {"export " + shell_quote(name + "=" + value)};
+    fix.how = "set it in the environment of whatever starts the process, then restart it";
+    return fix;
+  }
+  const std::string line = systemd_environment(name, value);
+  if (line.empty()) {
+    fix.how = by_hand + " has '\"' or '\\', which a unit file would unescape";
+    return fix;
+  }
+  // A file of the doctor's own per variable, so it never replaces another drop-in; "zz-" sorts
+  // it after the others (override.conf included), whose values the merged one already holds.
+  const std::string file =
+      fmt::format("/etc/systemd/system/{}.d/zz-hugepage-doctor-{}.conf", p.unit, name);
+  fix.commands = {new_file_command(file, {"[Service]", line}),
+                  shell_line({"systemctl", "daemon-reload"}),
+                  shell_line({"systemctl", "restart", p.unit})};
+  fix.how = fmt::format(
+      "a drop-in of its own for {} (refused if that file exists: then merge "
+      "by hand), then a restart",
+      p.unit);
+  return fix;
+}
+
+// A warning that sets `name` for the process: `text` then how the fix applies.
+advice environment_advice(const process_report& p, std::string id, const std::string& text,
+                          std::vector<std::string> evidence, std::string trade,
+                          const std::string& name, const std::string& add, list_syntax syntax) {
+  environment_fix fix = environment_setting(p, name, add, syntax);
+  evidence.insert(evidence.end(), fix.evidence.begin(), fix.evidence.end());
+  return {std::move(id),       advice_level::warning, text + fix.how,
+          std::move(evidence), std::move(trade),      std::move(fix.commands)};
 }
 
 // The glibc version as "major.minor" numbers; nullopt when unknown.
@@ -395,10 +521,10 @@ void advise_allocator(const process_report& p, const std::string& head, std::vec
   const std::string trade =
       "more RSS for sparse heaps, and fork copy-on-write copies 2 MiB at a time";
   if (a.guess.name == "jemalloc") {
-    out.push_back(
-        {"jemalloc_without_thp", advice_level::warning,
-         head + "jemalloc runs without thp:always, so its heap is never advised; " + apply_note(p),
-         evidence, trade, environment_commands(p, "MALLOC_CONF", "thp:always,metadata_thp:auto")});
+    out.push_back(environment_advice(
+        p, "jemalloc_without_thp",
+        head + "jemalloc runs without thp:always, so its heap is never advised; ", evidence, trade,
+        "MALLOC_CONF", "thp:always,metadata_thp:auto", malloc_conf));
   } else if (a.guess.name == "glibc") {
     const auto v = version_pair(a.guess.version);
     if (v && *v < std::make_pair(2, 35)) {
@@ -412,28 +538,24 @@ void advise_allocator(const process_report& p, const std::string& head, std::vec
                      {}});
       return;
     }
-    out.push_back({"glibc_without_hugetlb_tunable", advice_level::warning,
-                   head +
-                       "glibc malloc runs without glibc.malloc.hugetlb=1, so it never advises "
-                       "THP; " +
-                       apply_note(p),
-                   evidence, trade,
-                   environment_commands(p, "GLIBC_TUNABLES", "glibc.malloc.hugetlb=1")});
+    out.push_back(environment_advice(
+        p, "glibc_without_hugetlb_tunable",
+        head + "glibc malloc runs without glibc.malloc.hugetlb=1, so it never advises THP; ",
+        evidence, trade, "GLIBC_TUNABLES", "glibc.malloc.hugetlb=1", glibc_tunables));
   } else if (a.guess.name == "mimalloc") {
     // mimalloc 2.0 reads MIMALLOC_LARGE_OS_PAGES; 2.1 renamed the option allow_large_os_pages
     // and still reads the old name, so the old name is right for both and for unknown versions.
     const auto v = version_pair(a.guess.version);
     const bool new_name = v && *v >= std::make_pair(2, 1);
-    out.push_back(
-        {"mimalloc_without_large_pages", advice_level::warning,
-         head + "mimalloc runs without large OS pages, so its segments are not advised; " +
-             apply_note(p),
-         evidence,
-         "mimalloc then maps its segments from the hugetlb pool first (MAP_HUGETLB) while the "
-         "pool has free pages, and advises THP for the rest: pool pages other users lack, more "
-         "RSS for sparse heaps",
-         environment_commands(
-             p, new_name ? "MIMALLOC_ALLOW_LARGE_OS_PAGES" : "MIMALLOC_LARGE_OS_PAGES", "1")});
+    out.push_back(environment_advice(
+        p, "mimalloc_without_large_pages",
+        head + "mimalloc runs without large OS pages, so its segments are not "
+               "advised; ",
+        evidence,
+        "mimalloc then maps its segments from the hugetlb pool first "
+        "(MAP_HUGETLB) while the pool has free pages, and advises THP for the "
+        "rest: pool pages other users lack, more RSS for sparse heaps",
+        new_name ? "MIMALLOC_ALLOW_LARGE_OS_PAGES" : "MIMALLOC_LARGE_OS_PAGES", "1", single_value));
   } else if (a.guess.name == "tcmalloc") {
     // gperftools tcmalloc has no THP option: only the machine-wide setting reaches its heap.
     out.push_back({"tcmalloc_without_thp",
@@ -523,6 +645,7 @@ std::vector<advice> advise_process(const process_report& p, const system_report&
       a.evidence.push_back(
           fmt::format("{} of it in files under /dev/shm", format_bytes(p.dev_shm)));
       a.commands.push_back(shell_line({"mount", "-o", "remount,huge=within_size", "/dev/shm"}));
+      a.commands.push_back(dev_shm_fstab_command(s));
     }
     out.push_back(std::move(a));
   }
@@ -552,19 +675,16 @@ std::vector<advice> advise_process(const process_report& p, const system_report&
     } else if (rt.kind == "jvm") {
       // The Java heap is the JVM's own mapping: malloc settings do not reach it.
       if (!rt.asks_for_huge && enabled == "madvise") {
-        out.push_back(
-            {"jvm_without_thp",
-             advice_level::warning,
-             head +
-                 "the JVM heap is not advised: add -XX:+UseTransparentHugePages to the "
-                 "java options (JAVA_TOOL_OPTIONS); " +
-                 apply_note(p),
-             {"runtime: " + rt.evidence,
-              rt.settings_known ? "no -XX:+UseTransparentHugePages or -XX:+UseLargePages"
-                                : "java options unknown (cmdline or environment unreadable)",
-              "THP enabled=madvise"},
-             "the whole heap is committed in 2 MiB steps (more RSS with a sparse heap)",
-             environment_commands(p, "JAVA_TOOL_OPTIONS", "-XX:+UseTransparentHugePages")});
+        out.push_back(environment_advice(
+            p, "jvm_without_thp",
+            head + "the JVM heap is not advised: add -XX:+UseTransparentHugePages to the "
+                   "java options (JAVA_TOOL_OPTIONS); ",
+            {"runtime: " + rt.evidence,
+             rt.settings_known ? "no -XX:+UseTransparentHugePages or -XX:+UseLargePages"
+                               : "java options unknown (cmdline or environment unreadable)",
+             "THP enabled=madvise"},
+            "the whole heap is committed in 2 MiB steps (more RSS with a sparse heap)",
+            "JAVA_TOOL_OPTIONS", "-XX:+UseTransparentHugePages", java_options));
       } else if (rt.asks_for_huge && frag.fragmented && fallbacks_matter(s)) {
         out.push_back({"huge_pages_not_obtained",
                        advice_level::warning,

@@ -12,7 +12,9 @@
 #include "hugepage/collapse.hpp"
 #include "hugepage/detail/pagemap.hpp"
 #include "hugepage/detail/proc_file.hpp"
+#include "hugepage/system.hpp"
 #include "json.hpp"
+#include "proc_text.hpp"
 #include "report.hpp"
 
 namespace hugepage::doctor {
@@ -32,13 +34,57 @@ std::string printable(const std::string& text) {
 // Anonymous memory only: that is where a fragmented heap lives, and MADV_COLLAPSE of file text
 // needs CONFIG_READ_ONLY_THP_FOR_FS. THPeligible is not required: it says whether faults and
 // khugepaged may use THP (0 for an unadvised VMA under enabled=madvise), and MADV_COLLAPSE
-// ignores the mode. VM_NOHUGEPAGE, hugetlb and the kernel's special mappings are left alone.
+// ignores the mode. hugetlb and the kernel's special mappings are left alone; VM_NOHUGEPAGE
+// mappings are listed as blocked (blocked_reason()).
 bool collapsible(const mapping_info& m) {
   const bool special = m.name == "[vsyscall]" || m.name == "[vvar]" || m.name == "[vdso]" ||
                        m.name == "[vvar_vclock]" || m.name == "[uprobes]";
   const bool anonymous = m.anonymous > 0 || m.name.empty() || m.name == "[heap]";
-  return anonymous && !special && !m.is_hugetlb() && !m.has_flag("nh") &&
-         m.permissions.size() == 4 && m.permissions[0] == 'r';
+  return anonymous && !special && !m.is_hugetlb() && m.permissions.size() == 4 &&
+         m.permissions[0] == 'r';
+}
+
+// Why the kernel refuses MADV_COLLAPSE on `m` before trying (EINVAL for every chunk), or "".
+// PR_SET_THP_DISABLE without PR_THP_DISABLE_EXCEPT_ADVISED shows as THP_enabled 0 in status;
+// with it THP_enabled stays 1 and MADV_COLLAPSE is allowed.
+std::string blocked_reason(const mapping_info& m, bool thp_disabled) {
+  if (thp_disabled) {
+    return "THP is disabled for the process (prctl PR_SET_THP_DISABLE; /proc/PID/status "
+           "THP_enabled: 0): MADV_COLLAPSE refuses every range with EINVAL. Only the process "
+           "(or what starts it, since the setting is inherited across fork and exec) can turn "
+           "it back on.";
+  }
+  if (m.has_flag("nh")) {
+    return "the mapping is VM_NOHUGEPAGE (MADV_NOHUGEPAGE; smaps VmFlags nh): MADV_COLLAPSE "
+           "refuses it with EINVAL until the process advises it otherwise.";
+  }
+  return {};
+}
+
+// A short name for a blocked row's reason, for the table.
+std::string blocked_label(const std::string& reason) {
+  if (reason.rfind("THP is disabled", 0) == 0) return "THP disabled for the process";
+  if (reason.rfind("shared memory", 0) == 0) {
+    const auto at = reason.find("shmem_enabled=");
+    return reason.substr(at, reason.find(':', at) - at);
+  }
+  return "VM_NOHUGEPAGE";
+}
+
+// Shared memory on the kernel's internal shmem mount (MAP_SHARED anonymous, SysV, memfd)
+// follows shmem_enabled, under which never and deny make MADV_COLLAPSE refuse it (EINVAL). The
+// doctor does not collapse shared memory; it lists it when that setting rules a collapse out, so
+// that nobody expects one to raise it. Files in tmpfs mounts follow the mount's huge= instead.
+bool follows_shmem_enabled(const mapping_info& m) {
+  const std::string_view name = m.name;
+  return !m.is_hugetlb() && m.permissions.size() == 4 && m.permissions[3] == 's' &&
+         (name.rfind("/dev/zero", 0) == 0 || name.rfind("/SYSV", 0) == 0 ||
+          name.rfind("/memfd:", 0) == 0 || name.rfind("[anon_shmem", 0) == 0);
+}
+
+std::string shmem_reason(const std::string& shmem_enabled) {
+  return "shared memory (MAP_SHARED anonymous, SysV or memfd) under shmem_enabled=" +
+         shmem_enabled + ": MADV_COLLAPSE refuses it with EINVAL.";
 }
 
 // The memory a collapse of [lo, hi) would add: MADV_COLLAPSE fills every chunk that has a page
@@ -143,8 +189,17 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
   }
   const detail::unique_fd pagemap(
       detail::open_read_only(("/proc/" + std::to_string(o.pid) + "/pagemap").c_str()));
+  bool thp_disabled = false;
+  if (const auto status = read_text("", "/proc/" + std::to_string(o.pid) + "/status")) {
+    const auto fields = parse_meminfo(*status);
+    const auto it = fields.find("THP_enabled");
+    thp_disabled = it != fields.end() && it->second == 0;
+  }
+  const std::string shmem_enabled = read_thp_settings().shmem_enabled.value_or("");
+  const bool shmem_blocked = shmem_enabled == "never" || shmem_enabled == "deny";
   for (const mapping_info& m : mappings) {
-    if (!collapsible(m)) continue;
+    const bool shmem = shmem_blocked && follows_shmem_enabled(m);
+    if (!collapsible(m) && !shmem) continue;
     const std::uintptr_t lo = (m.start + chunk - 1) & ~(chunk - 1);
     const std::uintptr_t hi = m.end & ~(chunk - 1);
     if (lo >= hi) continue;
@@ -154,16 +209,29 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
     row.start = lo;
     row.end = hi;
     row.name = printable(m.name.empty() ? "[anon]" : m.name);
-    row.resident_base = b.base;
+    row.on_base = b.base;
+    row.blocked = shmem ? shmem_reason(shmem_enabled) : blocked_reason(m, thp_disabled);
     row.before = row.after = b.huge_fraction();
-    row.growth = pagemap ? fill_growth(pagemap.get(), lo, hi) : std::nullopt;
-    report.expected_gain += b.base;
-    if (row.growth) report.growth += *row.growth;
+    if (row.blocked.empty()) {
+      row.resident_base = b.base;
+      row.growth = pagemap ? fill_growth(pagemap.get(), lo, hi) : std::nullopt;
+      report.expected_gain += b.base;
+      if (row.growth) report.growth += *row.growth;
+    } else {
+      row.growth = 0;
+      report.blocked += b.base;
+      if (std::find(report.blocked_why.begin(), report.blocked_why.end(), row.blocked) ==
+          report.blocked_why.end()) {
+        report.blocked_why.push_back(row.blocked);
+      }
+    }
     report.rows.push_back(std::move(row));
   }
   std::stable_sort(report.rows.begin(), report.rows.end(),
                    [](const collapse_row& a, const collapse_row& b) {
-                     return a.resident_base > b.resident_base;
+                     if (a.blocked.empty() != b.blocked.empty()) return a.blocked.empty();
+                     return a.resident_base != b.resident_base ? a.resident_base > b.resident_base
+                                                               : a.on_base > b.on_base;
                    });
   if (o.dry_run) return report;
 
@@ -172,6 +240,7 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
   std::size_t submitted = 0;
   std::vector<int> seen;
   for (collapse_row& row : report.rows) {
+    if (!row.blocked.empty()) continue;
     const auto spent = clock::now() - start;
     if (spent >= o.budget || submitted >= o.max_bytes) break;
     hugepage::collapse_budget budget;
@@ -207,24 +276,52 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
   return report;
 }
 
+std::string nothing_collapsed(const collapse_report& report) {
+  if (report.expected_gain + report.blocked == 0) return {};  // nothing on base pages to raise
+  if (report.dry_run ? report.expected_gain != 0 : report.collapsed != 0) return {};
+  std::string why;
+  for (const std::string& e : report.blocked_why) why += (why.empty() ? "" : " ") + e;
+  if (!report.dry_run) {
+    for (const std::string& e : report.explanations) why += (why.empty() ? "" : " ") + e;
+    if (report.explanations.empty() && report.expected_gain != 0) {
+      why += (why.empty() ? "" : " ") +
+             std::string("the budget (--budget-ms, --max-bytes) ran out before a chunk collapsed");
+    }
+  }
+  return why;
+}
+
 std::string render_collapse(const collapse_report& report) {
+  std::size_t candidates = 0;
+  for (const collapse_row& row : report.rows) candidates += row.blocked.empty() ? 1 : 0;
   std::string out = fmt::format(
       "{} pid {}: {} candidate range(s), {} resident on base pages in whole 2 MiB chunks; "
       "filling partly populated chunks adds {}\n",
       report.dry_run ? "Would collapse (dry run, nothing changed) in" : "Collapse in", report.pid,
-      report.rows.size(), format_bytes(report.expected_gain), format_bytes(report.growth));
+      candidates, format_bytes(report.expected_gain), format_bytes(report.growth));
+  if (candidates != report.rows.size()) {
+    out += fmt::format("{} range(s) with {} on base pages cannot collapse: 0 expected gain\n",
+                       report.rows.size() - candidates, format_bytes(report.blocked));
+  }
   out += fmt::format("  {:<33} {:>10} {:>10} {:>8} {:>8} {:>10} {:>9}  {}\n", "range", "gain",
                      "+memory", "before", "after", "collapsed", "ms", "mapping");
   for (const collapse_row& row : report.rows) {
-    out += fmt::format("  {:#014x}-{:#014x} {:>10} {:>10} {:>7.1f}% {:>7} {:>10} {:>9}  {}\n",
-                       row.start, row.end, format_bytes(row.resident_base),
-                       row.growth ? format_bytes(*row.growth) : "?", 100 * row.before,
-                       row.attempted ? fmt::format("{:.1f}%", 100 * row.after) : "-",
-                       row.attempted ? format_bytes(row.collapsed) : "-",
-                       row.attempted ? fmt::format("{:.2f}", row.ms) : "-", row.name);
+    out += fmt::format(
+        "  {:#014x}-{:#014x} {:>10} {:>10} {:>7.1f}% {:>7} {:>10} {:>9}  {}\n", row.start, row.end,
+        format_bytes(row.resident_base), row.growth ? format_bytes(*row.growth) : "?",
+        100 * row.before, row.attempted ? fmt::format("{:.1f}%", 100 * row.after) : "-",
+        row.attempted ? format_bytes(row.collapsed) : "-",
+        row.attempted ? fmt::format("{:.2f}", row.ms) : "-",
+        row.blocked.empty() ? row.name
+                            : row.name + " (cannot collapse: " + blocked_label(row.blocked) + ")");
   }
   if (!report.dry_run) out += fmt::format("Collapsed {}.\n", format_bytes(report.collapsed));
+  for (const std::string& e : report.blocked_why) out += "Cannot collapse: " + e + "\n";
   for (const std::string& e : report.explanations) out += "Refused: " + e + "\n";
+  if (!nothing_collapsed(report).empty()) {
+    out += report.dry_run ? "Nothing can be collapsed (exit status 1).\n"
+                          : "Nothing collapsed (exit status 1).\n";
+  }
   return out;
 }
 
@@ -240,6 +337,8 @@ std::string json_collapse(const collapse_report& report) {
                     .set("end", row.end)
                     .set("mapping", row.name)
                     .set("expected_gain_bytes", row.resident_base)
+                    .set("base_bytes", row.on_base)
+                    .set("blocked", row.blocked.empty() ? json() : json(row.blocked))
                     .set("growth_bytes", row.growth)
                     .set("huge_fraction_before", row.before)
                     .set("huge_fraction_after", row.attempted ? json(row.after) : json())
@@ -252,6 +351,7 @@ std::string json_collapse(const collapse_report& report) {
   }
   json explanations = json::array();
   for (const std::string& e : report.explanations) explanations.push(e);
+  const std::string why = nothing_collapsed(report);
   return json::object()
       .set("schema", "hugepage-doctor/1")
       .set("mode", "collapse")
@@ -260,6 +360,8 @@ std::string json_collapse(const collapse_report& report) {
       .set("expected_gain_bytes", report.expected_gain)
       .set("growth_bytes", report.growth)
       .set("collapsed_bytes", report.collapsed)
+      .set("blocked_bytes", report.blocked)
+      .set("nothing_collapsed", why.empty() ? json() : json(why))
       .set("ranges", ranges)
       .set("refusals_explained", explanations)
       .dump();

@@ -42,7 +42,12 @@ struct collapse_options {
 struct collapse_row {
   std::uintptr_t start = 0, end = 0;
   std::string name;
-  std::size_t resident_base = 0;  ///< expected gain: resident bytes on base pages in whole chunks
+  std::size_t on_base = 0;  ///< resident bytes on base pages in whole chunks
+  /// Why MADV_COLLAPSE cannot collapse this range ("" when it can): THP disabled for the
+  /// process (PR_SET_THP_DISABLE), the mapping is VM_NOHUGEPAGE, or it is shared memory under
+  /// shmem_enabled never or deny. Such a range is listed, never attempted, and expects no gain.
+  std::string blocked;
+  std::size_t resident_base = 0;  ///< expected gain: on_base, or 0 when blocked
   /// Memory the collapse adds: partly populated chunks are filled to 2 MiB (nullopt: unknown,
   /// no PAGEMAP_SCAN)
   std::optional<std::size_t> growth;
@@ -56,8 +61,10 @@ struct collapse_row {
 struct collapse_report {
   pid_t pid = 0;
   bool dry_run = false;
-  std::vector<collapse_row> rows;  ///< largest expected gain first
+  std::vector<collapse_row> rows;  ///< largest expected gain first, blocked ranges last
   std::size_t expected_gain = 0, collapsed = 0;
+  std::size_t blocked = 0;                ///< base-page bytes of the blocked rows
+  std::vector<std::string> blocked_why;   ///< one per distinct reason rows are blocked
   std::size_t growth = 0;                 ///< sum of the rows' known growth
   std::error_code fatal;                  ///< an error that stopped everything (EPERM, ESRCH...)
   std::vector<std::string> explanations;  ///< one per distinct refusal
@@ -66,6 +73,11 @@ struct collapse_report {
 /// Finds the candidate ranges of `o.pid` and, unless `o.dry_run`, collapses them. Touches no
 /// process but `o.pid`. Sets `ec` and `error` when the process cannot be read at all.
 collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std::string& error);
+
+/// Why nothing was (or, in a dry run, would be) collapsed although the process has memory on
+/// base pages that a collapse could raise: the blocked reasons and refusals; "" when something
+/// was collapsed or there was nothing to collapse. The doctor exits 1 when it is not "".
+std::string nothing_collapsed(const collapse_report& report);
 
 /// What an errno from process_madvise(MADV_COLLAPSE) means, and what to do about it.
 std::string explain_refusal(int error, pid_t pid);

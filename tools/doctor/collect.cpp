@@ -39,6 +39,23 @@ system_report collect_system(const std::string& root, bool probe) {
     }
   }
 
+  if (const auto text = read_text(root, "/proc/self/mounts")) {
+    // "tmpfs /dev/shm tmpfs rw,nosuid,nodev 0 0"; a later mount over the same point hides an
+    // earlier one.
+    std::string_view rest = *text;
+    while (!rest.empty()) {
+      const auto nl = rest.find('\n');
+      const std::string line(rest.substr(0, nl));
+      rest.remove_prefix(nl == std::string_view::npos ? rest.size() : nl + 1);
+      char point[256], type[64], options[1024];
+      if (std::sscanf(line.c_str(), "%*s %255s %63s %1023s", point, type, options) == 3 &&
+          std::string_view(point) == "/dev/shm") {
+        s.dev_shm_options =
+            std::string_view(type) == "tmpfs" ? std::optional<std::string>(options) : std::nullopt;
+      }
+    }
+  }
+
   if (const auto text = read_text(root, "/proc/buddyinfo")) {
     std::size_t order = 0;
     while ((s.base_page_bytes << order) < s.thp_bytes && order < 40) ++order;

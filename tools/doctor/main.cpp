@@ -32,8 +32,9 @@ constexpr const char* usage_text =
 
 Says whether a Linux machine, or one process on it, gets the huge pages it could, and how to fix
 what is missing. Each piece of advice names the facts it rests on, what the fix costs, and the
-commands that apply it (built from values the doctor chose, every word shell-quoted: never from
-a process's title, environment or paths).
+commands that apply it (built from values the doctor chose, every word shell-quoted; of what
+a process controls only the current value of a variable being set, merged and quoted, and only
+when it is printable ASCII: never its title or paths).
 
 Modes:
   (none)        the system: THP settings, mTHP sizes, khugepaged, hugetlb pools (per NUMA node),
@@ -63,7 +64,8 @@ Options:
 
 Exit status:
   0  healthy: no warning (notes may be printed; --probe: the probe ran)
-  1  advice given: at least one warning
+  1  advice given: at least one warning; --collapse: nothing collapsed (--dry-run: nothing
+     can be) although memory is on base pages, with the reason
   2  error: bad usage, no such process, permission denied (with the cause), the process exited
      while being read, probe failed, stdout not writable; one line on stderr, nothing on stdout
   3  --pid names a zombie (exited, not reaped)
@@ -204,7 +206,8 @@ int run(const options& o) {
     if (ec) return fail(error);
     // An error that stopped everything is one line on stderr, nothing on stdout, as elsewhere.
     if (report.fatal) return fail(explain_refusal(report.fatal.value(), c.pid));
-    return emit(json ? json_collapse(report) : render_collapse(report), exit_healthy);
+    return emit(json ? json_collapse(report) : render_collapse(report),
+                nothing_collapsed(report).empty() ? exit_healthy : exit_advice);
   }
   if (o.pid) {
     collect_failure failure;

@@ -36,7 +36,9 @@ const char* name_of(advice_level level) noexcept;
 ///
 /// Every command is built by text.hpp from values the doctor chose or computed (numbers, kernel
 /// and configuration paths, a systemd unit name that passed safe_unit_name()), each word
-/// shell-quoted: nothing a process controls (title, environment, mapping names) ever enters one.
+/// shell-quoted. Of what a process controls, only the current value of a variable the advice
+/// sets enters one (merged, so nothing in it is lost), and only when it is printable ASCII;
+/// its title and mapping names never do.
 struct advice {
   std::string id;  ///< stable identifier ("thp_never", "max_ptes_none", ...)
   advice_level level = advice_level::warning;
@@ -105,6 +107,9 @@ struct system_report {
   std::vector<mthp_size> mthp;  ///< ascending size; empty before Linux 6.8
   /// x86: the CPU has 1 GiB pages (pdpe1gb in /proc/cpuinfo); nullopt: cannot tell.
   std::optional<bool> cpu_1g_pages;
+  /// The options /dev/shm is mounted with (/proc/self/mounts), so that advice to make a huge=
+  /// option persistent keeps them; nullopt when it is not a tmpfs mount here.
+  std::optional<std::string> dev_shm_options;
 };
 
 /// Collects the system report from `root` ("" for the live system; the THP settings and pools

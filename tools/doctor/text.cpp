@@ -94,6 +94,37 @@ std::string file_command(std::string_view path, const std::vector<std::string>& 
   return out;
 }
 
+std::string new_file_command(std::string_view path, const std::vector<std::string>& lines) {
+  std::string out;
+  const auto slash = path.rfind('/');
+  if (slash != std::string_view::npos && slash > 0) {
+    out += "mkdir -p " + shell_quote(path.substr(0, slash)) + " && ";
+  }
+  out += "(set -C; printf '%s\\n'";
+  for (const auto& line : lines) out += ' ' + shell_quote(line);
+  out += " > " + shell_quote(path) + ")";
+  return out;
+}
+
+bool printable_ascii(std::string_view text) {
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte > 0x7e) return false;
+  }
+  return true;
+}
+
+std::string systemd_environment(std::string_view name, std::string_view value) {
+  if (!printable_ascii(name) || !printable_ascii(value)) return {};
+  std::string out = "Environment=\"" + std::string(name) + "=";
+  for (const char c : value) {
+    if (c == '"' || c == '\\') return {};
+    out += c;
+    if (c == '%') out += '%';
+  }
+  return out + "\"";
+}
+
 std::string printable(std::string_view text) {
   std::string out;
   out.reserve(text.size());

@@ -28,6 +28,21 @@ std::string write_command(std::string_view value, std::string_view path);
 std::string file_command(std::string_view path, const std::vector<std::string>& lines,
                          bool make_directory = false);
 
+/// Like file_command(path, lines, true), but the shell's noclobber (set -C) makes it fail with
+/// "cannot overwrite existing file" instead of replacing a file that exists:
+/// "mkdir -p DIR && (set -C; printf '%s\n' L1 L2 > PATH)".
+std::string new_file_command(std::string_view path, const std::vector<std::string>& lines);
+
+/// True when every byte of `text` is printable ASCII (0x20-0x7e): text a process controls may
+/// enter a command only then, quoted. Control bytes, and any non-ASCII character (which could
+/// reorder or hide what a terminal shows), make it false.
+bool printable_ascii(std::string_view text);
+
+/// A systemd unit line that sets `name` to `value`: Environment="NAME=VALUE", with '%' doubled
+/// (systemd expands specifiers there). "" when `value` is not printable_ascii() or holds '"' or
+/// '\' (systemd unescapes those): such a value must be set by hand.
+std::string systemd_environment(std::string_view name, std::string_view value);
+
 /// `text` for a terminal: valid UTF-8 printable characters as they are; control bytes (C0, DEL,
 /// C1), invalid UTF-8 and backslashes as \xNN / \\ escapes. Never contains a byte < 0x20.
 std::string printable(std::string_view text);

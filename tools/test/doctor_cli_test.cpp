@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "hugepage/allocator.hpp"
+#include "hugepage/system.hpp"
 #include "support.hpp"
 
 namespace {
@@ -802,9 +803,10 @@ TEST(DoctorCli, HidepidSaysWhy) {
 // ---- hostile targets ----------------------------------------------------------------------------
 
 // A shell-words splitter (POSIX sh rules for quotes and backslashes). It refuses what a shell
-// would expand or treat as a command boundary when unquoted ($, `, ;, |, &, <, (, ), newline,
-// glob characters, a leading ~ or #), except the operators "&&" and ">", which come back as
-// tokens of their own. nullopt: the line is not one plain command.
+// would expand or treat as a command boundary when unquoted ($, `, |, &, <, newline, glob
+// characters, a leading ~ or #), except the operators "&&", "||", ";", "(", ")", ">", ">>" and
+// ">&", which come back as tokens of their own (the words around them are checked like any
+// other). nullopt: the line is not plain shell.
 struct shell_token {
   std::string text;
   bool op = false;
@@ -842,13 +844,17 @@ std::optional<std::vector<shell_token>> shell_words(const std::string& line) {
       if (i + 1 >= line.size()) return std::nullopt;
       word += line[++i];
       in_word = true;
-    } else if (c == '&' && i + 1 < line.size() && line[i + 1] == '&' && !in_word) {
-      out.push_back({"&&", true});
+    } else if ((c == '&' || c == '|') && i + 1 < line.size() && line[i + 1] == c && !in_word) {
+      out.push_back({std::string(2, c), true});
       ++i;
     } else if (c == '>' && !in_word) {
-      out.push_back({">", true});
-    } else if (std::strchr("$`;|&<>()\n*?[{}", c) != nullptr ||
-               (!in_word && (c == '~' || c == '#'))) {
+      const bool two = i + 1 < line.size() && (line[i + 1] == '>' || line[i + 1] == '&');
+      out.push_back({two ? line.substr(i, 2) : ">", true});
+      i += two ? 1 : 0;
+    } else if (c == ';' || c == '(' || c == ')') {
+      finish();
+      out.push_back({std::string(1, c), true});
+    } else if (std::strchr("$`|&<>\n*?[{}", c) != nullptr || (!in_word && (c == '~' || c == '#'))) {
       return std::nullopt;
     } else {
       word += c;
@@ -869,8 +875,18 @@ TEST(DoctorCli, ShellWordsSplitter) {
   EXPECT_EQ((*w)[3].text, "c d");
   EXPECT_TRUE((*w)[4].op);
   EXPECT_EQ((*w)[8].text, "q");
+  w = shell_words("(set -C; printf x >> /y) || echo 'no' >&2");
+  ASSERT_TRUE(w.has_value());
+  ASSERT_EQ(w->size(), 14u);
+  EXPECT_TRUE((*w)[0].op);
+  EXPECT_EQ((*w)[2].text, "-C");
+  EXPECT_TRUE((*w)[3].op);
+  EXPECT_EQ((*w)[6].text, ">>");
+  EXPECT_EQ((*w)[8].text, ")");
+  EXPECT_EQ((*w)[9].text, "||");
+  EXPECT_EQ((*w)[12].text, ">&");
   for (const char* bad :
-       {"a;b", "a $(b)", "a `b`", "a | b", "'open", "a\nb", "x *", "\"$HOME\"", "~/x", "a & b"}) {
+       {"a $(b)", "a `b`", "a | b", "'open", "a\nb", "x *", "\"$HOME\"", "~/x", "a & b"}) {
     EXPECT_FALSE(shell_words(bad).has_value()) << bad;
   }
 }
@@ -931,8 +947,11 @@ class test_cgroup {
 
 // Every command line of a --json document, checked: it parses as plain shell words, and no word
 // holds text the target controls.
+// The one exception: a word that is exactly one of `kept`, the merged value of a variable the
+// advice sets, which keeps what the target had in it (counted in `kept_seen`).
 void expect_safe_commands(const nlohmann::json& doc, const std::string& context,
-                          std::size_t& commands_seen) {
+                          std::size_t& commands_seen, const std::vector<std::string>& kept = {},
+                          std::size_t* kept_seen = nullptr) {
   for (const auto& a : doc.at("advice")) {
     for (const auto& c : a.at("commands")) {
       const std::string line = c.get<std::string>();
@@ -940,6 +959,10 @@ void expect_safe_commands(const nlohmann::json& doc, const std::string& context,
       const auto words = shell_words(line);
       ASSERT_TRUE(words.has_value()) << context << ": not plain shell: " << line;
       for (const auto& w : *words) {
+        if (std::find(kept.begin(), kept.end(), w.text) != kept.end()) {
+          if (kept_seen != nullptr) ++*kept_seen;
+          continue;
+        }
         EXPECT_EQ(w.text.find("HOSTILE"), std::string::npos) << context << ": " << line;
         EXPECT_EQ(w.text.find("reboot"), std::string::npos) << context << ": " << line;
         for (const char ch : w.text) {
@@ -964,7 +987,9 @@ TEST(DoctorCli, HostileTargetCannotReachACommandOrTheTerminal) {
             "H\x1b[2J\"\\;$(x)\xff"},
            hostile_title, &env);
   ASSERT_TRUE(t.ready()) << t.line();
-  std::size_t commands_seen = 0;
+  std::size_t commands_seen = 0, kept_seen = 0;
+  // The target's GLIBC_TUNABLES is kept in the one the advice sets: as one word, exactly.
+  const std::vector<std::string> kept{"GLIBC_TUNABLES=HOSTILE$(reboot):glibc.malloc.hugetlb=1"};
   const auto check = [&](const std::string& context) {
     const result table = doctor({"--pid", std::to_string(t.pid())});
     ASSERT_TRUE(table.code == 0 || table.code == 1) << table.err;
@@ -983,7 +1008,10 @@ TEST(DoctorCli, HostileTargetCannotReachACommandOrTheTerminal) {
       const std::string line = table.out.substr(at + 7, end - at - 7);
       const auto words = shell_words(line);
       ASSERT_TRUE(words.has_value()) << context << ": " << line;
-      for (const auto& w : *words) EXPECT_EQ(w.text.find("HOSTILE"), std::string::npos) << line;
+      for (const auto& w : *words) {
+        if (w.text == kept[0]) continue;
+        EXPECT_EQ(w.text.find("HOSTILE"), std::string::npos) << line;
+      }
       at = end;
     }
     const result json = doctor({"--pid", std::to_string(t.pid()), "--json"});
@@ -993,7 +1021,7 @@ TEST(DoctorCli, HostileTargetCannotReachACommandOrTheTerminal) {
     EXPECT_EQ(doc.at("exit_code").get<int>(), json.code);
     EXPECT_NE(doc.at("process").at("title").get<std::string>().find("HOSTILE;reboot"),
               std::string::npos);
-    expect_safe_commands(doc, context, commands_seen);
+    expect_safe_commands(doc, context, commands_seen, kept, &kept_seen);
     const result prom = doctor({"--pid", std::to_string(t.pid()), "--format", "prometheus"});
     ASSERT_TRUE(prom.code == 0 || prom.code == 1) << prom.err;
     EXPECT_EQ(exposition_problem(prom.out), "") << context << prom.out;
@@ -1012,6 +1040,29 @@ TEST(DoctorCli, HostileTargetCannotReachACommandOrTheTerminal) {
     if (hostile.add(t.pid())) check("hostile cgroup name");
   }
   EXPECT_GT(commands_seen, 0u) << "the target drew no advice with a command: nothing was tested";
+  EXPECT_GT(kept_seen, 0u) << "no command kept the target's GLIBC_TUNABLES";
+}
+
+// The advice for a target run with glibc.malloc.arena_max=2 keeps that tunable.
+TEST(DoctorCli, CommandKeepsTheTargetsGlibcTunables) {
+  if (hugepage::read_thp_settings().enabled.value_or("") != "madvise") {
+    GTEST_SKIP() << "the glibc tunable is advised under THP enabled=madvise only";
+  }
+  const std::vector<std::string> env{"GLIBC_TUNABLES=glibc.malloc.arena_max=2",
+                                     "PATH=/usr/bin:/bin"};
+  target t({"--anon", "600"}, "", &env);
+  ASSERT_TRUE(t.ready()) << t.line();
+  const result r = doctor({"--pid", std::to_string(t.pid()), "--json"});
+  ASSERT_EQ(r.code, 1) << r.err << r.out;
+  const auto doc = nlohmann::json::parse(r.out);
+  std::vector<std::string> commands;
+  for (const auto& a : doc.at("advice")) {
+    if (a.at("id") == "glibc_without_hugetlb_tunable") commands = a.at("commands");
+  }
+  EXPECT_EQ(commands,
+            std::vector<std::string>{
+                "export GLIBC_TUNABLES=glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"})
+      << r.out;
 }
 
 TEST(DoctorCli, ServiceUnitFromCgroupGoesIntoTheDropIn) {

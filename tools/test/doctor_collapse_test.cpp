@@ -12,6 +12,7 @@
 
 #include "hugepage/backing.hpp"
 #include "hugepage/os.hpp"
+#include "hugepage/system.hpp"
 #include "support.hpp"
 
 namespace {
@@ -46,16 +47,56 @@ run_result doctor(const std::string& args, bool as_nobody = false) {
   return r;
 }
 
-// A child holding kLength of populated, unadvised memory (base pages under enabled=madvise),
-// waiting for its stdin to close.
+// What the child does to its memory before populating it.
+enum class setup {
+  plain,              // nothing: unadvised, base pages under enabled=madvise
+  thp_disabled,       // prctl(PR_SET_THP_DISABLE), then MADV_HUGEPAGE on the region
+  nohuge_region,      // MADV_NOHUGEPAGE on the region only
+  nohuge_everywhere,  // MADV_NOHUGEPAGE on every mapping of the process
+  shared              // the region is shared memory (MAP_SHARED | MAP_ANONYMOUS), not aligned
+};
+
+// MADV_NOHUGEPAGE on every mapping /proc/self/maps lists (in a forked child: one thread).
+bool advise_all_nohuge() {
+  FILE* maps = std::fopen("/proc/self/maps", "r");
+  if (maps == nullptr) return false;
+  unsigned long lo = 0, hi = 0;
+  char line[4096];
+  bool ok = true;
+  while (std::fgets(line, sizeof line, maps) != nullptr) {
+    if (std::sscanf(line, "%lx-%lx", &lo, &hi) != 2) continue;
+    // [vsyscall] is outside the process's own address space: madvise refuses it.
+    if (std::strstr(line, "[vsyscall]") != nullptr) continue;
+    ok = ok && ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_NOHUGEPAGE) == 0;
+  }
+  std::fclose(maps);
+  return ok;
+}
+
+// A child holding kLength of populated memory, waiting for its stdin to close.
 class Target {
  public:
-  explicit Target(std::size_t stride = 4096) {
+  explicit Target(std::size_t stride = 4096, setup how = setup::plain) {
     std::error_code ec;
-    p_ = static_cast<char*>(hugepage::os::map_aligned(kLength, 2 * kMiB, ec));
+    if (how == setup::shared) {
+      void* p = ::mmap(nullptr, kLength, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+      p_ = p == MAP_FAILED ? nullptr : static_cast<char*>(p);
+    } else {
+      p_ = static_cast<char*>(hugepage::os::map_aligned(kLength, 2 * kMiB, ec));
+    }
     if (p_ == nullptr || ::pipe(ready_) != 0 || ::pipe(done_) != 0) return;
     pid_ = ::fork();
     if (pid_ == 0) {
+      bool ok = true;
+      if (how == setup::thp_disabled) {
+        ok = ::prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) == 0 &&
+             ::madvise(p_, kLength, MADV_HUGEPAGE) == 0;
+      } else if (how == setup::nohuge_region) {
+        ok = ::madvise(p_, kLength, MADV_NOHUGEPAGE) == 0;
+      } else if (how == setup::nohuge_everywhere) {
+        ok = advise_all_nohuge();
+      }
+      if (!ok) ::_exit(2);
       for (std::size_t i = 0; i < kLength; i += stride) p_[i] = static_cast<char>(i >> 12);
       char c = 0;
       (void)!::write(ready_[1], &c, 1);
@@ -72,6 +113,7 @@ class Target {
   Target(const Target&) = delete;
   Target& operator=(const Target&) = delete;
   pid_t pid() const { return pid_; }
+  const void* address() const { return p_; }
   double huge() const { return hugepage::backing_of(pid_, p_, kLength).huge_fraction(); }
   /// Lets the child check its data and exit; returns its exit status.
   int finish() {
@@ -140,6 +182,125 @@ TEST(DoctorCollapse, DryRunShowsTheMemoryAFillWouldAdd) {
                          "populated chunks adds 16 MiB"),
             std::string::npos)
       << dry.out;
+}
+
+// The line of the table that lists the range starting at `address`; "" when none does.
+std::string row_of(const std::string& out, const void* address) {
+  char start[32];
+  std::snprintf(start, sizeof start, "  %#014llx-",
+                static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(address)));
+  const std::size_t at = out.find(start);
+  return at == std::string::npos ? "" : out.substr(at, out.find('\n', at) - at);
+}
+
+// THP disabled by prctl: every range is listed with 0 expected gain and the reason, and the real
+// run attempts none, says so, and exits 1; the kernel shows no change.
+TEST(DoctorCollapse, ThpDisabledForTheProcessPromisesNothing) {
+  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("process_madvise(MADV_COLLAPSE) needs root");
+  Target target(4096, setup::thp_disabled);
+  ASSERT_GT(target.pid(), 0);
+  const std::string pid = std::to_string(target.pid());
+  std::error_code ec;
+  const std::string status = hugepage::detail::read_file(("/proc/" + pid + "/status").c_str(), ec);
+  ASSERT_NE(status.find("THP_enabled:\t0"), std::string::npos) << status;
+  ASSERT_EQ(target.huge(), 0.0) << "THP disabled, yet the advised region got huge pages";
+
+  const run_result dry = doctor("--pid " + pid + " --collapse --dry-run");
+  EXPECT_EQ(dry.status, 1) << dry.err << dry.out;
+  EXPECT_NE(dry.out.find(": 0 candidate range(s), 0 B resident on base pages"), std::string::npos)
+      << dry.out;
+  EXPECT_NE(dry.out.find("cannot collapse: 0 expected gain"), std::string::npos) << dry.out;
+  const std::string row = row_of(dry.out, target.address());
+  EXPECT_NE(row.find("(cannot collapse: THP disabled for the process)"), std::string::npos)
+      << dry.out;
+  EXPECT_NE(row.find(" 0 B "), std::string::npos) << "0 expected gain: " << row;
+  EXPECT_NE(dry.out.find("Cannot collapse: THP is disabled for the process (prctl "
+                         "PR_SET_THP_DISABLE"),
+            std::string::npos)
+      << dry.out;
+  EXPECT_NE(dry.out.find("Nothing can be collapsed (exit status 1)"), std::string::npos);
+  const run_result json = doctor("--pid " + pid + " --collapse --dry-run --json");
+  EXPECT_EQ(json.status, 1) << json.err;
+  EXPECT_NE(json.out.find("\"expected_gain_bytes\": 0,\n  \"growth_bytes\": 0"), std::string::npos)
+      << json.out;
+  EXPECT_NE(json.out.find("\"nothing_collapsed\": \"THP is disabled"), std::string::npos)
+      << json.out;
+
+  const run_result run = doctor("--pid " + pid + " --collapse --budget-ms 5000");
+  EXPECT_EQ(run.status, 1) << run.err << run.out;
+  EXPECT_NE(run.out.find("Collapsed 0 B."), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("Nothing collapsed (exit status 1)"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("Cannot collapse: THP is disabled"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find("Refused:"), std::string::npos) << "nothing was attempted\n" << run.out;
+  EXPECT_EQ(target.huge(), 0.0) << run.out;
+  EXPECT_EQ(target.finish(), 0);
+}
+
+// A VM_NOHUGEPAGE region is listed with 0 expected gain and never attempted, while the rest of
+// the process is collapsed as before; when every mapping is VM_NOHUGEPAGE nothing can be, and
+// both runs exit 1.
+TEST(DoctorCollapse, NoHugepageRegionsAreListedAndLeftAlone) {
+  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("process_madvise(MADV_COLLAPSE) needs root");
+  {
+    Target target(4096, setup::nohuge_region);
+    ASSERT_GT(target.pid(), 0);
+    const std::string pid = std::to_string(target.pid());
+    const run_result dry = doctor("--pid " + pid + " --collapse --dry-run");
+    const std::string row = row_of(dry.out, target.address());
+    EXPECT_NE(row.find("(cannot collapse: VM_NOHUGEPAGE)"), std::string::npos) << dry.out;
+    EXPECT_NE(row.find("  0 B "), std::string::npos) << "0 expected gain: " << row;
+    EXPECT_NE(dry.out.find("Cannot collapse: the mapping is VM_NOHUGEPAGE"), std::string::npos)
+        << dry.out;
+    const run_result run = doctor("--pid " + pid + " --collapse --budget-ms 5000");
+    EXPECT_LE(run.status, 1) << run.err;
+    const std::string after = row_of(run.out, target.address());
+    EXPECT_NE(after.find("       -          -         -  "), std::string::npos)
+        << "not attempted: " << after;
+    EXPECT_EQ(target.huge(), 0.0) << run.out;
+    EXPECT_EQ(target.finish(), 0);
+  }
+  Target target(4096, setup::nohuge_everywhere);
+  ASSERT_GT(target.pid(), 0);
+  const std::string pid = std::to_string(target.pid());
+  const run_result dry = doctor("--pid " + pid + " --collapse --dry-run");
+  EXPECT_EQ(dry.status, 1) << dry.out;
+  EXPECT_NE(dry.out.find(": 0 candidate range(s)"), std::string::npos) << dry.out;
+  const run_result run = doctor("--pid " + pid + " --collapse --budget-ms 5000");
+  EXPECT_EQ(run.status, 1) << run.out;
+  EXPECT_NE(run.out.find("Nothing collapsed (exit status 1)"), std::string::npos) << run.out;
+  EXPECT_EQ(target.huge(), 0.0) << run.out;
+  EXPECT_EQ(target.finish(), 0);
+}
+
+// Shared memory is never collapsed by the doctor; under shmem_enabled never (or deny), where
+// MADV_COLLAPSE refuses it, it is listed with 0 expected gain and the reason.
+TEST(DoctorCollapse, SharedMemoryUnderShmemNeverIsListedNotPromised) {
+  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("needs ptrace access to a child, as root");
+  const std::string mode = hugepage::read_thp_settings().shmem_enabled.value_or("");
+  Target target(4096, setup::shared);
+  ASSERT_GT(target.pid(), 0);
+  const std::string pid = std::to_string(target.pid());
+  const run_result dry = doctor("--pid " + pid + " --collapse --dry-run");
+  EXPECT_LE(dry.status, 1) << dry.err;
+  const std::string label = "/dev/zero (deleted) (cannot collapse: shmem_enabled=" + mode + ")";
+  if (mode == "never" || mode == "deny") {
+    const std::size_t at = dry.out.find(label);
+    ASSERT_NE(at, std::string::npos) << dry.out;
+    const std::string row =
+        dry.out.substr(dry.out.rfind('\n', at) + 1, at - dry.out.rfind('\n', at));
+    EXPECT_NE(row.find("  0 B "), std::string::npos) << "0 expected gain: " << row;
+    EXPECT_NE(dry.out.find("Cannot collapse: shared memory (MAP_SHARED anonymous, SysV or memfd) "
+                           "under shmem_enabled=" +
+                           mode),
+              std::string::npos)
+        << dry.out;
+  } else {
+    EXPECT_EQ(dry.out.find("/dev/zero (deleted)"), std::string::npos) << dry.out;
+  }
+  const run_result run = doctor("--pid " + pid + " --collapse --budget-ms 5000");
+  EXPECT_LE(run.status, 1) << run.err;
+  EXPECT_EQ(target.huge(), 0.0) << run.out;
+  EXPECT_EQ(target.finish(), 0);
 }
 
 TEST(DoctorCollapse, MaxBytesBoundsTheWork) {

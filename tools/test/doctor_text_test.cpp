@@ -32,6 +32,47 @@ TEST(DoctorText, ShellQuote) {
             "mkdir -p /etc/a && printf '%s\\n' '[Service]' Environment=A=1 > /etc/a/b.conf");
 }
 
+// The command creates a file, and fails without touching one that exists.
+TEST(DoctorText, NewFileCommandNeverReplacesAFile) {
+  char dir[] = "/tmp/doctor-new-file-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/unit.d/x.conf";
+  const std::string command = new_file_command(path, {"[Service]", "Environment=\"A=1 2\""});
+  EXPECT_EQ(command, "mkdir -p " + std::string(dir) + "/unit.d && (set -C; printf '%s\\n' " +
+                         "'[Service]' 'Environment=\"A=1 2\"' > " + path + ")");
+  const auto sh = [](const std::string& c) {
+    return std::system(("/bin/sh -c " + shell_quote(c) + " 2>/dev/null").c_str());
+  };
+  const auto content = [&] {
+    std::string out;
+    if (FILE* f = std::fopen(path.c_str(), "r")) {
+      char buffer[256];
+      std::size_t n;
+      while ((n = std::fread(buffer, 1, sizeof buffer, f)) > 0) out.append(buffer, n);
+      std::fclose(f);
+    }
+    return out;
+  };
+  EXPECT_EQ(sh(command), 0);
+  EXPECT_EQ(content(), "[Service]\nEnvironment=\"A=1 2\"\n");
+  EXPECT_EQ(sh("printf 'mine\\n' > " + path), 0);
+  EXPECT_NE(sh(command), 0) << "replaced an existing file";
+  EXPECT_EQ(content(), "mine\n");
+  sh("rm -r " + std::string(dir));
+}
+
+TEST(DoctorText, SystemdEnvironmentLine) {
+  EXPECT_EQ(systemd_environment("A", "x:y=1"), "Environment=\"A=x:y=1\"");
+  EXPECT_EQ(systemd_environment("A", "50% of it"), "Environment=\"A=50%% of it\"");
+  EXPECT_EQ(systemd_environment("A", "$HOME'`x`"), "Environment=\"A=$HOME'`x`\"");
+  for (const char* refused : {"a\"b", "a\\b", "a\nb", "a\x01", "caf\xc3\xa9", "\xff"}) {
+    EXPECT_EQ(systemd_environment("A", refused), "") << refused;
+  }
+  EXPECT_TRUE(printable_ascii(" ~ 'x' $(y)"));
+  EXPECT_FALSE(printable_ascii("\x7f"));
+  EXPECT_FALSE(printable_ascii(std::string("a\0b", 3)));
+}
+
 TEST(DoctorText, PrintableEscapesControlsAndInvalidUtf8) {
   EXPECT_EQ(printable("redis-server *:6379"), "redis-server *:6379");
   EXPECT_EQ(printable("caf\xc3\xa9"), "caf\xc3\xa9");  // valid UTF-8 stays
