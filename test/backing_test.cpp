@@ -787,6 +787,18 @@ TEST(BackingOfScan, ProbeVerdictForEachKernel) {
 // verdict rests on nothing any more, and smaps is read again. The probe is made once a process and
 // inherited across fork, so the test runs in a fresh process: this binary, executed again.
 constexpr const char* kFreshProcess = "HUGEPAGE_TEST_FRESH_PROCESS";
+constexpr int kNoProcmapQuery = 78;
+
+// Whether this kernel answers PROCMAP_QUERY (Linux 6.11), without which every backing_of reads
+// smaps.
+bool procmap_query_supported() {
+  const hugepage::detail::unique_fd maps(hugepage::detail::open_read_only("/proc/self/maps"));
+  std::uintptr_t start = 0, end = 0;
+  std::size_t page_bytes = 0;
+  int local = 0;
+  return maps && !hugepage::detail::pagemap::query_mapping(
+                     maps.get(), reinterpret_cast<std::uintptr_t>(&local), start, end, page_bytes);
+}
 
 int without_huge_zero_page_in_a_fresh_process() {
   const std::size_t length = 2 * kHuge;
@@ -801,6 +813,7 @@ int without_huge_zero_page_in_a_fresh_process() {
                vma.anon_huge, length);
   if (vma.anon_huge != length) return kNoThp;
   if (!hugepage::detail::scan_flags_huge_zero_page()) return 10;
+  if (!procmap_query_supported()) return kNoProcmapQuery;
   const std::size_t before = bytes_read_so_far();
   const backing_report r = hugepage::backing_of(p, length);
   const std::size_t read = bytes_read_so_far() - before;
@@ -834,6 +847,9 @@ TEST(BackingOfScan, WithoutTheHugeZeroPageTheScanNeedsNoSmaps) {
     return 127;
   });
   if (code == kNoThp) HUGEPAGE_SKIP_OR_FAIL("the kernel gave no THP for the 4 MiB region");
+  if (code == kNoProcmapQuery) {
+    HUGEPAGE_SKIP_OR_FAIL("no PROCMAP_QUERY (Linux 6.11): every backing_of reads smaps here");
+  }
   EXPECT_EQ(code, 0) << "see the fresh process's output above";
 }
 
