@@ -381,6 +381,33 @@ TEST(BackingOf, NoSuchProcessGivesAClearAnswer) {
   EXPECT_EQ(r.resident_bytes(), 0u) << "no made-up numbers";
 }
 
+// A process that has exited but is not reaped yet (a zombie) has no address space: its smaps reads
+// empty. That is no process with every byte unmapped: the report is unavailable and says why,
+// from every source. Once reaped, /proc has no entry for it at all.
+TEST(BackingOf, ExitedProcessIsUnavailableNotEmpty) {
+  int local = 0;
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT), 0);  // not reaped
+  const auto expect_unavailable = [](const backing_report& r, const char* because) {
+    EXPECT_EQ(r.source, backing_source::unavailable) << describe(r);
+    EXPECT_FALSE(r.exact) << describe(r);
+    EXPECT_EQ(r.resident_bytes() + r.not_resident + r.unmapped, 0u) << "no made-up numbers";
+    EXPECT_NE(r.note.find(because), std::string::npos) << describe(r);
+  };
+  const std::string exited = "process " + std::to_string(child) + " has exited";
+  expect_unavailable(hugepage::backing_of(child, &local, sizeof local), exited.c_str());
+  for (const backing_source source :
+       {backing_source::pagemap_scan, backing_source::kpageflags, backing_source::smaps}) {
+    expect_unavailable(hugepage::backing_of(child, &local, sizeof local, source), exited.c_str());
+  }
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+  expect_unavailable(hugepage::backing_of(child, &local, sizeof local),
+                     "No such file or directory");
+}
+
 TEST(BackingOf, AnotherProcess) {
   HUGEPAGE_REQUIRE_ROOT();
   const std::size_t length = 2 * kMiB;
@@ -614,9 +641,13 @@ TEST(BackingOfScan, HalfHugeHalfSplitAgreesWithKpageflags) {
   }
 }
 
-// A read fault of untouched memory maps the shared zero page (a huge zero page in a THP region):
-// present in the page tables, yet no memory of the process's own, and no coverage.
-TEST(BackingOfScan, ReadFaultedMemoryIsNotCoverage) {
+// A read fault of untouched memory maps the shared zero page (a huge zero page in a THP region)
+// where the kernel has one: present in the page tables, yet no memory of the process's own, and no
+// coverage. A kernel without it (pvm_no_zero_page=1, s390 KVM guests; or use_zero_page 0 for the
+// huge one) gives the read fault memory of the process's own, which is resident like any other.
+// Which one this kernel does is read from smaps, which counts only memory of the process's own in
+// Rss and AnonHugePages, never the zero page; every page was faulted in, so the rest is zero page.
+TEST(BackingOfScan, ReadFaultedMemoryIsCountedAsWhatTheKernelMapped) {
   HUGEPAGE_REQUIRE_SCAN();
   const std::size_t length = 2 * kHuge;
   for (const int advice : {MADV_HUGEPAGE, MADV_NOHUGEPAGE}) {
@@ -626,21 +657,200 @@ TEST(BackingOfScan, ReadFaultedMemoryIsNotCoverage) {
     for (std::size_t offset = 0; offset < length; offset += page()) {
       (void)static_cast<volatile const char*>(p)[offset];
     }
-    const backing_report r = hugepage::backing_of(p, length);
-    EXPECT_EQ(r.source, backing_source::pagemap_scan) << r.note;
-    EXPECT_EQ(r.huge_bytes(), 0u) << describe(r);
-    EXPECT_EQ(r.base, 0u) << describe(r);
-    EXPECT_EQ(r.not_resident, length) << describe(r);
-    EXPECT_EQ(r.zero_page, length) << describe(r);
-    EXPECT_TRUE(agrees_with_kpageflags(p, length));
-    EXPECT_TRUE(agrees_with_kpageflags(p + kMiB, kHuge));
-    // Writing one byte gives the process memory of its own: a THP in the advised region.
+    const auto expect_as_smaps_says = [&](const char* when) {
+      const mapping_info vma = vma_of(p);
+      ASSERT_EQ(vma.size(), length);
+      const backing_report r = hugepage::backing_of(p, length);
+      std::fprintf(stderr, "%s, %s: own memory %zu of %zu (THP %zu): %s\n",
+                   advice == MADV_HUGEPAGE ? "advised" : "not advised", when, vma.rss, length,
+                   vma.anon_huge, vma.rss == 0 ? "the zero page" : "pages of its own");
+      EXPECT_EQ(r.source, backing_source::pagemap_scan) << r.note;
+      EXPECT_TRUE(r.exact) << describe(r);
+      EXPECT_EQ(r.thp, vma.anon_huge) << describe(r);
+      EXPECT_EQ(r.base, vma.rss - vma.anon_huge) << describe(r);
+      EXPECT_EQ(r.not_resident, length - vma.rss) << describe(r);
+      EXPECT_EQ(r.zero_page, length - vma.rss) << describe(r);
+      EXPECT_TRUE(agrees_with_kpageflags(p, length));
+      EXPECT_TRUE(agrees_with_kpageflags(p + kMiB, kHuge));
+    };
+    expect_as_smaps_says("read");
+    // Writing one byte gives the process memory of its own there, whichever page was mapped.
     p[0] = 1;
-    const backing_report w = hugepage::backing_of(p, length);
-    EXPECT_EQ(w.zero_page, advice == MADV_HUGEPAGE ? kHuge : length - page()) << describe(w);
-    EXPECT_TRUE(agrees_with_kpageflags(p, length));
+    expect_as_smaps_says("one byte written");
+    EXPECT_GE(vma_of(p).rss, page());
     hugepage::os::unmap(p, length);
   }
+}
+
+// kpageflags decides the zero page from each frame's KPF_ZERO_PAGE flag. mlockall(MCL_FUTURE) makes
+// every new private mapping populated by write faults: read faults in the child never map the zero
+// page, as on a kernel without one, and a page read-faulted, unmapped and freed is soon reused for
+// memory written with data. Pinned to one CPU, whose free-page list hands that frame out next.
+TEST(BackingOf, WrittenMemoryIsNeverTheZeroPageByKpageflags) {
+  HUGEPAGE_REQUIRE_ROOT();
+  const int code = hugepage::test::run_in_child([]() -> int {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(static_cast<int>(::sched_getcpu()), &one);
+    if (::sched_setaffinity(0, sizeof one, &one) != 0) return 2;
+    if (::mlockall(MCL_CURRENT | MCL_FUTURE) != 0) return 3;
+    for (int round = 0; round < 8; ++round) {
+      int local = 1;  // whatever a kpageflags call probes or caches, it does so now
+      (void)hugepage::backing_of(0, &local, sizeof local, backing_source::kpageflags);
+      const std::size_t length = kMiB;
+      auto* p = static_cast<unsigned char*>(map_isolated(length));
+      if (p == nullptr) return 4;
+      std::memset(p, 0xAB, length);
+      const backing_report pfn = hugepage::backing_of(0, p, length, backing_source::kpageflags);
+      const backing_report scan = hugepage::backing_of(0, p, length, backing_source::pagemap_scan);
+      std::fprintf(stderr, "child, round %d: %s\n", round, describe(pfn).c_str());
+      if (pfn.source != backing_source::kpageflags || !pfn.exact) return 10;
+      if (pfn.base != length || pfn.zero_page != 0 || pfn.not_resident != 0) return 11;
+      if (scan.source == backing_source::pagemap_scan && !same_figures(scan, pfn)) return 12;
+      hugepage::os::unmap(p, length);
+    }
+    return 0;
+  });
+  EXPECT_EQ(code, 0) << "see the child's output above";
+
+  // THP written with data, in this process: THP by both sources.
+  const std::size_t length = 2 * kHuge;
+  ThpRegion region(length);
+  ASSERT_NE(region.get(), nullptr);
+  std::memset(region.get(), 0xAB, length);
+  if (region.anon_huge() != length) HUGEPAGE_SKIP_OR_FAIL("the kernel gave no THP for 4 MiB");
+  const backing_report r =
+      hugepage::backing_of(0, region.get(), length, backing_source::kpageflags);
+  EXPECT_EQ(r.thp, length) << describe(r);
+  EXPECT_EQ(r.zero_page, 0u) << describe(r);
+  EXPECT_TRUE(agrees_with_kpageflags(region.get(), length));
+}
+
+// Bytes this process has read with read(2) and friends: smaps text counts, ioctls do not.
+std::size_t bytes_read_so_far() {
+  std::error_code ec;
+  const std::string io = hugepage::detail::read_file("/proc/self/io", ec);
+  const std::size_t at = io.find("rchar:");
+  return at == std::string::npos ? 0 : std::stoull(io.substr(at + 6));
+}
+
+// transparent_hugepage/use_zero_page set for a scope, and set back (root).
+class HugeZeroPageSetting {
+ public:
+  explicit HugeZeroPageSetting(const char* value) {
+    std::error_code ec;
+    saved_ = hugepage::detail::read_file(path, ec);
+    ok_ = !ec && write(value);
+  }
+  ~HugeZeroPageSetting() {
+    if (!saved_.empty()) write(saved_.c_str());
+  }
+  HugeZeroPageSetting(const HugeZeroPageSetting&) = delete;
+  HugeZeroPageSetting& operator=(const HugeZeroPageSetting&) = delete;
+  bool ok() const { return ok_; }
+  static bool write(const char* value) {
+    const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    const auto length = static_cast<long>(std::strlen(value));
+    const bool written = ::write(fd, value, static_cast<std::size_t>(length)) == length;
+    ::close(fd);
+    return written;
+  }
+
+ private:
+  static constexpr const char* path = "/sys/kernel/mm/transparent_hugepage/use_zero_page";
+  std::string saved_;
+  bool ok_ = false;
+};
+
+// The verdict that lets backing_of use PAGEMAP_SCAN without smaps, for each kind of kernel.
+TEST(BackingOfScan, ProbeVerdictForEachKernel) {
+  using hugepage::detail::read_fault_probe;
+  using hugepage::detail::scan_alone_is_exact;
+  read_fault_probe p;
+  EXPECT_FALSE(scan_alone_is_exact(p)) << "no PAGEMAP_SCAN";
+  p.scanned = true;
+  EXPECT_TRUE(scan_alone_is_exact(p)) << "no huge page at all (THP never): nothing to confuse";
+  p.huge = p.huge_pfnzero = p.small_zero_page = true;
+  EXPECT_TRUE(scan_alone_is_exact(p)) << "the huge zero page, flagged";
+  p.huge_pfnzero = false;
+  EXPECT_FALSE(scan_alone_is_exact(p)) << "the huge zero page, unflagged (before the 2025 fix)";
+  p.huge_zero_page_off = true;
+  EXPECT_TRUE(scan_alone_is_exact(p)) << "use_zero_page 0: a THP of our own";
+  p.small_zero_page = p.huge_zero_page_off = false;
+  EXPECT_TRUE(scan_alone_is_exact(p)) << "no zero page at all: a THP of our own";
+}
+
+// With the huge zero page switched off (as on a kernel that maps no zero page), a read fault in an
+// advised 2 MiB allocates a THP: the probe still lets backing_of use PAGEMAP_SCAN without reading
+// smaps, and the answer is exact. Switched on again where small read faults map the zero page, the
+// verdict rests on nothing any more, and smaps is read again. The probe is made once a process and
+// inherited across fork, so the test runs in a fresh process: this binary, executed again.
+constexpr const char* kFreshProcess = "HUGEPAGE_TEST_FRESH_PROCESS";
+constexpr int kNoProcmapQuery = 78;
+
+// Whether this kernel answers PROCMAP_QUERY (Linux 6.11), without which every backing_of reads
+// smaps.
+bool procmap_query_supported() {
+  const hugepage::detail::unique_fd maps(hugepage::detail::open_read_only("/proc/self/maps"));
+  std::uintptr_t start = 0, end = 0;
+  std::size_t page_bytes = 0;
+  int local = 0;
+  return maps && !hugepage::detail::pagemap::query_mapping(
+                     maps.get(), reinterpret_cast<std::uintptr_t>(&local), start, end, page_bytes);
+}
+
+int without_huge_zero_page_in_a_fresh_process() {
+  const std::size_t length = 2 * kHuge;
+  auto* p = static_cast<char*>(map_isolated(length));
+  if (p == nullptr) return 2;
+  if (hugepage::os::advise(p, length, MADV_HUGEPAGE)) return 3;
+  for (std::size_t offset = 0; offset < length; offset += page()) {
+    (void)static_cast<volatile const char*>(p)[offset];
+  }
+  const mapping_info vma = vma_of(p);
+  std::fprintf(stderr, "fresh process: read faults gave %zu of %zu as THP of its own\n",
+               vma.anon_huge, length);
+  if (vma.anon_huge != length) return kNoThp;
+  if (!hugepage::detail::scan_flags_huge_zero_page()) return 10;
+  if (!procmap_query_supported()) return kNoProcmapQuery;
+  const std::size_t before = bytes_read_so_far();
+  const backing_report r = hugepage::backing_of(p, length);
+  const std::size_t read = bytes_read_so_far() - before;
+  std::fprintf(stderr, "fresh process: %s; %zu bytes read\n", describe(r).c_str(), read);
+  if (r.source != backing_source::pagemap_scan || !r.exact) return 11;
+  if (r.thp != length || r.zero_page != 0 || r.base != 0) return 12;
+  if (read > 512) return 13;  // the smaps of this process is tens of KiB
+  if (!agrees_with_kpageflags(p, length)) return 14;
+  if (!HugeZeroPageSetting::write("1")) return 15;
+  const bool small_zero_page = hugepage::detail::probe_read_faults().small_zero_page;
+  if (hugepage::detail::scan_flags_huge_zero_page() == small_zero_page) return 16;
+  const backing_report again = hugepage::backing_of(p, length);
+  if (!same_figures(again, r) || !again.exact) return 17;
+  return 0;
+}
+
+TEST(BackingOfScan, WithoutTheHugeZeroPageTheScanNeedsNoSmaps) {
+  if (std::getenv(kFreshProcess) != nullptr) {
+    const int code = without_huge_zero_page_in_a_fresh_process();
+    std::fflush(nullptr);
+    ::_exit(code);
+  }
+  HUGEPAGE_REQUIRE_ROOT();
+  HUGEPAGE_REQUIRE_SCAN();
+  HugeZeroPageSetting off("0");
+  ASSERT_TRUE(off.ok()) << "cannot write transparent_hugepage/use_zero_page";
+  const int code = hugepage::test::run_in_child([]() -> int {
+    ::setenv(kFreshProcess, "1", 1);
+    ::execl("/proc/self/exe", "/proc/self/exe",
+            "--gtest_filter=BackingOfScan.WithoutTheHugeZeroPageTheScanNeedsNoSmaps", nullptr);
+    return 127;
+  });
+  if (code == kNoThp) HUGEPAGE_SKIP_OR_FAIL("the kernel gave no THP for the 4 MiB region");
+  if (code == kNoProcmapQuery) {
+    HUGEPAGE_SKIP_OR_FAIL("no PROCMAP_QUERY (Linux 6.11): every backing_of reads smaps here");
+  }
+  EXPECT_EQ(code, 0) << "see the fresh process's output above";
 }
 
 // Shmem THP: a memfd advised MADV_HUGEPAGE where shmem_enabled allows it, else (as root) a file on

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <thread>
 
@@ -19,6 +20,10 @@
 #include "hugepage/os.hpp"
 #include "hugepage/system.hpp"
 #include "support.hpp"
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
 
 namespace {
 
@@ -66,10 +71,11 @@ class Populated {
 std::string describe(const collapse_result& r) {
   std::string s = "already_huge " + std::to_string(r.already_huge) + ", collapsed " +
                   std::to_string(r.collapsed) + ", refused " + std::to_string(r.refused) +
-                  ", left " + std::to_string(r.left) + ", unaligned " +
-                  std::to_string(r.unaligned) + ", calls " + std::to_string(r.calls) +
-                  ", elapsed " + std::to_string(r.elapsed.count()) + " ns, slowest chunk " +
-                  std::to_string(r.slowest_chunk.count()) + " ns, refusals {";
+                  ", left " + std::to_string(r.left) + ", unmapped " + std::to_string(r.unmapped) +
+                  ", unaligned " + std::to_string(r.unaligned) + ", calls " +
+                  std::to_string(r.calls) + ", elapsed " + std::to_string(r.elapsed.count()) +
+                  " ns, slowest chunk " + std::to_string(r.slowest_chunk.count()) +
+                  " ns, refusals {";
   for (const auto& x : r.refusals) {
     if (x.chunks == 0) continue;
     s += " " + std::to_string(x.error) + ": " + std::to_string(x.chunks);
@@ -122,7 +128,8 @@ TEST(Collapse, RaisesAnUnadvisedRangeInBudgetedSteps) {
     // shared with compilers here.
     EXPECT_LE(r.elapsed, budget.time + r.slowest_chunk + 5ms) << describe(r);
     EXPECT_EQ(r.refused, 0u) << describe(r);
-    EXPECT_EQ(r.already_huge + r.collapsed + r.refused + r.left, static_cast<std::size_t>(end - at))
+    EXPECT_EQ(r.already_huge + r.collapsed + r.refused + r.unmapped + r.left,
+              static_cast<std::size_t>(end - at))
         << describe(r);
     EXPECT_GT(static_cast<char*>(r.resume), at) << "every call makes progress: " << describe(r);
     collapsed += r.collapsed;
@@ -263,6 +270,71 @@ TEST(Collapse, AsNobodyOnAnotherProcessIsEperm) {
     const bool denied =
         r.fatal == std::errc::operation_not_permitted || r.fatal == std::errc::permission_denied;
     return denied && r.collapsed == 0 && r.calls == 1 ? 0 : 10;
+  });
+  EXPECT_EQ(code, 0) << "see the child's output above";
+}
+
+// A hole is no memory pressure: chunks not wholly mapped (a 2 MiB hole, and a chunk half unmapped)
+// are skipped without a call and counted as unmapped, never as ENOMEM.
+TEST(Collapse, UnmappedChunksAreSkippedNotRefused) {
+  HUGEPAGE_REQUIRE_COLLAPSE();
+  const std::size_t length = 16 * kMiB;
+  Populated region(length);
+  ASSERT_NE(region.get(), nullptr);
+  char* p = region.get();
+  ASSERT_EQ(::munmap(p + 3 * kHuge, kHuge), 0);  // a whole chunk
+  ASSERT_EQ(::munmap(p + 5 * kHuge, kMiB), 0);   // half of one
+  const collapse_result r = hugepage::collapse(p, length);
+  EXPECT_TRUE(r.scanned) << describe(r);
+  EXPECT_EQ(r.unmapped, 2 * kHuge) << describe(r);
+  EXPECT_EQ(r.refused, 0u) << describe(r);
+  EXPECT_EQ(r.refusals_of(ENOMEM), 0u) << describe(r);
+  EXPECT_EQ(r.collapsed, length - 2 * kHuge) << describe(r);
+  EXPECT_EQ(r.calls, 6u) << describe(r);
+  EXPECT_TRUE(r.done());
+  ::munmap(p + 5 * kHuge + kMiB, kMiB);  // what Populated's destructor cannot free around holes
+}
+
+// A mostly unmapped range costs a scan, not a call per chunk: 1 TiB of address space with 4 MiB
+// mapped in it, under a 20 ms budget, makes the two calls that can succeed.
+TEST(Collapse, MostlyUnmappedRangeMakesCallsOnlyForMappedChunks) {
+  HUGEPAGE_REQUIRE_COLLAPSE();
+  const std::size_t span = std::size_t{1} << 40;
+  void* reserved =
+      ::mmap(nullptr, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (reserved == MAP_FAILED) HUGEPAGE_SKIP_OR_FAIL("no 1 TiB of address space to borrow");
+  ASSERT_EQ(::munmap(reserved, span), 0);
+  const auto lo = (reinterpret_cast<std::uintptr_t>(reserved) + kHuge - 1) & ~(kHuge - 1);
+  auto* range = reinterpret_cast<char*>(lo);
+  char* const middle = range + span / 2;
+  void* p = ::mmap(middle, 4 * kMiB, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  ASSERT_EQ(p, static_cast<void*>(middle)) << "the borrowed range was taken meanwhile";
+  std::memset(p, 1, 4 * kMiB);
+  const std::size_t bytes = span - kHuge;  // whole chunks of the borrowed range
+  const collapse_result r = hugepage::collapse(range, bytes, collapse_budget::of_time(20ms));
+  ::munmap(p, 4 * kMiB);
+  EXPECT_EQ(r.calls, 2u) << describe(r);
+  EXPECT_EQ(r.collapsed, 4 * kMiB) << describe(r);
+  EXPECT_EQ(r.unmapped, bytes - 4 * kMiB) << describe(r);
+  EXPECT_EQ(r.refused, 0u) << describe(r);
+  EXPECT_TRUE(r.done()) << describe(r);
+}
+
+// Without PAGEMAP_SCAN, a chunk of this process that MADV_COLLAPSE answers with ENOMEM is checked
+// with mincore(2): a hole is counted as unmapped, not as memory pressure.
+TEST(Collapse, WithoutPagemapScanAHoleIsStillUnmapped) {
+  HUGEPAGE_REQUIRE_COLLAPSE();
+  const int code = hugepage::test::run_in_child([] {
+    Populated region(8 * kMiB);
+    if (region.get() == nullptr) return 2;
+    if (::munmap(region.get() + kHuge, kHuge) != 0) return 3;
+    if (!hugepage::test::fail_syscall(__NR_ioctl, ENOTTY)) return 4;
+    const collapse_result r = hugepage::collapse(region.get(), region.size());
+    std::fprintf(stderr, "child: %s\n", describe(r).c_str());
+    if (r.scanned || r.calls != 4) return 10;
+    if (r.unmapped != kHuge || r.refused != 0 || r.collapsed != 6 * kMiB) return 11;
+    return 0;
   });
   EXPECT_EQ(code, 0) << "see the child's output above";
 }

@@ -19,7 +19,8 @@
 //    /proc/kpageflags says whether that PFN belongs to a THP (bit 22). A 2 MiB window counts as THP
 //    only when it is fully present, virtually and physically aligned and contiguous: that is what
 //    a PMD mapping looks like. THP folios mapped by PTEs or smaller mTHP folios give no TLB reach
-//    and count as base pages; zero-page frames count as not resident.
+//    and count as base pages; frames that kpageflags flags as a zero page (KPF_ZERO_PAGE, bit 24)
+//    count as not resident.
 //  - smaps (no privilege, any kernel): residency still comes from pagemap's present bit, hugetlb
 //    mappings are known from KernelPageSize, but THP is known only per mapping (AnonHugePages,
 //    ShmemPmdMapped, FilePmdMapped); when the range covers part of a mapping, its share is
@@ -127,26 +128,28 @@ inline bool read_kpageflags(int fd, std::uint64_t pfn, std::uint64_t& flags) {
          static_cast<long>(sizeof flags);
 }
 
-// The PFN of the shared zero page, which a read fault of untouched private memory maps (0 when
-// PFNs are hidden from us). Found once, by read-faulting a page of our own that may not be THP.
-inline std::uint64_t zero_page_pfn() {
-  static const std::uint64_t pfn = [] {
-    const std::size_t page = os::base_page_size();
-    void* p = ::mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return std::uint64_t{0};
-    ::madvise(p, page, MADV_NOHUGEPAGE);
-    (void)*static_cast<volatile const unsigned char*>(p);
-    std::uint64_t entry = 0;
-    const unique_fd fd(open_read_only("/proc/self/pagemap"));
-    if (!fd || pread_full(fd.get(), &entry, sizeof entry,
-                          reinterpret_cast<std::uintptr_t>(p) / page * sizeof entry) !=
-                   static_cast<long>(sizeof entry)) {
-      entry = 0;
-    }
-    ::munmap(p, page);
-    return (entry & pagemap_present) != 0 ? entry & pagemap_pfn_mask : std::uint64_t{0};
-  }();
-  return pfn;
+constexpr std::uint64_t pagemap_exclusive = std::uint64_t{1} << 56;
+
+// Whether the present page `entry` (a pagemap word) maps a zero page, from the frame's own
+// KPF_ZERO_PAGE flag. A frame number alone proves nothing: some architectures have several zero
+// pages, and a kernel that maps none (pvm_no_zero_page=1, s390 KVM guests) gives a read fault a
+// page of its own, freed and reused later. pagemap marks no zero page exclusively mapped (it has no
+// normal struct page), which spares the read for most written memory; `zero_frames` remembers the
+// frames found to be zero pages. False and `ok` false when kpageflags cannot be read.
+inline bool is_zero_page(std::uint64_t entry, int kpageflags_fd,
+                         std::vector<std::uint64_t>& zero_frames, bool& ok) {
+  ok = true;
+  if ((entry & pagemap_exclusive) != 0) return false;
+  const std::uint64_t pfn = entry & pagemap_pfn_mask;
+  if (std::find(zero_frames.begin(), zero_frames.end(), pfn) != zero_frames.end()) return true;
+  std::uint64_t flags = 0;
+  if (!read_kpageflags(kpageflags_fd, pfn, flags)) {
+    ok = false;
+    return false;
+  }
+  if ((flags & kpf_zero_page) == 0) return false;
+  zero_frames.push_back(pfn);
+  return true;
 }
 
 // Whether THP in mapping `m` is shmem (memfd, tmpfs, SysV, shared anonymous) rather than the page
@@ -244,7 +247,7 @@ inline bool classify_exact(const mapping_info& m, std::uintptr_t lo, std::uintpt
   const std::size_t page = os::base_page_size();
   const std::size_t window = std::size_t{2} << 20;  // a PMD: 2 MiB on x86-64 and arm64/4K
   const std::size_t per_window = window / page;
-  const std::uint64_t zero_pfn = zero_page_pfn();
+  std::vector<std::uint64_t> zero_frames;
   // Whole PMD windows around [lo, hi), clipped to the mapping: a window is huge or not as a whole.
   const std::uintptr_t first = std::max<std::uintptr_t>(lo & ~(window - 1), m.start);
   const std::uintptr_t last = std::min<std::uintptr_t>((hi + window - 1) & ~(window - 1), m.end);
@@ -291,13 +294,17 @@ inline bool classify_exact(const mapping_info& m, std::uintptr_t lo, std::uintpt
           r.not_resident += page;
         } else if (pfn == 0) {
           return false;  // PFNs hidden from us
-        } else if (huge_zero || pfn == zero_pfn) {
+        } else if (huge_zero) {
           r.not_resident += page;
           r.zero_page += page;
         } else if (pmd_mapped) {
           (anon ? r.thp_anon : r.thp_file) += page;
         } else {
-          r.base += page;
+          bool ok = true;
+          const bool zero = is_zero_page(e, kpageflags_fd, zero_frames, ok);
+          if (!ok) return false;
+          (zero ? r.zero_page : r.base) += page;
+          if (zero) r.not_resident += page;
         }
       }
       w = w_end;
@@ -448,36 +455,84 @@ inline void backing_by_pfn(const std::vector<mapping_info>& mappings, std::uintp
       });
 }
 
-// Whether this kernel's PAGEMAP_SCAN flags the huge zero page PAGE_IS_PFNZERO (fixed in 2025; see
-// classify_scan). Probed once on a page of our own: a read fault in a THP-advised, aligned 2 MiB.
-// Where it does not, the scan needs smaps' AnonHugePages to tell the huge zero page from THP.
-inline bool scan_flags_huge_zero_page() {
-  static const bool flags = [] {
-    const std::size_t window = std::size_t{2} << 20;
-    void* raw =
-        ::mmap(nullptr, 2 * window, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (raw == MAP_FAILED) return false;
-    const auto start = reinterpret_cast<std::uintptr_t>(raw);
-    const std::uintptr_t aligned = (start + window - 1) & ~(window - 1);
-    char* const p = static_cast<char*>(raw) + (aligned - start);
-    ::madvise(p, window, MADV_HUGEPAGE);
-    (void)*static_cast<volatile const char*>(p);
-    bool ok = false;
-    const unique_fd fd(open_read_only("/proc/self/pagemap"));
-    pagemap::page_region region{};
-    std::size_t count = 0;
-    std::uintptr_t walk_end = 0;
-    if (fd && !pagemap::scan(fd.get(), aligned, aligned + window, 0,
-                             pagemap::page_is_huge | pagemap::page_is_pfnzero, &region, 1, count,
-                             walk_end)) {
-      // No huge page at all (use_zero_page off, THP never): nothing to confuse either.
-      ok = count == 0 || (region.categories & pagemap::page_is_huge) == 0 ||
-           (region.categories & pagemap::page_is_pfnzero) != 0;
+// What read faults of untouched private anonymous memory of our own gave, as PAGEMAP_SCAN saw it.
+struct read_fault_probe {
+  bool scanned = false;             // PAGEMAP_SCAN answered
+  bool huge = false;                // a THP-advised, aligned 2 MiB: mapped by a PMD
+  bool huge_pfnzero = false;        // ... and flagged PAGE_IS_PFNZERO
+  bool small_zero_page = false;     // a MADV_NOHUGEPAGE page: the zero page (PAGE_IS_PFNZERO)
+  bool huge_zero_page_off = false;  // transparent_hugepage/use_zero_page reads 0
+};
+
+// Whether the huge zero page is switched off (transparent_hugepage/use_zero_page is 0): read
+// faults in THP-advised memory then allocate a THP of the process's own.
+inline bool huge_zero_page_off() noexcept {
+  const auto value = read_u64("/sys/kernel/mm/transparent_hugepage/use_zero_page");
+  return value && *value == 0;
+}
+
+// Whether PAGEMAP_SCAN alone, without smaps' AnonHugePages as a cap, tells THP from the huge zero
+// page: the kernel flags the huge zero page PAGE_IS_PFNZERO (fixed in 2025; see classify_scan), or
+// it maps no huge zero page to confuse. A PMD mapping without the flag after a read fault is a THP
+// of our own where the kernel maps no zero page at all (pvm_no_zero_page=1, s390 KVM guests: the
+// small read fault got a page of its own too) or use_zero_page is 0; elsewhere it is the huge zero
+// page, unflagged.
+inline bool scan_alone_is_exact(const read_fault_probe& p) noexcept {
+  if (!p.scanned) return false;
+  if (!p.huge || p.huge_pfnzero) return true;  // no huge page at all (THP never): none to confuse
+  return !p.small_zero_page || p.huge_zero_page_off;
+}
+
+// Read-faults a THP-advised, aligned 2 MiB and a MADV_NOHUGEPAGE page of our own and scans both.
+inline read_fault_probe probe_read_faults() noexcept {
+  read_fault_probe probe;
+  const std::size_t window = std::size_t{2} << 20;
+  const std::size_t page = os::base_page_size();
+  const std::size_t length = 2 * window + page;
+  void* raw = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return probe;
+  const auto start = reinterpret_cast<std::uintptr_t>(raw);
+  const std::uintptr_t aligned = (start + window - 1) & ~(window - 1);
+  char* const huge = static_cast<char*>(raw) + (aligned - start);
+  char* const small = huge + window;  // its own VMA: the advice differs
+  ::madvise(huge, window, MADV_HUGEPAGE);
+  ::madvise(small, page, MADV_NOHUGEPAGE);
+  (void)*static_cast<volatile const char*>(huge);
+  (void)*static_cast<volatile const char*>(small);
+  probe.huge_zero_page_off = huge_zero_page_off();
+  const unique_fd fd(open_read_only("/proc/self/pagemap"));
+  constexpr std::uint64_t wanted =
+      pagemap::page_is_present | pagemap::page_is_huge | pagemap::page_is_pfnzero;
+  pagemap::page_region region{};
+  std::size_t count = 0;
+  std::uintptr_t walk_end = 0;
+  if (fd && !pagemap::scan(fd.get(), aligned, aligned + window, pagemap::page_is_present, wanted,
+                           &region, 1, count, walk_end)) {
+    probe.huge = count != 0 && (region.categories & pagemap::page_is_huge) != 0;
+    probe.huge_pfnzero = probe.huge && (region.categories & pagemap::page_is_pfnzero) != 0;
+    const auto at = reinterpret_cast<std::uintptr_t>(small);
+    if (!pagemap::scan(fd.get(), at, at + page, pagemap::page_is_present, wanted, &region, 1, count,
+                       walk_end)) {
+      probe.scanned = true;
+      probe.small_zero_page = count != 0 && (region.categories & pagemap::page_is_pfnzero) != 0;
     }
-    ::munmap(raw, 2 * window);
-    return ok;
-  }();
-  return flags;
+  }
+  ::munmap(raw, length);
+  return probe;
+}
+
+// Whether backing_of may use PAGEMAP_SCAN without smaps (see scan_alone_is_exact). Probed once per
+// process (a forked child keeps the answer: same kernel); where the answer rests on use_zero_page
+// being 0, that file is read again each call, as it can be switched back.
+inline bool scan_usable_alone(const read_fault_probe& probe) noexcept {
+  if (!scan_alone_is_exact(probe)) return false;
+  if (probe.huge && !probe.huge_pfnzero && probe.small_zero_page) return huge_zero_page_off();
+  return true;
+}
+
+inline bool scan_flags_huge_zero_page() {
+  static const read_fault_probe probe = probe_read_faults();
+  return scan_usable_alone(probe);
 }
 
 enum class query_outcome { done, no_query, no_scan, needs_smaps };
@@ -510,6 +565,20 @@ inline query_outcome backing_by_query(int maps_fd, int pagemap_fd, std::uintptr_
   }
   if (hi > cursor) r.unmapped += hi - cursor;
   return query_outcome::done;
+}
+
+// The note for a process whose smaps lists no mapping: it has no address space, so nothing of
+// it can be reported (every process that runs user code has mappings).
+inline std::string no_address_space(pid_t pid) {
+  std::error_code ec;
+  const std::string stat = read_file(proc_path(pid, "stat").c_str(), ec);
+  const std::size_t close = stat.rfind(')');
+  const char state =
+      ec || close == std::string::npos || close + 2 >= stat.size() ? '?' : stat[close + 2];
+  const std::string who = "process " + (pid == 0 ? std::string("self") : std::to_string(pid));
+  return state == 'Z' || state == 'X' || ec
+             ? who + " has exited: it has no memory left to report"
+             : who + " has no address space (a kernel thread): it has no memory to report";
 }
 
 // [lo, hi): the range widened to whole base pages, clipped at the last whole page of the address
@@ -575,6 +644,10 @@ inline backing_report backing_of(pid_t pid, const void* p, std::size_t bytes,
     r.note = "cannot read " + detail::proc_path(pid, "smaps") + ": " + ec.message();
     return r;
   }
+  if (mappings.empty()) {  // a zombie's smaps reads empty: no process is all unmapped
+    r.note = detail::no_address_space(pid);
+    return r;
+  }
   if (source == backing_source::pagemap_scan) {
     if (!pagemap) {
       r.note =
@@ -606,7 +679,10 @@ inline backing_report backing_of(pid_t pid, const void* p, std::size_t bytes,
 inline backing_report backing_of(pid_t pid, const void* p, std::size_t bytes) {
   backing_report r = backing_of(pid, p, bytes, backing_source::pagemap_scan);
   if (r.source != backing_source::unavailable || bytes == 0) return r;
-  if (r.note.compare(0, 12, "cannot read ") == 0) return r;  // no smaps: nothing else works
+  // No smaps, or no address space (the process has exited): no other source can do better.
+  if (r.note.compare(0, 12, "cannot read ") == 0 || r.note.compare(0, 8, "process ") == 0) {
+    return r;
+  }
   const std::string why = r.note;
   r = backing_of(pid, p, bytes, backing_source::kpageflags);
   r.note = why + "; " + (r.note.empty() ? "used " + std::string(name_of(r.source)) : r.note);

@@ -5,8 +5,9 @@
 // process_madvise(pidfd, MADV_COLLAPSE) for another one (collapse(pid, ...): CAP_SYS_NICE and
 // ptrace access to the target). It stops when the time or byte budget is spent and says where to
 // continue, so a latency-critical service can raise its coverage a few milliseconds at a time.
-// Chunks that are already huge (PAGEMAP_SCAN, Linux 6.7; see detail/pagemap.hpp) cost nothing:
-// they are skipped without a syscall each. Refusals are counted by errno, never thrown.
+// Chunks that are already huge or not wholly mapped (PAGEMAP_SCAN, Linux 6.7; see
+// detail/pagemap.hpp) cost nothing: they are skipped without a syscall each, and an unmapped chunk
+// is counted as such, never as a refusal. Refusals are counted by errno, never thrown.
 //
 // Cost of one chunk: MADV_COLLAPSE allocates a 2 MiB page (compacting memory if it must), copies
 // the 512 base pages into it and remaps. On the 2-core Linux 6.18 VM (Intel Xeon) this project is
@@ -35,16 +36,20 @@
 //           (PR_SET_THP_DISABLE) or `enabled=never` on some kernels
 //   EAGAIN  a page was busy (locked, under writeback, pinned): retry later
 //   ENOMEM  no free 2 MiB block even after compaction, or the memory cgroup is at its limit
+//           (madvise answers ENOMEM for a range not wholly mapped too: such chunks are counted
+//           in `unmapped`, not here)
 //   EBUSY   the memory cgroup charge failed
 //   EPERM   (another process) no CAP_SYS_NICE, or no ptrace access to it
 //   EACCES  (another process) no ptrace access to it (Linux 6.18 answers this for a root target)
 //   ESRCH   (another process) it has exited
 #pragma once
 
+#include <sys/mman.h>
 #include <sys/types.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -82,15 +87,19 @@ struct collapse_refusal {
 };
 
 /// What a collapse() call did. The 2 MiB chunks of the range are `already_huge + collapsed +
-/// refused + left` bytes; `unaligned` is the head and tail outside whole chunks.
+/// refused + unmapped + left` bytes; `unaligned` is the head and tail outside whole chunks.
 struct collapse_result {
   std::size_t already_huge = 0;  ///< chunks found huge already (PMD-mapped THP or hugetlb)
   std::size_t collapsed = 0;     ///< chunks collapsed by this call
   std::size_t refused = 0;       ///< chunks the kernel refused this call (see `refusals`)
   std::size_t left = 0;          ///< chunks not visited: the budget ran out; from `resume` on
-  std::size_t unaligned = 0;     ///< bytes outside whole 2 MiB chunks: never collapsible
-  std::size_t calls = 0;         ///< MADV_COLLAPSE / process_madvise calls made
-  std::chrono::nanoseconds elapsed{0};        ///< the whole call
+  /// Chunks not wholly mapped (a hole, or device memory the page walk skips): nothing there can
+  /// become a huge page, so no call is made for them (without PAGEMAP_SCAN, a chunk of this
+  /// process is counted here when MADV_COLLAPSE answers ENOMEM and mincore(2) finds it unmapped).
+  std::size_t unmapped = 0;
+  std::size_t unaligned = 0;            ///< bytes outside whole 2 MiB chunks: never collapsible
+  std::size_t calls = 0;                ///< MADV_COLLAPSE / process_madvise calls made
+  std::chrono::nanoseconds elapsed{0};  ///< the whole call
   std::chrono::nanoseconds slowest_chunk{0};  ///< the longest single MADV_COLLAPSE
   /// Where to continue: call again with [resume, end of range). The end of the range when done.
   void* resume = nullptr;
@@ -100,7 +109,8 @@ struct collapse_result {
   std::array<collapse_refusal, 8> refusals{};
   /// Set when the call stopped early on an error no other chunk can escape (EPERM, ESRCH...).
   std::error_code fatal;
-  /// Whether the skipping of huge chunks worked (false before Linux 6.7: every chunk is tried).
+  /// Whether the skipping of huge and unmapped chunks worked (false before Linux 6.7: every chunk
+  /// is tried).
   bool scanned = false;
 
   /// Whether every chunk has been visited.
@@ -157,6 +167,36 @@ inline bool huge_runs(int pagemap_fd, std::uintptr_t lo, std::uintptr_t hi,
   return true;
 }
 
+// Scans [lo, hi) for the spans of it that are mapped (adjacent mappings in one span, mostly) into
+// `spans`. Sets `scanned_to` as huge_runs does. The walk reports no page outside a mapping, nor in
+// a VM_PFNMAP mapping (device memory), which cannot collapse either.
+inline bool mapped_spans(int pagemap_fd, std::uintptr_t lo, std::uintptr_t hi,
+                         pagemap::page_region (&spans)[run_capacity], std::size_t& count,
+                         std::uintptr_t& scanned_to) noexcept {
+  std::uintptr_t walk_end = lo;
+  if (pagemap::scan(pagemap_fd, lo, hi, 0, 0, spans, run_capacity, count, walk_end)) return false;
+  scanned_to = count == run_capacity && walk_end > lo && walk_end < hi ? walk_end : hi;
+  return true;
+}
+
+// Whether [lo, hi) lies wholly in the spans from `*next` on (sorted; a span may end where the next
+// begins). Advances `*next` past spans that end at or before `lo`.
+inline bool wholly_mapped(const pagemap::page_region* spans, std::size_t count, std::size_t& next,
+                          std::uintptr_t lo, std::uintptr_t hi) noexcept {
+  while (next < count && spans[next].end <= lo) ++next;
+  std::uintptr_t covered = lo;
+  for (std::size_t i = next; i < count && spans[i].start <= covered && covered < hi; ++i) {
+    covered = std::max<std::uintptr_t>(covered, spans[i].end);
+  }
+  return covered >= hi;
+}
+
+// Whether the chunk at `p` of this process is not wholly mapped: mincore(2) answers ENOMEM then.
+inline bool chunk_unmapped(void* p) noexcept {
+  unsigned char vector[collapse_chunk / 4096];
+  return ::mincore(p, collapse_chunk, vector) != 0 && errno == ENOMEM;
+}
+
 // The core of both collapse() overloads. `pidfd` < 0: this process (madvise).
 inline collapse_result collapse_range(int pidfd, int pagemap_fd, void* p, std::size_t bytes,
                                       const collapse_budget& budget) noexcept {
@@ -180,6 +220,9 @@ inline collapse_result collapse_range(int pidfd, int pagemap_fd, void* p, std::s
   pagemap::page_region runs[run_capacity];
   std::size_t run_count = 0;
   std::size_t run = 0;
+  pagemap::page_region spans[run_capacity];
+  std::size_t span_count = 0;
+  std::size_t span = 0;
   std::uintptr_t scanned_to = lo;
   std::size_t submitted = 0;
   constexpr std::size_t scan_window = std::size_t{1} << 30;  // look ahead 512 chunks at a time
@@ -187,10 +230,18 @@ inline collapse_result collapse_range(int pidfd, int pagemap_fd, void* p, std::s
   for (; at < hi; at += collapse_chunk) {
     if (r.scanned && at >= scanned_to) {
       const std::uintptr_t limit = hi - at > scan_window ? at + scan_window : hi;
-      r.scanned = huge_runs(pagemap_fd, at, limit, runs, run_count, scanned_to);
-      run = 0;
+      std::uintptr_t mapped_to = limit;
+      r.scanned = huge_runs(pagemap_fd, at, limit, runs, run_count, scanned_to) &&
+                  mapped_spans(pagemap_fd, at, limit, spans, span_count, mapped_to);
+      // Up to the last chunk both scans saw whole; a chunk they saw in part is tried as it is.
+      scanned_to = std::max(std::min(scanned_to, mapped_to) & ~(collapse_chunk - 1), at);
+      run = span = 0;
     }
-    if (r.scanned) {
+    if (r.scanned && at + collapse_chunk <= scanned_to) {
+      if (!wholly_mapped(spans, span_count, span, at, at + collapse_chunk)) {
+        r.unmapped += collapse_chunk;
+        continue;
+      }
       while (run < run_count && runs[run].end <= at) ++run;
       if (run < run_count && runs[run].start <= at && runs[run].end >= at + collapse_chunk) {
         r.already_huge += collapse_chunk;
@@ -211,6 +262,10 @@ inline collapse_result collapse_range(int pidfd, int pagemap_fd, void* p, std::s
     submitted += collapse_chunk;
     if (!ec) {
       r.collapsed += collapse_chunk;
+      continue;
+    }
+    if (ec.value() == ENOMEM && pidfd < 0 && !r.scanned && chunk_unmapped(base + (at - address))) {
+      r.unmapped += collapse_chunk;  // madvise's ENOMEM for a range not wholly mapped
       continue;
     }
     r.refused += collapse_chunk;
