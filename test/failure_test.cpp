@@ -856,9 +856,9 @@ TEST(BadInput, AlignmentOfOneHugetlbPageIsHonoured) {
 TEST(Exceptions, CopiesShareTheirTextAndNeedNoMemory) {
   const std::string what(200, 'w');
   const std::string file = "/sys/fs/cgroup/a/long/path/of/a/cgroup/hugetlb.2MB.max";
-  const hugepage::hugetlb_limit_exceeded original(what, std::make_error_code(std::errc::not_enough_memory),
-                                                  page_size::huge_2m, 4, 1, file, 8 * kMiB,
-                                                  6 * kMiB);
+  const hugepage::hugetlb_limit_exceeded original(
+      what, std::make_error_code(std::errc::not_enough_memory), page_size::huge_2m, 4, 1, file,
+      8 * kMiB, 6 * kMiB);
   const hugepage::memory_limit_exceeded memory(what, file, 1, 2, 3);
   bool copied = false;
   operator_new_fails.store(true);
@@ -913,7 +913,8 @@ TEST(Exceptions, RegistryInsertThatThrowsCountsNothingAndLeavesNothingMapped) {
     // The same request with memory for the record: served from THP and counted once.
     void* p = s.allocate(kHuge, 64);
     const hugepage::statistics s2 = hugepage::stats();
-    if (s2.fallbacks_to_thp + s2.fallbacks_to_base != s0.fallbacks_to_thp + s0.fallbacks_to_base + 1) {
+    if (s2.fallbacks_to_thp + s2.fallbacks_to_base !=
+        s0.fallbacks_to_thp + s0.fallbacks_to_base + 1) {
       return 15;
     }
     if (s2.obtained_hugetlb_2m != s0.obtained_hugetlb_2m) return 16;

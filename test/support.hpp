@@ -117,9 +117,9 @@ inline constexpr std::uint32_t seccomp_arch = 0;  // the filter below cannot be 
 inline bool fail_syscall_when(std::uint32_t nr, std::uint32_t error, unsigned arg,
                               std::uint32_t mask, std::uint32_t value) {
   if (seccomp_arch == 0 || arg > 5) return false;
-  const auto low = static_cast<std::uint32_t>(offsetof(seccomp_data, args) +
-                                              arg * sizeof(std::uint64_t) +
-                                              (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__ ? 4 : 0));
+  const auto low =
+      static_cast<std::uint32_t>(offsetof(seccomp_data, args) + arg * sizeof(std::uint64_t) +
+                                 (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__ ? 4 : 0));
   const auto fail = static_cast<std::uint32_t>(SECCOMP_RET_ERRNO | (error & SECCOMP_RET_DATA));
   sock_filter filter[] = {
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),

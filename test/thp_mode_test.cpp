@@ -121,14 +121,14 @@ TEST_P(ThpSwitches, HugetlbFallbackIsCountedUnderWhatTheKernelBacks) {
   EXPECT_EQ(code, 0) << "child check " << code << " failed";
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Combinations, ThpSwitches,
-    ::testing::Values(combination{"madvise", "never", thp_mode::never},
-                      combination{"never", "madvise", thp_mode::madvise},
-                      combination{"madvise", "inherit", thp_mode::madvise},
-                      combination{"never", "inherit", thp_mode::never}),
-    [](const ::testing::TestParamInfo<combination>& param) {
-      return std::string("enabled_") + param.param.top + "_per_size_" + param.param.per_size;
-    });
+INSTANTIATE_TEST_SUITE_P(Combinations, ThpSwitches,
+                         ::testing::Values(combination{"madvise", "never", thp_mode::never},
+                                           combination{"never", "madvise", thp_mode::madvise},
+                                           combination{"madvise", "inherit", thp_mode::madvise},
+                                           combination{"never", "inherit", thp_mode::never}),
+                         [](const ::testing::TestParamInfo<combination>& param) {
+                           return std::string("enabled_") + param.param.top + "_per_size_" +
+                                  param.param.per_size;
+                         });
 
 }  // namespace

@@ -10,8 +10,8 @@
 //        thp:      2 MiB-aligned anonymous mapping + MADV_HUGEPAGE (first touch faults huge pages)
 //        collapse: the same, populated at once, then MADV_COLLAPSE
 //        hugetlb:  MAP_HUGETLB from the pool, faulted in at once (a refused first touch would be
-//                  SIGBUS); on shortage throw pool_exhausted (strict) or map THP instead
-//                  (fallback), counted
+//                  SIGBUS), at any alignment (mapped into a free range so aligned); on shortage
+//                  throw pool_exhausted (strict) or map THP instead (fallback), counted
 //        optional: pre-fault (MADV_POPULATE_WRITE), MADV_DONTFORK
 // deallocate(p, bytes, alignment) recomputes the same decision from `bytes` - no header in front
 // of the block, no lookup on the common path - and unmaps exactly the length that was mapped.
@@ -24,20 +24,23 @@
 //                                    ("tail") rounds up to one more 1 GiB page when that wastes at
 //                                    most 1/whole_page_waste_divisor of `bytes`, and is otherwise
 //                                    mapped on 2 MiB pages like a block below 1 GiB
-// A block with a 2 MiB tail is one address range, 1 GiB-aligned: an anonymous reservation with
-// the 1 GiB pages mapped over its head and the 2 MiB pages over its tail (MAP_FIXED); one munmap
-// of the whole length releases both. The strict policy is strict for the 1 GiB pages only: every
-// head is on 1 GiB pages or allocate() throws pool_exhausted, as before; blocks below 1 GiB and
-// tails were never promised 1 GiB pages (they went to ::operator new before the cascade), so they
-// take 2 MiB pages where the pool has them and THP otherwise, counted in fallbacks_to_thp.
-// Under the fallback policy a head the 1 GiB pool cannot serve goes to the 2 MiB pool
-// (fallbacks_to_hugetlb_2m), else THP. Each part is counted under what it obtained (stats.hpp).
+// A block with a 2 MiB tail is one address range, 1 GiB-aligned: a reservation without memory
+// (PROT_NONE, MAP_NORESERVE: no commit charge) with the 1 GiB pages mapped over its head and the
+// 2 MiB pages over its tail (MAP_FIXED); one munmap of the whole length releases both. The strict
+// policy is strict for the 1 GiB pages only: every head is on 1 GiB pages or allocate() throws
+// pool_exhausted, as before; blocks below 1 GiB and tails were never promised 1 GiB pages (they
+// went to ::operator new before the cascade), so they take 2 MiB pages where the pool has them and
+// THP otherwise, counted in fallbacks_to_thp. Under the fallback policy a head the 1 GiB pool
+// cannot serve goes to the 2 MiB pool (fallbacks_to_hugetlb_2m), else THP. Each part is counted
+// under what it obtained (stats.hpp).
 //
 // Why a threshold: a huge page is also the unit of reclaim. Rounding a 100 KiB vector up to 2 MiB
 // pins 20 times its size, and a heap of such vectors would multiply RSS. Only requests of at least
 // one huge page are mapped; below it the standard allocator serves them.
 //
-// Kernel: THP needs CONFIG_TRANSPARENT_HUGEPAGE with `enabled` at madvise or always; hugetlb needs
+// Kernel: THP needs CONFIG_TRANSPARENT_HUGEPAGE with the effective PMD-size mode at madvise or
+// always (read_thp_mode(), system.hpp: since Linux 6.8 hugepages-2048kB/enabled overrides
+// `enabled` unless it says inherit); memory mapped where it is never counts as base. Hugetlb needs
 // a reserved pool (vm.nr_hugepages); MADV_COLLAPSE needs Linux 6.1 (older kernels: the memory
 // stays THP-advised, the failure is counted once and the call is not made again).
 #pragma once
@@ -445,8 +448,8 @@ class strategy {
     // counts against no commit limit (vm.overcommit_memory=2): only a part the pools cannot serve
     // becomes THP-advised anonymous memory (pool_pages leaves it so).
     std::error_code ec;
-    char* const p = static_cast<char*>(
-        os::reserve_aligned(l.length, std::max(alignment, bytes_of(size_)), ec));
+    char* const p =
+        static_cast<char*>(os::reserve_aligned(l.length, std::max(alignment, bytes_of(size_)), ec));
     if (p == nullptr) {
       detail::throw_allocation_error("hugepage: could not reserve " +
                                          detail::describe_bytes(l.length) +

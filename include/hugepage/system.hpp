@@ -70,7 +70,7 @@ constexpr const char* name_of(thp_mode mode) noexcept {
 
 /// Transparent huge page settings.
 struct thp_settings {
-  std::optional<std::string> enabled;          ///< top-level: always | madvise | never
+  std::optional<std::string> enabled;  ///< top-level: always | madvise | never
   /// hugepages-<PMD kB>kB/enabled: always | inherit | madvise | never; empty before Linux 6.8
   std::optional<std::string> pmd_enabled;
   /// What the two files decide for PMD-size THP (thp_mode); empty when unreadable (no THP)

@@ -89,8 +89,7 @@ struct thp_off {
 
 thp_off thp_off_of(const system_report& s) {
   if (s.thp.pmd_enabled == std::optional<std::string>("never")) {
-    const std::string file =
-        fmt::format("{}/hugepages-{}kB/enabled", thp_dir, s.thp_bytes / 1024);
+    const std::string file = fmt::format("{}/hugepages-{}kB/enabled", thp_dir, s.thp_bytes / 1024);
     const std::string top = s.thp.enabled.value_or("unknown");
     // The per-size file overrides the top-level one: "inherit" follows it where it is on.
     const bool top_on = top == "madvise" || top == "always";
@@ -196,8 +195,7 @@ std::vector<advice> advise_system(const system_report& s) {
 
   if (enabled == "never") {
     thp_off off = thp_off_of(s);
-    out.push_back({"thp_never",
-                   advice_level::warning,
+    out.push_back({"thp_never", advice_level::warning,
                    off.why +
                        ": MADV_HUGEPAGE, thp_allocator and allocators' THP options all get base "
                        "pages",
@@ -578,10 +576,7 @@ std::vector<advice> advise_process(const process_report& p, const system_report&
       }
     } else if (enabled == "never") {
       thp_off off = thp_off_of(s);
-      out.push_back({"thp_never",
-                     advice_level::warning,
-                     head + off.why,
-                     std::move(off.evidence),
+      out.push_back({"thp_never", advice_level::warning, head + off.why, std::move(off.evidence),
                      "madvise gives huge pages only to ranges that ask for them",
                      std::move(off.commands)});
     } else if (rt.kind == "jvm") {

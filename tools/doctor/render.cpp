@@ -477,10 +477,9 @@ std::string render_process(const process_report& p, const system_report& s,
   if (!p.unit.empty()) out += fmt::format("  {:<18} {}\n", "systemd unit", p.unit);
 
   out += "\nSystem\n";
-  out +=
-      fmt::format("  THP enabled={} (effective for {} pages: {}) defrag={}\n",
-                  opt_text(s.thp.enabled), format_bytes(s.thp_bytes),
-                  s.thp.pmd_mode ? name_of(*s.thp.pmd_mode) : "unknown", opt_text(s.thp.defrag));
+  out += fmt::format("  THP enabled={} (effective for {} pages: {}) defrag={}\n",
+                     opt_text(s.thp.enabled), format_bytes(s.thp_bytes),
+                     s.thp.pmd_mode ? name_of(*s.thp.pmd_mode) : "unknown", opt_text(s.thp.defrag));
   for (const auto& pool : s.pools) {
     out += fmt::format("  hugetlb {} pool: {} total, {} available\n", format_bytes(pool.page_bytes),
                        opt_number(pool.total), opt_number(pool.available()));

@@ -439,8 +439,8 @@ TEST(DoctorCli, ReportsTheEffectiveThpModeOfBothSwitches) {
     const char* per_size;
     const char* effective;
   };
-  for (const combination& c : {combination{"madvise", "never", "never"},
-                               combination{"never", "madvise", "madvise"}}) {
+  for (const combination& c :
+       {combination{"madvise", "never", "never"}, combination{"never", "madvise", "madvise"}}) {
     SCOPED_TRACE(std::string("enabled=") + c.top + ", per-size=" + c.per_size);
     ASSERT_TRUE(switches.set(c.top, c.per_size)) << std::strerror(errno);
     const result table = doctor({});
