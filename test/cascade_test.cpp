@@ -2,7 +2,9 @@
 // for whole GiBs, 2 MiB pages (pool, else THP) below and for the tail (strategy.hpp, "cascade").
 // Coverage is read from the kernel (backing_of); pool counters must be back at their start.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 
 #include <cerrno>
 #include <csignal>
@@ -394,6 +396,132 @@ TEST(CascadeComposite, FallbackPolicySendsRefusedGiBsToTwoMiBPagesNotBasePages) 
   if (result == kNoThp) HUGEPAGE_SKIP_OR_FAIL("THP got no huge pages here (memory fragmented?)");
   EXPECT_EQ(result, 0) << "child check " << result << " failed";
   EXPECT_TRUE(pool_back(page_size::huge_2m, start));
+}
+
+// ---- alignment above 2 MiB ----------------------------------------------------------------------
+
+// mmap aligns a hugetlb mapping only to its page size; the strategy places 2 MiB pool pages at any
+// alignment, so an over-aligned block below 1 GiB still takes the pool, as the cascade says.
+TEST(CascadeAlignment, BlockBelowOneGiBAlignedAboveTwoMiBTakesTheTwoMiBPool) {
+  HUGEPAGE_REQUIRE_POOL(page_size::huge_2m, 8);
+  const pool_counts start = read_counts(page_size::huge_2m);
+  for (const hugepage::pool_policy policy : {hugepage::strict, hugepage::fallback}) {
+    const strategy s = strategy::hugetlb(page_size::huge_1g, policy);
+    for (const std::size_t alignment : {4 * kMiB, 64 * kMiB, kGiB}) {
+      SCOPED_TRACE(alignment);
+      const std::size_t bytes = 8 * kMiB;
+      const statistics s0 = hugepage::stats();
+      void* p = s.allocate(bytes, alignment);
+      const statistics s1 = hugepage::stats();
+      EXPECT_TRUE(hugepage::test::is_aligned(p, alignment)) << p;
+      const backing_report r = hugepage::backing_of(p, bytes);
+      EXPECT_EQ(r.hugetlb_2m, bytes) << r.note;
+      EXPECT_EQ(s1.obtained_hugetlb_2m - s0.obtained_hugetlb_2m, bytes);
+      EXPECT_EQ(s1.fallbacks_to_thp, s0.fallbacks_to_thp);
+      EXPECT_EQ(s1.fallbacks_to_base, s0.fallbacks_to_base);
+      s.deallocate(p, bytes, alignment);
+      EXPECT_EQ(hugepage::stats().obtained_hugetlb_2m, s0.obtained_hugetlb_2m);
+    }
+  }
+  EXPECT_EQ(hugepage::test::own_hugetlb_mappings(), 0u);
+  EXPECT_TRUE(pool_back(page_size::huge_2m, start));
+}
+
+// An arena over 1 GiB pages asks for 1 GiB-aligned pages. Where the 1 GiB pages are refused
+// (hugetlb.1GB limits of 0 for this child), the fallback policy takes the 2 MiB pool for them.
+TEST(CascadeAlignment, ArenaOverOneGiBFallbackTakesTheTwoMiBPoolWhenOneGiBPagesAreRefused) {
+  hugepage::test::scratch_cgroup cgroup("hugetlb");
+  if (!cgroup.error().empty()) HUGEPAGE_SKIP_OR_FAIL(cgroup.error());
+  if (!cgroup.write("hugetlb.1GB.max", "0") || !cgroup.write("hugetlb.1GB.rsvd.max", "0")) {
+    const std::string reason = "cannot limit 1 GiB pages in " + cgroup.path() + ": " +
+                               std::strerror(errno) + " (" + hugepage::test::why_no_1g_pages(1) +
+                               ")";
+    if (hugepage::test::required_1g()) FAIL() << "HUGEPAGE_REQUIRE_1G=1, but: " << reason;
+    GTEST_SKIP() << reason;
+  }
+  HUGEPAGE_REQUIRE_POOL(page_size::huge_2m, kGiB / kHuge);
+  const pool_counts start = read_counts(page_size::huge_2m);
+  const int result = run_in_child([&]() -> int {
+    if (!cgroup.join()) return 2;
+    const statistics s0 = hugepage::stats();
+    int code = 0;
+    {
+      hugepage::unsynchronized_arena arena(
+          strategy::hugetlb(page_size::huge_1g, hugepage::fallback));
+      void* node = nullptr;
+      try {
+        node = arena.allocate(64, 8);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "child: threw: %s\n", e.what());
+        return 3;
+      }
+      auto* page = reinterpret_cast<unsigned char*>(reinterpret_cast<std::uintptr_t>(node) &
+                                                    ~std::uintptr_t{kGiB - 1});
+      const statistics s1 = hugepage::stats();
+      const backing_report r = hugepage::backing_of(page, kGiB);
+      std::fprintf(stderr, "child: hugetlb_2m %zu, thp %zu, base %zu (%s)\n", r.hugetlb_2m, r.thp,
+                   r.base, r.note.c_str());
+      if (r.hugetlb_2m != kGiB) code = 10;
+      if (s1.obtained_hugetlb_2m - s0.obtained_hugetlb_2m != kGiB) code = 11;
+      if (s1.fallbacks_to_hugetlb_2m - s0.fallbacks_to_hugetlb_2m != 1) code = 12;
+      if (s1.fallbacks_to_thp != s0.fallbacks_to_thp) code = 13;
+      if (s1.obtained_thp != s0.obtained_thp) code = 14;
+      arena.deallocate(node, 64, 8);
+    }
+    const statistics s2 = hugepage::stats();
+    if (s2.obtained_hugetlb_2m != s0.obtained_hugetlb_2m || s2.live_mappings != s0.live_mappings) {
+      code = 15;
+    }
+    if (hugepage::test::own_hugetlb_mappings() != 0) code = 16;
+    return code;
+  });
+  EXPECT_EQ(result, 0) << "child check " << result << " failed";
+  EXPECT_TRUE(pool_back(page_size::huge_2m, start));
+}
+
+// ---- the reservation of a block on two page sizes commits nothing -----------------------------
+
+// Under vm.overcommit_memory=2 every private writable mapping counts against the commit limit.
+// Here every such mmap is refused (seccomp, in a child): a block whose parts the pools serve must
+// still be mapped, since its reservation holds no memory.
+TEST(CascadeComposite, ReservationCommitsNoMemory) {
+  HUGEPAGE_REQUIRE_POOL(page_size::huge_1g, 1);
+  HUGEPAGE_REQUIRE_POOL(page_size::huge_2m, 32);
+  const pool_counts start_1g = read_counts(page_size::huge_1g);
+  const pool_counts start_2m = read_counts(page_size::huge_2m);
+  const std::size_t bytes = kGiB + 64 * kMiB;
+  ASSERT_EQ(strategy::hugetlb(page_size::huge_1g).layout_of(bytes).head, kGiB);
+  const int result = run_in_child([&]() -> int {
+    constexpr std::uint32_t kinds =
+        MAP_PRIVATE | MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE | MAP_HUGETLB | MAP_FIXED;
+    if (!hugepage::test::fail_syscall_when(__NR_mmap, ENOMEM, 3, kinds,
+                                           MAP_PRIVATE | MAP_ANONYMOUS)) {
+      return 2;
+    }
+    std::error_code ec;
+    void* committed = hugepage::os::map_aligned(kHuge, kHuge, ec);
+    if (committed != nullptr || ec != std::errc::not_enough_memory) return 3;  // the filter works
+    const strategy s = strategy::hugetlb(page_size::huge_1g);
+    unsigned char* p = nullptr;
+    try {
+      p = static_cast<unsigned char*>(s.allocate(bytes, 1));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "child: threw: %s\n", e.what());
+      return 4;
+    }
+    std::memset(p, 7, bytes);
+    const backing_report head = hugepage::backing_of(p, kGiB);
+    const backing_report tail = hugepage::backing_of(p + kGiB, bytes - kGiB);
+    int code = 0;
+    if (head.hugetlb_1g != kGiB) code = 10;
+    if (tail.hugetlb_2m != bytes - kGiB) code = 11;
+    s.deallocate(p, bytes, 1);
+    if (hugepage::test::own_hugetlb_mappings() != 0) code = 12;
+    return code;
+  });
+  EXPECT_EQ(result, 0) << "child check " << result << " failed";
+  EXPECT_TRUE(pool_back(page_size::huge_1g, start_1g));
+  EXPECT_TRUE(pool_back(page_size::huge_2m, start_2m));
 }
 
 }  // namespace

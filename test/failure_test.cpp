@@ -65,6 +65,17 @@ constexpr std::size_t kMiB = std::size_t{1} << 20;
 constexpr std::size_t kGiB = std::size_t{1} << 30;
 constexpr std::size_t kHuge = 2 * kMiB;
 
+// While set, ::operator new throws std::bad_alloc (the replacement below): allocation failure at
+// one chosen moment, in this thread's code under test.
+std::atomic<bool> operator_new_fails{false};
+
+// Lines of /proc/self/maps: the mappings of this process.
+std::size_t mapping_count() {
+  std::error_code ec;
+  const std::string maps = hugepage::detail::read_file("/proc/self/maps", ec);
+  return static_cast<std::size_t>(std::count(maps.begin(), maps.end(), '\n'));
+}
+
 std::size_t base_page() { return hugepage::os::base_page_size(); }
 
 // ---- helpers ----------------------------------------------------------------------------------
@@ -1011,45 +1022,29 @@ TEST(BadInput, MappedLengthOverflowThrowsAllocationError) {
   EXPECT_TRUE(pool_back(page_size::huge_2m, before));
 }
 
-TEST(BadInput, AlignmentAboveTheHugetlbPageThrowsForStrictPolicy) {
-  const hugepage::statistics s0 = hugepage::stats();
-  for (const hugepage::strategy& s : every_strategy()) {
-    if (s.how() != hugepage::method::hugetlb || s.policy() != hugepage::strict) continue;
-    SCOPED_TRACE(describe(s));
-    const std::size_t page = hugepage::bytes_of(s.size());
-    try {
-      void* p = s.allocate(page, page * 2);
-      ADD_FAILURE() << "alignment " << page * 2 << " accepted: " << p;
-      s.deallocate(p, page, page * 2);
-    } catch (const pool_exhausted&) {
-      ADD_FAILURE() << "not a pool shortage";
-    } catch (const allocation_error& e) {
-      EXPECT_EQ(e.code(), std::errc::invalid_argument);
-      EXPECT_TRUE(contains(e.what(), "alignment")) << e.what();
-      EXPECT_TRUE(contains(e.what(), hugepage::name_of(s.size()))) << e.what();
+// mmap aligns a hugetlb mapping only to its page size; the strategy places pool pages at any
+// alignment, under either policy, and counts no fallback.
+TEST(BadInput, AlignmentAboveTheHugetlbPageIsServedFromThePool) {
+  HUGEPAGE_REQUIRE_POOL(page_size::huge_2m, 1);
+  const pool_counts before = read_counts(page_size::huge_2m);
+  for (const hugepage::pool_policy policy : {hugepage::strict, hugepage::fallback}) {
+    const auto s = hugepage::strategy::hugetlb(page_size::huge_2m, policy);
+    for (const std::size_t alignment : {2 * kHuge, 4 * kHuge, std::size_t{1} << 30}) {
+      SCOPED_TRACE(alignment);
+      const hugepage::statistics s0 = hugepage::stats();
+      void* p = s.allocate(kHuge, alignment);
+      const hugepage::statistics s1 = hugepage::stats();
+      EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % alignment, 0u);
+      EXPECT_EQ(hugepage::backing_of(p, kHuge).hugetlb_2m, kHuge);
+      EXPECT_EQ(s1.obtained_hugetlb_2m, s0.obtained_hugetlb_2m + kHuge);
+      EXPECT_EQ(s1.fallbacks_to_thp, s0.fallbacks_to_thp);
+      s.deallocate(p, kHuge, alignment);
+      const hugepage::statistics s2 = hugepage::stats();
+      EXPECT_EQ(s2.obtained_hugetlb_2m, s0.obtained_hugetlb_2m);
+      EXPECT_EQ(s2.live_mappings, s0.live_mappings);
     }
   }
-  const hugepage::statistics s1 = hugepage::stats();
-  EXPECT_EQ(s1.live_mappings, s0.live_mappings);
-  EXPECT_EQ(s1.fallbacks_to_thp, s0.fallbacks_to_thp) << "no fallback for a bad alignment";
-}
-
-// mmap cannot align a hugetlb mapping beyond its page size; the fallback policy serves such a
-// request from THP, which can, and counts it like any other fallback.
-TEST(BadInput, AlignmentAboveTheHugetlbPageFallsBackToThp) {
-  const auto s = hugepage::strategy::hugetlb(page_size::huge_2m, hugepage::fallback);
-  const std::size_t alignment = 4 * kHuge;
-  const hugepage::statistics s0 = hugepage::stats();
-  void* p = s.allocate(kHuge, alignment);
-  const hugepage::statistics s1 = hugepage::stats();
-  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % alignment, 0u);
-  EXPECT_EQ(s1.fallbacks_to_thp, s0.fallbacks_to_thp + 1);
-  EXPECT_EQ(s1.obtained_thp, s0.obtained_thp + kHuge);
-  EXPECT_EQ(s1.obtained_hugetlb_2m, s0.obtained_hugetlb_2m);
-  s.deallocate(p, kHuge, alignment);
-  const hugepage::statistics s2 = hugepage::stats();
-  EXPECT_EQ(s2.obtained_thp, s0.obtained_thp);
-  EXPECT_EQ(s2.live_mappings, s0.live_mappings);
+  EXPECT_TRUE(pool_back(page_size::huge_2m, before));
 }
 
 TEST(BadInput, AlignmentOfOneHugetlbPageIsHonoured) {
@@ -1060,4 +1055,91 @@ TEST(BadInput, AlignmentOfOneHugetlbPageIsHonoured) {
   s.deallocate(p, kHuge, kHuge);
 }
 
+// ---- exceptions and the registry under allocation failure ---------------------------------------
+
+// Copying an exception must not throw: the copy made by `throw` or by std::exception_ptr would
+// terminate the program. The texts are shared: a copy made while ::operator new fails works and
+// points at the same characters.
+TEST(Exceptions, CopiesShareTheirTextAndNeedNoMemory) {
+  const std::string what(200, 'w');
+  const std::string file = "/sys/fs/cgroup/a/long/path/of/a/cgroup/hugetlb.2MB.max";
+  const hugepage::hugetlb_limit_exceeded original(
+      what, std::make_error_code(std::errc::not_enough_memory), page_size::huge_2m, 4, 1, file,
+      8 * kMiB, 6 * kMiB);
+  const hugepage::memory_limit_exceeded memory(what, file, 1, 2, 3);
+  bool copied = false;
+  operator_new_fails.store(true);
+  try {
+    const hugepage::hugetlb_limit_exceeded copy(original);
+    const hugepage::pool_exhausted sliced(original);
+    const hugepage::memory_limit_exceeded memory_copy(memory);
+    operator_new_fails.store(false);
+    copied = true;
+    EXPECT_EQ(copy.what(), original.what()) << "the same shared characters";
+    EXPECT_EQ(sliced.what(), original.what());
+    EXPECT_EQ(memory_copy.what(), memory.what());
+    EXPECT_EQ(copy.file(), file);
+    EXPECT_EQ(memory_copy.file(), file);
+    EXPECT_EQ(copy.pages_requested(), 4u);
+    EXPECT_EQ(copy.limit_bytes(), 8 * kMiB);
+  } catch (const std::bad_alloc&) {
+    operator_new_fails.store(false);
+  }
+  EXPECT_TRUE(copied) << "copying an exception allocated";
+  EXPECT_EQ(std::string(original.what()), what);
+}
+
+// A block that needs a record (a hugetlb request served by THP) whose record cannot be stored:
+// allocate() throws std::bad_alloc, the block is unmapped, and nothing is counted, fallbacks
+// included.
+TEST(Exceptions, RegistryInsertThatThrowsCountsNothingAndLeavesNothingMapped) {
+  const int code = run_in_child([]() -> int {
+    // Every hugetlb mmap refused: the fallback policy serves the request from THP.
+    if (!hugepage::test::fail_syscall_when(__NR_mmap, ENOMEM, 3, MAP_HUGETLB, MAP_HUGETLB)) {
+      return 2;
+    }
+    const auto s = hugepage::strategy::hugetlb(page_size::huge_2m, hugepage::fallback);
+    const std::size_t maps_before = mapping_count();
+    const hugepage::statistics s0 = hugepage::stats();
+    bool threw = false;
+    operator_new_fails.store(true);
+    try {
+      void* p = s.allocate(kHuge, 64);
+      operator_new_fails.store(false);
+      s.deallocate(p, kHuge, 64);
+    } catch (const std::bad_alloc&) {
+      threw = true;
+    }
+    operator_new_fails.store(false);
+    const hugepage::statistics s1 = hugepage::stats();
+    if (!threw) return 10;
+    if (s1.fallbacks_to_thp != s0.fallbacks_to_thp) return 11;
+    if (s1.fallbacks_to_base != s0.fallbacks_to_base) return 12;
+    if (s1.live_mappings != s0.live_mappings || s1.mapped_bytes() != s0.mapped_bytes()) return 13;
+    if (mapping_count() != maps_before) return 14;
+    // The same request with memory for the record: served from THP and counted once.
+    void* p = s.allocate(kHuge, 64);
+    const hugepage::statistics s2 = hugepage::stats();
+    if (s2.fallbacks_to_thp + s2.fallbacks_to_base !=
+        s0.fallbacks_to_thp + s0.fallbacks_to_base + 1) {
+      return 15;
+    }
+    if (s2.obtained_hugetlb_2m != s0.obtained_hugetlb_2m) return 16;
+    s.deallocate(p, kHuge, 64);
+    return 0;
+  });
+  EXPECT_EQ(code, 0) << "child check " << code << " failed";
+}
+
 }  // namespace
+
+// The global allocation functions of this program: malloc, or std::bad_alloc while
+// operator_new_fails is set. (The array and aligned forms of the library forward to these.)
+[[gnu::noinline]] void* operator new(std::size_t bytes) {
+  if (!operator_new_fails.load(std::memory_order_relaxed)) {
+    if (void* p = std::malloc(bytes == 0 ? 1 : bytes)) return p;
+  }
+  throw std::bad_alloc();
+}
+[[gnu::noinline]] void operator delete(void* p) noexcept { std::free(p); }
+[[gnu::noinline]] void operator delete(void* p, std::size_t) noexcept { std::free(p); }

@@ -113,23 +113,24 @@ inline constexpr std::uint32_t seccomp_arch = 0;  // the filter below cannot be 
 #endif
 
 /// Installs a seccomp filter (call it in a child: it cannot be removed) that fails syscall `nr`
-/// with `error` - only when the low 32 bits of its third argument equal `third` if given - and
-/// allows everything else, including every syscall of another ABI (it is no sandbox).
-inline bool fail_syscall(std::uint32_t nr, std::uint32_t error,
-                         std::optional<std::uint32_t> third = std::nullopt) {
-  if (seccomp_arch == 0) return false;
-  constexpr std::uint32_t arg2 = offsetof(seccomp_data, args) + 2 * sizeof(std::uint64_t) +
-                                 (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__ ? 4 : 0);
+/// with `error` when the low 32 bits of its argument number `arg` (0-5), masked with `mask`, equal
+/// `value`, and allows everything else, including every syscall of another ABI (it is no sandbox).
+inline bool fail_syscall_when(std::uint32_t nr, std::uint32_t error, unsigned arg,
+                              std::uint32_t mask, std::uint32_t value) {
+  if (seccomp_arch == 0 || arg > 5) return false;
+  const auto low =
+      static_cast<std::uint32_t>(offsetof(seccomp_data, args) + arg * sizeof(std::uint64_t) +
+                                 (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__ ? 4 : 0));
   const auto fail = static_cast<std::uint32_t>(SECCOMP_RET_ERRNO | (error & SECCOMP_RET_DATA));
-  const std::uint8_t skip_if_other = third ? 1 : 0;  // no `third`: fail whatever it is
   sock_filter filter[] = {
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
       BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, seccomp_arch, 1, 0),
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nr, 0, 3),
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, arg2),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, third.value_or(0), 0, skip_if_other),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nr, 0, 4),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, low),
+      BPF_STMT(BPF_ALU | BPF_AND | BPF_K, mask),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, value & mask, 0, 1),
       BPF_STMT(BPF_RET | BPF_K, fail),
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
   };
@@ -138,6 +139,13 @@ inline bool fail_syscall(std::uint32_t nr, std::uint32_t error,
   program.filter = filter;
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return false;
   return ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) == 0;
+}
+
+/// Fails syscall `nr` with `error` (see fail_syscall_when) - only when the low 32 bits of its
+/// third argument equal `third` if given.
+inline bool fail_syscall(std::uint32_t nr, std::uint32_t error,
+                         std::optional<std::uint32_t> third = std::nullopt) {
+  return fail_syscall_when(nr, error, 2, third ? 0xffffffffu : 0u, third.value_or(0));
 }
 
 /// A cgroup made for one test, with `controller` ("hugetlb", "memory") enabled, removed at
@@ -245,6 +253,68 @@ class scratch_cgroup {
   std::string path_;
   std::string error_;
   std::string mounted_;
+};
+
+/// The two switches of PMD-size THP (system.hpp, thp_mode), set for one test and put back as they
+/// were when it ends, whether it passed or not. Needs root and a kernel with the per-size switch
+/// (Linux 6.8); why_unusable() says why not. The library reads the switches at most once a
+/// second, so set() waits that long. System-wide: hold the test lock (BRIEF) while it lives.
+class thp_switches {
+ public:
+  thp_switches() {
+    per_size_ = "/sys/kernel/mm/transparent_hugepage/hugepages-" +
+                std::to_string(hugepage::thp_page_bytes() / 1024) + "kB/enabled";
+    std::error_code ec;
+    const std::string top = hugepage::detail::read_file(top_path, ec);
+    if (ec) {
+      why_ = std::string("THP is absent: ") + top_path + ": " + ec.message();
+      return;
+    }
+    const std::string per_size = hugepage::detail::read_file(per_size_.c_str(), ec);
+    if (ec) {
+      why_ = "no per-size THP switch (a kernel before 6.8): " + per_size_ + ": " + ec.message();
+      return;
+    }
+    if (::geteuid() != 0) {
+      why_ = "writing the THP switches needs root";
+      return;
+    }
+    top_ = hugepage::detail::selected_mode(top);
+    per_size_mode_ = hugepage::detail::selected_mode(per_size);
+  }
+  ~thp_switches() {
+    if (!why_.empty()) return;
+    write(per_size_, per_size_mode_);
+    write(top_path, top_);
+  }
+  thp_switches(const thp_switches&) = delete;
+  thp_switches& operator=(const thp_switches&) = delete;
+
+  const std::string& why_unusable() const { return why_; }
+  /// Where the per-size switch is absent (nothing else unusable): a kernel before 6.8.
+  bool per_size_absent() const { return why_.rfind("no per-size", 0) == 0; }
+  /// Sets the top-level and the per-size switch; false (errno set) when a write failed.
+  bool set(const std::string& top, const std::string& per_size) const {
+    if (!write(top_path, top) || !write(per_size_, per_size)) return false;
+    ::usleep(1'100'000);
+    return true;
+  }
+
+  static constexpr const char* top_path = "/sys/kernel/mm/transparent_hugepage/enabled";
+
+ private:
+  static bool write(const std::string& path, const std::string& text) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    ::close(fd);
+    return ok;
+  }
+
+  std::string why_;
+  std::string per_size_;
+  std::string top_;
+  std::string per_size_mode_;
 };
 
 /// Mappings the library holds now.

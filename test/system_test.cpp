@@ -6,6 +6,7 @@
 #include <sys/utsname.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <string>
 
@@ -200,6 +201,96 @@ TEST(CollapseSupport, Names) {
   EXPECT_STREQ(hugepage::name_of(collapse_support::unsupported), "unsupported");
   EXPECT_STREQ(hugepage::name_of(collapse_support::transient), "transient failure");
   EXPECT_STREQ(hugepage::name_of(collapse_support::unknown), "unknown");
+}
+
+// ---- the effective PMD-size THP mode (thp_mode) ------------------------------------------------
+
+TEST(ThpMode, PerSizeSwitchOverridesTheTopLevelUnlessItInherits) {
+  using hugepage::thp_mode;
+  using hugepage::detail::effective_thp_mode;
+  struct top_file {
+    const char* text;
+    thp_mode mode;
+  };
+  const top_file tops[] = {{"[always] madvise never\n", thp_mode::always},
+                           {"always [madvise] never\n", thp_mode::madvise},
+                           {"always madvise [never]\n", thp_mode::never}};
+  struct per_size_file {
+    const char* text;
+    std::optional<thp_mode> mode;  // empty: inherit
+  };
+  const per_size_file sizes[] = {{"[always] inherit madvise never\n", thp_mode::always},
+                                 {"always [inherit] madvise never\n", std::nullopt},
+                                 {"always inherit [madvise] never\n", thp_mode::madvise},
+                                 {"always inherit madvise [never]\n", thp_mode::never}};
+  for (const top_file& top : tops) {
+    // No per-size file (before Linux 6.8): the top-level file alone.
+    EXPECT_EQ(effective_thp_mode(top.text, std::nullopt), top.mode) << top.text;
+    for (const per_size_file& size : sizes) {
+      SCOPED_TRACE(std::string(top.text) + " / " + size.text);
+      EXPECT_EQ(effective_thp_mode(top.text, std::string_view(size.text)),
+                size.mode.value_or(top.mode));
+    }
+  }
+  // A per-size setting decides even where the top-level file says nothing readable.
+  EXPECT_EQ(effective_thp_mode("", std::string_view("always inherit [madvise] never")),
+            thp_mode::madvise);
+  // Nothing to decide from: empty, not a guess.
+  EXPECT_EQ(effective_thp_mode("", std::nullopt), std::nullopt);
+  EXPECT_EQ(effective_thp_mode("", std::string_view("always [inherit] madvise never")),
+            std::nullopt);
+  EXPECT_EQ(effective_thp_mode("always [madvise] never", std::string_view("[sometimes]")),
+            std::nullopt);
+  EXPECT_EQ(effective_thp_mode("[inherit]", std::nullopt), std::nullopt) << "no top-level word";
+  static_assert(effective_thp_mode("always [madvise] never", std::string_view("[never]")) ==
+                hugepage::thp_mode::never);
+}
+
+TEST(ThpMode, ReaderTakesTheTopLevelFileAloneWhereThePerSizeFileIsAbsent) {
+  char dir[] = "/tmp/hugepage-thp-mode-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string top = std::string(dir) + "/enabled";
+  const std::string per_size = std::string(dir) + "/hugepages-2048kB-enabled";
+  const auto write = [](const std::string& path, const char* text) {
+    FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(text, f);
+    std::fclose(f);
+  };
+  using hugepage::thp_mode;
+  using hugepage::detail::read_thp_mode_at;
+  write(top, "always madvise [never]\n");
+  EXPECT_EQ(read_thp_mode_at(top.c_str(), per_size.c_str()), thp_mode::never);
+  write(per_size, "always inherit [madvise] never\n");
+  EXPECT_EQ(read_thp_mode_at(top.c_str(), per_size.c_str()), thp_mode::madvise);
+  write(per_size, "always [inherit] madvise never\n");
+  EXPECT_EQ(read_thp_mode_at(top.c_str(), per_size.c_str()), thp_mode::never);
+  std::remove(top.c_str());
+  EXPECT_EQ(read_thp_mode_at(top.c_str(), per_size.c_str()), std::nullopt) << "inherit, no top";
+  std::remove(per_size.c_str());
+  ::rmdir(dir);
+}
+
+TEST(ThpMode, SystemStateReportsBothFilesAndTheEffectiveMode) {
+  std::error_code ec;
+  const std::string top =
+      hugepage::detail::read_file("/sys/kernel/mm/transparent_hugepage/enabled", ec);
+  if (ec) HUGEPAGE_SKIP_OR_FAIL("no THP on this kernel: " + ec.message());
+  const std::string path = "/sys/kernel/mm/transparent_hugepage/hugepages-" +
+                           std::to_string(hugepage::thp_page_bytes() / 1024) + "kB/enabled";
+  const std::string per_size = hugepage::detail::read_file(path.c_str(), ec);
+  const bool has_per_size = !ec;  // absent before Linux 6.8: the top-level file decides alone
+  const hugepage::system_state state = hugepage::read_system_state(/*probe=*/false);
+  const auto expected = hugepage::detail::effective_thp_mode(
+      top, has_per_size ? std::optional<std::string_view>(per_size) : std::nullopt);
+  ASSERT_TRUE(expected.has_value()) << top << " / " << per_size;
+  EXPECT_EQ(state.thp.pmd_mode, expected);
+  EXPECT_EQ(hugepage::read_thp_mode(), expected);
+  if (has_per_size) {
+    EXPECT_EQ(state.thp.pmd_enabled, hugepage::detail::selected_mode(per_size));
+  } else {
+    EXPECT_EQ(state.thp.pmd_enabled, std::nullopt);
+  }
 }
 
 }  // namespace

@@ -33,7 +33,8 @@
 // Errors (man 2 madvise, Documentation/admin-guide/mm/transhuge.rst):
 //   EINVAL  kernel before 6.1, a chunk not THP-eligible (hugetlb, VM_NOHUGEPAGE, not anonymous or
 //           shmem/file-backed as supported, crossing mappings), THP disabled for the process
-//           (PR_SET_THP_DISABLE) or `enabled=never` on some kernels
+//           (PR_SET_THP_DISABLE) or `enabled=never` on some kernels (not Linux 6.18: its
+//           MADV_COLLAPSE ignores both THP mode files, checked in every combination)
 //   EAGAIN  a page was busy (locked, under writeback, pinned): retry later
 //   ENOMEM  no free 2 MiB block even after compaction, or the memory cgroup is at its limit
 //           (madvise answers ENOMEM for a range not wholly mapped too: such chunks are counted

@@ -3,6 +3,9 @@
 // Allocators may throw only std::bad_alloc (and types derived from it) and
 // std::bad_array_new_length, so every error here derives from std::bad_alloc and carries a
 // message that says what was asked, what the kernel answered and how to fix it.
+//
+// Copying one never throws (static_asserts below): the texts are shared, immutable and
+// reference-counted (detail/shared_text.hpp), as std::runtime_error's message is.
 #pragma once
 
 #include <cstddef>
@@ -10,8 +13,9 @@
 #include <new>
 #include <string>
 #include <system_error>
-#include <utility>
+#include <type_traits>
 
+#include "hugepage/detail/shared_text.hpp"
 #include "hugepage/page_size.hpp"
 
 namespace hugepage {
@@ -20,14 +24,14 @@ namespace hugepage {
 /// kernel's errno.
 class allocation_error : public std::bad_alloc {
  public:
-  allocation_error(std::string message, std::error_code code)
-      : message_(std::move(message)), code_(code) {}
+  allocation_error(const std::string& message, std::error_code code)
+      : message_(message), code_(code) {}
   const char* what() const noexcept override { return message_.c_str(); }
   /// The errno the kernel returned (empty when the library refused before asking).
   std::error_code code() const noexcept { return code_; }
 
  private:
-  std::string message_;
+  detail::shared_text message_;
   std::error_code code_;
 };
 
@@ -35,9 +39,9 @@ class allocation_error : public std::bad_alloc {
 /// asked, how many are available, and the command that reserves enough.
 class pool_exhausted : public allocation_error {
  public:
-  pool_exhausted(std::string message, std::error_code code, page_size size,
+  pool_exhausted(const std::string& message, std::error_code code, page_size size,
                  std::uint64_t pages_requested, std::uint64_t pages_available)
-      : allocation_error(std::move(message), code),
+      : allocation_error(message, code),
         size_(size),
         requested_(pages_requested),
         available_(pages_available) {}
@@ -58,20 +62,20 @@ class pool_exhausted : public allocation_error {
 /// limit still allows.
 class hugetlb_limit_exceeded : public pool_exhausted {
  public:
-  hugetlb_limit_exceeded(std::string message, std::error_code code, page_size size,
+  hugetlb_limit_exceeded(const std::string& message, std::error_code code, page_size size,
                          std::uint64_t pages_requested, std::uint64_t pages_available,
-                         std::string file, std::uint64_t limit, std::uint64_t usage)
-      : pool_exhausted(std::move(message), code, size, pages_requested, pages_available),
-        file_(std::move(file)),
+                         const std::string& file, std::uint64_t limit, std::uint64_t usage)
+      : pool_exhausted(message, code, size, pages_requested, pages_available),
+        file_(file),
         limit_(limit),
         usage_(usage) {}
   /// The limit file that refused: ".../hugetlb.2MB.max", ".../hugetlb.2MB.rsvd.max", ...
-  const std::string& file() const noexcept { return file_; }
+  std::string file() const { return std::string(file_.view()); }
   std::uint64_t limit_bytes() const noexcept { return limit_; }
   std::uint64_t usage_bytes() const noexcept { return usage_; }
 
  private:
-  std::string file_;
+  detail::shared_text file_;
   std::uint64_t limit_;
   std::uint64_t usage_;
 };
@@ -80,26 +84,36 @@ class hugetlb_limit_exceeded : public pool_exhausted {
 /// answers with the OOM killer instead of an error; the library refused before touching it.
 class memory_limit_exceeded : public allocation_error {
  public:
-  memory_limit_exceeded(std::string message, std::string file, std::uint64_t limit,
+  memory_limit_exceeded(const std::string& message, const std::string& file, std::uint64_t limit,
                         std::uint64_t usage, std::uint64_t headroom)
-      : allocation_error(std::move(message), std::make_error_code(std::errc::not_enough_memory)),
-        file_(std::move(file)),
+      : allocation_error(message, std::make_error_code(std::errc::not_enough_memory)),
+        file_(file),
         limit_(limit),
         usage_(usage),
         headroom_(headroom) {}
   /// The limit file: ".../memory.max", ".../memory.high" or ".../memory.limit_in_bytes".
-  const std::string& file() const noexcept { return file_; }
+  std::string file() const { return std::string(file_.view()); }
   std::uint64_t limit_bytes() const noexcept { return limit_; }
   std::uint64_t usage_bytes() const noexcept { return usage_; }
   /// What could still be charged when the library looked.
   std::uint64_t headroom_bytes() const noexcept { return headroom_; }
 
  private:
-  std::string file_;
+  detail::shared_text file_;
   std::uint64_t limit_;
   std::uint64_t usage_;
   std::uint64_t headroom_;
 };
+
+static_assert(std::is_nothrow_copy_constructible_v<allocation_error> &&
+                  std::is_nothrow_copy_constructible_v<pool_exhausted> &&
+                  std::is_nothrow_copy_constructible_v<hugetlb_limit_exceeded> &&
+                  std::is_nothrow_copy_constructible_v<memory_limit_exceeded>,
+              "an exception whose copy throws terminates the program when it is thrown");
+static_assert(std::is_nothrow_copy_assignable_v<allocation_error> &&
+                  std::is_nothrow_copy_assignable_v<hugetlb_limit_exceeded> &&
+                  std::is_nothrow_copy_assignable_v<memory_limit_exceeded>,
+              "copy assignment of an exception must not throw either");
 
 namespace detail {
 
@@ -108,9 +122,9 @@ namespace detail {
   throw std::bad_array_new_length();
 }
 
-[[noreturn, gnu::noinline, gnu::cold]] inline void throw_allocation_error(std::string message,
-                                                                          std::error_code code) {
-  throw allocation_error(std::move(message), code);
+[[noreturn, gnu::noinline, gnu::cold]] inline void throw_allocation_error(
+    const std::string& message, std::error_code code) {
+  throw allocation_error(message, code);
 }
 
 }  // namespace detail

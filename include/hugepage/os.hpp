@@ -30,6 +30,9 @@
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25
 #endif
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
 
 namespace hugepage::os {
 
@@ -55,14 +58,12 @@ inline std::error_code last_error() noexcept {
 }
 }  // namespace detail
 
-/// Maps `length` bytes (a multiple of `alignment`, itself a power of two at least the base page
-/// size) of private anonymous memory whose start is a multiple of `alignment`. Returns nullptr and
-/// sets `ec` on failure.
-///
-/// The kernel only aligns large anonymous mappings to 2 MiB since Linux 6.7, and never to 1 GiB,
-/// so we over-map by `alignment` and trim both ends: the result is one exact mapping that a single
-/// munmap(p, length) releases.
-inline void* map_aligned(std::size_t length, std::size_t alignment, std::error_code& ec) noexcept {
+namespace detail {
+// An anonymous mapping of `length` bytes whose start is a multiple of `alignment`. The kernel only
+// aligns large anonymous mappings to 2 MiB since Linux 6.7, and never to 1 GiB, so we over-map by
+// `alignment` and trim both ends: the result is one exact mapping that a single munmap releases.
+inline void* map_anonymous_aligned(std::size_t length, std::size_t alignment, int prot, int flags,
+                                   std::error_code& ec) noexcept {
   ec.clear();
   const std::size_t page = base_page_size();
   if (alignment < page) alignment = page;
@@ -71,9 +72,9 @@ inline void* map_aligned(std::size_t length, std::size_t alignment, std::error_c
     return nullptr;
   }
   const std::size_t padded = length + alignment - page;
-  void* raw = ::mmap(nullptr, padded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* raw = ::mmap(nullptr, padded, prot, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
   if (raw == MAP_FAILED) {
-    ec = detail::last_error();
+    ec = last_error();
     return nullptr;
   }
   const auto start = reinterpret_cast<std::uintptr_t>(raw);
@@ -84,6 +85,23 @@ inline void* map_aligned(std::size_t length, std::size_t alignment, std::error_c
   if (tail != 0) ::munmap(aligned + length, tail);
   return aligned;
 }
+}  // namespace detail
+
+/// Maps `length` bytes (a multiple of `alignment`, itself a power of two at least the base page
+/// size) of private anonymous memory whose start is a multiple of `alignment`. Returns nullptr and
+/// sets `ec` on failure. One munmap(p, length) releases it.
+inline void* map_aligned(std::size_t length, std::size_t alignment, std::error_code& ec) noexcept {
+  return detail::map_anonymous_aligned(length, alignment, PROT_READ | PROT_WRITE, 0, ec);
+}
+
+/// Reserves `length` bytes of address space whose start is a multiple of `alignment`, without
+/// memory: PROT_NONE and MAP_NORESERVE, so it counts against no commit limit
+/// (vm.overcommit_memory=2) until parts are mapped over it (MAP_FIXED). Returns nullptr and sets
+/// `ec` on failure.
+inline void* reserve_aligned(std::size_t length, std::size_t alignment,
+                             std::error_code& ec) noexcept {
+  return detail::map_anonymous_aligned(length, alignment, PROT_NONE, MAP_NORESERVE, ec);
+}
 
 /// Maps `length` bytes (a multiple of the page size) from the hugetlb pool of `size`. A private
 /// mapping takes its reservation from the pool here, so a short pool fails now with ENOMEM rather
@@ -92,14 +110,23 @@ inline void* map_aligned(std::size_t length, std::size_t alignment, std::error_c
 /// With `at` (a multiple of the page size) the pages replace [at, at + length), which must be a
 /// range the caller mapped itself (MAP_FIXED). Where that mmap fails, Linux 6.12 and later leave
 /// the old mapping in place; older kernels may leave the range unmapped.
+/// With `at` and `replace` false, [at, at + length) must be free and stays untouched when it is
+/// not (MAP_FIXED_NOREPLACE): fails with EEXIST, also on kernels before 4.17, which take the
+/// address as a hint only.
 inline void* map_hugetlb(std::size_t length, page_size size, std::error_code& ec,
-                         void* at = nullptr) noexcept {
+                         void* at = nullptr, bool replace = true) noexcept {
   ec.clear();
-  const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | (shift_of(size) << MAP_HUGE_SHIFT) |
-                    (at != nullptr ? MAP_FIXED : 0);
+  const int fixed = at == nullptr ? 0 : replace ? MAP_FIXED : MAP_FIXED_NOREPLACE;
+  const int flags =
+      MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | (shift_of(size) << MAP_HUGE_SHIFT) | fixed;
   void* p = ::mmap(at, length, PROT_READ | PROT_WRITE, flags, -1, 0);
   if (p == MAP_FAILED) {
     ec = detail::last_error();
+    return nullptr;
+  }
+  if (at != nullptr && p != at) {  // a hint taken elsewhere: the range was not free
+    ::munmap(p, length);
+    ec = std::make_error_code(std::errc::file_exists);
     return nullptr;
   }
   return p;

@@ -39,9 +39,12 @@ struct statistics {
   std::size_t live_mappings = 0;  ///< mappings currently held
   // Events since start.
   /// hugetlb requests served (in part) from THP: fallback policy, or a 1 GiB strategy's 2 MiB
-  /// cascade (strategy.hpp) where the 2 MiB pool is short.
+  /// cascade (strategy.hpp) where the 2 MiB pool is short. Fallbacks count only blocks that
+  /// allocate() returned.
   std::uint64_t fallbacks_to_thp = 0;
-  std::uint64_t fallbacks_to_base = 0;  ///< requests served (in part) from base pages
+  /// requests served (in part) from base pages: THP advice refused, or the effective THP mode is
+  /// never (read_thp_mode())
+  std::uint64_t fallbacks_to_base = 0;
   /// Whole 1 GiB pages of a 1 GiB fallback request served from the 2 MiB pool instead.
   std::uint64_t fallbacks_to_hugetlb_2m = 0;
   std::uint64_t collapse_attempts = 0;  ///< MADV_COLLAPSE calls made

@@ -10,8 +10,8 @@
 //        thp:      2 MiB-aligned anonymous mapping + MADV_HUGEPAGE (first touch faults huge pages)
 //        collapse: the same, populated at once, then MADV_COLLAPSE
 //        hugetlb:  MAP_HUGETLB from the pool, faulted in at once (a refused first touch would be
-//                  SIGBUS); on shortage throw pool_exhausted (strict) or map THP instead
-//                  (fallback), counted
+//                  SIGBUS), at any alignment (mapped into a free range so aligned); on shortage
+//                  throw pool_exhausted (strict) or map THP instead (fallback), counted
 //        optional: pre-fault (MADV_POPULATE_WRITE), MADV_DONTFORK
 // deallocate(p, bytes, alignment) recomputes the same decision from `bytes` - no header in front
 // of the block, no lookup on the common path - and unmaps exactly the length that was mapped.
@@ -24,20 +24,23 @@
 //                                    ("tail") rounds up to one more 1 GiB page when that wastes at
 //                                    most 1/whole_page_waste_divisor of `bytes`, and is otherwise
 //                                    mapped on 2 MiB pages like a block below 1 GiB
-// A block with a 2 MiB tail is one address range, 1 GiB-aligned: an anonymous reservation with
-// the 1 GiB pages mapped over its head and the 2 MiB pages over its tail (MAP_FIXED); one munmap
-// of the whole length releases both. The strict policy is strict for the 1 GiB pages only: every
-// head is on 1 GiB pages or allocate() throws pool_exhausted, as before; blocks below 1 GiB and
-// tails were never promised 1 GiB pages (they went to ::operator new before the cascade), so they
-// take 2 MiB pages where the pool has them and THP otherwise, counted in fallbacks_to_thp.
-// Under the fallback policy a head the 1 GiB pool cannot serve goes to the 2 MiB pool
-// (fallbacks_to_hugetlb_2m), else THP. Each part is counted under what it obtained (stats.hpp).
+// A block with a 2 MiB tail is one address range, 1 GiB-aligned: a reservation without memory
+// (PROT_NONE, MAP_NORESERVE: no commit charge) with the 1 GiB pages mapped over its head and the
+// 2 MiB pages over its tail (MAP_FIXED); one munmap of the whole length releases both. The strict
+// policy is strict for the 1 GiB pages only: every head is on 1 GiB pages or allocate() throws
+// pool_exhausted, as before; blocks below 1 GiB and tails were never promised 1 GiB pages (they
+// went to ::operator new before the cascade), so they take 2 MiB pages where the pool has them and
+// THP otherwise, counted in fallbacks_to_thp. Under the fallback policy a head the 1 GiB pool
+// cannot serve goes to the 2 MiB pool (fallbacks_to_hugetlb_2m), else THP. Each part is counted
+// under what it obtained (stats.hpp).
 //
 // Why a threshold: a huge page is also the unit of reclaim. Rounding a 100 KiB vector up to 2 MiB
 // pins 20 times its size, and a heap of such vectors would multiply RSS. Only requests of at least
 // one huge page are mapped; below it the standard allocator serves them.
 //
-// Kernel: THP needs CONFIG_TRANSPARENT_HUGEPAGE with `enabled` at madvise or always; hugetlb needs
+// Kernel: THP needs CONFIG_TRANSPARENT_HUGEPAGE with the effective PMD-size mode at madvise or
+// always (read_thp_mode(), system.hpp: since Linux 6.8 hugepages-2048kB/enabled overrides
+// `enabled` unless it says inherit); memory mapped where it is never counts as base. Hugetlb needs
 // a reserved pool (vm.nr_hugepages); MADV_COLLAPSE needs Linux 6.1 (older kernels: the memory
 // stays THP-advised, the failure is counted once and the call is not made again).
 #pragma once
@@ -357,7 +360,6 @@ class strategy {
     void* p = nullptr;
     if (method_ == method::hugetlb) {
       p = map_hugetlb_block(l, alignment, got);
-      count_fallbacks(l, got);
     } else {
       p = map_thp(l.length, std::max(alignment, page_bytes()), got.head);
     }
@@ -375,6 +377,9 @@ class strategy {
     account(got, l, /*add=*/true);
     // From here on the mapping is accounted for: failures release it through deallocate().
     finish(p, bytes, l, got);
+    // Counted only for a block that is returned: a failure above released it, and no request was
+    // served.
+    if (method_ == method::hugetlb) count_fallbacks(l, got);
     return p;
   }
 
@@ -392,9 +397,10 @@ class strategy {
     }
   }
 
-  // Whether THP advice is accepted but cannot be honoured: THP `enabled` is never (read at most
-  // once a second), or this process has PR_SET_THP_DISABLE without the exception for advised
-  // memory (Linux 6.18, PR_THP_DISABLE_EXCEPT_ADVISED). madvise succeeds either way.
+  // Whether THP advice is accepted but cannot be honoured: the effective PMD-size THP mode is
+  // never (read_thp_mode(): the per-size switch, else the top-level `enabled`; read at most once a
+  // second), or this process has PR_SET_THP_DISABLE without the exception for advised memory
+  // (Linux 6.18, PR_THP_DISABLE_EXCEPT_ADVISED). madvise succeeds either way.
   static bool thp_refused() noexcept {
     const int disabled = ::prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0);
     if (disabled > 0 && (disabled & 2) == 0) return true;
@@ -403,12 +409,7 @@ class strategy {
     constexpr auto relaxed = std::memory_order_relaxed;
     const std::int64_t now = detail::monotonic_seconds();
     if (checked_at.load(relaxed) != now) {
-      // A stack buffer: this runs on allocation paths and must not throw std::bad_alloc.
-      char text[128] = {};
-      const detail::unique_fd fd(
-          detail::open_read_only("/sys/kernel/mm/transparent_hugepage/enabled"));
-      const long n = fd ? detail::pread_full(fd.get(), text, sizeof text - 1, 0) : -1;
-      never.store(n > 0 && std::strstr(text, "[never]") != nullptr, relaxed);
+      never.store(read_thp_mode() == thp_mode::never, relaxed);
       checked_at.store(now, relaxed);
     }
     return never.load(relaxed);
@@ -436,17 +437,6 @@ class strategy {
       if (void* p = pool_pages(nullptr, l.length, alignment, page_size::huge_2m, false)) return p;
       return map_thp(l.length, std::max(alignment, thp_page_bytes()), got.tail);
     }
-    // mmap aligns hugetlb mappings to their page size and no further.
-    if (alignment > bytes_of(size_)) {
-      if (must) {
-        detail::throw_allocation_error("hugepage: alignment " + std::to_string(alignment) +
-                                           " exceeds the hugetlb page size " + name_of(size_),
-                                       std::make_error_code(std::errc::invalid_argument));
-      }
-      void* p = map_thp(l.length, alignment, got.head);
-      got.tail = got.head;
-      return p;
-    }
     if (l.tail() == 0) {  // whole pages of size()
       if (void* p = pool_pages(nullptr, l.length, alignment, size_, must)) return p;
       // Fallback policy: the 2 MiB pool for a 1 GiB request, else THP at the same length, so
@@ -460,18 +450,27 @@ class strategy {
       }
       return map_thp(l.length, std::max(alignment, thp_page_bytes()), got.head);
     }
-    // Head on 1 GiB pages, tail on 2 MiB pages: one THP-advised reservation, 1 GiB-aligned, with
-    // the pool pages mapped over it; a part the pools cannot serve stays THP.
-    backing reserved = backing::thp;
-    char* const p = static_cast<char*>(map_thp(l.length, bytes_of(size_), reserved));
+    // Head on 1 GiB pages, tail on 2 MiB pages: one reservation, 1 GiB-aligned, with the pool
+    // pages mapped over it. The reservation holds no memory (PROT_NONE, MAP_NORESERVE), so it
+    // counts against no commit limit (vm.overcommit_memory=2): only a part the pools cannot serve
+    // becomes THP-advised anonymous memory (pool_pages leaves it so).
+    std::error_code ec;
+    char* const p =
+        static_cast<char*>(os::reserve_aligned(l.length, std::max(alignment, bytes_of(size_)), ec));
+    if (p == nullptr) {
+      detail::throw_allocation_error("hugepage: could not reserve " +
+                                         detail::describe_bytes(l.length) +
+                                         " of address space: " + ec.message(),
+                                     ec);
+    }
     try {
       if (pool_pages(p, l.head, alignment, size_, must) == nullptr) {
         got.head = pool_pages(p, l.head, alignment, page_size::huge_2m, false) != nullptr
                        ? backing::hugetlb_2m
-                       : reserved;
+                       : advised_backing(p, l.head);
       }
       if (pool_pages(p + l.head, l.tail(), alignment, page_size::huge_2m, false) == nullptr) {
-        got.tail = reserved;
+        got.tail = advised_backing(p + l.head, l.tail());
       }
     } catch (...) {
       os::unmap(p, l.length);  // the whole range, whatever each part became
@@ -486,12 +485,13 @@ class strategy {
   // THP-advised anonymous memory again.
   void* pool_pages(void* at, std::size_t length, std::size_t alignment, page_size size,
                    bool must) const {
-    if (at == nullptr && alignment > bytes_of(size)) return nullptr;
     // A refused mmap is retried a few times when the pool has room again by the time we look:
     // other threads returned pages in between, so the shortage is already over.
     for (int attempt = 0;; ++attempt) {
       std::error_code ec;
-      void* p = os::map_hugetlb(length, size, ec, at);
+      void* p = at == nullptr && alignment > bytes_of(size)
+                    ? map_hugetlb_aligned(length, alignment, size, ec)
+                    : os::map_hugetlb(length, size, ec, at);
       if (p != nullptr) {
         // Always faulted in here (see populate_hugetlb_at_allocation): a refusal is an error now,
         // never a SIGBUS at the caller's first touch.
@@ -510,6 +510,27 @@ class strategy {
       if (!must) return nullptr;
       if (!pool_refilled_since(length, ec) || attempt == 2) throw_pool_failure(length, ec);
     }
+  }
+
+  // mmap aligns a hugetlb mapping to its page size and no further. For a larger alignment: find
+  // a free range so aligned (a reservation that holds no memory), free it and map the pool pages
+  // exactly there. MAP_FIXED_NOREPLACE never replaces what another thread may have mapped there
+  // in between; that race (EEXIST) is retried with a fresh range.
+  static void* map_hugetlb_aligned(std::size_t length, std::size_t alignment, page_size size,
+                                   std::error_code& ec) noexcept {
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      void* range = os::reserve_aligned(length, alignment, ec);
+      if (range == nullptr) return nullptr;
+      os::unmap(range, length);
+      void* p = os::map_hugetlb(length, size, ec, range, /*replace=*/false);
+      if (p != nullptr || ec != std::errc::file_exists) return p;
+    }
+    return nullptr;
+  }
+
+  // What backs a part that pool_pages() left THP-advised anonymous memory.
+  static backing advised_backing(void* p, std::size_t length) noexcept {
+    return os::advise_huge(p, length) || thp_refused() ? backing::base : backing::thp;
   }
 
   // Undoes a part of pool_pages(): unmaps a mapping of its own, or turns the part of a
@@ -745,7 +766,7 @@ namespace detail {
 // initialised at program start, before any thread of the program can fork.
 inline const bool statics_initialised =
     (static_cast<void>(registry()), static_cast<void>(os::base_page_size()),
-     static_cast<void>(thp_page_bytes()),
+     static_cast<void>(thp_page_bytes()), static_cast<void>(read_thp_mode()),
      static_cast<void>(strategy::fixed_mapping_keeps_range_on_failure()), true);
 
 }  // namespace detail

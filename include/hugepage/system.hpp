@@ -2,6 +2,7 @@
 //
 // Read-only introspection of
 //   /sys/kernel/mm/transparent_hugepage/{enabled,defrag,shmem_enabled,hpage_pmd_size}
+//   /sys/kernel/mm/transparent_hugepage/hugepages-<PMD kB>kB/enabled (Linux 6.8+)
 //   /sys/kernel/mm/transparent_hugepage/khugepaged/{max_ptes_none,scan_sleep_millisecs,...}
 //   /sys/kernel/mm/hugepages/hugepages-<kB>kB/{nr,free,resv,surplus,nr_overcommit}_hugepages
 //   /sys/devices/system/node/node<N>/hugepages/... (per NUMA node; no resv there)
@@ -12,11 +13,13 @@
 #include <sys/utsname.h>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hugepage/detail/proc_file.hpp"
@@ -45,9 +48,33 @@ struct hugetlb_pool {
   }
 };
 
+/// Whether anonymous memory faults PMD-size transparent huge pages (2 MiB on x86-64). Since Linux
+/// 6.8 two files decide it: the per-size `hugepages-<PMD kB>kB/enabled` (always, inherit,
+/// madvise, never) overrides the top-level `enabled` unless it says `inherit`. Before 6.8 (no
+/// per-size file) the top-level file alone. read_thp_mode() is the one reader the library uses.
+enum class thp_mode : unsigned char {
+  always,   ///< every anonymous range
+  madvise,  ///< ranges advised with MADV_HUGEPAGE only
+  never,    ///< no range: faults and khugepaged give base pages
+};
+
+/// Returns "always", "madvise" or "never".
+constexpr const char* name_of(thp_mode mode) noexcept {
+  switch (mode) {
+    case thp_mode::always: return "always";
+    case thp_mode::madvise: return "madvise";
+    case thp_mode::never: return "never";
+  }
+  return "never";
+}
+
 /// Transparent huge page settings.
 struct thp_settings {
-  std::optional<std::string> enabled;          ///< always | madvise | never
+  std::optional<std::string> enabled;  ///< top-level: always | madvise | never
+  /// hugepages-<PMD kB>kB/enabled: always | inherit | madvise | never; empty before Linux 6.8
+  std::optional<std::string> pmd_enabled;
+  /// What the two files decide for PMD-size THP (thp_mode); empty when unreadable (no THP)
+  std::optional<thp_mode> pmd_mode;
   std::optional<std::string> defrag;           ///< always | defer | defer+madvise | madvise | never
   std::optional<std::string> shmem_enabled;    ///< always | within_size | advise | never | ...
   std::optional<std::size_t> pmd_bytes;        ///< hpage_pmd_size
@@ -101,6 +128,46 @@ inline std::string pool_directory(std::size_t page_bytes, std::optional<int> nod
 inline std::optional<std::uint64_t> read_u64_in(const std::string& dir, const char* name) {
   return read_u64((dir + name).c_str());
 }
+
+/// The mode of a THP `enabled` word, or nullopt for `inherit` and anything else.
+constexpr std::optional<thp_mode> thp_mode_of(std::string_view word) noexcept {
+  if (word == "always") return thp_mode::always;
+  if (word == "madvise") return thp_mode::madvise;
+  if (word == "never") return thp_mode::never;
+  return std::nullopt;
+}
+
+/// The effective PMD-size THP mode from the texts of the top-level `enabled` file and of the
+/// per-size `hugepages-<PMD kB>kB/enabled` (nullopt: no such file, a kernel before 6.8). nullopt
+/// when the texts do not say (unreadable, unknown words). Pure; allocates nothing.
+constexpr std::optional<thp_mode> effective_thp_mode(
+    std::string_view top, std::optional<std::string_view> per_size) noexcept {
+  if (per_size) {
+    const std::string_view word = bracketed(*per_size);
+    if (word != "inherit") return thp_mode_of(word);
+  }
+  return thp_mode_of(bracketed(top));
+}
+
+/// Reads at most `size - 1` bytes of a small file into `buffer`; -1 when it cannot be read.
+inline long read_small_file(const char* path, char* buffer, std::size_t size) noexcept {
+  const unique_fd fd(open_read_only(path));
+  if (!fd || size == 0) return -1;
+  return pread_full(fd.get(), buffer, size - 1, 0);
+}
+
+/// read_thp_mode() for the files at `top_path` and `per_size_path` (absent: no per-size switch).
+inline std::optional<thp_mode> read_thp_mode_at(const char* top_path,
+                                                const char* per_size_path) noexcept {
+  // Stack buffers: read on allocation paths, where std::bad_alloc must not come from here.
+  char top[128] = {};
+  char per_size[128] = {};
+  const long n = read_small_file(top_path, top, sizeof top);
+  const long m = read_small_file(per_size_path, per_size, sizeof per_size);
+  const std::string_view top_text(top, n > 0 ? static_cast<std::size_t>(n) : 0);
+  if (m < 0) return effective_thp_mode(top_text, std::nullopt);
+  return effective_thp_mode(top_text, std::string_view(per_size, static_cast<std::size_t>(m)));
+}
 }  // namespace detail
 
 /// Reads the hugetlb pool of `page_bytes` (system-wide, or of NUMA `node`). Returns nullopt when
@@ -138,31 +205,6 @@ inline std::vector<std::size_t> pool_page_sizes(
   return sizes;
 }
 
-/// Reads the THP settings.
-inline thp_settings read_thp_settings() {
-  constexpr const char* thp = "/sys/kernel/mm/transparent_hugepage/";
-  const std::string base = thp;
-  const auto mode = [&](const char* name) -> std::optional<std::string> {
-    std::error_code ec;
-    const std::string text = detail::read_file((base + name).c_str(), ec);
-    if (ec) return std::nullopt;
-    return detail::selected_mode(text);
-  };
-  const auto number = [&](const char* name) { return detail::read_u64((base + name).c_str()); };
-  thp_settings s;
-  s.enabled = mode("enabled");
-  s.defrag = mode("defrag");
-  s.shmem_enabled = mode("shmem_enabled");
-  if (const auto pmd = number("hpage_pmd_size")) s.pmd_bytes = static_cast<std::size_t>(*pmd);
-  s.max_ptes_none = number("khugepaged/max_ptes_none");
-  s.max_ptes_swap = number("khugepaged/max_ptes_swap");
-  s.pages_to_scan = number("khugepaged/pages_to_scan");
-  s.scan_sleep_millisecs = number("khugepaged/scan_sleep_millisecs");
-  s.alloc_sleep_millisecs = number("khugepaged/alloc_sleep_millisecs");
-  if (const auto defrag = number("khugepaged/defrag")) s.khugepaged_defrag = *defrag != 0;
-  return s;
-}
-
 /// The size of a transparent huge page: hpage_pmd_size, read once (2 MiB when unreadable; 512 MiB
 /// on arm64 with 64 KiB base pages). Thread-safe.
 inline std::size_t thp_page_bytes() noexcept {
@@ -173,6 +215,48 @@ inline std::size_t thp_page_bytes() noexcept {
     return v >= os::base_page_size() && (v & (v - 1)) == 0 ? v : std::size_t{1} << 21;
   }();
   return bytes;
+}
+
+/// Reads the effective mode of PMD-size THP (thp_mode): the per-size switch of
+/// thp_page_bytes(), else the top-level `enabled`. Empty when the files say nothing readable
+/// (a kernel without CONFIG_TRANSPARENT_HUGEPAGE). Allocates nothing; thread-safe.
+inline std::optional<thp_mode> read_thp_mode() noexcept {
+  static const std::array<char, 96> per_size_path = [] {
+    std::array<char, 96> path{};
+    std::snprintf(path.data(), path.size(),
+                  "/sys/kernel/mm/transparent_hugepage/hugepages-%zukB/enabled",
+                  thp_page_bytes() / 1024);
+    return path;
+  }();
+  return detail::read_thp_mode_at("/sys/kernel/mm/transparent_hugepage/enabled",
+                                  per_size_path.data());
+}
+
+/// Reads the THP settings.
+inline thp_settings read_thp_settings() {
+  constexpr const char* thp = "/sys/kernel/mm/transparent_hugepage/";
+  const std::string base = thp;
+  const auto mode = [&](const std::string& name) -> std::optional<std::string> {
+    std::error_code ec;
+    const std::string text = detail::read_file((base + name).c_str(), ec);
+    if (ec) return std::nullopt;
+    return detail::selected_mode(text);
+  };
+  const auto number = [&](const char* name) { return detail::read_u64((base + name).c_str()); };
+  thp_settings s;
+  s.enabled = mode("enabled");
+  s.pmd_enabled = mode("hugepages-" + std::to_string(thp_page_bytes() / 1024) + "kB/enabled");
+  s.pmd_mode = read_thp_mode();
+  s.defrag = mode("defrag");
+  s.shmem_enabled = mode("shmem_enabled");
+  if (const auto pmd = number("hpage_pmd_size")) s.pmd_bytes = static_cast<std::size_t>(*pmd);
+  s.max_ptes_none = number("khugepaged/max_ptes_none");
+  s.max_ptes_swap = number("khugepaged/max_ptes_swap");
+  s.pages_to_scan = number("khugepaged/pages_to_scan");
+  s.scan_sleep_millisecs = number("khugepaged/scan_sleep_millisecs");
+  s.alloc_sleep_millisecs = number("khugepaged/alloc_sleep_millisecs");
+  if (const auto defrag = number("khugepaged/defrag")) s.khugepaged_defrag = *defrag != 0;
+  return s;
 }
 
 /// Tries MADV_COLLAPSE on a fresh, populated 2 MiB range and says whether it worked. Costs one

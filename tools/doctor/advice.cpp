@@ -74,6 +74,37 @@ std::vector<std::string> sysfs_setting(const std::string& value, const std::stri
           file_command(tmpfiles_conf(file), {fmt::format("w {} - - - - {}", file, value)})};
 }
 
+// The effective PMD-size THP mode (read_thp_mode(): the per-size switch, else the top-level
+// file); the top-level word where it could not be read.
+std::string effective_enabled(const system_report& s, const char* unknown) {
+  if (s.thp.pmd_mode) return name_of(*s.thp.pmd_mode);
+  return s.thp.enabled.value_or(unknown);
+}
+
+// Which file turns THP off, and the setting that turns it back on for advised ranges.
+struct thp_off {
+  std::string why;
+  std::vector<std::string> evidence;
+  std::vector<std::string> commands;
+};
+
+thp_off thp_off_of(const system_report& s) {
+  if (s.thp.pmd_enabled == std::optional<std::string>("never")) {
+    const std::string file = fmt::format("{}/hugepages-{}kB/enabled", thp_dir, s.thp_bytes / 1024);
+    const std::string top = s.thp.enabled.value_or("unknown");
+    // The per-size file overrides the top-level one: "inherit" follows it where it is on.
+    const bool top_on = top == "madvise" || top == "always";
+    return {fmt::format("THP is off for {} pages (hugepages-{}kB/enabled=never, which overrides "
+                        "enabled={})",
+                        format_bytes(s.thp_bytes), s.thp_bytes / 1024, top),
+            {file + ": never", fmt::format("{}/enabled: {}", thp_dir, top)},
+            sysfs_setting(top_on ? "inherit" : "madvise", file)};
+  }
+  return {"THP is off (enabled=never)",
+          {fmt::format("{}/enabled: never", thp_dir)},
+          sysfs_setting("madvise", fmt::format("{}/enabled", thp_dir))};
+}
+
 // Free memory is fragmented: at least 256 MiB free, under a tenth of it in THP-sized blocks.
 struct fragmentation {
   bool fragmented = false;
@@ -160,18 +191,19 @@ std::vector<std::string> pool_commands(const system_report& s, std::size_t page_
 
 std::vector<advice> advise_system(const system_report& s) {
   std::vector<advice> out;
-  const std::string enabled = s.thp.enabled.value_or("");
+  const std::string enabled = effective_enabled(s, "");
   const std::string defrag = s.thp.defrag.value_or("");
 
   if (enabled == "never") {
-    out.push_back({"thp_never",
-                   advice_level::warning,
-                   "THP is off (enabled=never): MADV_HUGEPAGE, thp_allocator and allocators' THP "
-                   "options all get base pages",
-                   {fmt::format("{}/enabled: never", thp_dir)},
+    thp_off off = thp_off_of(s);
+    out.push_back({"thp_never", advice_level::warning,
+                   off.why +
+                       ": MADV_HUGEPAGE, thp_allocator and allocators' THP options all get base "
+                       "pages",
+                   std::move(off.evidence),
                    "madvise gives huge pages only to ranges that ask for them: no RSS change for "
                    "other programs",
-                   sysfs_setting("madvise", fmt::format("{}/enabled", thp_dir))});
+                   std::move(off.commands)});
   }
 
   // khugepaged fills up to max_ptes_none empty PTEs of a 2 MiB range to collapse it: with the
@@ -574,7 +606,7 @@ void advise_allocator(const process_report& p, const std::string& head, std::vec
 std::vector<advice> advise_process(const process_report& p, const system_report& s) {
   std::vector<advice> out;
   const std::size_t anon = p.anonymous + p.hugetlb_total();
-  const std::string enabled = s.thp.enabled.value_or("unknown");
+  const std::string enabled = effective_enabled(s, "unknown");
   const runtime_report& rt = p.runtime;
 
   // Redis turns THP off for itself (disable-thp yes, the default since 6.2) because its
@@ -666,12 +698,10 @@ std::vector<advice> advise_process(const process_report& p, const system_report&
                        {}});
       }
     } else if (enabled == "never") {
-      out.push_back({"thp_never",
-                     advice_level::warning,
-                     head + "THP is off (enabled=never)",
-                     {fmt::format("{}/enabled: never", thp_dir)},
+      thp_off off = thp_off_of(s);
+      out.push_back({"thp_never", advice_level::warning, head + off.why, std::move(off.evidence),
                      "madvise gives huge pages only to ranges that ask for them",
-                     sysfs_setting("madvise", fmt::format("{}/enabled", thp_dir))});
+                     std::move(off.commands)});
     } else if (rt.kind == "jvm") {
       // The Java heap is the JVM's own mapping: malloc settings do not reach it.
       if (!rt.asks_for_huge && enabled == "madvise") {

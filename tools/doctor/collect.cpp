@@ -104,10 +104,7 @@ system_report collect_system(const std::string& root, bool probe) {
       // anonymous minimum (8 KiB on x86) have shmem_enabled only.
       const auto bracketed = [&](const std::string& file) -> std::string {
         const auto text = read_text(root, dir + "/" + file);
-        if (!text) return {};
-        const auto open = text->find('['), close = text->find(']');
-        return open != std::string::npos && close > open ? text->substr(open + 1, close - open - 1)
-                                                         : std::string();
+        return text ? detail::selected_mode(*text) : std::string();
       };
       m.enabled = bracketed("enabled");
       m.shmem_enabled = bracketed("shmem_enabled");

@@ -91,6 +91,8 @@ void system_metrics(exposition& e, const system_report& s) {
   const thp_settings& t = s.thp;
   e.gauge("hugepage_doctor_thp_info", "THP settings (sysfs), as labels; always 1",
           {{"enabled", t.enabled.value_or("unknown")},
+           {"pmd_enabled", t.pmd_enabled.value_or("absent")},
+           {"effective", t.pmd_mode ? name_of(*t.pmd_mode) : "unknown"},
            {"defrag", t.defrag.value_or("unknown")},
            {"shmem_enabled", t.shmem_enabled.value_or("unknown")}},
           1);

@@ -133,6 +133,8 @@ json system_json(const system_report& s) {
                         .set("defrag", t.khugepaged_defrag);
   json thp = json::object()
                  .set("enabled", t.enabled)
+                 .set("pmd_enabled", t.pmd_enabled)
+                 .set("effective", t.pmd_mode ? json(name_of(*t.pmd_mode)) : json())
                  .set("defrag", t.defrag)
                  .set("shmem_enabled", t.shmem_enabled)
                  .set("khugepaged", khugepaged);
@@ -267,6 +269,12 @@ std::string render_system(const system_report& s, const std::vector<advice>& adv
   const thp_settings& t = s.thp;
   out += "\nTransparent huge pages (/sys/kernel/mm/transparent_hugepage)\n";
   out += fmt::format("  {:<15} {}\n", "enabled", opt_text(t.enabled));
+  if (t.pmd_enabled) {
+    out += fmt::format("  {:<15} {}\n", fmt::format("{}kB enabled", s.thp_bytes / 1024),
+                       *t.pmd_enabled);
+  }
+  out += fmt::format("  {:<15} {} (for {} pages, from the files above)\n", "effective",
+                     t.pmd_mode ? name_of(*t.pmd_mode) : "unknown", format_bytes(s.thp_bytes));
   out += fmt::format("  {:<15} {}\n", "defrag", opt_text(t.defrag));
   out += fmt::format("  {:<15} {}\n", "shmem_enabled", opt_text(t.shmem_enabled));
   out += fmt::format("  {:<15} {}\n", "page size", format_bytes(s.thp_bytes));
@@ -469,8 +477,9 @@ std::string render_process(const process_report& p, const system_report& s,
   if (!p.unit.empty()) out += fmt::format("  {:<18} {}\n", "systemd unit", p.unit);
 
   out += "\nSystem\n";
-  out +=
-      fmt::format("  THP enabled={} defrag={}\n", opt_text(s.thp.enabled), opt_text(s.thp.defrag));
+  out += fmt::format("  THP enabled={} (effective for {} pages: {}) defrag={}\n",
+                     opt_text(s.thp.enabled), format_bytes(s.thp_bytes),
+                     s.thp.pmd_mode ? name_of(*s.thp.pmd_mode) : "unknown", opt_text(s.thp.defrag));
   for (const auto& pool : s.pools) {
     out += fmt::format("  hugetlb {} pool: {} total, {} available\n", format_bytes(pool.page_bytes),
                        opt_number(pool.total), opt_number(pool.available()));

@@ -425,6 +425,50 @@ TEST(DoctorCli, SystemReportAndJson) {
   EXPECT_TRUE(json.err.empty()) << json.err;
 }
 
+// The doctor reports the effective PMD-size THP mode, and advises on it, where the per-size
+// switch and the top-level one disagree (set for real; put back when the test ends).
+TEST(DoctorCli, ReportsTheEffectiveThpModeOfBothSwitches) {
+  const hugepage::test::thp_switches switches;
+  if (!switches.why_unusable().empty()) {
+    if (::geteuid() != 0 && !switches.per_size_absent()) GTEST_SKIP() << switches.why_unusable();
+    if (required()) FAIL() << "HUGEPAGE_REQUIRE=1, but: " << switches.why_unusable();
+    GTEST_SKIP() << switches.why_unusable();
+  }
+  const std::string kb = std::to_string(hugepage::thp_page_bytes() / 1024);
+  struct combination {
+    const char* top;
+    const char* per_size;
+    const char* effective;
+  };
+  for (const combination& c :
+       {combination{"madvise", "never", "never"}, combination{"never", "madvise", "madvise"}}) {
+    SCOPED_TRACE(std::string("enabled=") + c.top + ", per-size=" + c.per_size);
+    ASSERT_TRUE(switches.set(c.top, c.per_size)) << std::strerror(errno);
+    const result table = doctor({});
+    ASSERT_TRUE(table.code == 0 || table.code == 1) << table.err;
+    EXPECT_NE(table.out.find(kb + "kB enabled  " + c.per_size + "\n"), std::string::npos)
+        << table.out;
+    EXPECT_NE(table.out.find(std::string("effective       ") + c.effective + " "),
+              std::string::npos)
+        << table.out;
+    const bool off = std::string(c.effective) == "never";
+    EXPECT_EQ(table.out.find("THP is off") != std::string::npos, off) << table.out;
+    if (off) {
+      // The command turns the per-size switch back to the top-level setting.
+      EXPECT_NE(table.out.find("echo inherit > /sys/kernel/mm/transparent_hugepage/hugepages-" +
+                               kb + "kB/enabled"),
+                std::string::npos)
+          << table.out;
+    }
+    const result json = doctor({"--json"});
+    ASSERT_TRUE(valid_json(json.out)) << json.out;
+    const auto thp = nlohmann::json::parse(json.out).at("system").at("thp");
+    EXPECT_EQ(thp.at("enabled"), c.top);
+    EXPECT_EQ(thp.at("pmd_enabled"), c.per_size);
+    EXPECT_EQ(thp.at("effective"), c.effective);
+  }
+}
+
 class DoctorKnownProcess : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -104,15 +104,18 @@ inline std::optional<std::uint64_t> read_u64(const char* path) noexcept {
 }
 
 /// Returns the bracketed choice of a sysfs mode file ("always [madvise] never" -> "madvise"), or
-/// the whole trimmed text when there are no brackets.
-inline std::string selected_mode(std::string_view text) {
+/// the whole trimmed text when there are no brackets. Allocates nothing.
+constexpr std::string_view bracketed(std::string_view text) noexcept {
   const auto open = text.find('[');
   const auto close = text.find(']', open == std::string_view::npos ? 0 : open);
   if (open != std::string_view::npos && close != std::string_view::npos) {
-    return std::string(text.substr(open + 1, close - open - 1));
+    return text.substr(open + 1, close - open - 1);
   }
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
-  return std::string(text);
+  return text;
 }
+
+/// bracketed() as a string.
+inline std::string selected_mode(std::string_view text) { return std::string(bracketed(text)); }
 
 }  // namespace hugepage::detail
