@@ -11,6 +11,7 @@
 #include <cstring>
 #include <new>
 #include <string_view>
+#include <utility>
 
 namespace hugepage::detail {
 
@@ -27,12 +28,9 @@ class shared_text {
     block_->size = text.size();
   }
   shared_text(const shared_text& other) noexcept : block_(other.block_) { retain(); }
-  shared_text& operator=(const shared_text& other) noexcept {
-    if (block_ != other.block_) {
-      release();
-      block_ = other.block_;
-      retain();
-    }
+  // By value: the copy took its reference; swapping hands ours to it to release.
+  shared_text& operator=(shared_text other) noexcept {
+    std::swap(block_, other.block_);
     return *this;
   }
   ~shared_text() { release(); }
