@@ -26,6 +26,7 @@
 
 #include "hugepage/backing.hpp"
 #include "hugepage/stats.hpp"
+#include "hugepage/system.hpp"
 #include "support.hpp"
 
 namespace hugepage {
@@ -640,9 +641,9 @@ void expect_64_mib_vector_is_huge() {
 }
 
 TEST(AllocatorCoverage, ThpVectorOf64MiBIsHuge) {
-  const auto thp = read_thp_settings();
-  if (!thp.enabled || *thp.enabled == "never") {
-    HUGEPAGE_SKIP_OR_FAIL("THP is disabled (transparent_hugepage/enabled is never or missing)");
+  const auto mode = hugepage::read_thp_mode();
+  if (!mode || *mode == hugepage::thp_mode::never) {
+    HUGEPAGE_SKIP_OR_FAIL("2 MiB THP is off (effective mode never, or the sysfs files missing)");
   }
   expect_64_mib_vector_is_huge<thp_allocator<std::uint64_t>>();
 }

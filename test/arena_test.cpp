@@ -52,9 +52,10 @@ constexpr std::size_t kHuge = 2 * kMiB;
 // Sanitizers slow every operation by 10-50x: fewer operations, the same coverage of cases.
 constexpr int scaled(int ops) { return under_asan() ? ops / 8 : ops; }
 
+// The effective mode of 2 MiB THP (the per-size switch over the top-level one).
 bool thp_usable() {
-  const auto thp = hugepage::read_thp_settings();
-  return thp.enabled == "always" || thp.enabled == "madvise";
+  const auto mode = hugepage::read_thp_mode();
+  return mode && *mode != hugepage::thp_mode::never;
 }
 
 // ---- compile-time contract --------------------------------------------------------------------

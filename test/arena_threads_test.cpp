@@ -8,8 +8,10 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <random>
@@ -149,6 +151,63 @@ TEST(ArenaThreads, GigabytePageCarvedIntoSlabsAcrossThreadsLeavesThePoolAsItWas)
     EXPECT_EQ(a.stats().slabs, 0u);
     EXPECT_EQ(a.stats().run_slabs, 0u);
   }
+  EXPECT_TRUE(hugepage::test::pool_back(page_size::huge_1g, before));
+}
+
+// One 1 GiB page is all a hugetlb cgroup limit lets the process have, and it holds slabs for every
+// size class. Threads that find the arena without a page, or whose page another thread is
+// unmapping, all ask for one at once: one mapping succeeds and the others must take slabs from it
+// (or wait for the unmapped page to be back in the pool), not throw hugetlb_limit_exceeded.
+TEST(ArenaThreads, ThreadsRacingForTheOnlyGigabytePageShareIt) {
+  HUGEPAGE_REQUIRE_POOL(page_size::huge_1g, 1);
+  const hugepage::test::scratch_cgroup cgroup("hugetlb");
+  if (!cgroup.error().empty()) HUGEPAGE_SKIP_OR_FAIL(cgroup.error());
+  ASSERT_TRUE(cgroup.write("hugetlb.1GB.max", "1073741824")) << cgroup.path();
+  const auto before = hugepage::test::read_counts(page_size::huge_1g);
+  const int child = hugepage::test::run_in_child([&] {
+    if (!cgroup.join()) return 2;
+    std::atomic<int> refused{0};
+    // Each thread its own size class: a slab each, all carved from the one page.
+    const auto use = [&refused](arena& a, std::size_t bytes, int times) {
+      for (int i = 0; i < times; ++i) {
+        try {
+          void* p = a.allocate(bytes, 8);
+          std::memset(p, 0x3c, bytes);
+          a.deallocate(p, bytes, 8);
+        } catch (const std::exception& e) {
+          if (refused.fetch_add(1) == 0) std::fprintf(stderr, "child: %s\n", e.what());
+        }
+      }
+    };
+    // The first page, wanted by every thread at the same moment, 40 times over.
+    for (int round = 0; round < 40; ++round) {
+      arena a(strategy::hugetlb(page_size::huge_1g, hugepage::strict), hugepage::arena_options{0});
+      std::atomic<int> ready{0};
+      std::vector<std::thread> threads;
+      for (int t = 0; t < kThreads; ++t) {
+        threads.emplace_back([&, t] {
+          ready.fetch_add(1);
+          while (ready.load() < kThreads) std::this_thread::yield();
+          use(a, std::size_t{16} << t, 1);
+        });
+      }
+      for (auto& thread : threads) thread.join();
+    }
+    if (refused.load() != 0) return 3;
+    // No page retained: each last free unmaps the page while other threads want it back.
+    {
+      arena a(strategy::hugetlb(page_size::huge_1g, hugepage::strict), hugepage::arena_options{0});
+      std::vector<std::thread> threads;
+      for (int t = 0; t < kThreads; ++t) {
+        threads.emplace_back([&, t] { use(a, std::size_t{16} << t, scaled(200)); });
+      }
+      for (auto& thread : threads) thread.join();
+      if (a.stats().pages != 0) return 4;
+    }
+    return refused.load() == 0 ? 0 : 5;
+  });
+  EXPECT_EQ(child, 0) << "3: a thread was refused the first page while another mapped it; 5: a "
+                         "thread was refused a page while another gave the only one back";
   EXPECT_TRUE(hugepage::test::pool_back(page_size::huge_1g, before));
 }
 

@@ -360,9 +360,9 @@ TEST(Collapse, SparseChunkIsFilledEmptyChunkIsRefused) {
 // else split it later? Waits one khugepaged scan period (scan_sleep_millisecs, capped at 12 s).
 TEST(Collapse, CollapsedRangeWithoutVmHugepageStaysHugeUntilTheProcessSplitsIt) {
   HUGEPAGE_REQUIRE_COLLAPSE();
-  const std::string mode = hugepage::read_system_state().thp.enabled.value_or("unknown");
-  if (mode != "madvise") {
-    HUGEPAGE_SKIP_OR_FAIL("THP enabled is '" + mode + "', the question is for madvise");
+  if (hugepage::read_thp_mode() != hugepage::thp_mode::madvise) {
+    HUGEPAGE_SKIP_OR_FAIL(
+        "the effective 2 MiB THP mode is not madvise; the question is for madvise");
   }
   const std::size_t length = 8 * kMiB;
   Populated region(length);

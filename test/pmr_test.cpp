@@ -16,6 +16,7 @@
 #include "hugepage/allocator.hpp"
 #include "hugepage/backing.hpp"
 #include "hugepage/stats.hpp"
+#include "hugepage/system.hpp"
 #include "support.hpp"
 
 namespace hugepage {
@@ -220,9 +221,9 @@ TYPED_TEST(PmrResourceTest, UnorderedMapKeepsContentsThroughRehash) {
 TYPED_TEST(PmrResourceTest, LargeBlockIsOnHugePages) {
   HUGEPAGE_REQUIRE_KIND_POOL(TypeParam, 16);
   if constexpr (!TypeParam::strict_pool) {
-    const auto thp = read_thp_settings();
-    if (!thp.enabled || *thp.enabled == "never") {
-      HUGEPAGE_SKIP_OR_FAIL("THP is disabled (transparent_hugepage/enabled is never or missing)");
+    const auto mode = hugepage::read_thp_mode();
+    if (!mode || *mode == hugepage::thp_mode::never) {
+      HUGEPAGE_SKIP_OR_FAIL("2 MiB THP is off (effective mode never, or the sysfs files missing)");
     }
   }
   // 64 MiB for the THP kinds; 32 MiB of pool pages for the hugetlb kinds.

@@ -64,6 +64,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -137,6 +138,7 @@ class basic_arena {
       fork_entry_.owner = this;
       fork_entry_.lock = &lock_for_fork;
       fork_entry_.unlock = &unlock_after_fork;
+      fork_entry_.in_child = &forget_unmapping;
       detail::arena_fork_locks().add(fork_entry_);
     }
   }
@@ -268,17 +270,25 @@ class basic_arena {
 
   static constexpr bool synchronized = !std::is_same_v<Mutex, detail::no_mutex>;
 
-  // Every mutex of the arena in one fixed order: the classes, then the pages. No other thread
-  // holds two classes' mutexes at once or takes a class's while it holds the pages'.
+  // Every mutex of the arena in one fixed order: the classes, then the growth's, then the pages'.
+  // No other thread holds two classes' mutexes at once, or takes a class's while it holds the
+  // growth's or the pages', or the growth's while it holds the pages'.
   static void lock_for_fork(void* self) noexcept {
     auto& a = *static_cast<basic_arena*>(self);
     for (size_class& cls : a.classes_) cls.mutex.lock();
+    a.grow_mutex_.lock();
     a.pages_mutex_.lock();
   }
   static void unlock_after_fork(void* self) noexcept {
     auto& a = *static_cast<basic_arena*>(self);
     a.pages_mutex_.unlock();
+    a.grow_mutex_.unlock();
     for (size_class& cls : a.classes_) cls.mutex.unlock();
+  }
+  // In the child, no thread finishes the munmap of a page another thread had unlinked: the child
+  // keeps that page's mapping (unlisted), and must not wait for it (take_slabs).
+  static void forget_unmapping(void* self) noexcept {
+    static_cast<basic_arena*>(self)->unmapping_ = 0;
   }
 
   struct alignas(64) size_class {
@@ -447,7 +457,7 @@ class basic_arena {
       run_slabs_ -= count;
       drop = put_slabs(owner, static_cast<std::size_t>(start - owner->base) / slab_bytes(), count);
     }
-    if (drop) unmap_page(owner);  // the syscall outside the lock
+    if (drop) drop_page(owner);  // the syscall outside the lock
     return true;
   }
 
@@ -455,15 +465,16 @@ class basic_arena {
   // arena holds (one in use first), else from a new huge page from the strategy. Returns the first
   // slab's start and sets `from` to its page. May throw what the strategy throws: nothing has
   // changed then.
+  //
+  // One thread at a time maps a page, and only once no page is being unmapped: threads that find
+  // no room at once would otherwise each map a page, and with a pool (or a hugetlb cgroup limit)
+  // of one page all but one would be refused although the first page has room for all of them,
+  // as would a thread that asks while another gives the only page back. So a refusal is final.
   char* take_slabs(std::size_t count, bool run, page*& from) {
-    {
-      const std::lock_guard<Mutex> lock(pages_mutex_);
-      for (page* p = with_slab_; p != nullptr; p = p->next) {
-        if (p->slabs - p->in_use < count) continue;
-        const std::size_t first = p->find_free(count);
-        if (first != p->slabs) return use_slabs(from = p, first, count, run);
-      }
-    }
+    if (char* first = take_held_slabs(count, run, from)) return first;
+    const std::lock_guard<Mutex> grow(grow_mutex_);
+    if (char* first = take_held_slabs(count, run, from)) return first;  // mapped meanwhile
+    wait_for_unmapping();
     // A new page: its record first, so that a failed mapping leaves nothing behind.
     auto record = std::make_unique<page>(nullptr, page_bytes_ / slab_bytes());
     record->base = static_cast<char*>(chunks_.allocate(page_bytes_, page_bytes_));
@@ -475,6 +486,28 @@ class basic_arena {
     ++pages_;
     push_page(p, /*at_front=*/true);
     return use_slabs(from = p, 0, count, run);
+  }
+
+  // `count` adjacent free slabs of a page the arena holds; nullptr when none has them.
+  char* take_held_slabs(std::size_t count, bool run, page*& from) {
+    const std::lock_guard<Mutex> lock(pages_mutex_);
+    for (page* p = with_slab_; p != nullptr; p = p->next) {
+      if (p->slabs - p->in_use < count) continue;
+      const std::size_t first = p->find_free(count);
+      if (first != p->slabs) return use_slabs(from = p, first, count, run);
+    }
+    return nullptr;
+  }
+
+  // Until the pages other threads unlinked are unmapped (back in their pool).
+  void wait_for_unmapping() const noexcept {
+    for (;;) {
+      {
+        const std::lock_guard<Mutex> lock(pages_mutex_);
+        if (unmapping_ == 0) return;
+      }
+      std::this_thread::yield();
+    }
   }
 
   // Marks slabs [first, first + count) of `p` in use. Called with pages_mutex_ held.
@@ -513,6 +546,7 @@ class basic_arena {
     if (all_ == p) all_ = p->all_next;
     --pages_;
     ++released_;
+    ++unmapping_;
     return true;
   }
 
@@ -550,7 +584,15 @@ class basic_arena {
       const std::lock_guard<Mutex> lock(pages_mutex_);
       drop = put_slabs(p, static_cast<std::size_t>(base - p->base) / slab_bytes(), 1);
     }
-    if (drop) unmap_page(p);  // the syscall outside the lock
+    if (drop) drop_page(p);  // the syscall outside the lock
+  }
+
+  // Unmaps a page put_slabs() unlinked, then says so to a take_slabs() that waits for the page to
+  // be back in its pool.
+  void drop_page(page* p) noexcept {
+    unmap_page(p);
+    const std::lock_guard<Mutex> lock(pages_mutex_);
+    --unmapping_;
   }
 
   void unmap_page(page* p) noexcept {
@@ -567,6 +609,7 @@ class basic_arena {
   size_class classes_[detail::arena_class_count];
   std::atomic<std::size_t> large_bytes_{0};
 
+  Mutex grow_mutex_;  // held while a new page is mapped: after a class's, before the pages'
   mutable Mutex pages_mutex_;  // guards the members below; taken after a class's mutex
   page* all_ = nullptr;        // every huge page held, linked through all_prev / all_next
   page* with_slab_ = nullptr;  // pages with a slab to give: in use first, then empty ones
@@ -575,6 +618,7 @@ class basic_arena {
   std::size_t run_slabs_ = 0;  // slabs in runs of large allocations
   std::size_t retained_ = 0;
   std::uint64_t released_ = 0;
+  std::size_t unmapping_ = 0;  // pages unlinked whose munmap is in progress
 
   struct no_fork_entry {};
   std::conditional_t<synchronized, detail::fork_lock_entry, no_fork_entry> fork_entry_;

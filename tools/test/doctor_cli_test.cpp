@@ -1089,7 +1089,7 @@ TEST(DoctorCli, HostileTargetCannotReachACommandOrTheTerminal) {
 
 // The advice for a target run with glibc.malloc.arena_max=2 keeps that tunable.
 TEST(DoctorCli, CommandKeepsTheTargetsGlibcTunables) {
-  if (hugepage::read_thp_settings().enabled.value_or("") != "madvise") {
+  if (hugepage::read_thp_mode() != hugepage::thp_mode::madvise) {
     GTEST_SKIP() << "the glibc tunable is advised under THP enabled=madvise only";
   }
   const std::vector<std::string> env{"GLIBC_TUNABLES=glibc.malloc.arena_max=2",

@@ -25,11 +25,13 @@
 namespace hugepage::detail {
 
 /// One object in the list: `lock(owner)` takes all its mutexes in a fixed order, `unlock(owner)`
-/// releases them.
+/// releases them; `in_child(owner)`, when set, runs in the child first (the threads that were in
+/// the middle of something are gone there).
 struct fork_lock_entry {
   void* owner = nullptr;
   void (*lock)(void*) noexcept = nullptr;
   void (*unlock)(void*) noexcept = nullptr;
+  void (*in_child)(void*) noexcept = nullptr;
   fork_lock_entry* prev = nullptr;
   fork_lock_entry* next = nullptr;
 };
@@ -39,7 +41,7 @@ class fork_locks {
   fork_locks() noexcept {
     static_cast<void>(registry());  // its handler first: see the lock order above
     // A failure (no memory at start-up) leaves fork unprotected, as before this handler existed.
-    ::pthread_atfork(&before_fork, &after_fork, &after_fork);
+    ::pthread_atfork(&before_fork, &after_fork, &after_fork_in_child);
   }
 
   /// Enters `e`, whose owner must be fully constructed: a fork may lock it at once.
@@ -74,6 +76,14 @@ class fork_locks {
     fork_locks& self = instance();
     for (fork_lock_entry* e = self.first_; e != nullptr; e = e->next) e->unlock(e->owner);
     self.mutex_.unlock();
+  }
+
+  static void after_fork_in_child() noexcept {
+    fork_locks& self = instance();
+    for (fork_lock_entry* e = self.first_; e != nullptr; e = e->next) {
+      if (e->in_child != nullptr) e->in_child(e->owner);
+    }
+    after_fork();
   }
 
   std::mutex mutex_;
