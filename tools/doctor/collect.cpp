@@ -729,6 +729,30 @@ std::map<std::string, std::pair<std::string, std::string>> debian_packages(
   return found;
 }
 
+bool is_reportable_target(pid_t pid, collect_failure& failure) {
+  const std::string dir = "/proc/" + std::to_string(pid);
+  const std::string who = "pid " + std::to_string(pid);
+  int err = 0;
+  const auto stat = read_proc_stat(dir, err);
+  if (!stat) {
+    failure.message = explain_unreadable(pid, err == 0 ? ENOENT : err, read_access_facts(pid));
+    return false;
+  }
+  if (stat->state == 'Z' || stat->state == 'X') {
+    failure.exit_code = exit_zombie;
+    failure.message = who +
+                      " is a zombie: it exited and its parent has not reaped it; it has no "
+                      "memory to report";
+    return false;
+  }
+  if (stat->kernel_thread()) {
+    failure.exit_code = exit_kernel_thread;
+    failure.message = who + " is a kernel thread: it has no user memory to report";
+    return false;
+  }
+  return true;
+}
+
 std::optional<process_report> collect_process(pid_t pid, std::size_t top,
                                               collect_failure& failure) {
   const auto started = std::chrono::steady_clock::now();
@@ -740,18 +764,7 @@ std::optional<process_report> collect_process(pid_t pid, std::size_t top,
     failure.message = explain_unreadable(pid, err == 0 ? ENOENT : err, read_access_facts(pid));
     return std::nullopt;
   }
-  if (before->state == 'Z' || before->state == 'X') {
-    failure.exit_code = exit_zombie;
-    failure.message = who +
-                      " is a zombie: it exited and its parent has not reaped it; it has no "
-                      "memory to report";
-    return std::nullopt;
-  }
-  if (before->kernel_thread()) {
-    failure.exit_code = exit_kernel_thread;
-    failure.message = who + " is a kernel thread: it has no user memory to report";
-    return std::nullopt;
-  }
+  if (!is_reportable_target(pid, failure)) return std::nullopt;
   std::error_code ec;
   process_files files;
   files.smaps = detail::read_file((dir + "/smaps").c_str(), ec);

@@ -198,6 +198,11 @@ int run(const options& o) {
   }
   if (o.pid && o.collapse) {
     if (prometheus) return fail("--collapse prints a table or JSON, not prometheus");
+    collect_failure failure;
+    if (!is_reportable_target(*o.pid, failure)) {
+      fail(failure.message);
+      return failure.exit_code;
+    }
     collapse_options c = o.collapse_with;
     c.pid = *o.pid;
     std::error_code ec;

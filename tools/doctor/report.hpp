@@ -304,6 +304,10 @@ struct collect_failure {
 /// user, hidepid, a user namespace, a missing capability).
 std::optional<process_report> collect_process(pid_t pid, std::size_t top, collect_failure& failure);
 
+/// Whether `pid` is a process with user memory to report or collapse; otherwise fills `failure`:
+/// no such process or unreadable (2), a zombie (exit_zombie), a kernel thread (exit_kernel_thread).
+bool is_reportable_target(pid_t pid, collect_failure& failure);
+
 /// Facts from /proc/PID/stat: state letter, kernel flags, start time (clock ticks after boot).
 struct proc_stat {
   char state = '?';

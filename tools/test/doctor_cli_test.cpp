@@ -772,11 +772,17 @@ TEST(DoctorCli, ZombieHasItsOwnExitCode) {
     if (state == 'Z') break;
     ::usleep(5000);
   }
-  const result r = doctor({"--pid", std::to_string(child)});
+  // Every mode that takes --pid: the report, and collapse with and without --dry-run.
+  for (const std::vector<std::string>& mode :
+       std::vector<std::vector<std::string>>{{}, {"--collapse"}, {"--collapse", "--dry-run"}}) {
+    std::vector<std::string> args{"--pid", std::to_string(child)};
+    args.insert(args.end(), mode.begin(), mode.end());
+    const result r = doctor(args);
+    EXPECT_EQ(r.code, 3) << args.size() << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_NE(r.err.find("is a zombie"), std::string::npos) << r.err;
+  }
   ::waitpid(child, nullptr, 0);
-  EXPECT_EQ(r.code, 3) << r.err;
-  EXPECT_TRUE(r.out.empty()) << r.out;
-  EXPECT_NE(r.err.find("is a zombie"), std::string::npos) << r.err;
 }
 
 TEST(DoctorCli, KernelThreadHasItsOwnExitCode) {
@@ -788,10 +794,16 @@ TEST(DoctorCli, KernelThreadHasItsOwnExitCode) {
     std::fclose(f);
   }
   if (comm != "kthreadd\n") GTEST_SKIP() << "pid 2 is not kthreadd here (a pid namespace?)";
-  const result r = doctor({"--pid", "2", "--json"});
-  EXPECT_EQ(r.code, 4) << r.err;
-  EXPECT_TRUE(r.out.empty()) << r.out;
-  EXPECT_EQ(r.err, "hugepage-doctor: pid 2 is a kernel thread: it has no user memory to report\n");
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"--pid", "2", "--json"},
+                                             {"--pid", "2", "--collapse"},
+                                             {"--pid", "2", "--collapse", "--dry-run", "--json"}}) {
+    const result r = doctor(args);
+    EXPECT_EQ(r.code, 4) << args.back() << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_EQ(r.err,
+              "hugepage-doctor: pid 2 is a kernel thread: it has no user memory to report\n");
+  }
 }
 
 TEST(DoctorCli, TargetThatExitsWhileReadGivesNoReport) {
