@@ -672,6 +672,15 @@ TEST(BackingOfScan, ReadFaultedMemoryIsCountedAsWhatTheKernelMapped) {
       EXPECT_EQ(r.zero_page, length - vma.rss) << describe(r);
       EXPECT_TRUE(agrees_with_kpageflags(p, length));
       EXPECT_TRUE(agrees_with_kpageflags(p + kMiB, kHuge));
+      // smaps' Rss never counts the zero page, though pagemap marks it present: over a whole
+      // mapping the smaps source tells the two apart exactly.
+      const backing_report by_smaps = hugepage::backing_of(0, p, length, backing_source::smaps);
+      EXPECT_EQ(by_smaps.source, backing_source::smaps) << by_smaps.note;
+      EXPECT_TRUE(by_smaps.exact) << describe(by_smaps);
+      EXPECT_EQ(by_smaps.thp, r.thp) << describe(by_smaps);
+      EXPECT_EQ(by_smaps.base, r.base) << describe(by_smaps);
+      EXPECT_EQ(by_smaps.not_resident, r.not_resident) << describe(by_smaps);
+      EXPECT_EQ(by_smaps.zero_page, r.zero_page) << describe(by_smaps);
     };
     expect_as_smaps_says("read");
     // Writing one byte gives the process memory of its own there, whichever page was mapped.

@@ -21,10 +21,11 @@
 //    a PMD mapping looks like. THP folios mapped by PTEs or smaller mTHP folios give no TLB reach
 //    and count as base pages; frames that kpageflags flags as a zero page (KPF_ZERO_PAGE, bit 24)
 //    count as not resident.
-//  - smaps (no privilege, any kernel): residency still comes from pagemap's present bit, hugetlb
-//    mappings are known from KernelPageSize, but THP is known only per mapping (AnonHugePages,
-//    ShmemPmdMapped, FilePmdMapped); when the range covers part of a mapping, its share is
-//    prorated and the report is marked approximate (`exact == false`).
+//  - smaps (no privilege, any kernel): residency still comes from pagemap's present bit, less the
+//    zero page (present, but never in Rss), hugetlb mappings are known from KernelPageSize, but
+//    THP is known only per mapping (AnonHugePages, ShmemPmdMapped, FilePmdMapped); when the range
+//    covers part of a mapping, its share is prorated and the report is marked approximate
+//    (`exact == false`).
 // The huge page sizes of hugetlb mappings come from smaps in every case.
 #pragma once
 
@@ -434,13 +435,25 @@ inline void backing_by_pfn(const std::vector<mapping_info>& mappings, std::uintp
           r.note = "page frame numbers hidden (needs CAP_SYS_ADMIN): THP prorated from smaps";
           if (r.thp != 0) r.exact = false;
         }
-        std::size_t present = 0, absent = 0;
+        std::size_t present = 0, absent = 0, zero = 0;
         if (pagemap_fd < 0 || !count_present(pagemap_fd, s, e, present, absent)) {
           present = prorate(m.rss, e - s, m.size());
           present = std::min(present, e - s);
           absent = (e - s) - present;
           r.exact = r.exact && whole;
+        } else if (present > m.rss) {
+          // pagemap's present bit is set for the zero page too, which Rss never counts: over a
+          // whole mapping the difference is exactly the zero page; over part of one, where in
+          // the mapping its pages lie is unknown.
+          zero = present - m.rss;
+          present = m.rss;
+          if (!whole) {
+            r.exact = false;
+            r.note = "zero page in part of a mapping: residency capped by smaps Rss";
+          }
         }
+        r.zero_page += zero;
+        r.not_resident += zero;
         const std::size_t mapping_huge = m.anon_huge + m.shmem_huge + m.file_huge;
         std::size_t huge = prorate(mapping_huge, e - s, m.size());
         if (!whole && mapping_huge != 0) r.exact = false;
