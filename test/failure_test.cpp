@@ -256,6 +256,40 @@ TEST(PoolShortage, FallbackServesFromThpAndCountsIt) {
   EXPECT_TRUE(pool_back(page_size::huge_2m, before));
 }
 
+// ---- the pre-fault refused: a seccomp filter -------------------------------------------------
+
+// MADV_POPULATE_WRITE refused with EPERM (a seccomp filter) while the pool has every page: the
+// strict allocator throws allocation_error that says the call was refused, never a shortage, and
+// gives every page back.
+TEST(PrefaultRefused, IsNotBlamedOnThePool) {
+  HUGEPAGE_REQUIRE_POOL(page_size::huge_2m, 8);
+  const auto before = hugepage::test::read_counts(page_size::huge_2m);
+  const int code = hugepage::test::run_in_child([] {
+    if (!hugepage::test::fail_syscall(__NR_madvise, EPERM, MADV_POPULATE_WRITE)) return 2;
+    hugepage::huge_page_allocator<char> allocator;
+    try {
+      (void)allocator.allocate(8 * kMiB);
+      return 3;
+    } catch (const hugepage::pool_exhausted& e) {
+      std::fprintf(stderr, "child: blamed on the pool: %s\n", e.what());
+      return 4;
+    } catch (const hugepage::allocation_error& e) {
+      const std::string what = e.what();
+      const std::string expected =
+          "hugepage: faulting in 4 hugetlb pages of 2 MiB (8.0 MiB) failed: " +
+          std::string(std::strerror(EPERM)) +
+          ": the kernel refused the pre-fault itself, not for want of pages";
+      if (what != expected || e.code() != std::errc::operation_not_permitted) {
+        std::fprintf(stderr, "child: %s\n", what.c_str());
+        return 5;
+      }
+    }
+    return hugepage::stats().live_mappings == 0 ? 0 : 6;
+  });
+  EXPECT_EQ(code, 0) << "see the child's output above";
+  EXPECT_TRUE(pool_back(page_size::huge_2m, before));
+}
+
 // ---- MADV_COLLAPSE unavailable: a seccomp filter -----------------------------------------------
 
 // The body of the two seccomp tests; runs in a child. `permanent`: EINVAL (no further attempts)

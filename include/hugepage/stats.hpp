@@ -42,8 +42,9 @@ struct statistics {
   /// cascade (strategy.hpp) where the 2 MiB pool is short. Fallbacks count only blocks that
   /// allocate() returned.
   std::uint64_t fallbacks_to_thp = 0;
-  /// requests served (in part) from base pages: THP advice refused, or the effective THP mode is
-  /// never (read_thp_mode())
+  /// hugetlb requests served (in part) from base pages: the pool short and THP refused, or the
+  /// effective THP mode never (read_thp_mode()). A THP request that lands on base pages is no
+  /// fallback: it shows in obtained_base.
   std::uint64_t fallbacks_to_base = 0;
   /// Whole 1 GiB pages of a 1 GiB fallback request served from the 2 MiB pool instead.
   std::uint64_t fallbacks_to_hugetlb_2m = 0;

@@ -594,6 +594,14 @@ class strategy {
     const std::string what = "hugepage: faulting in " + std::to_string(pages) + " hugetlb page" +
                              (pages == 1 ? "" : "s") + " of " + name_of(size_) + " (" +
                              detail::describe_bytes(length) + ") failed: " + ec.message();
+    // Only EFAULT and ENOMEM mean pages were short; anything else (EPERM from a seccomp filter,
+    // EINVAL from a kernel without MADV_POPULATE_WRITE) is the call refused, said as it is.
+    if (ec != std::errc::bad_address && ec != std::errc::not_enough_memory) {
+      detail::throw_allocation_error(what +
+                                         ": the kernel refused the pre-fault itself, not for "
+                                         "want of pages",
+                                     ec);
+    }
     const cgroup_limit_search search = hugetlb_limit(bytes_of(size_), hugetlb_charge::fault);
     if (search.tightest && search.tightest->headroom() < length) {
       throw_limit_exceeded(what, ec, pages, *search.tightest);
