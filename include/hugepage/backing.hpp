@@ -35,6 +35,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -693,5 +694,55 @@ inline backing_report backing_of(pid_t pid, const void* p, std::size_t bytes) {
 inline backing_report backing_of(const void* p, std::size_t bytes) {
   return backing_of(0, p, bytes);
 }
+
+namespace detail {
+
+/// What backs each whole mapping of `mappings`, the smaps of process `pid` that the caller has
+/// already read: one report per mapping, in order, as backing_of(pid, m.start, m.size()) gives it
+/// from the same smaps (PAGEMAP_SCAN, else kpageflags, else smaps' counters; `note` says why a
+/// source was passed over), without reading smaps again. backing_of reads smaps on every call
+/// where its fast path is not taken, which for every mapping of a process costs the square of
+/// its size; this costs one PAGEMAP_SCAN per mapping and run of pages.
+inline std::vector<backing_report> backing_of_mappings(pid_t pid,
+                                                       const std::vector<mapping_info>& mappings) {
+  std::vector<backing_report> out;
+  out.reserve(mappings.size());
+  const unique_fd pagemap(open_read_only(proc_path(pid, "pagemap").c_str()));
+  const int pagemap_errno = errno;
+  // Why PAGEMAP_SCAN is passed over; "" while it answers.
+  std::string why =
+      pagemap ? std::string()
+              : "cannot open " + proc_path(pid, "pagemap") + ": " + std::strerror(pagemap_errno);
+  std::optional<unique_fd> kpageflags;  // opened once PAGEMAP_SCAN is passed over
+  std::vector<mapping_info> one(1);     // the walkers take a list of mappings
+  for (const mapping_info& m : mappings) {
+    one[0] = m;
+    backing_report r;
+    r.bytes = m.size();
+    std::error_code ec;
+    if (why.empty()) {
+      if (backing_by_scan(one, m.start, m.end, pagemap.get(), r, ec)) {
+        out.push_back(std::move(r));
+        continue;
+      }
+      why = "PAGEMAP_SCAN failed (" + errno_name_and_text(ec) + ")" +
+            (ec == std::errc::inappropriate_io_control_operation
+                 ? ": kernels before Linux 6.7 lack it"
+                 : "");
+      r = backing_report{};
+      r.bytes = m.size();
+    }
+    if (!kpageflags) kpageflags.emplace(open_read_only("/proc/kpageflags"));
+    backing_by_pfn(one, m.start, m.end, pagemap.get(), kpageflags->get(), r);
+    const bool fell_back = !(r.exact && r.source == backing_source::kpageflags);
+    if (!fell_back && r.note.compare(0, 10, "[vsyscall]") != 0) r.note.clear();
+    if (!r.exact && r.note.empty()) r.note = "THP prorated from smaps' per-mapping counters";
+    r.note = why + "; " + (r.note.empty() ? "used " + std::string(name_of(r.source)) : r.note);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace detail
 
 }  // namespace hugepage
