@@ -371,10 +371,10 @@ void for_each_piece(const std::vector<mapping_info>& mappings, std::uintptr_t lo
 }
 
 // The pagemap_scan source. Returns false (and sets `ec`) when the kernel has no PAGEMAP_SCAN.
+// `regions` is the scan's buffer (sized on first use), kept by a caller that scans many ranges.
 inline bool backing_by_scan(const std::vector<mapping_info>& mappings, std::uintptr_t lo,
                             std::uintptr_t hi, int pagemap_fd, backing_report& r,
-                            std::error_code& ec) {
-  std::vector<pagemap::page_region> regions;
+                            std::error_code& ec, std::vector<pagemap::page_region>& regions) {
   r.source = backing_source::pagemap_scan;
   r.exact = true;
   for_each_piece(mappings, lo, hi, r,
@@ -655,7 +655,10 @@ inline backing_report backing_of(pid_t pid, const void* p, std::size_t bytes,
           "cannot open " + detail::proc_path(pid, "pagemap") + ": " + std::strerror(pagemap_errno);
       return r;
     }
-    if (!detail::backing_by_scan(mappings, lo, hi, pagemap.get(), r, ec)) return scan_failed(ec);
+    std::vector<detail::pagemap::page_region> regions;
+    if (!detail::backing_by_scan(mappings, lo, hi, pagemap.get(), r, ec, regions)) {
+      return scan_failed(ec);
+    }
     return r;
   }
   const detail::unique_fd kpageflags(
@@ -713,15 +716,16 @@ inline std::vector<backing_report> backing_of_mappings(pid_t pid,
   std::string why =
       pagemap ? std::string()
               : "cannot open " + proc_path(pid, "pagemap") + ": " + std::strerror(pagemap_errno);
-  std::optional<unique_fd> kpageflags;  // opened once PAGEMAP_SCAN is passed over
-  std::vector<mapping_info> one(1);     // the walkers take a list of mappings
+  std::optional<unique_fd> kpageflags;        // opened once PAGEMAP_SCAN is passed over
+  std::vector<mapping_info> one(1);           // the walkers take a list of mappings
+  std::vector<pagemap::page_region> regions;  // one scan buffer for every mapping
   for (const mapping_info& m : mappings) {
     one[0] = m;
     backing_report r;
     r.bytes = m.size();
     std::error_code ec;
     if (why.empty()) {
-      if (backing_by_scan(one, m.start, m.end, pagemap.get(), r, ec)) {
+      if (backing_by_scan(one, m.start, m.end, pagemap.get(), r, ec, regions)) {
         out.push_back(std::move(r));
         continue;
       }
