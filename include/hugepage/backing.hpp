@@ -36,6 +36,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -371,10 +372,10 @@ void for_each_piece(const std::vector<mapping_info>& mappings, std::uintptr_t lo
 }
 
 // The pagemap_scan source. Returns false (and sets `ec`) when the kernel has no PAGEMAP_SCAN.
+// `regions` is the scan's buffer (sized on first use), kept by a caller that scans many ranges.
 inline bool backing_by_scan(const std::vector<mapping_info>& mappings, std::uintptr_t lo,
                             std::uintptr_t hi, int pagemap_fd, backing_report& r,
-                            std::error_code& ec) {
-  std::vector<pagemap::page_region> regions;
+                            std::error_code& ec, std::vector<pagemap::page_region>& regions) {
   r.source = backing_source::pagemap_scan;
   r.exact = true;
   for_each_piece(mappings, lo, hi, r,
@@ -667,7 +668,10 @@ inline backing_report backing_of(pid_t pid, const void* p, std::size_t bytes,
           "cannot open " + detail::proc_path(pid, "pagemap") + ": " + std::strerror(pagemap_errno);
       return r;
     }
-    if (!detail::backing_by_scan(mappings, lo, hi, pagemap.get(), r, ec)) return scan_failed(ec);
+    std::vector<detail::pagemap::page_region> regions;
+    if (!detail::backing_by_scan(mappings, lo, hi, pagemap.get(), r, ec, regions)) {
+      return scan_failed(ec);
+    }
     return r;
   }
   const detail::unique_fd kpageflags(
@@ -706,5 +710,56 @@ inline backing_report backing_of(pid_t pid, const void* p, std::size_t bytes) {
 inline backing_report backing_of(const void* p, std::size_t bytes) {
   return backing_of(0, p, bytes);
 }
+
+namespace detail {
+
+/// What backs each whole mapping of `mappings`, the smaps of process `pid` that the caller has
+/// already read: one report per mapping, in order, as backing_of(pid, m.start, m.size()) gives it
+/// from the same smaps (PAGEMAP_SCAN, else kpageflags, else smaps' counters; `note` says why a
+/// source was passed over), without reading smaps again. backing_of reads smaps on every call
+/// where its fast path is not taken, which for every mapping of a process costs the square of
+/// its size; this costs one PAGEMAP_SCAN per mapping and run of pages.
+inline std::vector<backing_report> backing_of_mappings(pid_t pid,
+                                                       const std::vector<mapping_info>& mappings) {
+  std::vector<backing_report> out;
+  out.reserve(mappings.size());
+  const unique_fd pagemap(open_read_only(proc_path(pid, "pagemap").c_str()));
+  const int pagemap_errno = errno;
+  // Why PAGEMAP_SCAN is passed over; "" while it answers.
+  std::string why =
+      pagemap ? std::string()
+              : "cannot open " + proc_path(pid, "pagemap") + ": " + std::strerror(pagemap_errno);
+  std::optional<unique_fd> kpageflags;        // opened once PAGEMAP_SCAN is passed over
+  std::vector<mapping_info> one(1);           // the walkers take a list of mappings
+  std::vector<pagemap::page_region> regions;  // one scan buffer for every mapping
+  for (const mapping_info& m : mappings) {
+    one[0] = m;
+    backing_report r;
+    r.bytes = m.size();
+    std::error_code ec;
+    if (why.empty()) {
+      if (backing_by_scan(one, m.start, m.end, pagemap.get(), r, ec, regions)) {
+        out.push_back(std::move(r));
+        continue;
+      }
+      why = "PAGEMAP_SCAN failed (" + errno_name_and_text(ec) + ")" +
+            (ec == std::errc::inappropriate_io_control_operation
+                 ? ": kernels before Linux 6.7 lack it"
+                 : "");
+      r = backing_report{};
+      r.bytes = m.size();
+    }
+    if (!kpageflags) kpageflags.emplace(open_read_only("/proc/kpageflags"));
+    backing_by_pfn(one, m.start, m.end, pagemap.get(), kpageflags->get(), r);
+    const bool fell_back = !(r.exact && r.source == backing_source::kpageflags);
+    if (!fell_back && r.note.compare(0, 10, "[vsyscall]") != 0) r.note.clear();
+    if (!r.exact && r.note.empty()) r.note = "THP prorated from smaps' per-mapping counters";
+    r.note = why + "; " + (r.note.empty() ? "used " + std::string(name_of(r.source)) : r.note);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace detail
 
 }  // namespace hugepage

@@ -125,19 +125,39 @@ std::optional<std::size_t> fill_growth(int pagemap_fd, std::uintptr_t lo, std::u
 
 }  // namespace
 
-std::vector<mapping_coverage> coverage_by_mapping(pid_t pid, std::error_code& ec) {
+std::vector<mapping_coverage> coverage_of(pid_t pid, const std::vector<mapping_info>& mappings) {
+  std::vector<backing_report> exact = detail::backing_of_mappings(pid, mappings);
   std::vector<mapping_coverage> out;
-  const std::vector<mapping_info> mappings = read_smaps(pid, ec);
-  if (ec) return out;
-  for (const mapping_info& m : mappings) {
+  out.reserve(mappings.size());
+  for (std::size_t i = 0; i < mappings.size(); ++i) {
+    const mapping_info& m = mappings[i];
     mapping_coverage c;
     c.mapping = m;
-    c.exact = backing_of(pid, reinterpret_cast<const void*>(m.start), m.size());
+    c.exact = std::move(exact[i]);
     c.smaps_huge = m.anon_huge + m.shmem_huge + m.file_huge + m.private_hugetlb + m.shared_hugetlb;
     c.smaps_disagrees = c.exact.exact && c.exact.huge_bytes() != c.smaps_huge;
     out.push_back(std::move(c));
   }
   return out;
+}
+
+std::vector<mapping_coverage> coverage_by_mapping(pid_t pid, std::error_code& ec) {
+  const std::vector<mapping_info> mappings = read_smaps(pid, ec);
+  if (ec) return {};
+  return coverage_of(pid, mappings);
+}
+
+std::vector<mapping_coverage> top_coverage(std::vector<mapping_coverage> coverage,
+                                           std::size_t top) {
+  coverage.erase(
+      std::remove_if(coverage.begin(), coverage.end(),
+                     [](const mapping_coverage& c) { return c.exact.resident_bytes() == 0; }),
+      coverage.end());
+  std::stable_sort(coverage.begin(), coverage.end(), [](const auto& a, const auto& b) {
+    return a.exact.resident_bytes() > b.exact.resident_bytes();
+  });
+  if (coverage.size() > top) coverage.resize(top);
+  return coverage;
 }
 
 std::string explain_refusal(int error, pid_t pid) {

@@ -17,18 +17,12 @@
 
 #include "hugepage/backing.hpp"
 #include "hugepage/smaps.hpp"
+#include "report.hpp"
 
 namespace hugepage::doctor {
 
-/// One mapping's coverage: exact from PAGEMAP_SCAN where the kernel has it, beside smaps' view.
-struct mapping_coverage {
-  mapping_info mapping;
-  backing_report exact;          ///< backing_of(pid, whole mapping)
-  std::size_t smaps_huge = 0;    ///< AnonHugePages + ShmemPmdMapped + FilePmdMapped + hugetlb
-  bool smaps_disagrees = false;  ///< smaps' huge bytes differ from the exact ones
-};
-
-/// Exact coverage of every mapping of `pid`. Sets `ec` when smaps is unreadable.
+/// Exact coverage of every mapping of `pid`. Sets `ec` when smaps is unreadable. Reads smaps;
+/// a caller that has it parsed uses coverage_of (report.hpp).
 std::vector<mapping_coverage> coverage_by_mapping(pid_t pid, std::error_code& ec);
 
 struct collapse_options {

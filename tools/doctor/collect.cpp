@@ -624,7 +624,12 @@ std::string glibc_version_of(pid_t pid, const std::string& library) {
 
 process_report build_process_report(pid_t pid, const process_files& files, std::size_t top,
                                     const std::string& root) {
-  const std::vector<mapping_info> mappings = parse_smaps(files.smaps);
+  return build_process_report(pid, files, parse_smaps(files.smaps), top, root);
+}
+
+process_report build_process_report(pid_t pid, const process_files& files,
+                                    const std::vector<mapping_info>& mappings, std::size_t top,
+                                    const std::string& root) {
   // The THP shares in the PMD size of this machine (the size smaps' AnonHugePages counts in).
   process_report p = summarize_mappings(mappings, top, thp_page_bytes());
   p.pid = pid;
@@ -778,7 +783,10 @@ std::optional<process_report> collect_process(pid_t pid, std::size_t top,
   files.environ = read_text("", dir + "/environ");
   files.cgroup = read_text("", dir + "/cgroup");
   files.numa_maps = read_text("", dir + "/numa_maps");
-  process_report p = build_process_report(pid, files, top, "");
+  // smaps is read once: the page-table walk behind it is most of the cost on a large process.
+  const std::vector<mapping_info> mappings = parse_smaps(files.smaps);
+  process_report p = build_process_report(pid, files, mappings, top, "");
+  p.coverage = top_coverage(coverage_of(pid, mappings), top);
   if (p.allocator.guess.name == "glibc" && p.allocator.guess.version.empty()) {
     p.allocator.guess.version = glibc_version_of(pid, p.allocator.guess.library);
   }

@@ -223,14 +223,10 @@ int run(const options& o) {
     }
     const system_report system = collect_system();
     const std::vector<advice> advice = advise_process(*process, system);
-    std::string out = json         ? json_process(*process, system, advice)
-                      : prometheus ? prometheus_process(*process, system, advice)
-                                   : render_process(*process, system, advice);
-    if (!json && !prometheus) {  // exact huge bytes per mapping (PAGEMAP_SCAN); collapse.hpp
-      std::error_code coverage_ec;
-      out += render_coverage(coverage_by_mapping(*o.pid, coverage_ec), o.top);
-    }
-    return emit(out, has_warning(advice) ? exit_advice : exit_healthy);
+    return emit(json         ? json_process(*process, system, advice)
+                : prometheus ? prometheus_process(*process, system, advice)
+                             : render_process(*process, system, advice),
+                has_warning(advice) ? exit_advice : exit_healthy);
   }
   const system_report system = collect_system();
   const std::vector<advice> advice = advise_system(system);

@@ -221,6 +221,21 @@ std::string prometheus_process(const process_report& p, const system_report& s,
             "resident bytes of the process per NUMA node (numa_maps), all pages and hugetlb",
             {{"pid", pid}, {"node", n}, {"kind", "hugetlb"}}, static_cast<double>(u.hugetlb_bytes));
   }
+  for (const mapping_coverage& c : p.coverage) {
+    const auto mapping = [&](const char* kind, std::size_t v) {
+      e.gauge("hugepage_doctor_process_mapping_bytes",
+              "the largest mappings by resident bytes: resident and huge bytes from the page "
+              "tables, and the huge bytes smaps counts",
+              {{"pid", pid},
+               {"start", fmt::format("0x{:x}", c.mapping.start)},
+               {"name", c.mapping.name},
+               {"kind", kind}},
+              static_cast<double>(v));
+    };
+    mapping("resident", c.exact.resident_bytes());
+    mapping("huge", c.exact.huge_bytes());
+    mapping("smaps_huge", c.smaps_huge);
+  }
   if (p.thp_enabled) {
     e.gauge("hugepage_doctor_process_thp_allowed", "0 when the process set PR_SET_THP_DISABLE",
             {{"pid", pid}}, *p.thp_enabled ? 1 : 0);

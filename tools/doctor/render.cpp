@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "collapse.hpp"
 #include "json.hpp"
 #include "report.hpp"
 #include "text.hpp"
@@ -487,6 +488,7 @@ std::string render_process(const process_report& p, const system_report& s,
   out += "\nhugetlb cgroup limits (the process's cgroup)\n";
   render_cgroup(out, p.cgroup);
   render_advice(out, advice, "nothing to change for this process");
+  out += render_coverage(p.coverage, p.coverage.size());
   return out;
 }
 
@@ -559,6 +561,19 @@ std::string json_process(const process_report& p, const system_report& s,
                      .set("pages", pages)
                      .set("mappings_joined", m.mappings_joined));
   }
+  json coverage = json::array();
+  for (const mapping_coverage& c : p.coverage) {
+    coverage.push(json::object()
+                      .set("start", fmt::format("0x{:x}", c.mapping.start))
+                      .set("end", fmt::format("0x{:x}", c.mapping.end))
+                      .set("name", c.mapping.name)
+                      .set("resident_bytes", c.exact.resident_bytes())
+                      .set("huge_bytes", c.exact.huge_bytes())
+                      .set("smaps_huge_bytes", c.smaps_huge)
+                      .set("smaps_disagrees", c.smaps_disagrees)
+                      .set("source", name_of(c.exact.source))
+                      .set("exact", c.exact.exact));
+  }
   json settings = json::object();
   for (const auto& [key, value] : p.allocator.settings) settings.set(key, value);
   json numa = json::array();
@@ -615,6 +630,7 @@ std::string json_process(const process_report& p, const system_report& s,
                      .set("systemd_unit", p.unit.empty() ? json() : json(p.unit))
                      .set("numa", numa)
                      .set("largest_anonymous", largest)
+                     .set("mapping_coverage", coverage)
                      .set("allocator", allocator)
                      .set("cgroup", cgroup_json(p.cgroup))
                      .set("elapsed_seconds", p.seconds);

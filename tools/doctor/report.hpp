@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "hugepage/backing.hpp"
 #include "hugepage/smaps.hpp"
 #include "hugepage/system.hpp"
 #include "proc_text.hpp"
@@ -172,6 +173,23 @@ struct anon_mapping {
 /// apart. Pure.
 bool joins_cascade(const mapping_info& head, const mapping_info& next) noexcept;
 
+/// One mapping's coverage: exact from the page tables (PAGEMAP_SCAN where the kernel has it),
+/// beside smaps' view of the same mapping.
+struct mapping_coverage {
+  mapping_info mapping;
+  backing_report exact;          ///< what backs the whole mapping (backing.hpp)
+  std::size_t smaps_huge = 0;    ///< AnonHugePages + ShmemPmdMapped + FilePmdMapped + hugetlb
+  bool smaps_disagrees = false;  ///< smaps' huge bytes differ from the exact ones
+};
+
+/// The exact coverage of each of `mappings` (the parsed smaps of `pid`), from the page tables,
+/// without reading smaps again.
+std::vector<mapping_coverage> coverage_of(pid_t pid, const std::vector<mapping_info>& mappings);
+
+/// The `top` entries of `coverage` with the most resident bytes (exact), largest first; entries
+/// with nothing resident are left out. Pure.
+std::vector<mapping_coverage> top_coverage(std::vector<mapping_coverage> coverage, std::size_t top);
+
 /// The allocator of a process and its hugepage settings.
 struct allocator_report {
   allocator_guess guess;
@@ -224,6 +242,9 @@ struct process_report {
                             ///< of the largest shared-memory mapping (not hugetlb)
   std::optional<bool> thp_enabled;  ///< status THP_enabled (false: PR_SET_THP_DISABLE)
   std::vector<anon_mapping> largest;
+  /// The `top` mappings of any kind with the most resident bytes, with their exact huge bytes
+  /// from the page tables (top_coverage); empty for a report built from stored files.
+  std::vector<mapping_coverage> coverage;
   allocator_report allocator;
   runtime_report runtime;
   cgroup_report cgroup;
@@ -275,6 +296,10 @@ struct process_files {
 /// this machine's THP size, so tests feed files captured from real services
 /// (tools/test/data/services).
 process_report build_process_report(pid_t pid, const process_files& files, std::size_t top,
+                                    const std::string& root);
+/// The same from smaps already parsed (`mappings`, of `files.smaps`).
+process_report build_process_report(pid_t pid, const process_files& files,
+                                    const std::vector<mapping_info>& mappings, std::size_t top,
                                     const std::string& root);
 
 /// The Debian packages that own `paths` (as dpkg lists them; /usr-merged paths also match their

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -18,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -520,6 +522,97 @@ TEST(DoctorCli, LargeProcessIsFast) {
   EXPECT_GE(json_number(r.out, "mappings"), 4000);
   EXPECT_LT(json_number(r.out, "elapsed_seconds"), 1.0);
   EXPECT_LT(seconds, 5.0);
+}
+
+// The starts of the per-mapping coverage rows in each format, in order.
+std::vector<std::uintptr_t> table_coverage_starts(const std::string& out) {
+  std::vector<std::uintptr_t> starts;
+  const auto at = out.find("\nHuge pages per mapping (exact, from ");
+  if (at == std::string::npos) return starts;
+  std::istringstream lines(out.substr(at + 1));
+  std::string line;
+  std::getline(lines, line);  // the title
+  std::getline(lines, line);  // the column names
+  while (std::getline(lines, line) && line.rfind("  0x", 0) == 0) {
+    starts.push_back(std::strtoull(line.c_str() + 2, nullptr, 16));
+  }
+  return starts;
+}
+
+std::vector<std::uintptr_t> prometheus_coverage_starts(const std::string& out,
+                                                       const std::string& kind) {
+  std::vector<std::uintptr_t> starts;
+  std::istringstream lines(out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind("hugepage_doctor_process_mapping_bytes{", 0) != 0) continue;
+    if (line.find(",kind=\"" + kind + "\"}") == std::string::npos) continue;
+    const auto at = line.find("start=\"");
+    if (at != std::string::npos)
+      starts.push_back(std::strtoull(line.c_str() + at + 7, nullptr, 16));
+  }
+  return starts;
+}
+
+TEST(DoctorCli, TenThousandMappingsInEveryFormatReadSmapsOnce) {
+  // 10,000 mappings of 212 KiB (2 GiB mapped), 8 KiB of each touched. The doctor opens
+  // /proc/PID/smaps once in every format (an LD_PRELOAD library counts the opens: smaps is the
+  // page-table walk that made the per-mapping table cost the square of the process's size), and
+  // every format carries the whole report, the per-mapping coverage included.
+  target big({"--mappings", "10000", "--mapping-kib", "212", "--touch-kib", "8"});
+  ASSERT_TRUE(big.ready()) << big.line();
+  const std::string pid = std::to_string(big.pid());
+  const std::string smaps = "/proc/" + pid + "/smaps";
+  std::map<std::string, result> out;
+  for (const std::string format : {"table", "json", "prometheus"}) {
+    const int counter = ::memfd_create("smaps-opens", 0);  // inherited across exec
+    ASSERT_GE(counter, 0) << std::strerror(errno);
+    run_options o;
+    o.in_child = [&] {
+      std::string asan = "verify_asan_link_order=0";  // the counter goes first, before libasan
+      if (const char* old = std::getenv("ASAN_OPTIONS")) asan = std::string(old) + ":" + asan;
+      return ::setenv("LD_PRELOAD", HUGEPAGE_COUNT_OPENS, 1) == 0 &&
+             ::setenv("HUGEPAGE_COUNT_OPENS_PATH", smaps.c_str(), 1) == 0 &&
+             ::setenv("HUGEPAGE_COUNT_OPENS_FD", std::to_string(counter).c_str(), 1) == 0 &&
+             ::setenv("ASAN_OPTIONS", asan.c_str(), 1) == 0;
+    };
+    out[format] = doctor({"--pid", pid, "--format", format}, o);
+    struct stat st {};
+    ASSERT_EQ(::fstat(counter, &st), 0);
+    ::close(counter);
+    const result& r = out[format];
+    ASSERT_TRUE(r.code == 0 || r.code == 1) << format << ": " << r.err;
+    EXPECT_EQ(st.st_size, 1) << format << ": opens of " << smaps;
+  }
+  // The table: the header's count, the advice, and the coverage table of the 10 largest.
+  const std::string& table = out["table"].out;
+  const auto header = table.find(" mappings, read in ");
+  ASSERT_NE(header, std::string::npos) << table;
+  EXPECT_GE(std::strtoull(table.c_str() + table.rfind(", ", header) + 2, nullptr, 10), 10000u);
+  EXPECT_NE(table.find("\nAdvice"), std::string::npos) << table;
+  const std::vector<std::uintptr_t> rows = table_coverage_starts(table);
+  EXPECT_EQ(rows.size(), 10u) << table;
+  // JSON: the same report, the same rows.
+  const nlohmann::json doc = nlohmann::json::parse(out["json"].out);
+  const nlohmann::json& process = doc.at("process");
+  EXPECT_GE(process.at("mappings").get<std::size_t>(), 10000u);
+  EXPECT_TRUE(doc.at("advice").is_array());
+  std::vector<std::uintptr_t> json_rows;
+  for (const auto& row : process.at("mapping_coverage")) {
+    json_rows.push_back(std::strtoull(row.at("start").get<std::string>().c_str(), nullptr, 16));
+    EXPECT_GT(row.at("resident_bytes").get<std::size_t>(), 0u);
+    EXPECT_EQ(row.at("source").get<std::string>(), "pagemap_scan");
+    EXPECT_TRUE(row.at("exact").get<bool>());
+  }
+  // Each run reads the process anew; the largest mappings do not change while the target waits.
+  EXPECT_EQ(json_rows, rows);
+  // Prometheus: three samples per row, and the process's other families.
+  const std::string& prom = out["prometheus"].out;
+  EXPECT_EQ(prometheus_coverage_starts(prom, "resident"), rows);
+  EXPECT_EQ(prometheus_coverage_starts(prom, "huge"), rows);
+  EXPECT_EQ(prometheus_coverage_starts(prom, "smaps_huge"), rows);
+  EXPECT_NE(prom.find("\nhugepage_doctor_process_read_seconds{"), std::string::npos);
+  EXPECT_NE(prom.find("\nhugepage_doctor_warnings "), std::string::npos) << prom.substr(0, 2000);
 }
 
 // ---- a block of the 1 GiB cascade (issue 13) ----------------------------------------------------

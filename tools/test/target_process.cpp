@@ -1,14 +1,15 @@
 // tools/test/target_process.cpp - a process with known memory for hugepage-doctor's tests.
 //
-//   hugepage-doctor-target [--thp MIB] [--hugetlb MIB] [--mappings N --mapping-kib KIB]
-//                          [--anon MIB] [--memfd-name NAME] [--comm NAME]
+//   hugepage-doctor-target [--thp MIB] [--hugetlb MIB] [--mappings N --mapping-kib KIB
+//                          [--touch-kib KIB]] [--anon MIB] [--memfd-name NAME] [--comm NAME]
 //                          [--block-1g MIB] [--cgroup DIR]
 //
 // Maps MIB of THP through hugepage::thp_allocator and MIB of 2 MiB hugetlb pages through
 // hugepage::huge_page_allocator (touching every page), and/or N separate anonymous mappings of
 // KIB each (alternately MADV_HUGEPAGE and MADV_NOHUGEPAGE, so the kernel cannot merge them; every
-// page touched), MIB of plain private anonymous memory (no advice, every page touched), and a
-// 2 MiB shared mapping of a memfd called NAME (a name the process chooses, for the hostile-target
+// page touched, or with --touch-kib only the first KIB of each, for a large address space that is
+// mostly not resident), MIB of plain private anonymous memory (no advice, every page touched), and
+// a 2 MiB shared mapping of a memfd called NAME (a name the process chooses, for the hostile-target
 // tests, as is the comm NAME; argv[0] and the environment come from whoever execs it).
 // --block-1g allocates one block of MIB through the 1 GiB allocator (strict policy: whole 1 GiB
 // pages over its head, the rest on 2 MiB pages, as the cascade lays it out), after joining the
@@ -24,6 +25,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -52,7 +54,7 @@ void touch(char* p, std::size_t bytes) {
 
 int main(int argc, char** argv) {
   std::size_t thp_mib = 0, hugetlb_mib = 0, mappings = 0, mapping_kib = 0, anon_mib = 0,
-              block_mib = 0;
+              block_mib = 0, touch_kib = SIZE_MAX;
   const char* memfd_name = nullptr;
   const char* cgroup = nullptr;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -76,6 +78,8 @@ int main(int argc, char** argv) {
       mappings = value;
     } else if (std::strcmp(argv[i], "--mapping-kib") == 0) {
       mapping_kib = value;
+    } else if (std::strcmp(argv[i], "--touch-kib") == 0) {
+      touch_kib = value;
     } else {
       return fail(std::string("unknown argument ") + argv[i]);
     }
@@ -123,7 +127,7 @@ int main(int argc, char** argv) {
     void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return fail("mmap: " + std::string(std::strerror(errno)));
     ::madvise(p, bytes, i % 2 == 0 ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
-    touch(static_cast<char*>(p), bytes);
+    touch(static_cast<char*>(p), touch_kib == SIZE_MAX ? bytes : std::min(bytes, touch_kib * 1024));
     mapped_bytes += bytes;
   }
   if (anon_mib != 0) {

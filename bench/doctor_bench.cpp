@@ -1,0 +1,155 @@
+// doctor_bench - what `hugepage-doctor --pid` costs on a process with many mappings.
+//
+// Rows:
+//   BM_DoctorPid/<format>/<mappings>  one run of the doctor binary (fork, exec, report, exit)
+//       against hugepage-doctor-target with <mappings> anonymous mappings of 212 KiB (2 GiB at
+//       10,000), 8 KiB of each touched; format 0: table, 1: json, 2: prometheus. Real time.
+//       Counter: read_ms, the doctor's own time reading the process (JSON elapsed_seconds; for
+//       the other formats the same read is done, so only json reports it).
+//   BM_CoverageOf/<mappings>  the per-mapping coverage alone, in this process against the same
+//       target: smaps read and parsed once, then one report per mapping
+//       (detail::backing_of_mappings).
+//   BM_BackingOfEachMapping/<mappings>  the same with backing_of() per mapping, as the table did
+//       before: where its PROCMAP_QUERY fast path is not taken (kernels before 6.11, or a zero
+//       page PAGEMAP_SCAN does not flag) every call reads smaps again.
+// The target is started once per row and is not timed.
+#include <benchmark/benchmark.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "hugepage/backing.hpp"
+#include "hugepage/smaps.hpp"
+
+namespace {
+
+// hugepage-doctor-target with `mappings` mappings, waiting on its stdin.
+class target {
+ public:
+  explicit target(std::size_t mappings) {
+    int in[2], out[2];
+    if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) return;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(in[0], STDIN_FILENO);
+      ::dup2(out[1], STDOUT_FILENO);
+      const std::string n = std::to_string(mappings);
+      ::execl(HUGEPAGE_DOCTOR_TARGET, HUGEPAGE_DOCTOR_TARGET, "--mappings", n.c_str(),
+              "--mapping-kib", "212", "--touch-kib", "8", static_cast<char*>(nullptr));
+      ::_exit(98);
+    }
+    ::close(in[0]);
+    ::close(out[1]);
+    stdin_ = in[1];
+    char ch;
+    while (::read(out[0], &ch, 1) == 1 && ch != '\n') line_ += ch;
+    ::close(out[0]);
+  }
+  ~target() {
+    if (stdin_ >= 0) ::close(stdin_);
+    if (pid_ > 0) ::waitpid(pid_, nullptr, 0);
+  }
+  target(const target&) = delete;
+  target& operator=(const target&) = delete;
+  bool ready() const { return line_.rfind("ready ", 0) == 0; }
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+  int stdin_ = -1;
+  std::string line_;
+};
+
+// Runs the doctor on `pid` in `format`; its stdout, or "" on failure.
+std::string doctor(pid_t pid, const char* format, int& status) {
+  int out[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) return {};
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::dup2(out[1], STDOUT_FILENO);
+    const std::string p = std::to_string(pid);
+    ::execl(HUGEPAGE_DOCTOR_BINARY, HUGEPAGE_DOCTOR_BINARY, "--pid", p.c_str(), "--format", format,
+            static_cast<char*>(nullptr));
+    ::_exit(98);
+  }
+  ::close(out[1]);
+  std::string text;
+  char buffer[65536];
+  ssize_t n;
+  while ((n = ::read(out[0], buffer, sizeof buffer)) > 0) {
+    text.append(buffer, static_cast<std::size_t>(n));
+  }
+  ::close(out[0]);
+  ::waitpid(child, &status, 0);
+  return text;
+}
+
+void BM_DoctorPid(benchmark::State& state) {
+  const char* formats[] = {"table", "json", "prometheus"};
+  const char* format = formats[state.range(0)];
+  const target t(static_cast<std::size_t>(state.range(1)));
+  if (!t.ready()) {
+    state.SkipWithError("the target could not map its memory");
+    return;
+  }
+  double read_seconds = 0;
+  for (auto _ : state) {
+    int status = 0;
+    const std::string out = doctor(t.pid(), format, status);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) > 1 || out.empty()) {
+      state.SkipWithError("the doctor failed");
+      return;
+    }
+    const auto at = out.find("\"elapsed_seconds\": ");
+    if (at != std::string::npos) read_seconds = std::strtod(out.c_str() + at + 19, nullptr);
+  }
+  state.SetLabel(format);
+  if (read_seconds > 0) state.counters["read_ms"] = read_seconds * 1000.0;
+}
+
+void BM_CoverageOf(benchmark::State& state) {
+  const target t(static_cast<std::size_t>(state.range(0)));
+  if (!t.ready()) {
+    state.SkipWithError("the target could not map its memory");
+    return;
+  }
+  for (auto _ : state) {
+    std::error_code ec;
+    const auto mappings = hugepage::read_smaps(t.pid(), ec);
+    const auto reports = hugepage::detail::backing_of_mappings(t.pid(), mappings);
+    benchmark::DoNotOptimize(reports.data());
+  }
+}
+
+void BM_BackingOfEachMapping(benchmark::State& state) {
+  const target t(static_cast<std::size_t>(state.range(0)));
+  if (!t.ready()) {
+    state.SkipWithError("the target could not map its memory");
+    return;
+  }
+  for (auto _ : state) {
+    std::error_code ec;
+    const auto mappings = hugepage::read_smaps(t.pid(), ec);
+    for (const auto& m : mappings) {
+      benchmark::DoNotOptimize(
+          hugepage::backing_of(t.pid(), reinterpret_cast<const void*>(m.start), m.size()));
+    }
+  }
+}
+
+}  // namespace
+
+BENCHMARK(BM_DoctorPid)
+    ->ArgsProduct({{0, 1, 2}, {10000}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_CoverageOf)->Arg(10000)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_BackingOfEachMapping)->Arg(10000)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+BENCHMARK_MAIN();
