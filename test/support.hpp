@@ -432,11 +432,13 @@ inline std::string why_no_1g_pages(std::uint64_t pages) {
   const auto pool = read_pool(page_size::huge_1g);
   if (!pool)
     return "this kernel shows no 1 GiB hugetlb pool (/sys/kernel/mm/hugepages/hugepages-1048576kB)";
-  return "needs " + std::to_string(pages) + " free 1 GiB page(s), " +
-         std::to_string(pool->available().value_or(0)) +
-         " available (reserve one with: echo 1 > "
-         "/sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages; it can fail when memory is "
-         "fragmented)";
+  const std::uint64_t available = pool->available().value_or(0);
+  const std::uint64_t wanted =
+      pool->total.value_or(0) + (pages > available ? pages - available : 0);
+  return "needs " + std::to_string(pages) + " free 1 GiB page(s), " + std::to_string(available) +
+         " available (reserve them with: echo " + std::to_string(wanted) +
+         " > /sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages; it can fail when memory "
+         "is fragmented)";
 }
 
 }  // namespace hugepage::test
