@@ -482,8 +482,9 @@ TEST(CascadeAlignment, ArenaOverOneGiBFallbackTakesTheTwoMiBPoolWhenOneGiBPagesA
 // ---- the reservation of a block on two page sizes commits nothing -----------------------------
 
 // Under vm.overcommit_memory=2 every private writable mapping counts against the commit limit.
-// Here every such mmap is refused (seccomp, in a child): a block whose parts the pools serve must
-// still be mapped, since its reservation holds no memory.
+// Here every such mmap the size of the block is refused (seccomp, in a child; smaller ones are
+// left to the sanitizers' own allocators): a block whose parts the pools serve must still be
+// mapped, since its reservation holds no memory.
 TEST(CascadeComposite, ReservationCommitsNoMemory) {
   HUGEPAGE_REQUIRE_POOL(page_size::huge_1g, 1);
   HUGEPAGE_REQUIRE_POOL(page_size::huge_2m, 32);
@@ -494,12 +495,15 @@ TEST(CascadeComposite, ReservationCommitsNoMemory) {
   const int result = run_in_child([&]() -> int {
     constexpr std::uint32_t kinds =
         MAP_PRIVATE | MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE | MAP_HUGETLB | MAP_FIXED;
-    if (!hugepage::test::fail_syscall_when(__NR_mmap, ENOMEM, 3, kinds,
-                                           MAP_PRIVATE | MAP_ANONYMOUS)) {
+    // A committed private anonymous mmap of 1 GiB to 2 GiB (low word of the length): the block's
+    // size, plus what an aligned mapping adds to it.
+    if (!hugepage::test::fail_syscall_when_all(
+            __NR_mmap, ENOMEM,
+            {{3, kinds, MAP_PRIVATE | MAP_ANONYMOUS}, {1, 0xc0000000u, 0x40000000u}})) {
       return 2;
     }
     std::error_code ec;
-    void* committed = hugepage::os::map_aligned(kHuge, kHuge, ec);
+    void* committed = hugepage::os::map_aligned(bytes, kHuge, ec);
     if (committed != nullptr || ec != std::errc::not_enough_memory) return 3;  // the filter works
     const strategy s = strategy::hugetlb(page_size::huge_1g);
     unsigned char* p = nullptr;

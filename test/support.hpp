@@ -21,9 +21,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "hugepage/cgroup.hpp"
 #include "hugepage/detail/proc_file.hpp"
@@ -112,33 +114,56 @@ inline constexpr std::uint32_t seccomp_arch = AUDIT_ARCH_AARCH64;
 inline constexpr std::uint32_t seccomp_arch = 0;  // the filter below cannot be built
 #endif
 
+/// One condition of a seccomp filter: the low 32 bits of argument number `arg` (0-5), masked with
+/// `mask`, equal `value`.
+struct arg_condition {
+  unsigned arg = 0;
+  std::uint32_t mask = 0;
+  std::uint32_t value = 0;
+};
+
 /// Installs a seccomp filter (call it in a child: it cannot be removed) that fails syscall `nr`
-/// with `error` when the low 32 bits of its argument number `arg` (0-5), masked with `mask`, equal
-/// `value`, and allows everything else, including every syscall of another ABI (it is no sandbox).
-inline bool fail_syscall_when(std::uint32_t nr, std::uint32_t error, unsigned arg,
-                              std::uint32_t mask, std::uint32_t value) {
-  if (seccomp_arch == 0 || arg > 5) return false;
-  const auto low =
-      static_cast<std::uint32_t>(offsetof(seccomp_data, args) + arg * sizeof(std::uint64_t) +
-                                 (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__ ? 4 : 0));
+/// with `error` when every one of `conditions` holds, and allows everything else, including every
+/// syscall of another ABI (it is no sandbox).
+inline bool fail_syscall_when_all(std::uint32_t nr, std::uint32_t error,
+                                  std::initializer_list<arg_condition> conditions) {
+  if (seccomp_arch == 0) return false;
   const auto fail = static_cast<std::uint32_t>(SECCOMP_RET_ERRNO | (error & SECCOMP_RET_DATA));
-  sock_filter filter[] = {
+  const auto count = static_cast<std::uint8_t>(conditions.size());
+  std::vector<sock_filter> filter = {
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
       BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, seccomp_arch, 1, 0),
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nr, 0, 4),
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, low),
-      BPF_STMT(BPF_ALU | BPF_AND | BPF_K, mask),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, value & mask, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, fail),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      // Another syscall: past the conditions (3 instructions each) and the failure, to allow.
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nr, 0, static_cast<std::uint8_t>(3 * count + 1)),
   };
+  std::uint8_t left = count;
+  for (const arg_condition& c : conditions) {
+    if (c.arg > 5) return false;
+    --left;
+    const auto low =
+        static_cast<std::uint32_t>(offsetof(seccomp_data, args) + c.arg * sizeof(std::uint64_t) +
+                                   (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__ ? 4 : 0));
+    filter.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, low));
+    filter.push_back(BPF_STMT(BPF_ALU | BPF_AND | BPF_K, c.mask));
+    // Not met: past the later conditions and the failure, to allow.
+    filter.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, c.value & c.mask, 0,
+                              static_cast<std::uint8_t>(3 * left + 1)));
+  }
+  filter.push_back(BPF_STMT(BPF_RET | BPF_K, fail));
+  filter.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
   sock_fprog program{};
-  program.len = static_cast<unsigned short>(sizeof filter / sizeof filter[0]);
-  program.filter = filter;
+  program.len = static_cast<unsigned short>(filter.size());
+  program.filter = filter.data();
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return false;
   return ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) == 0;
+}
+
+/// fail_syscall_when_all() with one condition: argument `arg`, masked with `mask`, equals `value`.
+inline bool fail_syscall_when(std::uint32_t nr, std::uint32_t error, unsigned arg,
+                              std::uint32_t mask, std::uint32_t value) {
+  return fail_syscall_when_all(nr, error, {arg_condition{arg, mask, value}});
 }
 
 /// Fails syscall `nr` with `error` (see fail_syscall_when) - only when the low 32 bits of its
