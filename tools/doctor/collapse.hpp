@@ -2,7 +2,7 @@
 //
 // Collecting (which mappings could gain, by how much), acting (hugepage::collapse on another
 // process, largest gain first, under a time and byte budget) and rendering are separate functions,
-// so the lead can attach them to whatever command line and JSON writer the doctor has.
+// as in the rest of the doctor: main.cpp decides which run, and each format renders the report.
 #pragma once
 
 #include <sys/types.h>
