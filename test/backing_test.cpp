@@ -1023,7 +1023,7 @@ TEST(BackingOfScan, WithoutPagemapScanTheFallbacksSaySo) {
   }
 }
 
-// issue 8: backing_of(p, SIZE_MAX) used to reach [vsyscall], above the user address space, where
+// backing_of(p, SIZE_MAX) once reached [vsyscall], above the user address space, where
 // pagemap has no entries, and blamed a missing CAP_SYS_ADMIN. It is counted as unmapped, and said.
 TEST(BackingOf, RestOfTheAddressSpaceFromAPointerIsTrue) {
   const std::size_t length = 2 * kHuge;

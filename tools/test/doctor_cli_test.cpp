@@ -615,7 +615,7 @@ TEST(DoctorCli, TenThousandMappingsInEveryFormatReadSmapsOnce) {
   EXPECT_NE(prom.find("\nhugepage_doctor_warnings "), std::string::npos) << prom.substr(0, 2000);
 }
 
-// ---- a block of the 1 GiB cascade (issue 13) ----------------------------------------------------
+// ---- a block of the 1 GiB cascade ---------------------------------------------------------------
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 constexpr std::size_t kGiB = std::size_t{1} << 30;
