@@ -26,45 +26,17 @@
 
 #include "hugepage/backing.hpp"
 #include "hugepage/smaps.hpp"
+#include "target_launcher.hpp"
 
 namespace {
 
-// hugepage-doctor-target with `mappings` mappings, waiting on its stdin.
-class target {
- public:
-  explicit target(std::size_t mappings) {
-    int in[2], out[2];
-    if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) return;
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(in[0], STDIN_FILENO);
-      ::dup2(out[1], STDOUT_FILENO);
-      const std::string n = std::to_string(mappings);
-      ::execl(HUGEPAGE_DOCTOR_TARGET, HUGEPAGE_DOCTOR_TARGET, "--mappings", n.c_str(),
-              "--mapping-kib", "212", "--touch-kib", "8", static_cast<char*>(nullptr));
-      ::_exit(98);
-    }
-    ::close(in[0]);
-    ::close(out[1]);
-    stdin_ = in[1];
-    char ch;
-    while (::read(out[0], &ch, 1) == 1 && ch != '\n') line_ += ch;
-    ::close(out[0]);
-  }
-  ~target() {
-    if (stdin_ >= 0) ::close(stdin_);
-    if (pid_ > 0) ::waitpid(pid_, nullptr, 0);
-  }
-  target(const target&) = delete;
-  target& operator=(const target&) = delete;
-  bool ready() const { return line_.rfind("ready ", 0) == 0; }
-  pid_t pid() const { return pid_; }
+using hugepage::test::target;
 
- private:
-  pid_t pid_ = -1;
-  int stdin_ = -1;
-  std::string line_;
-};
+// hugepage-doctor-target with `mappings` mappings of 212 KiB, 8 KiB of each touched.
+target many_mappings(std::size_t mappings) {
+  return target(
+      {"--mappings", std::to_string(mappings), "--mapping-kib", "212", "--touch-kib", "8"});
+}
 
 // Runs the doctor on `pid` in `format`; its stdout, or "" on failure.
 std::string doctor(pid_t pid, const char* format, int& status) {
@@ -93,7 +65,7 @@ std::string doctor(pid_t pid, const char* format, int& status) {
 void BM_DoctorPid(benchmark::State& state) {
   const char* formats[] = {"table", "json", "prometheus"};
   const char* format = formats[state.range(0)];
-  const target t(static_cast<std::size_t>(state.range(1)));
+  const target t = many_mappings(static_cast<std::size_t>(state.range(1)));
   if (!t.ready()) {
     state.SkipWithError("the target could not map its memory");
     return;
@@ -114,7 +86,7 @@ void BM_DoctorPid(benchmark::State& state) {
 }
 
 void BM_CoverageOf(benchmark::State& state) {
-  const target t(static_cast<std::size_t>(state.range(0)));
+  const target t = many_mappings(static_cast<std::size_t>(state.range(0)));
   if (!t.ready()) {
     state.SkipWithError("the target could not map its memory");
     return;
@@ -128,7 +100,7 @@ void BM_CoverageOf(benchmark::State& state) {
 }
 
 void BM_BackingOfEachMapping(benchmark::State& state) {
-  const target t(static_cast<std::size_t>(state.range(0)));
+  const target t = many_mappings(static_cast<std::size_t>(state.range(0)));
   if (!t.ready()) {
     state.SkipWithError("the target could not map its memory");
     return;
