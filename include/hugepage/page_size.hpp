@@ -9,6 +9,13 @@
 
 namespace hugepage {
 
+/// Binary byte units, the one definition the library, the doctor, the benchmark and the tests use.
+namespace units {
+inline constexpr std::size_t kib = std::size_t{1} << 10;
+inline constexpr std::size_t mib = std::size_t{1} << 20;
+inline constexpr std::size_t gib = std::size_t{1} << 30;
+}  // namespace units
+
 /// A huge page size.
 enum class page_size : unsigned char {
   huge_2m,  ///< 2 MiB: a PMD entry. THP and the default hugetlb pool.
@@ -17,7 +24,7 @@ enum class page_size : unsigned char {
 
 /// Returns the size of one page of `size`, in bytes.
 constexpr std::size_t bytes_of(page_size size) noexcept {
-  return size == page_size::huge_1g ? std::size_t{1} << 30 : std::size_t{1} << 21;
+  return size == page_size::huge_1g ? units::gib : 2 * units::mib;
 }
 
 /// Returns log2 of the page size: the shift that `MAP_HUGE_SHIFT` encodes.
