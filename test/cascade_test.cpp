@@ -334,19 +334,26 @@ TEST(CascadeComposite, TailFallsToThpAloneWhenTheTwoMiBPoolIsEmpty) {
   EXPECT_TRUE(pool_back(page_size::huge_1g, start));
 }
 
+// Sets the hugetlb.1GB limits of `cgroup` to 0, so a child that joins it is refused 1 GiB pages;
+// skips (fails under HUGEPAGE_REQUIRE) where that cannot be done. No such files where the kernel
+// has no 1 GiB pages: a 1 GiB skip, not an environment failure.
+#define HUGEPAGE_REFUSE_1G_PAGES_IN(cgroup)                                                        \
+  do {                                                                                             \
+    if (!(cgroup).error().empty()) HUGEPAGE_SKIP_OR_FAIL((cgroup).error());                        \
+    if (!(cgroup).write("hugetlb.1GB.max", "0") || !(cgroup).write("hugetlb.1GB.rsvd.max", "0")) { \
+      const std::string reason = "cannot limit 1 GiB pages in " + (cgroup).path() + ": " +         \
+                                 std::strerror(errno) + " (" +                                     \
+                                 hugepage::test::why_no_1g_pages(1) + ")";                         \
+      if (hugepage::test::required_1g()) FAIL() << "HUGEPAGE_REQUIRE_1G=1, but: " << reason;       \
+      GTEST_SKIP() << reason;                                                                      \
+    }                                                                                              \
+  } while (false)
+
 TEST(CascadeComposite, FallbackPolicySendsRefusedGiBsToTwoMiBPagesNotBasePages) {
   // The 1 GiB pages are refused to this child (hugetlb.1GB limits of 0): the whole 1.5 GiB goes
   // to the 2 MiB pool where it has room, else THP, and says so in the statistics.
   hugepage::test::scratch_cgroup cgroup("hugetlb");
-  if (!cgroup.error().empty()) HUGEPAGE_SKIP_OR_FAIL(cgroup.error());
-  if (!cgroup.write("hugetlb.1GB.max", "0") || !cgroup.write("hugetlb.1GB.rsvd.max", "0")) {
-    // No such files where the kernel has no 1 GiB pages: a 1 GiB skip, not an environment failure.
-    const std::string reason = "cannot limit 1 GiB pages in " + cgroup.path() + ": " +
-                               std::strerror(errno) + " (" + hugepage::test::why_no_1g_pages(1) +
-                               ")";
-    if (hugepage::test::required_1g()) FAIL() << "HUGEPAGE_REQUIRE_1G=1, but: " << reason;
-    GTEST_SKIP() << reason;
-  }
+  HUGEPAGE_REFUSE_1G_PAGES_IN(cgroup);
   const pool_counts start = read_counts(page_size::huge_2m);
   const int result = run_in_child([&]() -> int {
     std::signal(SIGBUS, SIG_DFL);
@@ -431,14 +438,7 @@ TEST(CascadeAlignment, BlockBelowOneGiBAlignedAboveTwoMiBTakesTheTwoMiBPool) {
 // (hugetlb.1GB limits of 0 for this child), the fallback policy takes the 2 MiB pool for them.
 TEST(CascadeAlignment, ArenaOverOneGiBFallbackTakesTheTwoMiBPoolWhenOneGiBPagesAreRefused) {
   hugepage::test::scratch_cgroup cgroup("hugetlb");
-  if (!cgroup.error().empty()) HUGEPAGE_SKIP_OR_FAIL(cgroup.error());
-  if (!cgroup.write("hugetlb.1GB.max", "0") || !cgroup.write("hugetlb.1GB.rsvd.max", "0")) {
-    const std::string reason = "cannot limit 1 GiB pages in " + cgroup.path() + ": " +
-                               std::strerror(errno) + " (" + hugepage::test::why_no_1g_pages(1) +
-                               ")";
-    if (hugepage::test::required_1g()) FAIL() << "HUGEPAGE_REQUIRE_1G=1, but: " << reason;
-    GTEST_SKIP() << reason;
-  }
+  HUGEPAGE_REFUSE_1G_PAGES_IN(cgroup);
   HUGEPAGE_REQUIRE_POOL(page_size::huge_2m, kGiB / kHuge);
   const pool_counts start = read_counts(page_size::huge_2m);
   const int result = run_in_child([&]() -> int {
