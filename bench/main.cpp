@@ -430,7 +430,7 @@ int main(int argc, char** argv) {
     }
   }
   std::vector<alloc_kind> allocators;
-  for (const alloc_kind k : o.allocators) {
+  for (const alloc_kind k : o.paired ? std::vector<alloc_kind>{} : o.allocators) {
     if (k == alloc_kind::hugetlb_1g) {
       const auto pool = hugepage::read_pool(hugepage::page_size::huge_1g);
       const u64 free_pages = pool ? pool->available().value_or(0) : 0;
@@ -538,5 +538,6 @@ int main(int argc, char** argv) {
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   drop_cache();
+  paired_built = {};
   return 0;
 }

@@ -176,13 +176,6 @@ struct paired_container {
   std::vector<std::pair<std::string, double>> facts;
 };
 
-/// The containers of the current (container, working set); a new pair drops them.
-struct paired_cache {
-  std::string group;
-  std::map<std::string, std::shared_ptr<void>> built;
-};
-inline paired_cache paired_built;
-
 /// Builds (or finds) container C of `working_set` bytes with nodes from `Inner`. Throws, with the
 /// reason, when it cannot be had; a container without the strong guarantee that an insert threw
 /// into is abandoned, not destroyed (its destructor would free what was never allocated).

@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -131,6 +132,15 @@ struct paired_entry {
   std::string role;
   std::function<contender(std::size_t)> make;
 };
+
+/// What contenders built for one group of paired rows share (the Lookup and Churn rows of one
+/// container and working set: the lookups run first): `group` names it, a new group drops the
+/// old one, and main drops the last before the peers' libraries' state goes away at exit.
+struct paired_cache {
+  std::string group;
+  std::map<std::string, std::shared_ptr<void>> built;
+};
+inline paired_cache paired_built;
 
 /// Everything known about one suite. Built with the chained setters, then declare()d.
 struct suite_info {
