@@ -2,9 +2,12 @@
 //
 // Rows are named BM_<Suite>/<allocator>/<working_set_bytes> (bench/runner parses this), e.g.
 // BM_FlatHashMap_Lookup/thp/1073741824. Allocators: std, thp, hugetlb_2m, hugetlb_1g, collapse,
-// and thp_prefault (FaultIn only). The suites live in suites_<family>.cpp, one declare() each
-// (registry.hpp); `hugepage_bench --list` shows them, `--list --json` prints the registry for the
-// runner.
+// thp_prefault (FaultIn only), and the node backends pmr_pool and arena_mt. The suites live in
+// suites_<family>.cpp, one declare() each (registry.hpp); `hugepage_bench --list` shows them and
+// the project's other benchmark programs, `--list --json` prints the registry for the runner.
+// --paired runs the suites that declare contenders with all of them in one process, rows
+// BM_<Suite>/paired/<bytes> (paired.cpp); --headroom prints what huge pages save a dependent
+// chase at the working sets (headroom.cpp), for the runner's machine header.
 //
 // Counters per row: page_faults (per iteration), page_walks_per_op / dtlb_loads_per_op /
 // cycles_per_op / instructions_per_op only where the PMU counts them, coverage_pct (huge-page
@@ -12,7 +15,8 @@
 // the tail suites add lat_p50_ns, lat_p99_ns, lat_p999_ns and timer_ns (latency.hpp).
 //
 // Flags of our own (removed before google-benchmark sees argv): --list [--json], --quick,
-// --sizes=4M,64M,1G, --allocators=std,thp,..., --suites=FlatHashMap_Lookup,..., --cpu=N.
+// --sizes=4M,64M,1G, --allocators=std,thp,..., --suites=FlatHashMap_Lookup,..., --cpu=N,
+// --paired [--rounds=N] [--round-seconds=S], --headroom.
 // Everything else goes to google-benchmark (--benchmark_repetitions, --benchmark_format=json,
 // --benchmark_out, ...).
 #include <benchmark/benchmark.h>
