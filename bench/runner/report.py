@@ -160,7 +160,8 @@ def paired_report(args, registry, out_dir, record, data):
                 continue
             title, headers, rows, align = t
             lines = [line for _, line in verdicts.get(suite, [])]
-            out += ["", f"{suite} (paired): {title}", text_table(headers, rows, align)]
+            out += ["", f"{suite} (paired): {title.split(': ', 1)[-1]}",
+                    text_table(headers, rows, align)]
             out += ["Targets:"] + ["  " + line for line in lines] if lines else []
             md += [f"### {suite} (paired)", "", md_table(headers, rows, align), ""]
             md += ["Targets:", ""] + [f"- {line}" for line in lines] + [""] if lines else []
