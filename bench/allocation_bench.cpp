@@ -26,7 +26,7 @@
 
 namespace {
 
-constexpr std::size_t kHuge = std::size_t{2} << 20;
+constexpr std::size_t kHuge = 2 * hugepage::units::mib;
 
 void BM_Hugetlb_AllocateFree(benchmark::State& state) {
   const auto pool = hugepage::read_pool(hugepage::page_size::huge_2m);

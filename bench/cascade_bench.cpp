@@ -20,8 +20,8 @@
 
 namespace {
 
-constexpr std::size_t mib = std::size_t{1} << 20;
-constexpr std::size_t gib = std::size_t{1} << 30;
+using hugepage::units::gib;
+using hugepage::units::mib;
 constexpr std::size_t line = 64;
 
 enum layout_kind : int { whole_1g, cascade, thp };

@@ -32,9 +32,9 @@
 namespace hugepage_bench {
 
 using u64 = std::uint64_t;
-constexpr std::size_t kib = std::size_t{1} << 10;
-constexpr std::size_t mib = std::size_t{1} << 20;
-constexpr std::size_t gib = std::size_t{1} << 30;
+using hugepage::units::gib;
+using hugepage::units::kib;
+using hugepage::units::mib;
 
 // ---- keys: generated in registers, no key array ------------------------------------------------
 
@@ -104,10 +104,21 @@ class recording_allocator {
   }
 };
 
-enum class alloc_kind { std_alloc, thp, hugetlb_2m, hugetlb_1g, collapse, thp_prefault };
-constexpr alloc_kind all_kinds[] = {alloc_kind::std_alloc,  alloc_kind::thp,
-                                    alloc_kind::hugetlb_2m, alloc_kind::hugetlb_1g,
-                                    alloc_kind::collapse,   alloc_kind::thp_prefault};
+// The last two are node backends only (suites_nodes.cpp): a std::pmr pool over
+// hugepage::pmr::thp_resource(), and the thread-safe arena over THP.
+enum class alloc_kind {
+  std_alloc,
+  thp,
+  hugetlb_2m,
+  hugetlb_1g,
+  collapse,
+  thp_prefault,
+  pmr_pool,
+  arena_mt
+};
+constexpr alloc_kind all_kinds[] = {
+    alloc_kind::std_alloc, alloc_kind::thp,          alloc_kind::hugetlb_2m, alloc_kind::hugetlb_1g,
+    alloc_kind::collapse,  alloc_kind::thp_prefault, alloc_kind::pmr_pool,   alloc_kind::arena_mt};
 
 inline const char* token_of(alloc_kind k) {
   switch (k) {
@@ -117,6 +128,8 @@ inline const char* token_of(alloc_kind k) {
     case alloc_kind::hugetlb_1g: return "hugetlb_1g";
     case alloc_kind::collapse: return "collapse";
     case alloc_kind::thp_prefault: return "thp_prefault";
+    case alloc_kind::pmr_pool: return "pmr_pool";
+    case alloc_kind::arena_mt: return "arena_mt";
   }
   return "?";
 }
@@ -130,7 +143,7 @@ using hugetlb_2m_bytes = hugepage::huge_page_allocator<byte, hugepage::page_size
 // 2 MiB. The threshold is spelled out so that the rows keep mapping from 2 MiB if the default
 // moves.
 struct from_2m_options : hugepage::default_options {
-  static constexpr std::size_t small_threshold = std::size_t{2} << 20;
+  static constexpr std::size_t small_threshold = 2 * hugepage::units::mib;
 };
 using hugetlb_1g_bytes =
     hugepage::huge_page_allocator<byte, hugepage::page_size::huge_1g, hugepage::pool_policy::strict,

@@ -26,11 +26,12 @@
 #include "hugepage/backing.hpp"
 #include "hugepage/collapse.hpp"
 #include "hugepage/os.hpp"
+#include "hugepage/page_size.hpp"
 
 namespace {
 
-constexpr std::size_t mib = std::size_t{1} << 20;
-constexpr std::size_t gib = std::size_t{1} << 30;
+using hugepage::units::gib;
+using hugepage::units::mib;
 constexpr std::size_t huge = 2 * mib;
 
 constexpr hugepage::backing_source sources[] = {hugepage::backing_source::pagemap_scan,

@@ -2,9 +2,12 @@
 //
 // Rows are named BM_<Suite>/<allocator>/<working_set_bytes> (bench/runner parses this), e.g.
 // BM_FlatHashMap_Lookup/thp/1073741824. Allocators: std, thp, hugetlb_2m, hugetlb_1g, collapse,
-// and thp_prefault (FaultIn only). The suites live in suites_<family>.cpp, one declare() each
-// (registry.hpp); `hugepage_bench --list` shows them, `--list --json` prints the registry for the
-// runner.
+// thp_prefault (FaultIn only), and the node backends pmr_pool and arena_mt. The suites live in
+// suites_<family>.cpp, one declare() each (registry.hpp); `hugepage_bench --list` shows them and
+// the project's other benchmark programs, `--list --json` prints the registry for the runner.
+// --paired runs the suites that declare contenders with all of them in one process, rows
+// BM_<Suite>/paired/<bytes> (paired.cpp); --headroom prints what huge pages save a dependent
+// chase at the working sets (headroom.cpp), for the runner's machine header.
 //
 // Counters per row: page_faults (per iteration), page_walks_per_op / dtlb_loads_per_op /
 // cycles_per_op / instructions_per_op only where the PMU counts them, coverage_pct (huge-page
@@ -12,7 +15,8 @@
 // the tail suites add lat_p50_ns, lat_p99_ns, lat_p999_ns and timer_ns (latency.hpp).
 //
 // Flags of our own (removed before google-benchmark sees argv): --list [--json], --quick,
-// --sizes=4M,64M,1G, --allocators=std,thp,..., --suites=FlatHashMap_Lookup,..., --cpu=N.
+// --sizes=4M,64M,1G, --allocators=std,thp,..., --suites=FlatHashMap_Lookup,..., --cpu=N,
+// --paired [--rounds=N] [--round-seconds=S], --headroom.
 // Everything else goes to google-benchmark (--benchmark_repetitions, --benchmark_format=json,
 // --benchmark_out, ...).
 #include <benchmark/benchmark.h>
@@ -24,7 +28,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -38,6 +44,8 @@
 
 #include "common.hpp"
 #include "latency.hpp"
+#include "modes.hpp"
+#include "peers.hpp"
 #include "registry.hpp"
 
 namespace hugepage_bench {
@@ -54,6 +62,9 @@ struct options {
   std::vector<const suite_info*> suites;
   bool list = false;
   bool list_json = false;
+  bool headroom = false;
+  bool paired = false;
+  paired_options pairing;
   std::optional<int> cpu;
 };
 
@@ -73,21 +84,44 @@ std::vector<std::string> split(const std::string& text) {
   return parts;
 }
 
+// The one size grammar of the benchmark (bench/runner/util.py parse_size reads the same, and
+// scripts/bench asks it): digits, an optional fraction, an optional K, M, G or T (any case,
+// optionally followed by B or iB), binary units; bytes without a unit; more than 0.
 std::size_t parse_size(const std::string& text) {
+  const auto bad = [&text]() {
+    usage_error("bad size '" + text + "' (e.g. 4M, 256MiB, 1.5G, 4096)");
+  };
+  std::size_t at = 0;
+  const auto digits = [&]() {
+    const std::size_t from = at;
+    while (at < text.size() && text[at] >= '0' && text[at] <= '9') ++at;
+    return at > from;
+  };
+  if (!digits()) bad();
+  if (at < text.size() && text[at] == '.' && (++at, !digits())) bad();
+  const double value = std::strtod(text.substr(0, at).c_str(), nullptr);
+  std::string unit = text.substr(at);
+  int shift = 0;
+  if (!unit.empty()) {
+    const char* letters = "KMGT";
+    const char* found = std::strchr(letters, std::toupper(static_cast<unsigned char>(unit[0])));
+    if (found == nullptr || *found == '\0') bad();
+    shift = 10 * static_cast<int>(found - letters + 1);
+    unit = unit.substr(1);
+    if (!unit.empty() && unit != "B" && unit != "iB") bad();
+  }
+  const double bytes = std::ldexp(value, shift);
+  if (bytes < 1 || bytes != std::floor(bytes) || bytes > 0x1p62) bad();
+  return static_cast<std::size_t>(bytes);
+}
+
+int parse_count(const char* text, const char* flag, int low, int high) {
   char* end = nullptr;
-  const double value = std::strtod(text.c_str(), &end);
-  std::size_t unit = 1;
-  const std::string suffix = end;
-  if (suffix == "K" || suffix == "k" || suffix == "KiB")
-    unit = kib;
-  else if (suffix == "M" || suffix == "m" || suffix == "MiB")
-    unit = mib;
-  else if (suffix == "G" || suffix == "g" || suffix == "GiB")
-    unit = gib;
-  else if (!suffix.empty())
-    usage_error("bad size '" + text + "' (use 4M, 256M, 1G or bytes)");
-  if (end == text.c_str() || value <= 0) usage_error("bad size '" + text + "'");
-  return static_cast<std::size_t>(value * static_cast<double>(unit));
+  const long value = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || value < low || value > high) {
+    usage_error(fmt::format("bad {}={} ({} to {})", flag, text, low, high));
+  }
+  return static_cast<int>(value);
 }
 
 options parse_flags(int& argc, char** argv) {
@@ -105,6 +139,14 @@ options parse_flags(int& argc, char** argv) {
       o.list = true;
     } else if (std::strcmp(arg, "--json") == 0) {
       o.list_json = true;
+    } else if (std::strcmp(arg, "--headroom") == 0) {
+      o.headroom = true;
+    } else if (std::strcmp(arg, "--paired") == 0) {
+      o.paired = true;
+    } else if (const char* rounds = value_of(arg, "--rounds")) {
+      o.pairing.rounds = parse_count(rounds, "--rounds", 1, paired_max_rounds);
+    } else if (const char* seconds = value_of(arg, "--round-seconds")) {
+      o.pairing.round_seconds = parse_count(seconds, "--round-seconds", 0, 3600);
     } else if (const char* sizes = value_of(arg, "--sizes")) {
       o.sizes_given = true;
       for (const std::string& s : split(sizes)) o.sizes.push_back(parse_size(s));
@@ -113,8 +155,10 @@ options parse_flags(int& argc, char** argv) {
         const auto* k = std::find_if(std::begin(all_kinds), std::end(all_kinds),
                                      [&](alloc_kind c) { return a == token_of(c); });
         if (k == std::end(all_kinds)) {
-          usage_error("unknown allocator '" + a +
-                      "' (std, thp, hugetlb_2m, hugetlb_1g, collapse, thp_prefault)");
+          std::string known;
+          for (const alloc_kind c : all_kinds)
+            known += (known.empty() ? "" : ", ") + std::string(token_of(c));
+          usage_error("unknown allocator '" + a + "' (" + known + ")");
         }
         o.allocators.push_back(*k);
       }
@@ -200,96 +244,6 @@ bool print_context = false;
 void add_context(const std::string& key, const std::string& value) {
   if (print_context) fmt::print(stderr, "{:<22} {}\n", key + ":", value);
   benchmark::AddCustomContext(key, value);
-}
-
-// ---- --list ------------------------------------------------------------------------------------
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
-std::string json_sizes(const std::vector<std::size_t>& sizes) {
-  std::string out;
-  for (const std::size_t s : sizes) out += fmt::format("{}{}", out.empty() ? "" : ", ", s);
-  return "[" + out + "]";
-}
-
-const char* name_of(peer_role r) {
-  switch (r) {
-    case peer_role::none: return "none";
-    case peer_role::every_full_run: return "full";
-    case peer_role::core: return "core";
-  }
-  return "?";
-}
-
-const char* name_of(table_kind t) {
-  switch (t) {
-    case table_kind::time: return "time";
-    case table_kind::bloat: return "bloat";
-    case table_kind::tail: return "tail";
-  }
-  return "?";
-}
-
-// The registry as JSON, for bench/runner (schema 1; the runner checks it).
-void print_registry_json() {
-  std::string allocators;
-  for (const alloc_kind k : all_kinds) {
-    allocators += fmt::format("{}{}", allocators.empty() ? "" : ", ", json_string(token_of(k)));
-  }
-  fmt::print("{{\n \"schema\": 1,\n \"allocators\": [{}],\n", allocators);
-  fmt::print(" \"latency_batch\": {},\n \"suites\": [\n", latency_batch);
-  bool first = true;
-  for (const suite_info& s : registry()) {
-    std::string applies;
-    for (const alloc_kind k : s.allocators) {
-      applies += fmt::format("{}{}", applies.empty() ? "" : ", ", json_string(token_of(k)));
-    }
-    fmt::print("{}  {{\"name\": {}, \"order\": {}, \"family\": {}, \"description\": {},\n",
-               first ? "" : ",\n", json_string(s.name), s.order, json_string(s.family),
-               json_string(s.description));
-    fmt::print(
-        "   \"per_op\": {}, \"time_unit\": \"{}\", \"real_time\": {}, \"allocators\": [{}],\n",
-        json_string(s.per_op), s.milliseconds ? "ms" : "ns", s.milliseconds, applies);
-    fmt::print("   \"sizes\": {}, \"quick_sizes\": {},\n", json_sizes(s.sizes),
-               json_sizes(s.sizes_quick));
-    fmt::print(
-        "   \"quick\": {}, \"core\": {}, \"first_round_only\": {}, \"peers\": \"{}\", "
-        "\"table\": \"{}\", \"tail_of\": {}, \"chart\": {}, \"own_process\": {}}}",
-        s.in_quick, s.in_core, s.in_first_round_only, name_of(s.peers_run), name_of(s.table),
-        s.tail_of_suite.empty() ? "null" : json_string(s.tail_of_suite), s.on_chart,
-        s.in_own_process);
-    first = false;
-  }
-  fmt::print("\n ]\n}}\n");
-}
-
-// One block per family, families in the order of their first suite.
-void print_registry_text() {
-  std::vector<std::string> families;
-  for (const suite_info& s : registry()) {
-    if (std::find(families.begin(), families.end(), s.family) == families.end()) {
-      families.push_back(s.family);
-    }
-  }
-  for (const std::string& family : families) {
-    fmt::print("{}{}:\n", family == families.front() ? "" : "\n", family);
-    for (const suite_info& s : registry()) {
-      if (s.family == family) fmt::print("  {:<28}{}\n", s.name, s.description);
-    }
-  }
 }
 
 // ---- counter cross-check ------------------------------------------------------------------------
@@ -389,6 +343,11 @@ std::string counter_check() {
 
 int main(int argc, char** argv) {
   using namespace hugepage_bench;  // NOLINT(google-build-using-namespace): the program's own
+  // --paired loads jemalloc, which needs static TLS sized at start-up: run again with it, before
+  // the flags are taken out of argv.
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--paired") == 0) ensure_static_tls(argv);
+  }
   std::sort(registry().begin(), registry().end(),
             [](const suite_info& a, const suite_info& b) { return a.order < b.order; });
   options o = parse_flags(argc, argv);
@@ -401,6 +360,18 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (o.list_json) usage_error("--json goes with --list");
+  if (o.headroom) {
+    std::vector<std::size_t> sizes = o.sizes;
+    if (!o.sizes_given) {
+      for (const suite_info& s : registry()) {
+        for (const std::size_t b : o.quick ? s.sizes_quick : s.sizes) {
+          if (std::find(sizes.begin(), sizes.end(), b) == sizes.end()) sizes.push_back(b);
+        }
+      }
+    }
+    std::sort(sizes.begin(), sizes.end());
+    return print_headroom(sizes);
+  }
 
   if (o.cpu) {
     cpu_set_t set;
@@ -418,11 +389,16 @@ int main(int argc, char** argv) {
   args.push_back(nullptr);
   int bench_argc = static_cast<int>(args.size()) - 1;
 
-  // What to run: the suites named, or the registry's default (--quick: the quick ones).
+  // What to run: the suites named, or the registry's default (--quick: the quick ones; --paired:
+  // every suite that declares contenders).
   if (o.suites.empty()) {
     for (const suite_info& s : registry()) {
-      if (!o.quick || s.in_quick) o.suites.push_back(&s);
+      if (o.paired || !o.quick || s.in_quick) o.suites.push_back(&s);
     }
+  }
+  if (o.paired) {
+    o.suites = pairable(o.suites);
+    if (o.suites.empty()) usage_error("--paired: none of the suites selected has contenders");
   }
   if (o.allocators.empty()) o.allocators.assign(std::begin(all_kinds), std::end(all_kinds));
   // Working sets: --sizes for every suite, else each suite's defaults.
@@ -443,7 +419,13 @@ int main(int argc, char** argv) {
   for (const std::size_t size : wanted) {
     // A row needs its container (a map is ~1.06x its working set) plus temporaries: ask for
     // 1.25x and a 512 MiB margin, so the run never pushes the machine into reclaim.
-    const std::size_t need = size + size / 4 + 512 * mib;
+    // --paired holds every contender's container at once.
+    std::size_t held = 1;
+    for (const suite_info* s : o.suites) {
+      if (o.paired) held = std::max(held, s->contenders.size());
+    }
+    const std::size_t need =
+        o.paired ? held * (size + size / 8) + 512 * mib : size + size / 4 + 512 * mib;
     if (need > available) {
       skipped.push_back(fmt::format("size {} (needs ~{} MiB, MemAvailable {} MiB)",
                                     size_token(size), need / mib, available / mib));
@@ -452,7 +434,7 @@ int main(int argc, char** argv) {
     }
   }
   std::vector<alloc_kind> allocators;
-  for (const alloc_kind k : o.allocators) {
+  for (const alloc_kind k : o.paired ? std::vector<alloc_kind>{} : o.allocators) {
     if (k == alloc_kind::hugetlb_1g) {
       const auto pool = hugepage::read_pool(hugepage::page_size::huge_1g);
       const u64 free_pages = pool ? pool->available().value_or(0) : 0;
@@ -524,8 +506,23 @@ int main(int argc, char** argv) {
   add_context("skipped", skipped_text.empty() ? "none" : skipped_text);
   for (const std::string& s : skipped) fmt::print(stderr, "hugepage_bench: skipping {}\n", s);
 
+  if (o.paired) {
+    add_context("paired", fmt::format("at least {} round(s), and more until {} s of rounds",
+                                      o.pairing.rounds, o.pairing.round_seconds));
+    std::vector<std::size_t> paired_sizes;
+    for (const std::size_t size : sizes) {
+      for (const suite_info* s : o.suites) {
+        const auto& own = sizes_of(*s);
+        if (std::find(own.begin(), own.end(), size) != own.end()) {
+          paired_sizes.push_back(size);
+          break;
+        }
+      }
+    }
+    register_paired(o.suites, paired_sizes, o.pairing);
+  }
   // Size-major, then allocator, then suite: rows that share a cached container are neighbours.
-  for (const std::size_t size : sizes) {
+  for (const std::size_t size : o.paired ? std::vector<std::size_t>{} : sizes) {
     for (const alloc_kind k : allocators) {
       for (const suite_info* s : o.suites) {
         const auto& own = sizes_of(*s);
@@ -545,5 +542,6 @@ int main(int argc, char** argv) {
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   drop_cache();
+  paired_built = {};
   return 0;
 }

@@ -19,6 +19,11 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,11 +42,18 @@ using bench_fns = std::array<bench_fn, kind_count>;
 
 /// Instantiates `Suite<Inner>::run` for the byte allocator of every alloc_kind. A suite family
 /// writes its function as `template <class Inner> struct my_suite { static void run(...); };`.
+/// The node backends (pmr_pool, arena_mt) have no byte allocator: their entries stay empty, and
+/// the node suites fill them (suites_nodes.cpp).
 template <template <class> class Suite>
 bench_fns per_allocator() {
-  return {&Suite<std_bytes>::run,        &Suite<thp_bytes>::run,
-          &Suite<hugetlb_2m_bytes>::run, &Suite<hugetlb_1g_bytes>::run,
-          &Suite<collapse_bytes>::run,   &Suite<thp_prefault_bytes>::run};
+  return {&Suite<std_bytes>::run,
+          &Suite<thp_bytes>::run,
+          &Suite<hugetlb_2m_bytes>::run,
+          &Suite<hugetlb_1g_bytes>::run,
+          &Suite<collapse_bytes>::run,
+          &Suite<thp_prefault_bytes>::run,
+          nullptr,
+          nullptr};
 }
 
 /// Default working sets of a full run (functions, not variables: suites are declared during static
@@ -65,6 +77,70 @@ enum class table_kind {
   bloat,  ///< resident against live bytes (live_kib, resident_mib, bloat_x counters)
   tail,   ///< percentile columns (lat_p50_ns, ...) beside the table of tail_of()
 };
+
+/// A claim about a suite's results that the runner judges (met, missed, not measured, or not
+/// judged below `from_bytes`), declared beside the suite it is about. `of` and `over` name rows
+/// by allocator token ("std" is glibc, "jemalloc"/"mimalloc" the peers), or "ours" (our best
+/// row: the highest paired speedup over glibc) and "best_peer" (the peer that ours does worst
+/// against; a peer left out makes a pass "not measured").
+///   counter "" and over set: the ns of `of` over the ns of `over`, paired per round (median)
+///   counter set and over set: the median of that counter of `of` over that of `over`
+///   counter set, over "":     the counter of `of` itself, against bound + slack_bytes / live
+///                             bytes (container_mib)
+struct target_info {
+  std::string claim;    ///< in words, as the report prints it
+  bool paired = false;  ///< judged on the paired comparison (--paired), else on the rounds
+  std::string of, over, counter;
+  bool at_least = true;  ///< value >= bound, else value <= bound
+  double bound = 1.0;
+  std::size_t slack_bytes = 0;
+  std::size_t from_bytes = 0;
+
+  explicit target_info(std::string words) : claim(std::move(words)) {}
+  /// The ns (or `counter`) of row `num` over that of row `den`.
+  target_info& ratio(std::string num, std::string den) {
+    of = std::move(num);
+    over = std::move(den);
+    return *this;
+  }
+  /// Counter `name` of row `row` itself.
+  target_info& value(std::string name, std::string row) {
+    counter = std::move(name);
+    of = std::move(row);
+    return *this;
+  }
+  target_info& of_counter(std::string name) { return counter = std::move(name), *this; }
+  target_info& at_least_(double b) { return at_least = true, bound = b, *this; }
+  target_info& at_most(double b) { return at_least = false, bound = b, *this; }
+  target_info& plus_per_live(std::size_t bytes) { return slack_bytes = bytes, *this; }
+  target_info& from(std::size_t bytes) { return from_bytes = bytes, *this; }
+  target_info& in_paired() { return paired = true, *this; }
+};
+
+/// One contender of a paired row (--paired, paired.cpp): the suite's container built with one
+/// allocator, behind a type-erased face.
+struct contender {
+  std::function<double(u64 round)> batch;  ///< one batch of the suite's operation: ns per op
+  std::vector<std::pair<std::string, double>> facts;  ///< from the build: build_ns, ...
+  std::shared_ptr<void> owner;
+};
+
+/// How a suite takes part in --paired: a name ("std", "thp", ..., "jemalloc"), its role
+/// ("baseline", "ours", "peer") and how to build it at a working set (throws when it cannot).
+struct paired_entry {
+  std::string name;
+  std::string role;
+  std::function<contender(std::size_t)> make;
+};
+
+/// What contenders built for one group of paired rows share (the Lookup and Churn rows of one
+/// container and working set: the lookups run first): `group` names it, a new group drops the
+/// old one, and main drops the last before the peers' libraries' state goes away at exit.
+struct paired_cache {
+  std::string group;
+  std::map<std::string, std::shared_ptr<void>> built;
+};
+inline paired_cache paired_built;
 
 /// Everything known about one suite. Built with the chained setters, then declare()d.
 struct suite_info {
@@ -91,6 +167,8 @@ struct suite_info {
   table_kind table = table_kind::time;
   std::string tail_of_suite;  ///< table_kind::tail: the suite whose table shows the percentiles
   bool on_chart = false;      ///< a panel of the runner's chart
+  std::vector<target_info> targets;
+  std::vector<paired_entry> contenders;  ///< empty: the suite has no paired mode
 
   suite_info(std::string suite_name, int position, bench_fns fns)
       : name(std::move(suite_name)), order(position), functions(fns) {}
@@ -122,6 +200,9 @@ struct suite_info {
     return *this;
   }
   suite_info& chart() { return on_chart = true, *this; }
+  suite_info& target(target_info t) { return targets.push_back(std::move(t)), *this; }
+  /// Runs under --paired: every contender in one process, batches alternated round by round.
+  suite_info& paired(std::vector<paired_entry> all) { return contenders = std::move(all), *this; }
 
   bool applies(alloc_kind k) const {
     return std::find(allocators.begin(), allocators.end(), k) != allocators.end();
@@ -138,6 +219,13 @@ inline std::vector<suite_info>& registry() {
 /// Adds `s` to the registry. Returns true, for the `const bool x = declare(...)` idiom that runs
 /// it during static initialisation of the family's file.
 inline bool declare(suite_info s) {
+  for (const alloc_kind k : s.allocators) {
+    if (s.function(k) == nullptr) {
+      std::fprintf(stderr, "hugepage_bench: suite %s has no function for %s\n", s.name.c_str(),
+                   token_of(k));
+      std::abort();
+    }
+  }
   registry().push_back(std::move(s));
   return true;
 }

@@ -6,7 +6,10 @@
 // those of our allocators from a hugepage::unsynchronized_arena over the allocator's strategy
 // (arena.hpp), so a row named thp is "arena over THP". A working set of W bytes holds W / 48
 // elements (the bytes of W of std::map nodes); container_mib is each container's live bytes.
-// For a pmr pool over THP beside these, see bench/arena_bench.cpp (BM_Paired_*).
+// Also a std::pmr pool over THP (pmr_pool) and the thread-safe arena (arena_mt, build and churn).
+// The Lookup and Churn suites run under --paired too: every backend and jemalloc and mimalloc in
+// one process, batches alternated round by round (paired.cpp); the node arena's targets are
+// declared with them.
 //
 // One declare() per suite at the bottom of this file; see registry.hpp for the fields.
 #include <absl/container/node_hash_map.h>
@@ -28,88 +31,11 @@
 #include "hugepage/arena.hpp"
 #include "hugepage/arena_allocator.hpp"
 #include "latency.hpp"
+#include "nodes.hpp"
 #include "registry.hpp"
 
 namespace hugepage_bench {
 namespace {
-
-constexpr std::size_t bytes_per_element = 48;
-using node_value = std::pair<const u64, u64>;
-
-// Where nodes come from: std::allocator for the std rows, else an arena over Inner's strategy.
-template <class Inner>
-struct node_source {
-  static constexpr bool uses_arena = !std::is_same_v<Inner, std_bytes>;
-  template <class T>
-  using alloc =
-      std::conditional_t<uses_arena, hugepage::arena_allocator<T, hugepage::unsynchronized_arena>,
-                         std::allocator<T>>;
-  node_source() {
-    if constexpr (uses_arena) nodes.emplace(Inner::get_strategy());
-  }
-  template <class T>
-  alloc<T> get() {
-    if constexpr (uses_arena) {
-      return alloc<T>(*nodes);
-    } else {
-      return {};
-    }
-  }
-  std::optional<hugepage::unsynchronized_arena> nodes;
-};
-
-template <class Inner>
-using node_alloc = typename node_source<Inner>::template alloc<node_value>;
-
-// The three containers: a type and its live bytes (nodes plus bucket or slot arrays).
-struct std_map {
-  template <class Inner>
-  using type = std::map<u64, u64, std::less<u64>, node_alloc<Inner>>;
-  template <class M>
-  static std::size_t live_bytes(const M& m) {
-    return m.size() * 48;  // tree header (32) + the pair
-  }
-};
-struct std_unordered_map {
-  template <class Inner>
-  using type = std::unordered_map<u64, u64, std::hash<u64>, std::equal_to<u64>, node_alloc<Inner>>;
-  template <class M>
-  static std::size_t live_bytes(const M& m) {
-    return m.size() * 24 + m.bucket_count() * sizeof(void*);
-  }
-};
-struct node_hash_map {
-  template <class Inner>
-  using type =
-      absl::node_hash_map<u64, u64, absl::Hash<u64>, std::equal_to<u64>, node_alloc<Inner>>;
-  template <class M>
-  static std::size_t live_bytes(const M& m) {
-    return m.size() * 16 + m.capacity() * (sizeof(void*) + 1);
-  }
-};
-
-// A container with its node source; the source is declared first, so it outlives the container.
-template <class C, class Inner>
-struct node_container {
-  node_source<Inner> source;
-  typename C::template type<Inner> map{source.template get<node_value>()};
-  u64 oldest = 0;  // churn: elements [oldest, oldest + n) are present
-};
-
-// Bytes from /proc/self/smaps_rollup. hugetlb pages are not in Rss: `resident` adds them (private
-// and shared: the kernel may count a private 1 GiB page as shared, seen on Linux 6.18).
-struct memory_snapshot {
-  double rss = 0, anon_huge = 0, hugetlb = 0;
-  double resident() const { return rss + hugetlb; }
-  double huge() const { return anon_huge + hugetlb; }
-};
-memory_snapshot read_rollup() {
-  const std::string text = read_text("/proc/self/smaps_rollup");
-  const auto kib = [&text](const char* key) {
-    return static_cast<double>(kb_field(text, key).value_or(0));
-  };
-  return {kib("Rss"), kib("AnonHugePages"), kib("Private_Hugetlb") + kib("Shared_Hugetlb")};
-}
 
 // Builds the container of `working_set` for allocator `k`; reports coverage_pct, container_mib,
 // rss_mib. Coverage: arena rows, the arena's pages read with backing_of; std rows (no address
@@ -129,7 +55,7 @@ std::shared_ptr<node_container<C, Inner>> build_container(benchmark::State& stat
     auto c = std::make_shared<node_container<C, Inner>>();
     for (u64 i = 0; i < n; ++i) c->map.emplace(key_of(i), i);
     if constexpr (node_source<Inner>::uses_arena) {
-      coverage = 100.0 * c->source.nodes->backing().huge_fraction();
+      coverage = 100.0 * c->source.huge_fraction();
     } else {
       const memory_snapshot after = read_rollup();
       const double added = after.resident() - before.resident();
@@ -358,10 +284,19 @@ std::vector<alloc_kind> node_allocators() {
   return {alloc_kind::std_alloc, alloc_kind::thp, alloc_kind::hugetlb_2m};
 }
 // Lookups also on the arena over 1 GiB pages (one 1 GiB slab per size class in use, large arrays on
-// 2 MiB pages through the cascade): the page size mimalloc's reserved pages give it.
+// 2 MiB pages through the cascade): the page size mimalloc's reserved pages give it; and on what a
+// user could do with the standard library instead: a pmr pool over THP.
 std::vector<alloc_kind> node_lookup_allocators() {
   std::vector<alloc_kind> kinds = node_allocators();
   kinds.push_back(alloc_kind::hugetlb_1g);
+  kinds.push_back(alloc_kind::pmr_pool);
+  return kinds;
+}
+// Build and churn also with the thread-safe arena (its locks' cost; lookups take none).
+std::vector<alloc_kind> node_change_allocators() {
+  std::vector<alloc_kind> kinds = node_allocators();
+  kinds.push_back(alloc_kind::pmr_pool);
+  kinds.push_back(alloc_kind::arena_mt);
   return kinds;
 }
 // The default run stops at 256 MiB: building a 1 GiB node container (22M nodes) takes about a
@@ -369,18 +304,84 @@ std::vector<alloc_kind> node_lookup_allocators() {
 // budget. `scripts/bench --sizes=64M,256M,1G` measures the 1 GiB rows.
 std::vector<std::size_t> node_sizes() { return {64 * mib, 256 * mib}; }
 
-template <class C>
+/// The node suites' function for every allocator, the node backends included.
+template <template <class> class Suite>
+bench_fns per_node_backend() {
+  bench_fns f = per_allocator<Suite>();
+  f[static_cast<std::size_t>(alloc_kind::pmr_pool)] = &Suite<pmr_pool_nodes>::run;
+  f[static_cast<std::size_t>(alloc_kind::arena_mt)] = &Suite<arena_mt_nodes>::run;
+  return f;
+}
+
+// The node arena's targets. Lookups, judged from 1 GiB (below it the TLB misses are few): against
+// glibc, paired in one process, and against the best peer, paired in one process and over the
+// rounds. The rest at every size.
+void lookup_targets(suite_info& s) {
+  s.target(target_info("lookup >= 1.3x glibc (glibc / arena over THP, paired median)")
+               .ratio("std", "thp")
+               .at_least_(1.3)
+               .from(gib)
+               .in_paired())
+      .target(target_info("lookup: best of ours / best peer <= 1.00 (paired median)")
+                  .ratio("ours", "best_peer")
+                  .at_most(1.0)
+                  .from(gib)
+                  .in_paired())
+      .target(target_info("lookup: best of ours / best peer <= 1.02 over the rounds")
+                  .ratio("ours", "best_peer")
+                  .at_most(1.02)
+                  .from(256 * mib))
+      .target(target_info("build: no slower than glibc (glibc / arena, one build each)")
+                  .ratio("std", "thp")
+                  .of_counter("build_ns")
+                  .at_least_(1.0)
+                  .in_paired())
+      .target(target_info("build: no slower than the pmr pool (pmr / arena, one build each)")
+                  .ratio("pmr_pool", "thp")
+                  .of_counter("build_ns")
+                  .at_least_(1.0)
+                  .in_paired())
+      .target(target_info("arena RSS after build <= 1.10x live + one 2 MiB page (one size class)")
+                  .value("rss_over_live", "thp")
+                  .at_most(1.10)
+                  .plus_per_live(2 * mib)
+                  .in_paired())
+      .target(target_info("arena over THP: >= 99% of its pages huge")
+                  .value("coverage_pct", "thp")
+                  .at_least_(99)
+                  .in_paired())
+      .target(target_info("arena over 1 GiB pages: >= 99% of its pages huge")
+                  .value("coverage_pct", "hugetlb_1g")
+                  .at_least_(99)
+                  .in_paired());
+}
+
+void churn_targets(suite_info& s) {
+  s.target(target_info("churn: no slower than glibc (glibc / arena, paired median)")
+               .ratio("std", "thp")
+               .at_least_(1.0)
+               .in_paired())
+      .target(target_info("churn: no slower than the pmr pool (pmr / arena, paired median)")
+                  .ratio("pmr_pool", "thp")
+                  .at_least_(1.0)
+                  .in_paired());
+}
+
+template <class C, class Strong>
 void declare_node_suites(const char* container, const char* what, int order) {
-  declare(suite_info(std::string(container) + "_Lookup", order,
-                     per_allocator<suites_of<C>::template lookup>())
-              .in_family("node containers")
-              .describe(std::string(what) + " random hits; one iteration = one lookup")
-              .per_op_unit("ns/lookup")
-              .only_for(node_lookup_allocators())
-              .with_sizes(node_sizes(), {64 * mib})
-              .peers(peer_role::every_full_run));
+  suite_info lookup(std::string(container) + "_Lookup", order,
+                    per_node_backend<suites_of<C>::template lookup>());
+  lookup.in_family("node containers")
+      .describe(std::string(what) + " random hits; one iteration = one lookup")
+      .per_op_unit("ns/lookup")
+      .only_for(node_lookup_allocators())
+      .with_sizes(node_sizes(), {64 * mib})
+      .peers(peer_role::every_full_run)
+      .paired(node_contenders<C, Strong, false>());
+  lookup_targets(lookup);
+  declare(std::move(lookup));
   declare(suite_info(std::string(container) + "_LookupLatency", order + 1,
-                     per_allocator<suites_of<C>::template lookup_latency>())
+                     per_node_backend<suites_of<C>::template lookup_latency>())
               .in_family("node containers")
               .describe(std::string("Lookup's hits timed one by one: p50/p99/p99.9 per lookup; ") +
                         "one iteration = a batch of timed lookups")
@@ -391,23 +392,26 @@ void declare_node_suites(const char* container, const char* what, int order) {
               .tail_of(std::string(container) + "_Lookup"));
   declare(
       suite_info(std::string(container) + "_Build", order + 2,
-                 per_allocator<suites_of<C>::template build>())
+                 per_node_backend<suites_of<C>::template build>())
           .in_family("node containers")
           .describe(std::string(what) + " emplace of W/48 random keys; one iteration = one build")
           .per_op_unit("ms/build")
           .slow()
           .first_round_only()
-          .only_for(node_allocators())
+          .only_for(node_change_allocators())
           .with_sizes({64 * mib, 256 * mib}, {64 * mib}));
-  declare(suite_info(std::string(container) + "_Churn", order + 3,
-                     per_allocator<suites_of<C>::template churn>())
-              .in_family("node containers")
-              .describe(std::string(what) +
-                        " erase the oldest element + emplace a new one; one iteration = both")
-              .per_op_unit("ns/op")
-              .first_round_only()
-              .only_for(node_allocators())
-              .with_sizes({64 * mib, 256 * mib}, {64 * mib}));
+  suite_info churn(std::string(container) + "_Churn", order + 3,
+                   per_node_backend<suites_of<C>::template churn>());
+  churn.in_family("node containers")
+      .describe(std::string(what) +
+                " erase the oldest element + emplace a new one; one iteration = both")
+      .per_op_unit("ns/op")
+      .first_round_only()
+      .only_for(node_change_allocators())
+      .with_sizes({64 * mib, 256 * mib}, {64 * mib})
+      .paired(node_contenders<C, Strong, true>());
+  churn_targets(churn);
+  declare(std::move(churn));
 }
 
 template <class Inner>
@@ -424,9 +428,14 @@ struct purge_scattered {
 };
 
 const bool nodes_declared = [] {
-  declare_node_suites<std_map>("StdMap", "std::map<u64,u64>", 60);
-  declare_node_suites<std_unordered_map>("StdUnorderedMap", "std::unordered_map<u64,u64>", 64);
-  declare_node_suites<node_hash_map>("NodeHashMap", "absl::node_hash_map<u64,u64>", 68);
+  // An insert that throws leaves std::map and std::unordered_map as they were; not
+  // absl::node_hash_map (README, "Node arena": growth records the new capacity before it
+  // allocates, an insert marks its slot full before it allocates the node).
+  declare_node_suites<std_map, std::true_type>("StdMap", "std::map<u64,u64>", 60);
+  declare_node_suites<std_unordered_map, std::true_type>("StdUnorderedMap",
+                                                         "std::unordered_map<u64,u64>", 64);
+  declare_node_suites<node_hash_map, std::false_type>("NodeHashMap", "absl::node_hash_map<u64,u64>",
+                                                      68);
   declare(suite_info("StdMap_PurgeOldest", 72, per_allocator<purge_oldest>())
               .in_family("node containers")
               .describe("std::map<u64,u64> of W/48 keys, its oldest 90% erased (insertion order), "

@@ -1,7 +1,6 @@
 """The command line: bench/run.py [--quick] [--rounds N] [--sizes 4M,64M,1G] [--suites A,B]
 [--no-peers] [--no-paired] [--out DIR] [--cpu N] [--bench PATH] [-- extra google-benchmark flags],
-or bench/run.py --from DIR [--out NEW] (redo the tables of an earlier run; runs nothing), or
-bench/run.py --paired-report FILE [--out DIR] (the paired node report of an arena_bench JSON).
+or bench/run.py --from DIR [--out NEW] (redo the tables of an earlier run; runs nothing).
 
 Each table cell is the median over the rounds; the spread is min-max over the rounds. Ratios
 (speedup over glibc std, ours/peer) are paired per round: the ratio of the two rows measured in
@@ -12,10 +11,12 @@ google-benchmark JSON of every run), logs/*.log (its console output), probes.txt
 each peer was loaded with its options), results.json, results.md and chart.png. Paths inside
 them are relative to the output directory.
 
-After the rounds, the paired node comparison (paired.py: arena_bench's BM_Paired_<container>
-rows, every contender in one process) writes raw/paired-nodes.json, logs/paired-nodes.log and
-paired-nodes.md, and prints its tables and the verdict on each target of the node arena. paired.plan
-says when a run takes it (by default at 1 GiB, 15 rounds; --quick: 64 MiB, 3 rounds).
+Before the rounds, `hugepage_bench --headroom` measures what huge pages save a dependent random
+chase at the run's working sets (the doctor's probe), for the machine header. After the rounds,
+the paired run (`hugepage_bench --paired`: each pairable suite's contenders in one process,
+batches alternated round by round) writes raw/paired.json and logs/paired.log; its tables and the
+verdict on each of those suites' paired targets are printed and go into results.md.
+plan.paired_plan says when a run takes it (by default at 1 GiB, 15 rounds; --quick: 64 MiB, 3).
 """
 
 import argparse
@@ -27,14 +28,13 @@ import sys
 import time
 from pathlib import Path
 
-from . import paired
 from .configs import Config, make_configs, probe
 from .execute import Run, read_json, run_once
-from .machine import machine_lines
-from .plan import rotation, split_processes, spread_rounds, suites_for_round
+from .machine import measure_headroom
+from .plan import paired_plan, rotation, split_processes, spread_rounds, suites_for_round
 from .registry import Registry
 from .registry import load as load_registry
-from .report import relative_context, report
+from .report import paired_report, report
 from .util import GiB, MiB, fmt_size, log, parse_size
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -94,25 +94,20 @@ def parse_args(argv):
                         "earlier output directory from its raw JSON, in that directory or, with "
                         "--out, in a new one (raw/, logs/ and probes.txt are copied there)")
     p.add_argument("--no-paired", action="store_true",
-                   help="skip the paired node comparison (arena_bench BM_Paired_*), which "
-                        "otherwise runs after the rounds unless --suites names no node-container "
-                        "suite or --sizes ends below 64 MiB")
+                   help="skip the paired run (hugepage_bench --paired: each pairable suite's "
+                        "contenders in one process), which otherwise runs after the rounds unless "
+                        "--suites names no pairable suite or --sizes ends below their sizes")
     p.add_argument("--paired-size", metavar="SIZE",
-                   help=f"each container's live bytes in the paired node comparison (default: "
-                        f"the largest of --sizes, else {fmt_size(paired.DEFAULT_SIZE)}; --quick "
-                        f"{fmt_size(paired.QUICK_SIZE)})")
+                   help="the paired run's working set (default: the largest of --sizes, else "
+                        "1 GiB; --quick 64 MiB)")
     p.add_argument("--paired-rounds", type=int, metavar="N",
-                   help=f"rounds of the paired node comparison (default {paired.DEFAULT_ROUNDS}; "
-                        f"--quick {paired.QUICK_ROUNDS})")
-    p.add_argument("--paired-bench", type=Path, metavar="PATH",
-                   help="arena_bench (default: beside --bench)")
+                   help="rounds of the paired run (default 15, and more until a minute of rounds "
+                        "per row; --quick 3)")
     p.add_argument("--paired-timeout", type=int, default=3600, metavar="S",
-                   help="seconds the paired node comparison may take before it is killed "
-                        "(default 3600)")
-    p.add_argument("--paired-report", type=Path, metavar="FILE",
-                   help="run nothing: print the paired node report of an arena_bench JSON file "
-                        "(e.g. out/bench-<time>/raw/paired-nodes.json); with --out, also write "
-                        "paired-nodes.md there")
+                   help="seconds the paired run may take before it is killed (default 3600)")
+    p.add_argument("--no-headroom", action="store_true",
+                   help="leave the headroom (base vs huge pages, hugepage_bench --headroom) out "
+                        "of the machine header")
     p.add_argument("--time", choices=["auto", "real", "cpu"], default="auto",
                    help="time to report: auto (default) = the one google-benchmark iterates on: "
                         "CPU time for lookups (robust to preemption on a small VM), real time "
@@ -121,7 +116,10 @@ def parse_args(argv):
     args.extra = extra
     split = lambda s: [x.strip() for x in s.split(",") if x.strip()] if s else None
     args.sizes_text = split(args.sizes)
-    args.sizes = [parse_size(s) for s in args.sizes_text] if args.sizes_text else None
+    try:
+        args.sizes = [parse_size(s) for s in args.sizes_text] if args.sizes_text else None
+    except argparse.ArgumentTypeError as e:
+        p.error(f"--sizes: {e}")
     args.suites = split(args.suites)
     args.suites_given = args.suites  # before the registry's defaults fill them in
     if args.paired_size:
@@ -129,13 +127,10 @@ def parse_args(argv):
             args.paired_size = parse_size(args.paired_size)
         except argparse.ArgumentTypeError as e:
             p.error(f"--paired-size: {e}")
-        if not MiB <= args.paired_size <= 64 * GiB or args.paired_size % (1 << 10):
-            p.error(f"--paired-size: {fmt_size(args.paired_size)} is not 1 MiB to 64 GiB in "
-                    f"whole KiB (arena_bench's --sizes)")
+        if not MiB <= args.paired_size <= 64 * GiB:
+            p.error(f"--paired-size: {fmt_size(args.paired_size)} is not 1 MiB to 64 GiB")
     if args.paired_rounds is not None and not 1 <= args.paired_rounds <= 1000:
         p.error("--paired-rounds: 1 to 1000")
-    if args.paired_bench is None:
-        args.paired_bench = args.bench.parent / paired.BINARY
     args.peer_suites = split(args.peer_suites)
     args.allocators = split(args.allocators)
     args.rounds = args.rounds or (QUICK_ROUNDS if args.quick else DEFAULT_ROUNDS)
@@ -192,6 +187,7 @@ def load_previous(args):
         runs.append(Run.from_json(r, data))
     args.rounds = prev["rounds"]
     args.prev_paired = prev.get("paired")
+    args.headroom = prev.get("headroom")
     args.quick = prev.get("quick", False)
     peers = {c.name for c in configs if c.peer}
     args.peer_round_set = set(prev.get("peer_rounds") or
@@ -215,77 +211,52 @@ def copy_run_files(src, dst):
 
 
 def paired_step(args, registry, out_dir):
-    """The paired node comparison after the rounds (paired.py): runs it when paired.plan says so,
-    prints its report, writes paired-nodes.md and adds its record to results.json. Returns the
-    exit status it adds (1 when it ran and failed)."""
-    size, rounds, why = paired.plan(args, registry)
-    if size is None:
+    """The paired run after the rounds: runs it when plan.paired_plan says so, prints its tables
+    and verdicts, adds them to results.md and its record to results.json. Returns the exit status
+    it adds (1 when it ran and failed)."""
+    suites, size, rounds, seconds, why = paired_plan(args, registry)
+    if suites is None:
         record = {"skipped": why}
-        print(f"\nPaired node comparison: not run ({why})")
-    elif not os.access(args.paired_bench, os.X_OK):
-        why = (f"{args.paired_bench} not found or not executable (cmake --build build --target "
-               f"{paired.BINARY}, or --no-paired)")
-        record = {"skipped": why}
-        print(f"\nPaired node comparison: not run ({why})")
+        print(f"\nPaired run: not run ({why})")
     else:
-        log(f"paired node comparison: {paired.BINARY} at {fmt_size(size)}, {rounds} round(s)")
-        record = paired.run(args, out_dir, size, rounds)
-        log(f"paired node comparison done: {record['wall_s']:.0f} s")
-        data, problem = paired.read(out_dir / paired.JSON_NAME)
-        print()
-        if data is None:
-            print(f"Paired node comparison: no result ({problem}; exit status {record['rc']}; "
-                  f"see {out_dir / paired.LOG_NAME})")
-        else:
-            context = relative_context(data.get("context"), out_dir)
-            record["machine"] = machine_lines(context, args)  # --from shows it again
-            paired.write_report(data, out_dir, record, record["machine"])
+        log(f"paired run: {','.join(suites)} at {fmt_size(size)}, {rounds} round(s)")
+        # Plain glibc: the binary loads the peers itself, with their options.
+        config = Config("paired", {}, [], suites, peer=False)
+        run = run_once(args, config, 1, out_dir, suites, size=size, paired=(rounds, seconds))
+        log(f"paired run done: {run.wall_s:.0f} s")
+        record = run.to_json() | {"size": size, "rounds": rounds, "round_seconds": seconds}
+        paired_report(args, registry, out_dir, record, run.data)
+    save_paired(out_dir, record)
+    return 1 if record.get("rc", 0) != 0 or record.get("problem") else 0
+
+
+def save_paired(out_dir, record):
     results = out_dir / "results.json"
     if results.exists():
         saved = json.loads(results.read_text())
         saved["paired"] = record
         results.write_text(json.dumps(saved, indent=1) + "\n")
-    return 1 if record.get("rc", 0) != 0 or record.get("problem") else 0
 
 
-def paired_again(args, out_dir):
-    """--from DIR: the paired report again, from DIR's raw/paired-nodes.json where it has one."""
-    data, _ = paired.read(out_dir / paired.JSON_NAME)
+def paired_again(args, registry, out_dir):
+    """--from DIR: the paired tables again, from DIR's raw JSON where it has the paired run."""
     record = getattr(args, "prev_paired", None)
-    if record is not None:
-        results = out_dir / "results.json"
-        saved = json.loads(results.read_text())
-        saved["paired"] = record
-        results.write_text(json.dumps(saved, indent=1) + "\n")
-    if data is not None:
-        print()
-        paired.write_report(data, out_dir, record, (record or {}).get("machine"))
-
-
-def paired_report_only(args):
-    """--paired-report FILE: the report of an arena_bench JSON file (paired-nodes.md in --out)."""
-    data, problem = paired.read(args.paired_report)
-    if data is None:
-        sys.exit(f"error: {args.paired_report}: {problem}")
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        paired.write_report(data, args.out.resolve())
-    else:
-        print(paired.report(data)[0])
-    return 0
+    if record is None or "json" not in record:
+        return
+    data, _ = read_json(out_dir / record["json"])
+    save_paired(out_dir, record)
+    paired_report(args, registry, out_dir, record, data)
 
 
 def main(argv):
     args = parse_args(argv)
-    if args.paired_report:
-        return paired_report_only(args)
     if args.from_dir:
         src, registry, stamp, configs, skipped, runs, wall = load_previous(args)
         out_dir = args.out.resolve() if args.out else src
         if out_dir != src:
             copy_run_files(src, out_dir)
         rc = report(args, registry, out_dir, stamp, configs, skipped, runs, wall)
-        paired_again(args, out_dir)
+        paired_again(args, registry, out_dir)
         return rc
     if not os.access(args.bench, os.X_OK):
         sys.exit(f"error: {args.bench} not found or not executable; build it first:\n"
@@ -322,10 +293,17 @@ def main(argv):
               f"{','.join(c.suites) if c.suites else '(the quick ones)'}")
     for s in skipped:
         print(f"  skipped: {s}")
-    size, rounds, why = paired.plan(args, registry)
-    print(f"  then the paired node comparison: {paired.BINARY} at {fmt_size(size)}, {rounds} "
-          f"round(s)" if size else f"  no paired node comparison ({why})")
+    suites, size, rounds, _, why = paired_plan(args, registry)
+    print(f"  then the paired run: {','.join(suites)} at {fmt_size(size)}, {rounds} round(s)"
+          if suites else f"  no paired run ({why})")
     sys.stdout.flush()
+    args.headroom = None
+    if not args.no_headroom:
+        sizes = args.sizes or sorted({b for s in registry.suites
+                                      if s.name in (args.suites or registry.quick())
+                                      for b in (s.quick_sizes if args.quick else s.sizes)})
+        log(f"headroom: base vs huge pages at {', '.join(fmt_size(b) for b in sizes)}")
+        args.headroom = measure_headroom(args.bench, sizes, args.cpu)
 
     runs = []
     t_start = time.monotonic()

@@ -55,27 +55,34 @@ def read_json(path):
         return None, f"wrote unreadable JSON ({e})"
 
 
-def run_once(args, config, rnd, out_dir, suites, part="", size=None):
+def run_once(args, config, rnd, out_dir, suites, part="", size=None, paired=None):
     """Runs one configuration, from out_dir, so that the command names paths relative to it;
     `part` names a suite and working set `size` that run in a process of their own ("" and None
-    for the configuration's main run)."""
-    tag = f"r{rnd}-{config.name.replace(' ', '_').replace('=', '')}" + (f"-{part}" if part else "")
+    for the configuration's main run). `paired`: (rounds, round seconds) for the paired run
+    (tag "paired", one process after the rounds)."""
+    tag = "paired" if paired else \
+        f"r{rnd}-{config.name.replace(' ', '_').replace('=', '')}" + (f"-{part}" if part else "")
     json_rel = f"raw/{tag}.json"
     log_path = out_dir / "logs" / f"{tag}.log"
+    (out_dir / "raw").mkdir(parents=True, exist_ok=True)
+    (out_dir / "logs").mkdir(parents=True, exist_ok=True)
+    # An --out directory used before may hold an earlier run's JSON: never read that one.
+    (out_dir / json_rel).unlink(missing_ok=True)
     bench = os.path.relpath(os.path.abspath(args.bench), out_dir)
     if os.sep not in bench:
         bench = os.path.join(".", bench)
-    cmd = bench_command(args, config, json_rel, suites, bench=bench, size=size)
+    cmd = bench_command(args, config, json_rel, suites, bench=bench, size=size, paired=paired)
+    timeout = args.paired_timeout if paired else args.timeout
     t0 = time.monotonic()
     with open(log_path, "w") as logf:
         logf.write("# env: " + config.env_text() + "\n# cmd: " + shlex.join(cmd) + "\n")
         logf.flush()
         try:
             rc = subprocess.run(cmd, env=clean_env(config.env), cwd=out_dir, stdout=logf,
-                                stderr=subprocess.STDOUT, timeout=args.timeout).returncode
+                                stderr=subprocess.STDOUT, timeout=timeout).returncode
         except subprocess.TimeoutExpired:
             rc = 124
-            log(f"{tag}: killed after {args.timeout} s (--timeout)")
+            log(f"{tag}: killed after {timeout} s ({'--paired-timeout' if paired else '--timeout'})")
     wall = time.monotonic() - t0
     data, problem = read_json(out_dir / json_rel)
     if problem:
@@ -88,6 +95,7 @@ def run_once(args, config, rnd, out_dir, suites, part="", size=None):
 
 
 NAME_RE = re.compile(r"^BM_([^/]+)/([^/]+)/(\d+)")
+PAIRED = "paired"  # the allocator field of the paired rows: BM_<Suite>/paired/<bytes>
 
 
 TIME_SCALE = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
@@ -115,6 +123,8 @@ def collect(runs, configs, time_field):
             if not m:
                 continue
             suite, alloc, ws = m.group(1), m.group(2), int(m.group(3))
+            if alloc == PAIRED:
+                continue  # collect_paired reads them
             key = (suite, config.row_label(alloc), ws)
             cell = cells.setdefault(key, stats.Cell(suite, key[1], ws, config.name, alloc))
             if b.get("error_occurred"):
@@ -141,3 +151,78 @@ def collect(runs, configs, time_field):
         base = cells.get((cell.suite, BASELINE, cell.ws))
         cell.speedup = stats.ratio_summary(stats.paired_ratios(base, cell)) if base else None
     return cells
+
+
+# ---- the paired run (hugepage_bench --paired) -----------------------------------------------------
+
+def paired_configs(registry):
+    """The contenders of the paired rows as configurations, so that the cells, tables and
+    comparisons of the rounds apply: glibc (std), ours <allocator>, and the peers loaded into the
+    process (jemalloc, mimalloc)."""
+    from .configs import Config
+    out = {}
+    for suite in registry.suites:
+        for c in suite.paired:
+            if c["name"] in out:
+                continue
+            if c["role"] == "peer":
+                out[c["name"]] = Config(c["name"], {}, ["std"], None, peer=True,
+                                        note="loaded into the process (dlopen), its huge-page "
+                                             "options set")
+            elif c["name"] == "std":
+                out[c["name"]] = Config("glibc", {}, ["std"], None, peer=False, expect_huge=False,
+                                        note="glibc malloc (std::allocator)")
+            else:
+                out[c["name"]] = Config(f"ours {c['name']}", {}, [c["name"]], None, peer=False)
+    return out
+
+
+def left_out(label, names):
+    """{contender: why} from a paired row's label ("left out: hugetlb_1g: ...; jemalloc: ...");
+    a reason may hold semicolons of its own."""
+    prefix = "left out: "
+    if not label or not label.startswith(prefix):
+        return {}
+    alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+    parts = re.split(rf"(?:^{re.escape(prefix)}|; )({alternatives}): ", label)
+    return {parts[i]: parts[i + 1] for i in range(1, len(parts) - 1, 2)}
+
+
+def collect_paired(data, registry):
+    """(cells, configs) of the paired rows of one google-benchmark JSON: a cell per suite,
+    contender and working set, its samples the contender's rounds (ns_<name>_r<k>), its counters
+    what its build cost (build_ns_<name>, ...). A contender left out, or a failed row, is a cell
+    without samples whose error says why."""
+    by_token = paired_configs(registry)
+    cells = {}
+    for b in (data or {}).get("benchmarks", []):
+        m = NAME_RE.match(b.get("name", ""))
+        if not m or m.group(2) != PAIRED or b.get("run_type", "iteration") != "iteration":
+            continue
+        suite, ws = m.group(1), int(m.group(3))
+        info = registry.get(suite)
+        names = [c["name"] for c in info.paired] if info else []
+        why = left_out(b.get("label", ""), names)
+        for name in names:
+            config = by_token[name]
+            alloc = config.allocators[0]
+            key = (suite, config.row_label(alloc), ws)
+            cell = cells.setdefault(key, stats.Cell(suite, key[1], ws, config.name, alloc))
+            if b.get("error_occurred"):
+                cell.errors.append(b.get("error_message", "error"))
+                continue
+            rounds = sorted((int(k.rsplit("_r", 1)[1]), v) for k, v in b.items()
+                            if k.startswith(f"ns_{name}_r") and k[len(f"ns_{name}_r"):].isdigit())
+            if not rounds:
+                cell.errors.append(why.get(name, "no counters in the JSON"))
+                continue
+            facts = {k[:-len(name) - 1]: v for k, v in b.items()
+                     if k.endswith("_" + name) and not k.startswith("ns_")
+                     and isinstance(v, (int, float)) and not isinstance(v, bool)}
+            cell.samples += [{"round": r, "ns": ns, "counters": facts} for r, ns in rounds]
+    for cell in cells.values():
+        stats.summarize(cell)
+    for cell in cells.values():
+        base = cells.get((cell.suite, BASELINE, cell.ws))
+        cell.speedup = stats.ratio_summary(stats.paired_ratios(base, cell)) if base else None
+    return cells, list(by_token.values())

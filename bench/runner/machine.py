@@ -2,15 +2,54 @@
 the dTLB encoding cross-check), and what the runner reads itself where the context is silent."""
 
 import glob
+import json
+import os
 import platform
 import re
+import subprocess
 
-from .configs import MALLOC_ENV_PREFIXES
-from .util import fmt_size, read_text
+from .configs import MALLOC_ENV_PREFIXES, clean_env
+from .util import fmt_num, fmt_size, log, read_text, size_flag
 
 
 GB_STD_CONTEXT = {"date", "host_name", "executable", "num_cpus", "mhz_per_cpu",
                   "cpu_scaling_enabled", "caches", "load_avg", "library_build_type", "json_schema_version"}
+
+
+def measure_headroom(bench, sizes, cpu=None):
+    """`bench --headroom` at `sizes`: {"method", "rows": [{working_set, base_ns, huge_ns, ...}]},
+    or {"problem": why} in words."""
+    cmd = [str(bench), "--headroom"] + (["--sizes=" + ",".join(size_flag(s) for s in sizes)]
+                                        if sizes else [])
+    pin = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
+    try:
+        r = subprocess.run(cmd, env=clean_env({}), capture_output=True, text=True, timeout=600,
+                           preexec_fn=pin)
+        data = json.loads(r.stdout)
+    except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError) as e:
+        log(f"headroom: {e}")
+        return {"problem": f"{' '.join(cmd)}: {e}"}
+    return data
+
+
+def headroom_line(headroom):
+    """The headroom for the header: ns per dependent load, base pages / huge pages, per size."""
+    if not headroom:
+        return None
+    if "problem" in headroom:
+        return f"  headroom: not measured ({headroom['problem']})"
+    parts = []
+    for row in headroom.get("rows", []):
+        if "error" in row:
+            parts.append(f"{fmt_size(row['working_set'])} not measured ({row['error']})")
+            continue
+        ratio = row["base_ns"] / row["huge_ns"] if row["huge_ns"] else 0
+        parts.append(f"{fmt_size(row['working_set'])} {fmt_num(row['base_ns'])}/"
+                     f"{fmt_num(row['huge_ns'])} ns = {ratio:.2f}x"
+                     + ("" if row.get("huge_huge_pct", 100) >= 90 else
+                        f" (huge buffer only {row['huge_huge_pct']:.0f}% huge)"))
+    return ("  headroom (ns per dependent load over a random cycle, base/huge pages, as "
+            "hugepage-doctor --probe): " + "; ".join(parts))
 
 
 def machine_lines(context, args):
@@ -40,6 +79,9 @@ def machine_lines(context, args):
         lines.append(f"  {k}: {v}")
     for k, v in own.items():
         lines.append(f"  {k}: {v}  (read by run.py)")
+    headroom = headroom_line(getattr(args, "headroom", None))
+    if headroom:
+        lines.append(headroom)
     if context:
         caches = context.get("caches") or []
         cache_txt = ", ".join(f"L{c.get('level')}{c.get('type', '')[0:1].lower()} "

@@ -9,7 +9,7 @@ import json
 import subprocess
 from dataclasses import asdict, dataclass, field
 
-SCHEMA = 1
+SCHEMA = 2
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,8 @@ class Suite:
     tail_of: str = None         # table == "tail": the suite whose table shows the percentiles
     chart: bool = False
     own_process: bool = False   # run in a process of its own (it measures what the process holds)
+    paired: tuple = ()          # --paired contenders: ({"name", "role"}, ...); () = no paired mode
+    targets: tuple = ()         # claims the report judges (registry.hpp target_info; targets.py)
 
     @property
     def scale(self):
@@ -77,6 +79,10 @@ class Registry:
     def tails_of(self, name):
         return [s for s in self.suites if s.table == "tail" and s.tail_of == name]
 
+    def pairable(self):
+        """Suites with a paired mode (hugepage_bench --paired)."""
+        return self.names(lambda s: s.paired)
+
     def suites_of_allocator(self, allocator):
         return self.names(lambda s: allocator in s.allocators)
 
@@ -91,8 +97,8 @@ class Registry:
         suites = []
         for d in data["suites"]:
             d = dict(d)
-            for k in ("allocators", "sizes", "quick_sizes"):
-                d[k] = tuple(d[k])
+            for k in ("allocators", "sizes", "quick_sizes", "paired", "targets"):
+                d[k] = tuple(d.get(k, ()))
             suites.append(Suite(**d))
         suites.sort(key=lambda s: s.order)
         return cls(list(data["allocators"]), suites, data.get("latency_batch", 0))

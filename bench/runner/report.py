@@ -4,9 +4,9 @@ import os
 import json
 import sys
 
-from . import stats
+from . import stats, targets
 from .chart import draw_chart
-from .execute import collect
+from .execute import collect, collect_paired
 from .machine import machine_lines
 from .tables import bloat_table, coverage_note, md_table, suite_table, targets_summary, text_table
 
@@ -73,6 +73,7 @@ def report(args, registry, out_dir, stamp, configs, skipped, runs, wall):
     bloat = [s for s in known if registry.get(s).table == "bloat"
              and any(c.suite == s for c in cells.values())]
     comparisons = {suite: stats.compare_with_peers(cells, configs, suite) for suite in present}
+    verdicts = targets.verdict_lines(registry, cells, configs, paired=False)
 
     def add_bloat(first_line_blank):
         for s in bloat:
@@ -93,6 +94,9 @@ def report(args, registry, out_dir, stamp, configs, skipped, runs, wall):
             summ = targets_summary(comparisons[suite], suite)
             out += summ
             md += ["```"] + summ[1:] + ["```", ""] if summ else []
+        if verdicts.get(suite):
+            out += ["Targets:"] + ["  " + line for _, line in verdicts[suite]]
+            md += ["Targets:", ""] + [f"- {line}" for _, line in verdicts[suite]] + [""]
         if suite == "FlatHashMap_Lookup":
             add_bloat(True)
         out.append("")
@@ -103,6 +107,8 @@ def report(args, registry, out_dir, stamp, configs, skipped, runs, wall):
     err = draw_chart(cells, configs, chart, registry.chart_suites(), registry)
     out.append(f"Chart: {chart}" if err is None else f"Chart: none ({err})")
     md += ["## Chart", "", "![ns per lookup vs working set](chart.png)" if err is None else err, ""]
+    if verdicts:
+        out.append(targets.tally(verdicts) + " (over the rounds)")
     out.append(f"Raw google-benchmark JSON: {out_dir / 'raw'}; results: {out_dir / 'results.md'}, "
                f"{out_dir / 'results.json'}; peer load probes: {out_dir / 'probes.txt'}")
     print("\n".join(out))
@@ -112,6 +118,7 @@ def report(args, registry, out_dir, stamp, configs, skipped, runs, wall):
         "date": stamp, "wall_s": round(wall, 1), "rounds": args.rounds, "quick": args.quick,
         "heavy_rounds": sorted(args.heavy_round_set), "peer_rounds": sorted(args.peer_round_set),
         "time": args.time, "machine": machine_lines(context, args), "context": context,
+        "headroom": getattr(args, "headroom", None),
         "registry": registry.to_json(),
         "configs": [c.to_json() for c in configs],
         "skipped_peers": skipped,
@@ -122,3 +129,49 @@ def report(args, registry, out_dir, stamp, configs, skipped, runs, wall):
     }
     (out_dir / "results.json").write_text(json.dumps(result, indent=1) + "\n")
     return 0 if all(r.rc == 0 for r in runs) else 1
+
+
+PAIRED_METHOD = (
+    "One process: each contender (glibc, our allocators, jemalloc and mimalloc loaded beside "
+    "glibc with their huge-page options) builds the suite's container from the same keys, then "
+    "the contenders take turns with a batch of the suite's operation, round after round, the "
+    "order rotating. ns = median over the rounds; vs glibc std = the median of the per-round "
+    "ratios glibc/row, with their min-max and number of rounds; huge % = the arena's pages on huge "
+    "pages (backing_of), else huge pages in what the build added to the process.")
+
+
+def paired_report(args, registry, out_dir, record, data):
+    """The paired run's tables and verdicts: printed, and appended to results.md."""
+    out = ["", "Paired run (hugepage_bench --paired): " + PAIRED_METHOD]
+    md = ["## Paired in one process", "", PAIRED_METHOD, ""]
+    if record.get("cmd"):
+        out.append("Command: " + " ".join(record["cmd"]))
+        md += ["```", " ".join(record["cmd"]), "```", ""]
+    if data is None:
+        why = record.get("problem", "no JSON")
+        out.append(f"no result ({why}; exit status {record.get('rc')}; see {record.get('log')})")
+        md.append(f"No result: {why}.")
+    else:
+        cells, configs = collect_paired(data, registry)
+        verdicts = targets.verdict_lines(registry, cells, configs, paired=True)
+        for suite in registry.pairable():
+            t = suite_table(cells, configs, suite, registry)
+            if not t:
+                continue
+            title, headers, rows, align = t
+            lines = [line for _, line in verdicts.get(suite, [])]
+            out += ["", f"{suite} (paired): {title.split(': ', 1)[-1]}",
+                    text_table(headers, rows, align)]
+            out += ["Targets:"] + ["  " + line for line in lines] if lines else []
+            md += [f"### {suite} (paired)", "", md_table(headers, rows, align), ""]
+            md += ["Targets:", ""] + [f"- {line}" for line in lines] + [""] if lines else []
+        line = targets.tally(verdicts)
+        if line:
+            out += ["", line + " (paired)"]
+            md += [line + " (paired).", ""]
+        record["cells"] = [c.to_json() for c in sorted(cells.values(),
+                                                       key=lambda c: (c.suite, c.ws, c.label))]
+    print("\n".join(out))
+    results_md = out_dir / "results.md"
+    if results_md.exists():
+        results_md.write_text(results_md.read_text() + "\n".join(md) + "\n")

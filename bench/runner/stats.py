@@ -8,10 +8,6 @@ import math
 import statistics
 from dataclasses import asdict, dataclass, field
 
-# Target of the issue: our best huge-page row no slower than the best peer from this working set up.
-TARGET_OURS_OVER_PEER = 1.02
-TARGET_MIN_WS = 256 << 20
-
 
 @dataclass
 class Cell:
@@ -112,13 +108,3 @@ def compare_with_peers(cells, configs, suite):
                     "hugetlb_1g_median_ns": one_g.median_ns if one_g and one_g is not best
                     else None})
     return out
-
-
-def target_verdict(ratio):
-    """The ours/peer target, judged on the paired median, with what the range says about noise."""
-    if ratio["median"] <= TARGET_OURS_OVER_PEER:
-        return "target met"
-    miss = f"target missed by {100 * (ratio['median'] / TARGET_OURS_OVER_PEER - 1):.1f}%"
-    if ratio["min"] <= TARGET_OURS_OVER_PEER:
-        return miss + ", within the noise (some rounds meet it)"
-    return miss + f", above {TARGET_OURS_OVER_PEER} in every round"

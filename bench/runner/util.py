@@ -14,11 +14,31 @@ def log(msg):
     print(f"==> {msg}", file=sys.stderr, flush=True)
 
 
+# The one size grammar of the benchmark, as hugepage_bench's parse_size (bench/main.cpp) reads it:
+# digits, an optional fraction, an optional K, M, G or T (any case, optionally followed by B or
+# iB), binary units; bytes without a unit; a whole number of bytes above 0.
+SIZE_RE = re.compile(r"(\d+(?:\.\d+)?)(?:([KMGTkmgt])(B|iB)?)?")
+
+
 def parse_size(text):
-    m = re.fullmatch(r"\s*(\d+)\s*([KMGT]?)(i?B)?\s*", text, re.I)
-    if not m:
-        raise argparse.ArgumentTypeError(f"bad size '{text}' (e.g. 4M, 64M, 1G)")
-    return int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}[m.group(2).upper()]
+    m = SIZE_RE.fullmatch(text)
+    bytes_ = None
+    if m:
+        shift = {None: 0, "K": 10, "M": 20, "G": 30, "T": 40}[m.group(2) and m.group(2).upper()]
+        value = float(m.group(1)) * (1 << shift)
+        if value >= 1 and value == int(value):
+            bytes_ = int(value)
+    if bytes_ is None:
+        raise argparse.ArgumentTypeError(f"bad size '{text}' (e.g. 4M, 256MiB, 1.5G, 4096)")
+    return bytes_
+
+
+def size_flag(n):
+    """A byte count as the binary's --sizes takes it (the same grammar): 1G, 64M, 512K, 1000."""
+    for unit, shift in (("T", 40), ("G", 30), ("M", 20), ("K", 10)):
+        if n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return str(n)
 
 
 def fmt_size(n):

@@ -18,6 +18,7 @@
 #include "hugepage/backing.hpp"
 #include "hugepage/cgroup.hpp"
 #include "hugepage/detail/proc_file.hpp"
+#include "hugepage/detail/tlb_probe.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/perf_counters.hpp"
 #include "hugepage/strategy.hpp"
@@ -27,60 +28,9 @@ namespace hugepage::doctor {
 
 namespace {
 
-constexpr std::size_t line_bytes = 64;
-
-// xorshift64*: fast, good enough to shuffle; fixed seed so runs are comparable.
-struct random_bits {
-  std::uint64_t state = 0x9e3779b97f4a7c15ULL;
-  std::uint64_t operator()() noexcept {
-    state ^= state >> 12;
-    state ^= state << 25;
-    state ^= state >> 27;
-    return state * 0x2545f4914f6cdd1dULL;
-  }
-};
-
-// next[i]: the line visited after line i, one cycle through all `lines`.
-std::vector<std::uint32_t> random_cycle(std::size_t lines) {
-  std::vector<std::uint32_t> next(lines);
-  for (std::size_t i = 0; i < lines; ++i) next[i] = static_cast<std::uint32_t>(i);
-  random_bits rng;
-  for (std::size_t i = lines - 1; i > 0; --i) {
-    const std::size_t j = static_cast<std::size_t>(rng() % i);  // j < i: Sattolo, one cycle
-    std::swap(next[i], next[j]);
-  }
-  return next;
-}
-
-void write_cycle(unsigned char* buffer, const std::vector<std::uint32_t>& next) {
-  for (std::size_t i = 0; i < next.size(); ++i) {
-    *reinterpret_cast<void**>(buffer + i * line_bytes) = buffer + next[i] * line_bytes;
-  }
-}
-
-struct chase_result {
-  double ns = 0;
-  std::optional<double> walks;
-};
-
-chase_result chase(unsigned char* buffer, std::size_t lines, std::uint64_t steps,
-                   perf_counters& counters) {
-  void* p = buffer;
-  const std::uint64_t warm = std::min<std::uint64_t>(lines, 1u << 18);
-  for (std::uint64_t i = 0; i < warm; ++i) p = *static_cast<void**>(p);
-  counters.start();
-  const auto t0 = std::chrono::steady_clock::now();
-  for (std::uint64_t i = 0; i < steps; ++i) p = *static_cast<void**>(p);
-  const auto t1 = std::chrono::steady_clock::now();
-  const perf_reading reading = counters.stop();
-  asm volatile("" : : "r"(p) : "memory");  // keep the chain alive
-  chase_result r;
-  r.ns = std::chrono::duration<double, std::nano>(t1 - t0).count() / static_cast<double>(steps);
-  if (const auto misses = reading[perf_event::dtlb_load_misses]) {
-    r.walks = *misses / static_cast<double>(steps);
-  }
-  return r;
-}
+// The measuring core (the random cycle, the chase on base and on huge pages) is the library's,
+// shared with the benchmark's machine header.
+constexpr std::size_t line_bytes = detail::probe_line_bytes;
 
 std::size_t resident_bytes() {
   std::error_code ec;
@@ -133,7 +83,6 @@ probe_report run_probe(const std::vector<std::size_t>& working_sets) {
   if (!report.counters) {
     report.counters_reason = counters.unavailable_reason(perf_event::dtlb_load_misses);
   }
-  const strategy huge = strategy::collapse();
   report.huge_method = "hugepage::strategy::collapse() (MADV_HUGEPAGE, populate, MADV_COLLAPSE)";
   const std::size_t align = thp_page_bytes();
   const populate_overhead overhead = measure_populate_overhead();
@@ -181,31 +130,20 @@ probe_report run_probe(const std::vector<std::size_t>& working_sets) {
       continue;
     }
     try {
-      const std::vector<std::uint32_t> next = random_cycle(lines);
-
       std::error_code ec;
-      void* base = os::map_aligned(bytes, align, ec);
-      if (base == nullptr) {
+      const detail::chase_pair pair =
+          detail::chase_base_and_huge(bytes, row.accesses, counters, ec);
+      if (ec) {
         row.error = "cannot map " + format_bytes(bytes) + ": " + ec.message();
         report.rows.push_back(row);
         continue;
       }
-      os::advise(base, bytes, MADV_NOHUGEPAGE);
-      write_cycle(static_cast<unsigned char*>(base), next);
-      row.base_huge_fraction = backing_of(base, bytes).huge_fraction();
-      const chase_result b =
-          chase(static_cast<unsigned char*>(base), lines, row.accesses, counters);
-      os::unmap(base, bytes);
-      row.base_ns = b.ns;
-      row.base_walks = b.walks;
-
-      void* h = huge.allocate(bytes, line_bytes);  // throws allocation_error / bad_alloc
-      write_cycle(static_cast<unsigned char*>(h), next);
-      row.huge_huge_fraction = backing_of(h, bytes).huge_fraction();
-      const chase_result u = chase(static_cast<unsigned char*>(h), lines, row.accesses, counters);
-      huge.deallocate(h, bytes, line_bytes);
-      row.huge_ns = u.ns;
-      row.huge_walks = u.walks;
+      row.base_huge_fraction = pair.base_huge_fraction;
+      row.base_ns = pair.base.ns;
+      row.base_walks = pair.base.walks;
+      row.huge_huge_fraction = pair.huge_huge_fraction;
+      row.huge_ns = pair.huge.ns;
+      row.huge_walks = pair.huge.walks;
     } catch (const std::exception& e) {
       row.error = e.what();
     }

@@ -30,6 +30,17 @@ def problems(reg):
             out.append(f"{s.name}: tail_of {s.tail_of!r} is not a suite with a time table")
         if s.table not in ("time", "bloat", "tail") or s.peers not in ("none", "full", "core"):
             out.append(f"{s.name}: unknown table {s.table!r} or peers {s.peers!r}")
+        rows = set(s.allocators) | {c["name"] for c in s.paired}
+        if any(c["role"] not in ("baseline", "ours", "peer") for c in s.paired):
+            out.append(f"{s.name}: a contender's role is not baseline, ours or peer")
+        for t in s.targets:
+            if t["paired"] and not s.paired:
+                out.append(f"{s.name}: target '{t['claim']}' is judged paired, the suite is not")
+            if t["of"] not in rows | {"ours"} or t["over"] not in rows | {"best_peer", ""}:
+                out.append(f"{s.name}: target '{t['claim']}' names rows it does not have")
+            if (t["of"] == "ours") != (t["over"] == "best_peer") or (not t["over"] and
+                                                                      not t["counter"]):
+                out.append(f"{s.name}: target '{t['claim']}' measures nothing")
     if not reg.quick() or not reg.core() or not reg.chart_suites():
         out.append("no quick, core or chart suite")
     return out

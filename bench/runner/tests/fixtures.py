@@ -21,7 +21,7 @@ def suite(name, order, **kw):
 
 
 def registry():
-    return Registry.from_json({"schema": 1, "allocators": ALL, "latency_batch": 64, "suites": [
+    return Registry.from_json({"schema": 2, "allocators": ALL, "latency_batch": 64, "suites": [
         suite("Map_Build", 30, per_op="ms/build", time_unit="ms", real_time=True,
               first_round_only=True),
         suite("Map_Lookup", 10, per_op="ns/lookup", quick=True, core=True, peers="core",

@@ -22,7 +22,7 @@ class Rounds(unittest.TestCase):
 class SplitProcesses(unittest.TestCase):
     def setUp(self):
         from runner.registry import Registry
-        self.reg = Registry.from_json({"schema": 1, "allocators": fixtures.ALL, "suites": [
+        self.reg = Registry.from_json({"schema": 2, "allocators": fixtures.ALL, "suites": [
             fixtures.suite("Map_Lookup", 10),
             fixtures.suite("Map_Purge", 20, table="bloat", own_process=True, sizes=[1, 2],
                            quick_sizes=[1]),

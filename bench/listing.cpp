@@ -1,0 +1,146 @@
+// bench/listing.cpp - hugepage_bench --list: the registry as text (with the project's other
+// benchmark programs) or as JSON for bench/runner.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "latency.hpp"
+#include "modes.hpp"
+#include "registry.hpp"
+
+namespace hugepage_bench {
+namespace {
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string json_sizes(const std::vector<std::size_t>& sizes) {
+  std::string out;
+  for (const std::size_t s : sizes) out += fmt::format("{}{}", out.empty() ? "" : ", ", s);
+  return "[" + out + "]";
+}
+
+const char* name_of(peer_role r) {
+  switch (r) {
+    case peer_role::none: return "none";
+    case peer_role::every_full_run: return "full";
+    case peer_role::core: return "core";
+  }
+  return "?";
+}
+
+const char* name_of(table_kind t) {
+  switch (t) {
+    case table_kind::time: return "time";
+    case table_kind::bloat: return "bloat";
+    case table_kind::tail: return "tail";
+  }
+  return "?";
+}
+
+std::string json_targets(const suite_info& s) {
+  std::string out;
+  for (const target_info& t : s.targets) {
+    out += fmt::format(
+        "{}{{\"claim\": {}, \"paired\": {}, \"of\": {}, \"over\": {}, \"counter\": {}, "
+        "\"at_least\": {}, \"bound\": {}, \"slack_bytes\": {}, \"from_bytes\": {}}}",
+        out.empty() ? "" : ",\n    ", json_string(t.claim), t.paired, json_string(t.of),
+        json_string(t.over), json_string(t.counter), t.at_least, t.bound, t.slack_bytes,
+        t.from_bytes);
+  }
+  return "[" + out + "]";
+}
+
+std::string json_contenders(const suite_info& s) {
+  std::string out;
+  for (const paired_entry& e : s.contenders) {
+    out += fmt::format("{}{{\"name\": {}, \"role\": {}}}", out.empty() ? "" : ", ",
+                       json_string(e.name), json_string(e.role));
+  }
+  return "[" + out + "]";
+}
+
+}  // namespace
+
+// The registry as JSON, for bench/runner (schema 2; the runner checks it).
+void print_registry_json() {
+  std::string allocators;
+  for (const alloc_kind k : all_kinds) {
+    allocators += fmt::format("{}{}", allocators.empty() ? "" : ", ", json_string(token_of(k)));
+  }
+  fmt::print("{{\n \"schema\": 2,\n \"allocators\": [{}],\n", allocators);
+  fmt::print(" \"latency_batch\": {},\n \"suites\": [\n", latency_batch);
+  bool first = true;
+  for (const suite_info& s : registry()) {
+    std::string applies;
+    for (const alloc_kind k : s.allocators) {
+      applies += fmt::format("{}{}", applies.empty() ? "" : ", ", json_string(token_of(k)));
+    }
+    fmt::print("{}  {{\"name\": {}, \"order\": {}, \"family\": {}, \"description\": {},\n",
+               first ? "" : ",\n", json_string(s.name), s.order, json_string(s.family),
+               json_string(s.description));
+    fmt::print(
+        "   \"per_op\": {}, \"time_unit\": \"{}\", \"real_time\": {}, \"allocators\": [{}],\n",
+        json_string(s.per_op), s.milliseconds ? "ms" : "ns", s.milliseconds, applies);
+    fmt::print("   \"sizes\": {}, \"quick_sizes\": {},\n", json_sizes(s.sizes),
+               json_sizes(s.sizes_quick));
+    fmt::print(
+        "   \"quick\": {}, \"core\": {}, \"first_round_only\": {}, \"peers\": \"{}\", "
+        "\"table\": \"{}\", \"tail_of\": {}, \"chart\": {}, \"own_process\": {},\n"
+        "   \"paired\": {},\n   \"targets\": {}}}",
+        s.in_quick, s.in_core, s.in_first_round_only, name_of(s.peers_run), name_of(s.table),
+        s.tail_of_suite.empty() ? "null" : json_string(s.tail_of_suite), s.on_chart,
+        s.in_own_process, json_contenders(s), json_targets(s));
+    first = false;
+  }
+  fmt::print("\n ]\n}}\n");
+}
+
+// One block per family, families in the order of their first suite.
+void print_registry_text() {
+  std::vector<std::string> families;
+  for (const suite_info& s : registry()) {
+    if (std::find(families.begin(), families.end(), s.family) == families.end()) {
+      families.push_back(s.family);
+    }
+  }
+  for (const std::string& family : families) {
+    fmt::print("{}{}:\n", family == families.front() ? "" : "\n", family);
+    for (const suite_info& s : registry()) {
+      if (s.family == family) {
+        fmt::print("  {:<30}{}{}\n", s.name, s.description,
+                   s.contenders.empty() ? "" : " [also --paired]");
+      }
+    }
+  }
+  // The benchmarks that are programs of their own (google-benchmark flags only), beside this one.
+  fmt::print(
+      "\nother benchmark programs (build/bench/, next to this one; google-benchmark flags):\n"
+      "  {:<30}{}\n  {:<30}{}\n  {:<30}{}\n  {:<30}{}\n",
+      "hugepage_allocation_bench",
+      "the allocation path's own cost: cgroup checks, the mapping registry",
+      "hugepage_cascade_bench", "which pages the tail of a block above 1 GiB gets (the cascade)",
+      "introspection_bench", "backing_of() per source and collapse() chunk latency", "doctor_bench",
+      "hugepage-doctor --pid on a process with 10,000 mappings, every format");
+  fmt::print(
+      "\nrun: hugepage_bench [--quick] [--suites=A,B] [--sizes=4M,1G] [--allocators=std,thp]; "
+      "--paired [--rounds=N] [--round-seconds=S] runs the [also --paired] suites with every "
+      "contender in one process; bench/run.py runs them all with the peers\n");
+}
+
+}  // namespace hugepage_bench

@@ -1,0 +1,36 @@
+// bench/modes.hpp - hugepage_bench's modes besides the rounds: --list (listing.cpp), --paired
+// (paired.cpp) and --headroom (headroom.cpp).
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "registry.hpp"
+
+namespace hugepage_bench {
+
+/// Prints the registry as text: one block per family, then the other benchmark programs.
+void print_registry_text();
+/// Prints the registry as JSON for bench/runner.
+void print_registry_json();
+
+/// Rounds of --paired: at least `rounds`, and more until `round_seconds` of rounds have passed
+/// (at most paired_max_rounds). A ratio near 1 needs many rounds to settle: a round's ratio
+/// varies by about 5% on a small VM.
+struct paired_options {
+  int rounds = 15;
+  int round_seconds = 0;
+};
+constexpr int paired_max_rounds = 1000;
+
+/// The suites of `suites` that declare contenders.
+std::vector<const suite_info*> pairable(const std::vector<const suite_info*>& suites);
+/// Registers one BM_<Suite>/paired/<bytes> row per suite and working set.
+void register_paired(const std::vector<const suite_info*>& suites,
+                     const std::vector<std::size_t>& sizes, const paired_options& o);
+
+/// Prints, as JSON, what huge pages save a dependent random chase at each working set (the
+/// measuring core of hugepage-doctor --probe). Returns the exit status.
+int print_headroom(const std::vector<std::size_t>& sizes);
+
+}  // namespace hugepage_bench
