@@ -60,6 +60,7 @@
 #include "hugepage/detail/pagemap.hpp"
 #include "hugepage/detail/proc_file.hpp"
 #include "hugepage/os.hpp"
+#include "hugepage/page_size.hpp"
 
 namespace hugepage {
 
@@ -127,7 +128,7 @@ struct collapse_result {
 
 namespace detail {
 
-constexpr std::size_t collapse_chunk = std::size_t{2} << 20;  // a PMD on x86-64 and arm64/4K
+constexpr std::size_t collapse_chunk = 2 * units::mib;  // a PMD on x86-64 and arm64/4K
 
 // Errors after which no chunk can succeed: stop instead of burning the budget.
 inline bool collapse_fatal(int error) noexcept {
@@ -226,7 +227,7 @@ inline collapse_result collapse_range(int pidfd, int pagemap_fd, void* p, std::s
   std::size_t span = 0;
   std::uintptr_t scanned_to = lo;
   std::size_t submitted = 0;
-  constexpr std::size_t scan_window = std::size_t{1} << 30;  // look ahead 512 chunks at a time
+  constexpr std::size_t scan_window = units::gib;  // look ahead 512 chunks at a time
   std::uintptr_t at = lo;
   for (; at < hi; at += collapse_chunk) {
     if (r.scanned && at >= scanned_to) {
@@ -313,7 +314,7 @@ inline collapse_result collapse(pid_t pid, void* p, std::size_t bytes,
     return r;
   }
   const detail::unique_fd pagemap(
-      detail::open_read_only(("/proc/" + std::to_string(pid) + "/pagemap").c_str()));
+      detail::open_read_only(detail::proc_path(pid, "pagemap").c_str()));
   return detail::collapse_range(pidfd.get(), pagemap.get(), p, bytes, budget);
 }
 

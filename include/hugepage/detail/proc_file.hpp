@@ -5,6 +5,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -77,6 +78,11 @@ inline std::string read_file(const char* path, std::error_code& ec) {
     text.append(buffer, static_cast<std::size_t>(n));
   }
   return text;
+}
+
+/// "/proc/<pid>/<file>", or "/proc/self/<file>" for pid 0.
+inline std::string proc_path(pid_t pid, const char* file) {
+  return (pid == 0 ? std::string("/proc/self/") : "/proc/" + std::to_string(pid) + "/") + file;
 }
 
 /// Parses a leading unsigned decimal number (after spaces); nullopt if there is none.
