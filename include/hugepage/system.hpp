@@ -197,8 +197,8 @@ inline std::vector<std::size_t> pool_page_sizes(
   DIR* dir = ::opendir(directory);
   if (dir == nullptr) return sizes;
   while (const dirent* entry = ::readdir(dir)) {
-    std::size_t kib = 0;
-    if (std::sscanf(entry->d_name, "hugepages-%zukB", &kib) == 1) sizes.push_back(kib * 1024);
+    std::size_t kb = 0;
+    if (std::sscanf(entry->d_name, "hugepages-%zukB", &kb) == 1) sizes.push_back(kb * units::kib);
   }
   ::closedir(dir);
   std::sort(sizes.begin(), sizes.end());
@@ -212,7 +212,7 @@ inline std::size_t thp_page_bytes() noexcept {
     const auto value = detail::read_u64("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size");
     const std::size_t v = value ? static_cast<std::size_t>(*value) : 0;
     // Accept only a power of two at least the base page size.
-    return v >= os::base_page_size() && (v & (v - 1)) == 0 ? v : std::size_t{1} << 21;
+    return v >= os::base_page_size() && (v & (v - 1)) == 0 ? v : 2 * units::mib;
   }();
   return bytes;
 }
