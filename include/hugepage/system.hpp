@@ -118,10 +118,10 @@ inline std::string pool_directory(std::size_t page_bytes, std::optional<int> nod
   char path[160];
   if (node) {
     std::snprintf(path, sizeof path, "/sys/devices/system/node/node%d/hugepages/hugepages-%zukB/",
-                  *node, page_bytes / 1024);
+                  *node, page_bytes / units::kib);
   } else {
     std::snprintf(path, sizeof path, "/sys/kernel/mm/hugepages/hugepages-%zukB/",
-                  page_bytes / 1024);
+                  page_bytes / units::kib);
   }
   return path;
 }
@@ -147,13 +147,6 @@ constexpr std::optional<thp_mode> effective_thp_mode(
     if (word != "inherit") return thp_mode_of(word);
   }
   return thp_mode_of(bracketed(top));
-}
-
-/// Reads at most `size - 1` bytes of a small file into `buffer`; -1 when it cannot be read.
-inline long read_small_file(const char* path, char* buffer, std::size_t size) noexcept {
-  const unique_fd fd(open_read_only(path));
-  if (!fd || size == 0) return -1;
-  return pread_full(fd.get(), buffer, size - 1, 0);
 }
 
 /// read_thp_mode() for the files at `top_path` and `per_size_path` (absent: no per-size switch).
