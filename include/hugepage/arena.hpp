@@ -70,6 +70,7 @@
 #include <vector>
 
 #include "hugepage/backing.hpp"
+#include "hugepage/detail/arena_lists.hpp"
 #include "hugepage/detail/arena_slab.hpp"
 #include "hugepage/detail/fork_locks.hpp"
 #include "hugepage/errors.hpp"
@@ -325,29 +326,13 @@ class basic_arena {
     return reinterpret_cast<char*>(s) - (reinterpret_cast<std::uintptr_t>(s) & (slab_bytes() - 1));
   }
 
-  static void push_room(size_class& cls, slab* s) noexcept {
-    s->prev = nullptr;
-    s->next = cls.with_room;
-    if (cls.with_room != nullptr) cls.with_room->prev = s;
-    cls.with_room = s;
-    s->has_room = true;
-  }
-
-  static void remove_room(size_class& cls, slab* s) noexcept {
-    if (s->prev != nullptr) s->prev->next = s->next;
-    if (s->next != nullptr) s->next->prev = s->prev;
-    if (cls.with_room == s) cls.with_room = s->next;
-    s->prev = s->next = nullptr;
-    s->has_room = false;
-  }
-
   void* allocate_slot(unsigned c, std::size_t bytes) {
     size_class& cls = classes_[c];
     const std::lock_guard<Mutex> lock(cls.mutex);
     slab* s = cls.with_room;
     if (s == nullptr) {
       s = take_slab(c);  // may throw: nothing has changed yet
-      push_room(cls, s);
+      detail::arena_push_slab(cls.with_room, s);
       ++cls.slabs;
     }
     void* p = s->free;
@@ -359,7 +344,7 @@ class basic_arena {
       p = s->bump;
       s->bump += s->slot_bytes;
     }
-    if (++s->used == s->capacity) remove_room(cls, s);
+    if (++s->used == s->capacity) detail::arena_remove_slab(cls.with_room, s);
     ++cls.live_slots;
     cls.live_bytes += bytes;
     detail::arena_unpoison(p, bytes == 0 ? 1 : bytes);  // a 0-byte slot is live too
@@ -379,13 +364,13 @@ class basic_arena {
     --cls.live_slots;
     cls.live_bytes -= bytes;
     if (--s->used == 0) {
-      if (s->has_room) remove_room(cls, s);
+      if (s->has_room) detail::arena_remove_slab(cls.with_room, s);
       --cls.slabs;
       lock.unlock();
       give_back(s);
       return;
     }
-    if (!s->has_room) push_room(cls, s);
+    if (!s->has_room) detail::arena_push_slab(cls.with_room, s);
   }
 
   // A slab for class `c`: a free one from a page the arena holds, or the first of a new huge page
@@ -480,18 +465,16 @@ class basic_arena {
     record->base = static_cast<char*>(chunks_.allocate(page_bytes_, page_bytes_));
     page* p = record.release();
     const std::lock_guard<Mutex> lock(pages_mutex_);
-    p->all_next = all_;
-    if (all_ != nullptr) all_->all_prev = p;
-    all_ = p;
+    detail::arena_link_page(all_, p);
     ++pages_;
-    push_page(p, /*at_front=*/true);
+    with_slab_.push(p, /*at_front=*/true);
     return use_slabs(from = p, 0, count, run);
   }
 
   // `count` adjacent free slabs of a page the arena holds; nullptr when none has them.
   char* take_held_slabs(std::size_t count, bool run, page*& from) {
     const std::lock_guard<Mutex> lock(pages_mutex_);
-    for (page* p = with_slab_; p != nullptr; p = p->next) {
+    for (page* p = with_slab_.first; p != nullptr; p = p->next) {
       if (p->slabs - p->in_use < count) continue;
       const std::size_t first = p->find_free(count);
       if (first != p->slabs) return use_slabs(from = p, first, count, run);
@@ -519,7 +502,7 @@ class basic_arena {
       --retained_;
     }
     p->in_use += count;
-    if (p->in_use == p->slabs) remove_page(p);
+    if (p->in_use == p->slabs) with_slab_.remove(p);
     return p->base + first * slab_bytes();
   }
 
@@ -531,48 +514,21 @@ class basic_arena {
     p->mark(first, count, false);
     p->in_use -= count;
     if (p->in_use != 0) {
-      if (!listed) push_page(p, /*at_front=*/true);
+      if (!listed) with_slab_.push(p, /*at_front=*/true);
       return false;
     }
-    if (listed) remove_page(p);
+    if (listed) with_slab_.remove(p);
     if (retained_ < options_.retained_pages) {
-      push_page(p, /*at_front=*/false);
+      with_slab_.push(p, /*at_front=*/false);
       p->retained = true;
       ++retained_;
       return false;
     }
-    if (p->all_prev != nullptr) p->all_prev->all_next = p->all_next;
-    if (p->all_next != nullptr) p->all_next->all_prev = p->all_prev;
-    if (all_ == p) all_ = p->all_next;
+    detail::arena_unlink_page(all_, p);
     --pages_;
     ++released_;
     ++unmapping_;
     return true;
-  }
-
-  // Pages with a free slab: those in use at the front, empty ones at the back, so that a partly
-  // used page fills up before an empty one is touched and empty pages can go back.
-  void push_page(page* p, bool at_front) noexcept {
-    p->prev = p->next = nullptr;
-    if (with_slab_ == nullptr) {
-      with_slab_ = with_slab_last_ = p;
-    } else if (at_front) {
-      p->next = with_slab_;
-      with_slab_->prev = p;
-      with_slab_ = p;
-    } else {
-      p->prev = with_slab_last_;
-      with_slab_last_->next = p;
-      with_slab_last_ = p;
-    }
-  }
-
-  void remove_page(page* p) noexcept {
-    if (p->prev != nullptr) p->prev->next = p->next;
-    if (p->next != nullptr) p->next->prev = p->prev;
-    if (with_slab_ == p) with_slab_ = p->next;
-    if (with_slab_last_ == p) with_slab_last_ = p->prev;
-    p->prev = p->next = nullptr;
   }
 
   // A slab whose last object was freed goes back to its page.
@@ -610,10 +566,9 @@ class basic_arena {
   std::atomic<std::size_t> large_bytes_{0};
 
   Mutex grow_mutex_;  // held while a new page is mapped: after a class's, before the pages'
-  mutable Mutex pages_mutex_;  // guards the members below; taken after a class's mutex
-  page* all_ = nullptr;        // every huge page held, linked through all_prev / all_next
-  page* with_slab_ = nullptr;  // pages with a slab to give: in use first, then empty ones
-  page* with_slab_last_ = nullptr;
+  mutable Mutex pages_mutex_;          // guards the members below; taken after a class's mutex
+  page* all_ = nullptr;                // every huge page held, linked through all_prev / all_next
+  detail::arena_page_list with_slab_;  // pages with a slab to give: in use first, then empty ones
   std::size_t pages_ = 0;
   std::size_t run_slabs_ = 0;  // slabs in runs of large allocations
   std::size_t retained_ = 0;

@@ -57,9 +57,11 @@
 #include <string>
 #include <system_error>
 
+#include "hugepage/detail/collapse_chunks.hpp"
 #include "hugepage/detail/pagemap.hpp"
 #include "hugepage/detail/proc_file.hpp"
 #include "hugepage/os.hpp"
+#include "hugepage/page_size.hpp"
 
 namespace hugepage {
 
@@ -127,13 +129,7 @@ struct collapse_result {
 
 namespace detail {
 
-constexpr std::size_t collapse_chunk = std::size_t{2} << 20;  // a PMD on x86-64 and arm64/4K
-
-// Errors after which no chunk can succeed: stop instead of burning the budget.
-inline bool collapse_fatal(int error) noexcept {
-  return error == EPERM || error == ESRCH || error == ENOSYS || error == EBADF || error == EACCES;
-}
-
+// Counts a chunk refused with `error` under its errno; past eight errnos, under the last entry.
 inline void count_refusal(collapse_result& r, int error) noexcept {
   for (collapse_refusal& x : r.refusals) {
     if (x.error == error || x.error == 0) {
@@ -143,59 +139,6 @@ inline void count_refusal(collapse_result& r, int error) noexcept {
     }
   }
   ++r.refusals.back().chunks;
-}
-
-constexpr std::size_t run_capacity = 128;
-
-// Scans [lo, hi) for huge runs (PMD-mapped THP or hugetlb; the huge zero page is huge but holds
-// no data, so it is left out) into `runs`. Sets `count` and `scanned_to`: `hi`, or where the
-// kernel stopped when `runs` filled up. False when PAGEMAP_SCAN fails (ENOTTY before 6.7).
-inline bool huge_runs(int pagemap_fd, std::uintptr_t lo, std::uintptr_t hi,
-                      pagemap::page_region (&runs)[run_capacity], std::size_t& count,
-                      std::uintptr_t& scanned_to) noexcept {
-  std::size_t found = 0;
-  std::uintptr_t walk_end = lo;
-  if (pagemap::scan(pagemap_fd, lo, hi, pagemap::page_is_huge | pagemap::page_is_present,
-                    pagemap::page_is_huge | pagemap::page_is_pfnzero, runs, run_capacity, found,
-                    walk_end)) {
-    return false;
-  }
-  scanned_to = found == run_capacity && walk_end > lo && walk_end < hi ? walk_end : hi;
-  count = 0;
-  for (std::size_t i = 0; i < found; ++i) {
-    if ((runs[i].categories & pagemap::page_is_pfnzero) == 0) runs[count++] = runs[i];
-  }
-  return true;
-}
-
-// Scans [lo, hi) for the spans of it that are mapped (adjacent mappings in one span, mostly) into
-// `spans`. Sets `scanned_to` as huge_runs does. The walk reports no page outside a mapping, nor in
-// a VM_PFNMAP mapping (device memory), which cannot collapse either.
-inline bool mapped_spans(int pagemap_fd, std::uintptr_t lo, std::uintptr_t hi,
-                         pagemap::page_region (&spans)[run_capacity], std::size_t& count,
-                         std::uintptr_t& scanned_to) noexcept {
-  std::uintptr_t walk_end = lo;
-  if (pagemap::scan(pagemap_fd, lo, hi, 0, 0, spans, run_capacity, count, walk_end)) return false;
-  scanned_to = count == run_capacity && walk_end > lo && walk_end < hi ? walk_end : hi;
-  return true;
-}
-
-// Whether [lo, hi) lies wholly in the spans from `*next` on (sorted; a span may end where the next
-// begins). Advances `*next` past spans that end at or before `lo`.
-inline bool wholly_mapped(const pagemap::page_region* spans, std::size_t count, std::size_t& next,
-                          std::uintptr_t lo, std::uintptr_t hi) noexcept {
-  while (next < count && spans[next].end <= lo) ++next;
-  std::uintptr_t covered = lo;
-  for (std::size_t i = next; i < count && spans[i].start <= covered && covered < hi; ++i) {
-    covered = std::max<std::uintptr_t>(covered, spans[i].end);
-  }
-  return covered >= hi;
-}
-
-// Whether the chunk at `p` of this process is not wholly mapped: mincore(2) answers ENOMEM then.
-inline bool chunk_unmapped(void* p) noexcept {
-  unsigned char vector[collapse_chunk / 4096];
-  return ::mincore(p, collapse_chunk, vector) != 0 && errno == ENOMEM;
 }
 
 // The core of both collapse() overloads. `pidfd` < 0: this process (madvise).
@@ -226,7 +169,7 @@ inline collapse_result collapse_range(int pidfd, int pagemap_fd, void* p, std::s
   std::size_t span = 0;
   std::uintptr_t scanned_to = lo;
   std::size_t submitted = 0;
-  constexpr std::size_t scan_window = std::size_t{1} << 30;  // look ahead 512 chunks at a time
+  constexpr std::size_t scan_window = units::gib;  // look ahead 512 chunks at a time
   std::uintptr_t at = lo;
   for (; at < hi; at += collapse_chunk) {
     if (r.scanned && at >= scanned_to) {
@@ -313,7 +256,7 @@ inline collapse_result collapse(pid_t pid, void* p, std::size_t bytes,
     return r;
   }
   const detail::unique_fd pagemap(
-      detail::open_read_only(("/proc/" + std::to_string(pid) + "/pagemap").c_str()));
+      detail::open_read_only(detail::proc_path(pid, "pagemap").c_str()));
   return detail::collapse_range(pidfd.get(), pagemap.get(), p, bytes, budget);
 }
 

@@ -30,21 +30,20 @@
 
 #include <linux/perf_event.h>
 #include <sys/ioctl.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <array>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "hugepage/detail/proc_file.hpp"
+#include "hugepage/detail/errno_text.hpp"
+#include "hugepage/detail/perf_events.hpp"
 
 namespace hugepage {
 
@@ -108,117 +107,7 @@ struct perf_reading {
 
 namespace detail {
 
-/// The errno's symbolic name ("ENOENT"), or "errno N".
-inline std::string errno_name(int error) {
-  switch (error) {
-    case ENOENT: return "ENOENT";
-    case EACCES: return "EACCES";
-    case EPERM: return "EPERM";
-    case ENOSYS: return "ENOSYS";
-    case EOPNOTSUPP: return "EOPNOTSUPP";
-    case EINVAL: return "EINVAL";
-    case ENODEV: return "ENODEV";
-    case EMFILE: return "EMFILE";
-    case ENFILE: return "ENFILE";
-    case EBUSY: return "EBUSY";
-    case E2BIG: return "E2BIG";
-    case ESRCH: return "ESRCH";
-    case EFAULT: return "EFAULT";
-    case ENOSPC: return "ENOSPC";
-    default: return "errno " + std::to_string(error);
-  }
-}
-
-/// /proc/sys/kernel/perf_event_paranoid (may be negative); nullopt when unreadable.
-inline std::optional<int> perf_event_paranoid() {
-  std::error_code ec;
-  const std::string text = read_file("/proc/sys/kernel/perf_event_paranoid", ec);
-  if (ec || text.empty()) return std::nullopt;
-  char* end = nullptr;
-  const long value = std::strtol(text.c_str(), &end, 10);
-  if (end == text.c_str()) return std::nullopt;
-  return static_cast<int>(value);
-}
-
-/// The value of a "Key:\tvalue" line of /proc/self/status, or "".
-inline std::string status_field(const char* key) {
-  std::error_code ec;
-  const std::string text = read_file("/proc/self/status", ec);
-  const std::string needle = std::string("\n") + key + ":";
-  const auto at = text.find(needle);
-  if (ec || at == std::string::npos) return {};
-  auto begin = at + needle.size();
-  while (begin < text.size() && (text[begin] == ' ' || text[begin] == '\t')) ++begin;
-  const auto end = text.find('\n', begin);
-  return text.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
-}
-
-/// Whether this process has CAP_PERFMON (38) or CAP_SYS_ADMIN (21) in its effective set, which
-/// lifts the perf_event_paranoid restrictions.
-inline bool perf_privileged() {
-  const std::string caps = status_field("CapEff");
-  if (caps.empty()) return ::geteuid() == 0;
-  const unsigned long long mask = std::strtoull(caps.c_str(), nullptr, 16);
-  return (mask >> 38 & 1U) != 0 || (mask >> 21 & 1U) != 0;
-}
-
-/// Whether a seccomp filter is installed on this thread ("Seccomp: 2").
-inline bool seccomp_filtered() { return status_field("Seccomp") == "2"; }
-
-/// Whether the kernel lists a CPU PMU (x86 "cpu", hybrid "cpu_core"/"cpu_atom", arm "armv8_*").
-inline bool cpu_pmu_listed() {
-  const std::string base = "/sys/bus/event_source/devices/";
-  for (const char* name : {"cpu", "cpu_core", "cpu_atom"}) {
-    if (::access((base + name).c_str(), F_OK) == 0) return true;
-  }
-  std::error_code ec;
-  // arm64 PMUs are named after the core ("armv8_pmuv3_0", "armv8_cortex_a72"): look for "type".
-  const std::string arm = read_file("/sys/bus/event_source/devices/armv8_pmuv3_0/type", ec);
-  return !ec;
-}
-
-/// Explains why perf_event_open failed with `error` for an event of the given kind.
-inline std::string open_failure_reason(int error, bool hardware, bool excluded_kernel) {
-  const std::string call = "perf_event_open: " + errno_name(error);
-  const std::optional<int> paranoid = perf_event_paranoid();
-  const std::string paranoid_text = paranoid ? std::to_string(*paranoid) : "unreadable";
-  switch (error) {
-    case ENOENT:
-    case EOPNOTSUPP:
-    case ENODEV:
-      if (!hardware) return "event not supported by this kernel (" + call + ")";
-      if (!cpu_pmu_listed()) {
-        return "no hardware PMU (" + call +
-               "; no CPU PMU under /sys/bus/event_source/devices: a VM without vPMU?)";
-      }
-      return "event not supported by this CPU's PMU (" + call + ")";
-    case EACCES:
-    case EPERM: {
-      const bool privileged = perf_privileged();
-      if (paranoid && *paranoid >= 3 && !privileged) {
-        return "perf_event_paranoid=3 forbids perf_event_open without CAP_PERFMON (" + call +
-               "; lower it with sysctl kernel.perf_event_paranoid=2)";
-      }
-      if (seccomp_filtered()) {
-        return "blocked by seccomp (" + call + "; a seccomp filter is installed, " +
-               "perf_event_paranoid=" + paranoid_text + ")";
-      }
-      if (!privileged && paranoid && *paranoid >= 2 && !excluded_kernel) {
-        return "perf_event_paranoid=" + paranoid_text + " forbids kernel counting (" + call + ")";
-      }
-      return "permission denied (" + call + "; perf_event_paranoid=" + paranoid_text +
-             ", an LSM or seccomp policy may block it)";
-    }
-    case ENOSYS:
-      return "perf_event_open not implemented (" + call +
-             "; kernel without CONFIG_PERF_EVENTS, or blocked by seccomp)";
-    case EMFILE:
-    case ENFILE: return "out of file descriptors (" + call + ")";
-    case EINVAL: return "event rejected by the kernel (" + call + ")";
-    default: return "cannot open (" + call + ": " + std::strerror(error) + ")";
-  }
-}
-
+/// The perf_event_attr that counts `e`, before the read format and the exclusions are set.
 inline perf_event_attr attr_of(perf_event e) noexcept {
   perf_event_attr attr;
   std::memset(&attr, 0, sizeof attr);
@@ -253,23 +142,6 @@ inline perf_event_attr attr_of(perf_event e) noexcept {
       break;
   }
   return attr;
-}
-
-/// perf_event_open(2) for the calling thread on any CPU, EINTR retried. Returns the fd or -errno.
-inline int open_event(perf_event_attr& attr, int group_fd) noexcept {
-  for (;;) {
-    const long fd = ::syscall(SYS_perf_event_open, &attr, 0 /* this thread */, -1 /* any CPU */,
-                              group_fd, PERF_FLAG_FD_CLOEXEC);
-    if (fd >= 0) return static_cast<int>(fd);
-    if (errno != EINTR) return -errno;
-  }
-}
-
-inline long read_retry(int fd, void* buffer, std::size_t length) noexcept {
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer, length);
-    if (n >= 0 || errno != EINTR) return static_cast<long>(n);
-  }
 }
 
 }  // namespace detail

@@ -14,6 +14,9 @@
 //   else std::puts(walks.unavailable_reason().c_str());
 #pragma once
 
+// The kernel's header first: libpfm4's copy of the same definitions steps aside only when
+// <linux/perf_event.h> came before it, and perf_counters.hpp includes the kernel's.
+#include <linux/perf_event.h>
 #include <perfmon/pfmlib_perf_event.h>
 
 #include <cstdint>

@@ -17,6 +17,7 @@
 
 #include "hugepage/detail/proc_file.hpp"
 #include "hugepage/os.hpp"
+#include "hugepage/page_size.hpp"
 
 namespace hugepage {
 
@@ -135,25 +136,25 @@ inline std::vector<mapping_info> parse_smaps(std::string_view text) {
     }
     const auto value = detail::parse_u64(rest);
     if (!value) continue;
-    const std::size_t kib = static_cast<std::size_t>(*value) * 1024;
+    const std::size_t bytes = static_cast<std::size_t>(*value) * units::kib;  // smaps says kB
     if (name == "KernelPageSize") {
-      m.kernel_page_bytes = kib;
+      m.kernel_page_bytes = bytes;
     } else if (name == "Rss") {
-      m.rss = kib;
+      m.rss = bytes;
     } else if (name == "Anonymous") {
-      m.anonymous = kib;
+      m.anonymous = bytes;
     } else if (name == "AnonHugePages") {
-      m.anon_huge = kib;
+      m.anon_huge = bytes;
     } else if (name == "ShmemPmdMapped") {
-      m.shmem_huge = kib;
+      m.shmem_huge = bytes;
     } else if (name == "FilePmdMapped") {
-      m.file_huge = kib;
+      m.file_huge = bytes;
     } else if (name == "Private_Hugetlb") {
-      m.private_hugetlb = kib;
+      m.private_hugetlb = bytes;
     } else if (name == "Shared_Hugetlb") {
-      m.shared_hugetlb = kib;
+      m.shared_hugetlb = bytes;
     } else if (name == "Swap") {
-      m.swap = kib;
+      m.swap = bytes;
     } else if (name == "THPeligible") {
       m.thp_eligible = *value != 0;
     }
@@ -164,9 +165,7 @@ inline std::vector<mapping_info> parse_smaps(std::string_view text) {
 /// Reads and parses /proc/<pid>/smaps (pid 0: this process). Sets `ec` when it cannot be read
 /// (no such process: ENOENT; not ours: EACCES).
 inline std::vector<mapping_info> read_smaps(pid_t pid, std::error_code& ec) {
-  const std::string path =
-      pid == 0 ? std::string("/proc/self/smaps") : "/proc/" + std::to_string(pid) + "/smaps";
-  const std::string text = detail::read_file(path.c_str(), ec);
+  const std::string text = detail::read_file(detail::proc_path(pid, "smaps").c_str(), ec);
   if (ec) return {};
   return parse_smaps(text);
 }

@@ -118,10 +118,10 @@ inline std::string pool_directory(std::size_t page_bytes, std::optional<int> nod
   char path[160];
   if (node) {
     std::snprintf(path, sizeof path, "/sys/devices/system/node/node%d/hugepages/hugepages-%zukB/",
-                  *node, page_bytes / 1024);
+                  *node, page_bytes / units::kib);
   } else {
     std::snprintf(path, sizeof path, "/sys/kernel/mm/hugepages/hugepages-%zukB/",
-                  page_bytes / 1024);
+                  page_bytes / units::kib);
   }
   return path;
 }
@@ -147,13 +147,6 @@ constexpr std::optional<thp_mode> effective_thp_mode(
     if (word != "inherit") return thp_mode_of(word);
   }
   return thp_mode_of(bracketed(top));
-}
-
-/// Reads at most `size - 1` bytes of a small file into `buffer`; -1 when it cannot be read.
-inline long read_small_file(const char* path, char* buffer, std::size_t size) noexcept {
-  const unique_fd fd(open_read_only(path));
-  if (!fd || size == 0) return -1;
-  return pread_full(fd.get(), buffer, size - 1, 0);
 }
 
 /// read_thp_mode() for the files at `top_path` and `per_size_path` (absent: no per-size switch).
@@ -197,8 +190,8 @@ inline std::vector<std::size_t> pool_page_sizes(
   DIR* dir = ::opendir(directory);
   if (dir == nullptr) return sizes;
   while (const dirent* entry = ::readdir(dir)) {
-    std::size_t kib = 0;
-    if (std::sscanf(entry->d_name, "hugepages-%zukB", &kib) == 1) sizes.push_back(kib * 1024);
+    std::size_t kb = 0;
+    if (std::sscanf(entry->d_name, "hugepages-%zukB", &kb) == 1) sizes.push_back(kb * units::kib);
   }
   ::closedir(dir);
   std::sort(sizes.begin(), sizes.end());
@@ -212,7 +205,7 @@ inline std::size_t thp_page_bytes() noexcept {
     const auto value = detail::read_u64("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size");
     const std::size_t v = value ? static_cast<std::size_t>(*value) : 0;
     // Accept only a power of two at least the base page size.
-    return v >= os::base_page_size() && (v & (v - 1)) == 0 ? v : std::size_t{1} << 21;
+    return v >= os::base_page_size() && (v & (v - 1)) == 0 ? v : 2 * units::mib;
   }();
   return bytes;
 }

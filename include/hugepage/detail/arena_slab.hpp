@@ -21,6 +21,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "hugepage/page_size.hpp"
+
 #if defined(__SANITIZE_ADDRESS__)
 #define HUGEPAGE_ARENA_ASAN 1
 #elif defined(__has_feature)
@@ -139,7 +141,7 @@ constexpr unsigned arena_class_of(std::size_t bytes, std::size_t alignment) noex
 
 /// Size of a slab. A 1 GiB page is carved into slabs of this size, so the size classes a container
 /// touches share one page instead of taking a 1 GiB page each.
-inline constexpr std::size_t arena_slab_bytes = std::size_t{2} << 20;
+inline constexpr std::size_t arena_slab_bytes = 2 * units::mib;
 
 /// A huge page the arena mapped: one slab (2 MiB pages) or several (1 GiB pages), each serving a
 /// size class or part of a run that holds one large allocation. It goes back to the system only

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -79,6 +80,11 @@ inline std::string read_file(const char* path, std::error_code& ec) {
   return text;
 }
 
+/// "/proc/<pid>/<file>", or "/proc/self/<file>" for pid 0.
+inline std::string proc_path(pid_t pid, const char* file) {
+  return (pid == 0 ? std::string("/proc/self/") : "/proc/" + std::to_string(pid) + "/") + file;
+}
+
 /// Parses a leading unsigned decimal number (after spaces); nullopt if there is none.
 constexpr std::optional<std::uint64_t> parse_u64(std::string_view text) noexcept {
   std::size_t i = 0;
@@ -93,12 +99,18 @@ constexpr std::optional<std::uint64_t> parse_u64(std::string_view text) noexcept
   return value;
 }
 
+/// Reads at most `size - 1` bytes of a small file into `buffer`; -1 when it cannot be read.
+/// Allocates nothing.
+inline long read_small_file(const char* path, char* buffer, std::size_t size) noexcept {
+  const unique_fd fd(open_read_only(path));
+  if (!fd || size == 0) return -1;
+  return pread_full(fd.get(), buffer, size - 1, 0);
+}
+
 /// Reads a file that holds one unsigned number (sysfs style). Allocates nothing.
 inline std::optional<std::uint64_t> read_u64(const char* path) noexcept {
-  const unique_fd fd(open_read_only(path));
-  if (!fd) return std::nullopt;
   char buffer[64];
-  const long n = pread_full(fd.get(), buffer, sizeof buffer - 1, 0);
+  const long n = read_small_file(path, buffer, sizeof buffer);
   if (n <= 0) return std::nullopt;
   return parse_u64(std::string_view(buffer, static_cast<std::size_t>(n)));
 }

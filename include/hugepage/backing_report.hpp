@@ -1,0 +1,59 @@
+// hugepage/backing_report.hpp - the answer of backing_of(): where the bytes of a range live.
+//
+// backing.hpp computes it; this header holds only the type, so that the code that fills it in
+// (detail/backing_sources.hpp) and the code that reads it need nothing else.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace hugepage {
+
+/// Which source a backing_report came from.
+enum class backing_source {
+  pagemap_scan,  ///< exact, per run of pages, unprivileged (Linux 6.7)
+  kpageflags,    ///< exact, per page, needs CAP_SYS_ADMIN
+  smaps,         ///< per mapping; exact only for whole mappings and hugetlb
+  unavailable,   ///< nothing readable: see `note`
+};
+
+/// Returns "pagemap_scan", "kpageflags", "smaps" or "unavailable".
+constexpr const char* name_of(backing_source source) noexcept {
+  switch (source) {
+    case backing_source::pagemap_scan: return "pagemap_scan";
+    case backing_source::kpageflags: return "kpageflags";
+    case backing_source::smaps: return "smaps";
+    case backing_source::unavailable: return "unavailable";
+  }
+  return "unavailable";
+}
+
+/// Where the bytes of a range live. The range is widened to whole base pages. The seven parts
+/// `thp + hugetlb_2m + hugetlb_1g + base + not_resident + unmapped` add up to `bytes`;
+/// `thp_shmem`, `thp_file` and `zero_page` are shares of the part named in their comment.
+struct backing_report {
+  std::size_t bytes = 0;         ///< bytes examined
+  std::size_t thp = 0;           ///< on PMD-mapped transparent huge pages (anon, shmem or file)
+  std::size_t hugetlb_2m = 0;    ///< on 2 MiB hugetlb pages
+  std::size_t hugetlb_1g = 0;    ///< on 1 GiB hugetlb pages
+  std::size_t base = 0;          ///< resident on base pages
+  std::size_t not_resident = 0;  ///< mapped, not faulted in, swapped out, or on the zero page
+  std::size_t unmapped = 0;      ///< not mapped at all
+  std::size_t thp_shmem = 0;     ///< of `thp`: shmem THP (memfd, tmpfs, shared anonymous)
+  std::size_t thp_file = 0;      ///< of `thp`: page-cache THP of regular files
+  std::size_t zero_page = 0;     ///< of `not_resident`: read-faulted, on the shared zero page
+  backing_source source = backing_source::unavailable;
+  bool exact = false;  ///< false: THP bytes prorated from smaps, or source unavailable
+  /// Why the report is approximate or unavailable, or why a better source was passed over
+  /// ("PAGEMAP_SCAN unavailable: ..."); empty when the first source answered exactly.
+  std::string note;
+
+  std::size_t huge_bytes() const noexcept { return thp + hugetlb_2m + hugetlb_1g; }
+  std::size_t resident_bytes() const noexcept { return huge_bytes() + base; }
+  /// Share of the examined bytes that is on huge pages, 0..1.
+  double huge_fraction() const noexcept {
+    return bytes == 0 ? 0.0 : static_cast<double>(huge_bytes()) / static_cast<double>(bytes);
+  }
+};
+
+}  // namespace hugepage
