@@ -46,7 +46,6 @@
 // stays THP-advised, the failure is counted once and the call is not made again).
 #pragma once
 
-#include <sys/prctl.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -64,6 +63,8 @@
 #include "hugepage/cgroup.hpp"
 #include "hugepage/detail/format_bytes.hpp"
 #include "hugepage/detail/mapping_registry.hpp"
+#include "hugepage/detail/mapping_steps.hpp"
+#include "hugepage/detail/small_blocks.hpp"
 #include "hugepage/errors.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/page_size.hpp"
@@ -230,14 +231,14 @@ class strategy {
   /// Throws pool_exhausted (strict hugetlb, pool short), allocation_error (the kernel refused a
   /// mapping or a pre-fault), std::bad_alloc (::operator new failed).
   void* allocate(std::size_t bytes, std::size_t alignment) const {
-    if (!is_mapped(bytes)) return allocate_small(bytes, alignment);
+    if (!is_mapped(bytes)) return detail::allocate_small(bytes, alignment);
     return allocate_mapped(bytes, alignment);
   }
 
   /// Releases memory from allocate() with the same `bytes` and `alignment`. Never throws.
   void deallocate(void* p, std::size_t bytes, std::size_t alignment) const noexcept {
     if (p == nullptr) return;
-    if (!is_mapped(bytes)) return deallocate_small(p, bytes, alignment);
+    if (!is_mapped(bytes)) return detail::deallocate_small(p, bytes, alignment);
     const layout l = layout_of(bytes);
     placement got = planned();
     detail::mapping_registry::entry record{};
@@ -258,33 +259,6 @@ class strategy {
   constexpr strategy(method how, page_size size, pool_policy policy,
                      allocation_options options) noexcept
       : method_(how), size_(size), policy_(policy), options_(options) {}
-
-  // ---- small requests: the standard allocator's path, over-alignment included -----------------
-
-  static void* allocate_small(std::size_t bytes, std::size_t alignment) {
-    // Only reachable with a huge `bytes` under a threshold set above it; says so to the compiler,
-    // which otherwise warns that such a size reaches ::operator new.
-    if (bytes > static_cast<std::size_t>(PTRDIFF_MAX)) throw std::bad_alloc();
-    if (alignment > __STDCPP_DEFAULT_NEW_ALIGNMENT__) {
-      return ::operator new (bytes, std::align_val_t{alignment});
-    }
-    return ::operator new(bytes);
-  }
-
-  static void deallocate_small(void* p, std::size_t bytes, std::size_t alignment) noexcept {
-#if defined(__cpp_sized_deallocation)
-    if (alignment > __STDCPP_DEFAULT_NEW_ALIGNMENT__) {
-      return ::operator delete (p, bytes, std::align_val_t{alignment});
-    }
-    ::operator delete(p, bytes);
-#else
-    (void)bytes;
-    if (alignment > __STDCPP_DEFAULT_NEW_ALIGNMENT__) {
-      return ::operator delete (p, std::align_val_t{alignment});
-    }
-    ::operator delete(p);
-#endif
-  }
 
   // ---- mapped requests --------------------------------------------------------------------------
 
@@ -379,26 +353,7 @@ class strategy {
     }
   }
 
-  // Whether THP advice is accepted but cannot be honoured: the effective PMD-size THP mode is
-  // never (read_thp_mode(): the per-size switch, else the top-level `enabled`; read at most once a
-  // second), or this process has PR_SET_THP_DISABLE without the exception for advised memory
-  // (Linux 6.18, PR_THP_DISABLE_EXCEPT_ADVISED). madvise succeeds either way.
-  static bool thp_refused() noexcept {
-    const int disabled = ::prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0);
-    if (disabled > 0 && (disabled & 2) == 0) return true;
-    static std::atomic<std::int64_t> checked_at{-1};
-    static std::atomic<bool> never{false};
-    constexpr auto relaxed = std::memory_order_relaxed;
-    const std::int64_t now = detail::monotonic_seconds();
-    if (checked_at.load(relaxed) != now) {
-      never.store(read_thp_mode() == thp_mode::never, relaxed);
-      checked_at.store(now, relaxed);
-    }
-    return never.load(relaxed);
-  }
-
-  // THP-advised anonymous memory; `obtained` becomes base when the kernel refuses the advice
-  // (a kernel without CONFIG_TRANSPARENT_HUGEPAGE answers EINVAL) or THP is off (thp_refused).
+  // THP-advised anonymous memory; `obtained` as detail::advise_thp says.
   static void* map_thp(std::size_t length, std::size_t alignment, backing& obtained) {
     std::error_code ec;
     void* p = os::map_aligned(length, alignment, ec);
@@ -407,7 +362,7 @@ class strategy {
                                          " for transparent huge pages failed: " + ec.message(),
                                      ec);
     }
-    obtained = os::advise_huge(p, length) || thp_refused() ? backing::base : backing::thp;
+    obtained = detail::advise_thp(p, length);
     return p;
   }
 
@@ -449,10 +404,10 @@ class strategy {
       if (pool_pages(p, l.head, alignment, size_, must) == nullptr) {
         got.head = pool_pages(p, l.head, alignment, page_size::huge_2m, false) != nullptr
                        ? backing::hugetlb_2m
-                       : advised_backing(p, l.head);
+                       : detail::advise_thp(p, l.head);
       }
       if (pool_pages(p + l.head, l.tail(), alignment, page_size::huge_2m, false) == nullptr) {
-        got.tail = advised_backing(p + l.head, l.tail());
+        got.tail = detail::advise_thp(p + l.head, l.tail());
       }
     } catch (...) {
       os::unmap(p, l.length);  // the whole range, whatever each part became
@@ -472,7 +427,7 @@ class strategy {
     for (int attempt = 0;; ++attempt) {
       std::error_code ec;
       void* p = at == nullptr && alignment > bytes_of(size)
-                    ? map_hugetlb_aligned(length, alignment, size, ec)
+                    ? detail::map_hugetlb_aligned(length, alignment, size, ec)
                     : os::map_hugetlb(length, size, ec, at);
       if (p != nullptr) {
         // Always faulted in here (see populate_hugetlb_at_allocation): a refusal is an error now,
@@ -500,27 +455,6 @@ class strategy {
         detail::throw_refusal(refusal);
       }
     }
-  }
-
-  // mmap aligns a hugetlb mapping to its page size and no further. For a larger alignment: find
-  // a free range so aligned (a reservation that holds no memory), free it and map the pool pages
-  // exactly there. MAP_FIXED_NOREPLACE never replaces what another thread may have mapped there
-  // in between; that race (EEXIST) is retried with a fresh range.
-  static void* map_hugetlb_aligned(std::size_t length, std::size_t alignment, page_size size,
-                                   std::error_code& ec) noexcept {
-    for (int attempt = 0; attempt < 3; ++attempt) {
-      void* range = os::reserve_aligned(length, alignment, ec);
-      if (range == nullptr) return nullptr;
-      os::unmap(range, length);
-      void* p = os::map_hugetlb(length, size, ec, range, /*replace=*/false);
-      if (p != nullptr || ec != std::errc::file_exists) return p;
-    }
-    return nullptr;
-  }
-
-  // What backs a part that pool_pages() left THP-advised anonymous memory.
-  static backing advised_backing(void* p, std::size_t length) noexcept {
-    return os::advise_huge(p, length) || thp_refused() ? backing::base : backing::thp;
   }
 
   // Undoes a part of pool_pages(): unmaps a mapping of its own, or turns the part of a
