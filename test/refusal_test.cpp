@@ -368,6 +368,10 @@ TEST(ThrowRefusal, ShortOrRefilledPoolIsPoolExhaustedWithWhatIsAvailable) {
   EXPECT_EQ(e.pages_available(), 10u);
   const hugepage::pool_exhausted refilled = thrown_for<hugepage::pool_exhausted>(refused(3, 4, 4));
   EXPECT_EQ(refilled.pages_available(), 4u);
+  const hugepage::pool_exhausted beyond =
+      thrown_for<hugepage::pool_exhausted>(refused(9000, 100, 40));
+  EXPECT_EQ(beyond.pages_requested(), 9000u);
+  EXPECT_EQ(beyond.pages_available(), 40u);
 }
 
 TEST(ThrowRefusal, CgroupLimitIsHugetlbLimitExceededWithTheRoomLeftAsAvailable) {
