@@ -1240,7 +1240,7 @@ TEST(ArenaThrows, FirstPageRefusedLeavesStdContainersEmptyAndTablesOfAbslInconsi
   ASSERT_TRUE(cgroup.write("hugetlb.1GB.max", "0") && cgroup.write("hugetlb.1GB.rsvd.max", "0"))
       << std::strerror(errno);
   const strategy gigantic = strategy::hugetlb(page_size::huge_1g, hugepage::strict);
-  const std::string expected = refusal(cgroup, "1 GiB", "1 GiB", "1GB", "0 bytes");
+  const std::string expected = refusal(cgroup, "1 GiB", "1 GiB", "1GB", "0 B");
   const auto before = hugepage::test::read_counts(page_size::huge_1g);
   const auto in_child = [&](auto body) { return hugepage::test::run_in_child(body); };
   EXPECT_EQ(in_child([&] {
@@ -1293,8 +1293,8 @@ TEST(ArenaThrows, LaterPageRefusedLeavesStdContainersUnchangedAndTablesOfAbslInc
               one.write("hugetlb.2MB.rsvd.max", std::to_string(kHuge)))
       << std::strerror(errno);
   const strategy pool = strategy::hugetlb(page_size::huge_2m, hugepage::strict);
-  const std::string after_two = refusal(two, "2 MiB", "2.0 MiB", "2MB", "4.0 MiB");
-  const std::string after_one = refusal(one, "2 MiB", "2.0 MiB", "2MB", "2.0 MiB");
+  const std::string after_two = refusal(two, "2 MiB", "2 MiB", "2MB", "4 MiB");
+  const std::string after_one = refusal(one, "2 MiB", "2 MiB", "2MB", "2 MiB");
   const auto before = hugepage::test::read_counts(page_size::huge_2m);
   const auto in_child = [&](auto body) { return hugepage::test::run_in_child(body); };
   EXPECT_EQ(in_child([&] {

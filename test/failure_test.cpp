@@ -284,7 +284,7 @@ TEST(PrefaultRefused, IsNotBlamedOnThePool) {
     } catch (const hugepage::allocation_error& e) {
       const std::string what = e.what();
       const std::string expected =
-          "hugepage: faulting in 4 hugetlb pages of 2 MiB (8.0 MiB) failed: " +
+          "hugepage: faulting in 4 hugetlb pages of 2 MiB (8 MiB) failed: " +
           std::string(std::strerror(EPERM)) +
           ": the kernel refused the pre-fault itself, not for want of pages";
       if (what != expected || e.code() != std::errc::operation_not_permitted) {

@@ -11,6 +11,7 @@
 //   system.hpp     THP settings, hugetlb pools, MADV_COLLAPSE support
 //   cgroup.hpp     the memory and hugetlb cgroup limits this process runs under
 //   errors.hpp     the exceptions: allocation_error, pool_exhausted and the cgroup refusals
+//   refusal.hpp    why hugetlb pages were refused, in words, and the command that sizes a pool
 //   stats.hpp      what the library has mapped
 //   smaps.hpp      /proc/<pid>/smaps parser
 //   os.hpp         the noexcept mmap/madvise layer
@@ -28,6 +29,7 @@
 #include "hugepage/page_size.hpp"
 #include "hugepage/perf_counters.hpp"
 #include "hugepage/pmr.hpp"
+#include "hugepage/refusal.hpp"
 #include "hugepage/smaps.hpp"
 #include "hugepage/stats.hpp"
 #include "hugepage/strategy.hpp"

@@ -11,7 +11,8 @@
 //        collapse: the same, populated at once, then MADV_COLLAPSE
 //        hugetlb:  MAP_HUGETLB from the pool, faulted in at once (a refused first touch would be
 //                  SIGBUS), at any alignment (mapped into a free range so aligned); on shortage
-//                  throw pool_exhausted (strict) or map THP instead (fallback), counted
+//                  throw pool_exhausted (strict; refusal.hpp says why) or map THP instead
+//                  (fallback), counted
 //        optional: pre-fault (MADV_POPULATE_WRITE), MADV_DONTFORK
 // deallocate(p, bytes, alignment) recomputes the same decision from `bytes` - no header in front
 // of the block, no lookup on the common path - and unmaps exactly the length that was mapped.
@@ -45,8 +46,6 @@
 // stays THP-advised, the failure is counted once and the call is not made again).
 #pragma once
 
-#include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -62,10 +61,14 @@
 #include <utility>
 
 #include "hugepage/cgroup.hpp"
+#include "hugepage/detail/format_bytes.hpp"
 #include "hugepage/detail/mapping_registry.hpp"
+#include "hugepage/detail/mapping_steps.hpp"
+#include "hugepage/detail/small_blocks.hpp"
 #include "hugepage/errors.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/page_size.hpp"
+#include "hugepage/refusal.hpp"
 #include "hugepage/stats.hpp"
 #include "hugepage/system.hpp"
 
@@ -128,26 +131,6 @@ struct default_options {
 struct prefault_options : default_options {
   static constexpr bool prefault = true;
 };
-
-namespace detail {
-
-inline std::string describe_bytes(std::size_t bytes) {
-  char text[48];
-  if (bytes >= (std::size_t{1} << 30) && bytes % (std::size_t{1} << 30) == 0) {
-    std::snprintf(text, sizeof text, "%zu GiB", bytes >> 30);
-  } else if (bytes >= (std::size_t{1} << 20)) {
-    std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
-  } else {
-    std::snprintf(text, sizeof text, "%zu bytes", bytes);
-  }
-  return text;
-}
-
-inline std::string errno_text(std::error_code code) {
-  return code ? code.message() : std::string("no error");
-}
-
-}  // namespace detail
 
 /// How to obtain memory for a request. A small literal type: allocators hold one as a
 /// `static constexpr` member, pmr resources hold one by value. Thread-safe: all state it touches is
@@ -248,14 +231,14 @@ class strategy {
   /// Throws pool_exhausted (strict hugetlb, pool short), allocation_error (the kernel refused a
   /// mapping or a pre-fault), std::bad_alloc (::operator new failed).
   void* allocate(std::size_t bytes, std::size_t alignment) const {
-    if (!is_mapped(bytes)) return allocate_small(bytes, alignment);
+    if (!is_mapped(bytes)) return detail::allocate_small(bytes, alignment);
     return allocate_mapped(bytes, alignment);
   }
 
   /// Releases memory from allocate() with the same `bytes` and `alignment`. Never throws.
   void deallocate(void* p, std::size_t bytes, std::size_t alignment) const noexcept {
     if (p == nullptr) return;
-    if (!is_mapped(bytes)) return deallocate_small(p, bytes, alignment);
+    if (!is_mapped(bytes)) return detail::deallocate_small(p, bytes, alignment);
     const layout l = layout_of(bytes);
     placement got = planned();
     detail::mapping_registry::entry record{};
@@ -276,33 +259,6 @@ class strategy {
   constexpr strategy(method how, page_size size, pool_policy policy,
                      allocation_options options) noexcept
       : method_(how), size_(size), policy_(policy), options_(options) {}
-
-  // ---- small requests: the standard allocator's path, over-alignment included -----------------
-
-  static void* allocate_small(std::size_t bytes, std::size_t alignment) {
-    // Only reachable with a huge `bytes` under a threshold set above it; says so to the compiler,
-    // which otherwise warns that such a size reaches ::operator new.
-    if (bytes > static_cast<std::size_t>(PTRDIFF_MAX)) throw std::bad_alloc();
-    if (alignment > __STDCPP_DEFAULT_NEW_ALIGNMENT__) {
-      return ::operator new (bytes, std::align_val_t{alignment});
-    }
-    return ::operator new(bytes);
-  }
-
-  static void deallocate_small(void* p, std::size_t bytes, std::size_t alignment) noexcept {
-#if defined(__cpp_sized_deallocation)
-    if (alignment > __STDCPP_DEFAULT_NEW_ALIGNMENT__) {
-      return ::operator delete (p, bytes, std::align_val_t{alignment});
-    }
-    ::operator delete(p, bytes);
-#else
-    (void)bytes;
-    if (alignment > __STDCPP_DEFAULT_NEW_ALIGNMENT__) {
-      return ::operator delete (p, std::align_val_t{alignment});
-    }
-    ::operator delete(p);
-#endif
-  }
 
   // ---- mapped requests --------------------------------------------------------------------------
 
@@ -397,35 +353,16 @@ class strategy {
     }
   }
 
-  // Whether THP advice is accepted but cannot be honoured: the effective PMD-size THP mode is
-  // never (read_thp_mode(): the per-size switch, else the top-level `enabled`; read at most once a
-  // second), or this process has PR_SET_THP_DISABLE without the exception for advised memory
-  // (Linux 6.18, PR_THP_DISABLE_EXCEPT_ADVISED). madvise succeeds either way.
-  static bool thp_refused() noexcept {
-    const int disabled = ::prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0);
-    if (disabled > 0 && (disabled & 2) == 0) return true;
-    static std::atomic<std::int64_t> checked_at{-1};
-    static std::atomic<bool> never{false};
-    constexpr auto relaxed = std::memory_order_relaxed;
-    const std::int64_t now = detail::monotonic_seconds();
-    if (checked_at.load(relaxed) != now) {
-      never.store(read_thp_mode() == thp_mode::never, relaxed);
-      checked_at.store(now, relaxed);
-    }
-    return never.load(relaxed);
-  }
-
-  // THP-advised anonymous memory; `obtained` becomes base when the kernel refuses the advice
-  // (a kernel without CONFIG_TRANSPARENT_HUGEPAGE answers EINVAL) or THP is off (thp_refused).
+  // THP-advised anonymous memory; `obtained` as detail::advise_thp says.
   static void* map_thp(std::size_t length, std::size_t alignment, backing& obtained) {
     std::error_code ec;
     void* p = os::map_aligned(length, alignment, ec);
     if (p == nullptr) {
-      detail::throw_allocation_error("hugepage: mmap of " + detail::describe_bytes(length) +
+      detail::throw_allocation_error("hugepage: mmap of " + detail::format_bytes(length) +
                                          " for transparent huge pages failed: " + ec.message(),
                                      ec);
     }
-    obtained = os::advise_huge(p, length) || thp_refused() ? backing::base : backing::thp;
+    obtained = detail::advise_thp(p, length);
     return p;
   }
 
@@ -459,7 +396,7 @@ class strategy {
         static_cast<char*>(os::reserve_aligned(l.length, std::max(alignment, bytes_of(size_)), ec));
     if (p == nullptr) {
       detail::throw_allocation_error("hugepage: could not reserve " +
-                                         detail::describe_bytes(l.length) +
+                                         detail::format_bytes(l.length) +
                                          " of address space: " + ec.message(),
                                      ec);
     }
@@ -467,10 +404,10 @@ class strategy {
       if (pool_pages(p, l.head, alignment, size_, must) == nullptr) {
         got.head = pool_pages(p, l.head, alignment, page_size::huge_2m, false) != nullptr
                        ? backing::hugetlb_2m
-                       : advised_backing(p, l.head);
+                       : detail::advise_thp(p, l.head);
       }
       if (pool_pages(p + l.head, l.tail(), alignment, page_size::huge_2m, false) == nullptr) {
-        got.tail = advised_backing(p + l.head, l.tail());
+        got.tail = detail::advise_thp(p + l.head, l.tail());
       }
     } catch (...) {
       os::unmap(p, l.length);  // the whole range, whatever each part became
@@ -490,7 +427,7 @@ class strategy {
     for (int attempt = 0;; ++attempt) {
       std::error_code ec;
       void* p = at == nullptr && alignment > bytes_of(size)
-                    ? map_hugetlb_aligned(length, alignment, size, ec)
+                    ? detail::map_hugetlb_aligned(length, alignment, size, ec)
                     : os::map_hugetlb(length, size, ec, at);
       if (p != nullptr) {
         // Always faulted in here (see populate_hugetlb_at_allocation): a refusal is an error now,
@@ -503,34 +440,21 @@ class strategy {
           return p;
         }
         release_part(p, at, length);
-        if (must) throw_fault_refused(length, ec);
+        if (must) {
+          detail::throw_refusal(
+              read_hugetlb_refusal(refusal_stage::fault, size, length / bytes_of(size), ec));
+        }
         return nullptr;
       }
       if (at != nullptr) release_part(nullptr, at, length);  // a failed MAP_FIXED
       if (!must) return nullptr;
-      if (!pool_refilled_since(length, ec) || attempt == 2) throw_pool_failure(length, ec);
+      // Read once: the retry and the message are decided from the same facts (refusal.hpp).
+      const hugetlb_refusal refusal =
+          read_hugetlb_refusal(refusal_stage::reserve, size, length / bytes_of(size), ec);
+      if (cause_of(refusal) != refusal_cause::pool_refilled || attempt == 2) {
+        detail::throw_refusal(refusal);
+      }
     }
-  }
-
-  // mmap aligns a hugetlb mapping to its page size and no further. For a larger alignment: find
-  // a free range so aligned (a reservation that holds no memory), free it and map the pool pages
-  // exactly there. MAP_FIXED_NOREPLACE never replaces what another thread may have mapped there
-  // in between; that race (EEXIST) is retried with a fresh range.
-  static void* map_hugetlb_aligned(std::size_t length, std::size_t alignment, page_size size,
-                                   std::error_code& ec) noexcept {
-    for (int attempt = 0; attempt < 3; ++attempt) {
-      void* range = os::reserve_aligned(length, alignment, ec);
-      if (range == nullptr) return nullptr;
-      os::unmap(range, length);
-      void* p = os::map_hugetlb(length, size, ec, range, /*replace=*/false);
-      if (p != nullptr || ec != std::errc::file_exists) return p;
-    }
-    return nullptr;
-  }
-
-  // What backs a part that pool_pages() left THP-advised anonymous memory.
-  static backing advised_backing(void* p, std::size_t length) noexcept {
-    return os::advise_huge(p, length) || thp_refused() ? backing::base : backing::thp;
   }
 
   // Undoes a part of pool_pages(): unmaps a mapping of its own, or turns the part of a
@@ -545,7 +469,7 @@ class strategy {
     const std::error_code ec = os::map_anonymous_at(at, length);
     if (ec) {
       detail::throw_allocation_error(
-          "hugepage: could not remap " + detail::describe_bytes(length) +
+          "hugepage: could not remap " + detail::format_bytes(length) +
               " of a block after its pool pages were refused: " + ec.message(),
           ec);
     }
@@ -560,132 +484,6 @@ class strategy {
   // Populated here, the same refusal is an error (EFAULT/ENOMEM from MADV_POPULATE_WRITE). The
   // zeroing of the pages moves from the first touch to allocate(), and the pages past `bytes`
   // in the last page are zeroed too (they were reserved already).
-
-  // After a refused mmap: true when the pool now has room for `length` and nothing else explains
-  // the refusal, so the caller retries.
-  bool pool_refilled_since(std::size_t length, std::error_code ec) const {
-    if (ec != std::errc::not_enough_memory) return false;
-    const auto pool = read_pool(size_);
-    const std::uint64_t pages = length / bytes_of(size_);
-    return pool && pool->available().value_or(0) >= pages && !reservation_limit_refuses(length) &&
-           !address_space_limit_refuses(length);
-  }
-
-  std::optional<cgroup_limit> reservation_limit_refuses(std::size_t length) const {
-    cgroup_limit_search search = hugetlb_limit(bytes_of(size_), hugetlb_charge::reservation);
-    if (search.tightest && search.tightest->headroom() < length) return search.tightest;
-    return std::nullopt;
-  }
-
-  static bool address_space_limit_refuses(std::size_t length) {
-    rlimit limit{};
-    if (::getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return false;
-    std::error_code ec;
-    const std::string statm = detail::read_file("/proc/self/statm", ec);
-    const std::uint64_t pages = detail::parse_u64(statm).value_or(0);
-    return pages * os::base_page_size() + length > limit.rlim_cur;
-  }
-
-  // The pages of a populated hugetlb mapping could not all be faulted in (EFAULT: a hugetlb
-  // cgroup refused the charge; ENOMEM). Strict policy only.
-  [[noreturn, gnu::noinline, gnu::cold]] void throw_fault_refused(std::size_t length,
-                                                                  std::error_code ec) const {
-    const std::uint64_t pages = length / bytes_of(size_);
-    const std::string what = "hugepage: faulting in " + std::to_string(pages) + " hugetlb page" +
-                             (pages == 1 ? "" : "s") + " of " + name_of(size_) + " (" +
-                             detail::describe_bytes(length) + ") failed: " + ec.message();
-    // Only EFAULT and ENOMEM mean pages were short; anything else (EPERM from a seccomp filter,
-    // EINVAL from a kernel without MADV_POPULATE_WRITE) is the call refused, said as it is.
-    if (ec != std::errc::bad_address && ec != std::errc::not_enough_memory) {
-      detail::throw_allocation_error(what +
-                                         ": the kernel refused the pre-fault itself, not for "
-                                         "want of pages",
-                                     ec);
-    }
-    const cgroup_limit_search search = hugetlb_limit(bytes_of(size_), hugetlb_charge::fault);
-    if (search.tightest && search.tightest->headroom() < length) {
-      throw_limit_exceeded(what, ec, pages, *search.tightest);
-    }
-    detail::throw_allocation_error(
-        what + (search.readable
-                    ? "; no hugetlb cgroup limit explains it: the pool ran short on the NUMA nodes "
-                      "this process may use (cpuset, memory policy), or other processes took the "
-                      "pages"
-                    : "; a hugetlb cgroup limit (hugetlb." +
-                          detail::hugetlb_cgroup_size_name(bytes_of(size_)) +
-                          ".max) may apply, but this process cannot read its cgroup hierarchy"),
-        ec);
-  }
-
-  [[noreturn]] void throw_limit_exceeded(const std::string& what, std::error_code ec,
-                                         std::uint64_t pages, const cgroup_limit& limit) const {
-    const std::uint64_t allowed = limit.headroom() / bytes_of(size_);
-    throw hugetlb_limit_exceeded(what + ": hugetlb cgroup limit: " + limit.file + " = " +
-                                     detail::describe_bytes(limit.limit) + ", " +
-                                     detail::describe_bytes(limit.usage) + " charged, room for " +
-                                     std::to_string(allowed) + " of the " + std::to_string(pages) +
-                                     " pages asked; raise the limit or ask for less",
-                                 ec, size_, pages, allowed, limit.file, limit.limit, limit.usage);
-  }
-
-  [[noreturn, gnu::noinline, gnu::cold]] void throw_pool_failure(std::size_t length,
-                                                                 std::error_code ec) const {
-    const std::size_t page = bytes_of(size_);
-    const std::uint64_t pages = length / page;
-    const auto pool = read_pool(size_);
-    const std::string what = "hugepage: hugetlb mmap of " + std::to_string(pages) + " page" +
-                             (pages == 1 ? "" : "s") + " of " + name_of(size_) + " (" +
-                             detail::describe_bytes(length) + ") failed: " + ec.message();
-    if (!pool) {
-      detail::throw_allocation_error(what + "; this kernel has no " + name_of(size_) +
-                                         " hugetlb pool (CONFIG_HUGETLBFS, or a CPU without " +
-                                         name_of(size_) + " pages)",
-                                     ec);
-    }
-    if (ec != std::errc::not_enough_memory) detail::throw_allocation_error(what, ec);
-    // ENOMEM: the reservation was refused - by a reservation limit, the address-space limit, or
-    // the pool. The cause is decided from these facts, never from the pool's level alone, which
-    // other processes move.
-    if (const auto limit = reservation_limit_refuses(length)) {
-      throw_limit_exceeded(what, ec, pages, *limit);
-    }
-    if (address_space_limit_refuses(length)) {
-      detail::throw_allocation_error(
-          what + "; the address-space limit (RLIMIT_AS, ulimit -v) leaves no room for it", ec);
-    }
-    const std::uint64_t available = pool->available().value_or(0);
-    const std::uint64_t total = pool->total.value_or(0);
-    const std::string figures = std::to_string(available) + " available (free " +
-                                std::to_string(pool->free.value_or(0)) + ", reserved " +
-                                std::to_string(pool->reserved.value_or(0)) + ", total " +
-                                std::to_string(total) + ")";
-    std::string advice;
-    if (available >= pages) {
-      // The pool had fewer pages when the kernel refused and has been refilled since (three
-      // times, see pool_pages): other threads or processes hold pages at the same moments.
-      advice =
-          "; it was short when the kernel refused and is in concurrent use: size it for the "
-          "peak, e.g. " +
-          pool_command(total + pages);
-    } else if (physical_memory_bytes() != 0 &&
-               total + pages - available > physical_memory_bytes() / page) {
-      advice = "; no pool can hold that: it is more than this machine's memory (" +
-               detail::describe_bytes(physical_memory_bytes()) + ")";
-    } else {
-      advice = "; reserve enough with: " + pool_command(total + pages - available);
-    }
-    throw pool_exhausted(what + ": pool exhausted: asked for " + std::to_string(pages) + " x " +
-                             name_of(size_) + ", " + figures + advice,
-                         ec, size_, pages, available);
-  }
-
-  // The command that sizes this strategy's pool to `pages`.
-  std::string pool_command(std::uint64_t pages) const {
-    return size_ == page_size::huge_2m
-               ? "sysctl -w vm.nr_hugepages=" + std::to_string(pages)
-               : "echo " + std::to_string(pages) + " > " +
-                     detail::pool_directory(bytes_of(size_), {}) + "nr_hugepages";
-  }
 
   // Optional steps after mapping: fork behaviour, pre-fault and collapse of THP memory (hugetlb
   // memory was populated in pool_pages where needed).
@@ -710,7 +508,7 @@ class strategy {
       const std::error_code ec = os::populate(start, length, os::base_page_size());
       if (ec) {
         detail::throw_allocation_error(
-            "hugepage: could not pre-fault " + detail::describe_bytes(length) + ": " + ec.message(),
+            "hugepage: could not pre-fault " + detail::format_bytes(length) + ": " + ec.message(),
             ec);
       }
     } catch (...) {  // the block is accounted for: release it the way deallocate() would
@@ -726,19 +524,9 @@ class strategy {
   // turns the common case into an error, it cannot reserve memory.
   static void check_memory_headroom(std::size_t needed) {
     const cgroup_limit_search search = memory_limit();
-    if (!search.tightest || search.tightest->headroom() >= needed) return;
-    const cgroup_limit& limit = *search.tightest;
-    const bool high = limit.file.size() >= 12 &&
-                      limit.file.compare(limit.file.size() - 12, 12, "/memory.high") == 0;
-    throw memory_limit_exceeded(
-        "hugepage: populating " + detail::describe_bytes(needed) +
-            " would pass the memory cgroup limit " + limit.file + " = " +
-            detail::describe_bytes(limit.limit) + " (" + detail::describe_bytes(limit.usage) +
-            " charged, " + detail::describe_bytes(limit.reclaimable) +
-            " of it reclaimable file cache; headroom " + detail::describe_bytes(limit.headroom()) +
-            (high ? "): past memory.high the kernel throttles the process and reclaims hard"
-                  : "): the kernel would OOM-kill the process instead of failing"),
-        limit.file, limit.limit, limit.usage, limit.headroom());
+    if (search.tightest && search.tightest->headroom() < needed) {
+      detail::throw_memory_limit_exceeded(needed, *search.tightest);
+    }
   }
 
   // One MADV_COLLAPSE per allocation, never a retry loop. After EINVAL (kernel < 6.1, THP

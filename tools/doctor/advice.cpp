@@ -17,6 +17,7 @@
 
 #include <algorithm>
 
+#include "hugepage/refusal.hpp"
 #include "report.hpp"
 #include "text.hpp"
 
@@ -49,7 +50,7 @@ std::string tmpfiles_conf(const std::string& file) {
 constexpr const char* sysctl_conf = "/etc/sysctl.d/90-hugepage-doctor-nr_hugepages.conf";
 
 std::string pool_file(std::size_t page_bytes) {
-  return fmt::format("/sys/kernel/mm/hugepages/hugepages-{}kB/nr_hugepages", page_bytes / 1024);
+  return detail::pool_directory(page_bytes, {}) + "nr_hugepages";
 }
 
 std::string percent(double fraction) { return fmt::format("{:.1f}%", fraction * 100.0); }
@@ -175,7 +176,7 @@ std::optional<std::uint64_t> capped_pool_target(const system_report& s, std::siz
 // through sysctl.d; other sizes only through the kernel command line or the sysfs file.
 std::vector<std::string> pool_commands(const system_report& s, std::size_t page_bytes,
                                        std::uint64_t target) {
-  std::vector<std::string> out{write_command(fmt::format("{}", target), pool_file(page_bytes))};
+  std::vector<std::string> out{pool_resize_command(page_bytes, target)};
   const bool default_size = !s.pools.empty() && s.pools.front().page_bytes == page_bytes &&
                             meminfo(s, "Hugepagesize").value_or(page_bytes) == page_bytes;
   if (default_size) {

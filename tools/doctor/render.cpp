@@ -15,19 +15,6 @@ namespace hugepage::doctor {
 
 inline constexpr const char* schema_name = "hugepage-doctor/1";
 
-std::string format_bytes(std::uint64_t bytes) {
-  if (bytes < 1024) return fmt::format("{} B", bytes);
-  const int shift = bytes < (std::uint64_t{1} << 20)   ? 10
-                    : bytes < (std::uint64_t{1} << 30) ? 20
-                                                       : 30;
-  const char* unit = shift == 10 ? "KiB" : shift == 20 ? "MiB" : "GiB";
-  // Exact multiples (page sizes, pool sizes) print without decimals: "2 MiB", "1 GiB".
-  if (bytes % (std::uint64_t{1} << shift) == 0) return fmt::format("{} {}", bytes >> shift, unit);
-  const double value = static_cast<double>(bytes) / static_cast<double>(std::uint64_t{1} << shift);
-  return shift == 30 ? fmt::format("{:.2f} {}", value, unit)
-                     : fmt::format("{:.1f} {}", value, unit);
-}
-
 namespace {
 
 std::string opt_text(const std::optional<std::string>& v) { return v ? *v : "unknown"; }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "hugepage/backing.hpp"
+#include "hugepage/detail/format_bytes.hpp"
 #include "hugepage/smaps.hpp"
 #include "hugepage/system.hpp"
 #include "proc_text.hpp"
@@ -416,7 +417,7 @@ std::string prometheus_process(const process_report& process, const system_repor
                                const std::vector<advice>& advice);
 std::string prometheus_probe(const probe_report& probe);
 
-/// "64.0 MiB", "1.50 GiB", "12 KiB", "0 B".
-std::string format_bytes(std::uint64_t bytes);
+/// "64.0 MiB", "1.50 GiB", "12 KiB", "0 B": the library's formatter, which its messages use too.
+using hugepage::detail::format_bytes;
 
 }  // namespace hugepage::doctor

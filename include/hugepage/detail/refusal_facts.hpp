@@ -1,0 +1,55 @@
+// hugepage/detail/refusal_facts.hpp - the readers behind read_hugetlb_refusal() (refusal.hpp)
+// that no other header has: the default huge page size and this process's address space.
+#pragma once
+
+#include <sys/resource.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include "hugepage/detail/proc_file.hpp"
+#include "hugepage/os.hpp"
+#include "hugepage/page_size.hpp"
+
+namespace hugepage::detail {
+
+/// The default huge page size from /proc/meminfo text ("Hugepagesize:  2048 kB"): the pool that
+/// vm.nr_hugepages sizes. 0 when the line is missing.
+constexpr std::size_t parse_default_huge_page_bytes(std::string_view meminfo) noexcept {
+  constexpr std::string_view key = "Hugepagesize:";
+  std::size_t at = meminfo.find(key);
+  while (at != std::string_view::npos && at != 0 && meminfo[at - 1] != '\n') {
+    at = meminfo.find(key, at + 1);
+  }
+  if (at == std::string_view::npos) return 0;
+  const auto kib = parse_u64(meminfo.substr(at + key.size()));
+  return kib ? static_cast<std::size_t>(*kib * units::kib) : 0;
+}
+
+/// Reads the default huge page size (parse_default_huge_page_bytes); 0 when unknown.
+inline std::size_t read_default_huge_page_bytes() {
+  std::error_code ec;
+  const std::string text = read_file("/proc/meminfo", ec);
+  return ec ? 0 : parse_default_huge_page_bytes(text);
+}
+
+/// The soft RLIMIT_AS in bytes; empty when unlimited (or getrlimit fails).
+inline std::optional<std::uint64_t> address_space_limit() noexcept {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return std::nullopt;
+  return static_cast<std::uint64_t>(limit.rlim_cur);
+}
+
+/// The bytes of address space this process has mapped: what RLIMIT_AS is checked against
+/// (/proc/self/statm, its first field, in base pages). 0 when unreadable.
+inline std::uint64_t address_space_used() {
+  std::error_code ec;
+  const std::string statm = read_file("/proc/self/statm", ec);
+  return parse_u64(statm).value_or(0) * os::base_page_size();
+}
+
+}  // namespace hugepage::detail

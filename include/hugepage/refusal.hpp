@@ -1,0 +1,281 @@
+// hugepage/refusal.hpp - why hugetlb pages were refused, and the words that say so.
+//
+// When the kernel refuses hugetlb pages - the mmap that reserves them (ENOMEM) or the fault-in
+// that populates them (MADV_POPULATE_WRITE: EFAULT from a hugetlb cgroup charged at fault time,
+// ENOMEM) - the strategy reads the facts that can explain it once (read_hugetlb_refusal), decides
+// from them what to do (cause_of: retry, or which exception) and hands the same facts to the
+// explanation (explain). The pool, the limits and the address space move under other processes,
+// so reading them a second time for the message could contradict the decision. The facts are
+// plain data: a test writes them by hand.
+//
+// The causes, each decided only when the ones before it do not apply:
+//   no_pool                the kernel has no pool of the size (reserve only)
+//   call_refused           an errno that says nothing about pages (EPERM from a seccomp filter,
+//                          EINVAL): the call itself was refused
+//   cgroup_limit           a hugetlb cgroup limit has less room than asked: hugetlb.<size>.rsvd.max
+//                          at reserve, hugetlb.<size>.max at fault (v1: the limit_in_bytes files)
+//   address_space_limit    RLIMIT_AS (ulimit -v) has no room for the mapping (reserve only)
+//   pool_refilled          the pool has room now: it was short when the kernel refused and other
+//                          threads or processes use it; the strategy retries
+//   beyond_memory          short, and a pool that holds the request would pass physical memory
+//   pool_short             short: the command that reserves enough
+//   fault_elsewhere        fault-in refused, and no hugetlb cgroup limit explains it: the NUMA
+//                          nodes this process may use ran short, or others took the pages
+//   limit_unseen           fault-in refused, and the hugetlb cgroup hierarchy cannot be read
+//
+// pool_resize_command() is the one text of the command that sizes a pool: these messages and
+// hugepage-doctor's advice print it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <system_error>
+
+#include "hugepage/cgroup.hpp"
+#include "hugepage/detail/format_bytes.hpp"
+#include "hugepage/detail/refusal_facts.hpp"
+#include "hugepage/errors.hpp"
+#include "hugepage/page_size.hpp"
+#include "hugepage/system.hpp"
+
+namespace hugepage {
+
+/// The command that sets the pool of `page_bytes` pages to `pages` pages now: `sysctl -w
+/// vm.nr_hugepages=N` for the default huge page size (`default_page_bytes`, Hugepagesize in
+/// /proc/meminfo; vm.nr_hugepages sizes that pool only), otherwise `echo N >
+/// /sys/kernel/mm/hugepages/hugepages-<kB>kB/nr_hugepages`, which works for every size; 0 for
+/// `default_page_bytes` always gives the sysfs form. Needs root; not kept across a reboot.
+inline std::string pool_resize_command(std::size_t page_bytes, std::uint64_t pages,
+                                       std::size_t default_page_bytes = 0) {
+  if (default_page_bytes != 0 && page_bytes == default_page_bytes) {
+    return "sysctl -w vm.nr_hugepages=" + std::to_string(pages);
+  }
+  return "echo " + std::to_string(pages) + " > " + detail::pool_directory(page_bytes, {}) +
+         "nr_hugepages";
+}
+
+/// What the kernel refused.
+enum class refusal_stage : unsigned char {
+  reserve,  ///< mmap(MAP_HUGETLB): the pages could not be reserved
+  fault,    ///< MADV_POPULATE_WRITE: reserved pages could not be faulted in
+};
+
+/// Why: see the list at the top of this file.
+enum class refusal_cause : unsigned char {
+  no_pool,
+  call_refused,
+  cgroup_limit,
+  address_space_limit,
+  pool_refilled,
+  beyond_memory,
+  pool_short,
+  fault_elsewhere,
+  limit_unseen,
+};
+
+/// Returns the cause's name as written above ("pool_short", ...).
+constexpr const char* name_of(refusal_cause cause) noexcept {
+  switch (cause) {
+    case refusal_cause::no_pool: return "no_pool";
+    case refusal_cause::call_refused: return "call_refused";
+    case refusal_cause::cgroup_limit: return "cgroup_limit";
+    case refusal_cause::address_space_limit: return "address_space_limit";
+    case refusal_cause::pool_refilled: return "pool_refilled";
+    case refusal_cause::beyond_memory: return "beyond_memory";
+    case refusal_cause::pool_short: return "pool_short";
+    case refusal_cause::fault_elsewhere: return "fault_elsewhere";
+    case refusal_cause::limit_unseen: return "limit_unseen";
+  }
+  return "unknown";
+}
+
+/// The facts read once after a refusal: what was asked, what the kernel answered, and every level
+/// that can explain it.
+struct hugetlb_refusal {
+  refusal_stage stage = refusal_stage::reserve;
+  page_size size = page_size::huge_2m;  ///< the page size asked
+  std::uint64_t pages = 0;              ///< pages of `size` asked
+  std::error_code error;                ///< the kernel's answer
+  /// The system-wide pool of `size`: free, reserved, surplus, total, overcommit. Empty: this
+  /// kernel has none.
+  std::optional<hugetlb_pool> pool;
+  /// The hugetlb cgroup limits on `size` for the charge `stage` meets (rsvd.max at reserve, max at
+  /// fault), and whether the hierarchy could be read.
+  cgroup_limit_search cgroup;
+  std::optional<std::uint64_t> address_space_limit;  ///< RLIMIT_AS (soft) in bytes; empty: none
+  std::uint64_t address_space_used = 0;              ///< bytes mapped by the process
+  std::uint64_t physical_memory = 0;                 ///< bytes; 0 when unknown
+  std::size_t default_page_bytes = 0;                ///< Hugepagesize; 0 when unknown
+
+  /// The bytes asked.
+  std::uint64_t bytes() const noexcept { return pages * bytes_of(size); }
+  /// Pages the pool can still reserve (hugetlb_pool::available); 0 when unknown.
+  std::uint64_t available() const noexcept { return pool ? pool->available().value_or(0) : 0; }
+};
+
+/// Reads the facts after the kernel refused `pages` pages of `size` at `stage` with `error`.
+/// Reads sysfs, /proc and the cgroup hierarchy; thread-safe; throws only std::bad_alloc.
+inline hugetlb_refusal read_hugetlb_refusal(refusal_stage stage, page_size size,
+                                            std::uint64_t pages, std::error_code error) {
+  hugetlb_refusal facts;
+  facts.stage = stage;
+  facts.size = size;
+  facts.pages = pages;
+  facts.error = error;
+  facts.pool = read_pool(size);
+  facts.cgroup =
+      hugetlb_limit(bytes_of(size), stage == refusal_stage::reserve ? hugetlb_charge::reservation
+                                                                    : hugetlb_charge::fault);
+  facts.address_space_limit = detail::address_space_limit();
+  facts.address_space_used = detail::address_space_used();
+  facts.physical_memory = physical_memory_bytes();
+  facts.default_page_bytes = detail::read_default_huge_page_bytes();
+  return facts;
+}
+
+/// Decides the cause from the facts alone (the list at the top of this file). Pure.
+inline refusal_cause cause_of(const hugetlb_refusal& f) noexcept {
+  const bool limit = f.cgroup.tightest && f.cgroup.tightest->headroom() < f.bytes();
+  if (f.stage == refusal_stage::fault) {
+    // Only EFAULT and ENOMEM mean pages were short; EPERM (a seccomp filter), EINVAL (a kernel
+    // without MADV_POPULATE_WRITE) are the call refused.
+    if (f.error != std::errc::bad_address && f.error != std::errc::not_enough_memory) {
+      return refusal_cause::call_refused;
+    }
+    if (limit) return refusal_cause::cgroup_limit;
+    return f.cgroup.readable ? refusal_cause::fault_elsewhere : refusal_cause::limit_unseen;
+  }
+  if (!f.pool) return refusal_cause::no_pool;
+  if (f.error != std::errc::not_enough_memory) return refusal_cause::call_refused;
+  // ENOMEM: a reservation limit, the address-space limit or the pool refused - decided from all
+  // of them, never from the pool's level alone, which other processes move.
+  if (limit) return refusal_cause::cgroup_limit;
+  if (f.address_space_limit && f.address_space_used + f.bytes() > *f.address_space_limit) {
+    return refusal_cause::address_space_limit;
+  }
+  const std::uint64_t available = f.available();
+  if (available >= f.pages) return refusal_cause::pool_refilled;
+  const std::uint64_t total = f.pool->total.value_or(0);
+  if (f.physical_memory != 0 &&
+      total + f.pages - available > f.physical_memory / bytes_of(f.size)) {
+    return refusal_cause::beyond_memory;
+  }
+  return refusal_cause::pool_short;
+}
+
+/// The message for the facts: what was asked, what the kernel answered, the cause (cause_of) and
+/// what fixes it. The text of every exception detail::throw_refusal() throws.
+inline std::string explain(const hugetlb_refusal& f) {
+  const std::string size = name_of(f.size);
+  const std::string plural = f.pages == 1 ? "" : "s";
+  std::string what = f.stage == refusal_stage::reserve
+                         ? "hugepage: hugetlb mmap of " + std::to_string(f.pages) + " page" +
+                               plural + " of " + size
+                         : "hugepage: faulting in " + std::to_string(f.pages) + " hugetlb page" +
+                               plural + " of " + size;
+  what += " (" + detail::format_bytes(f.bytes()) + ") failed: " + f.error.message();
+  const auto pool_command = [&](std::uint64_t pages) {
+    return pool_resize_command(bytes_of(f.size), pages, f.default_page_bytes);
+  };
+  const refusal_cause cause = cause_of(f);
+  switch (cause) {
+    case refusal_cause::no_pool:
+      return what + "; this kernel has no " + size + " hugetlb pool (CONFIG_HUGETLBFS, or a CPU " +
+             "without " + size + " pages)";
+    case refusal_cause::call_refused:
+      return f.stage == refusal_stage::fault
+                 ? what + ": the kernel refused the pre-fault itself, not for want of pages"
+                 : what;
+    case refusal_cause::cgroup_limit: {
+      const cgroup_limit& limit = *f.cgroup.tightest;
+      return what + ": hugetlb cgroup limit: " + limit.file + " = " +
+             detail::format_bytes(limit.limit) + ", " + detail::format_bytes(limit.usage) +
+             " charged, room for " + std::to_string(limit.headroom() / bytes_of(f.size)) +
+             " of the " + std::to_string(f.pages) + " pages asked; raise the limit or ask for less";
+    }
+    case refusal_cause::address_space_limit:
+      return what + "; the address-space limit (RLIMIT_AS, ulimit -v) leaves no room for it";
+    case refusal_cause::fault_elsewhere:
+      return what +
+             "; no hugetlb cgroup limit explains it: the pool ran short on the NUMA nodes this "
+             "process may use (cpuset, memory policy), or other processes took the pages";
+    case refusal_cause::limit_unseen:
+      return what + "; a hugetlb cgroup limit (hugetlb." +
+             detail::hugetlb_cgroup_size_name(bytes_of(f.size)) +
+             ".max) may apply, but this process cannot read its cgroup hierarchy";
+    case refusal_cause::pool_refilled:
+    case refusal_cause::beyond_memory:
+    case refusal_cause::pool_short: break;
+  }
+  const hugetlb_pool& pool = *f.pool;
+  const std::uint64_t available = f.available();
+  const std::uint64_t total = pool.total.value_or(0);
+  what += ": pool exhausted: asked for " + std::to_string(f.pages) + " x " + size + ", " +
+          std::to_string(available) + " available (free " + std::to_string(pool.free.value_or(0)) +
+          ", reserved " + std::to_string(pool.reserved.value_or(0)) + ", total " +
+          std::to_string(total);
+  // Overcommitted (surplus) pages count as available: say so where the pool allows them.
+  if (pool.overcommit.value_or(0) != 0) {
+    what += ", surplus " + std::to_string(pool.surplus.value_or(0)) + " of overcommit " +
+            std::to_string(*pool.overcommit);
+  }
+  what += ")";
+  if (cause == refusal_cause::pool_refilled) {
+    return what +
+           "; it was short when the kernel refused and is in concurrent use: size it for the "
+           "peak, e.g. " +
+           pool_command(total + f.pages);
+  }
+  if (cause == refusal_cause::beyond_memory) {
+    return what + "; no pool can hold that: it is more than this machine's memory (" +
+           detail::format_bytes(f.physical_memory) + ")";
+  }
+  return what + "; reserve enough with: " + pool_command(total + f.pages - available);
+}
+
+namespace detail {
+
+/// Throws the exception for the facts, with explain(f) as its message: hugetlb_limit_exceeded
+/// (cgroup_limit), pool_exhausted (the pool short or refilled), allocation_error otherwise.
+[[noreturn, gnu::noinline, gnu::cold]] inline void throw_refusal(const hugetlb_refusal& f) {
+  const std::string message = explain(f);
+  switch (cause_of(f)) {
+    case refusal_cause::cgroup_limit: {
+      const cgroup_limit& limit = *f.cgroup.tightest;
+      throw hugetlb_limit_exceeded(message, f.error, f.size, f.pages,
+                                   limit.headroom() / bytes_of(f.size), limit.file, limit.limit,
+                                   limit.usage);
+    }
+    case refusal_cause::pool_refilled:
+    case refusal_cause::beyond_memory:
+    case refusal_cause::pool_short:
+      throw pool_exhausted(message, f.error, f.size, f.pages, f.available());
+    case refusal_cause::no_pool:
+    case refusal_cause::call_refused:
+    case refusal_cause::address_space_limit:
+    case refusal_cause::fault_elsewhere:
+    case refusal_cause::limit_unseen: break;
+  }
+  throw allocation_error(message, f.error);
+}
+
+/// Throws memory_limit_exceeded: populating `needed` bytes would pass `limit` (a memory cgroup
+/// limit, where the kernel answers with the OOM killer or throttling instead of an error).
+[[noreturn, gnu::noinline, gnu::cold]] inline void throw_memory_limit_exceeded(
+    std::size_t needed, const cgroup_limit& limit) {
+  const bool high = limit.file.size() >= 12 &&
+                    limit.file.compare(limit.file.size() - 12, 12, "/memory.high") == 0;
+  throw memory_limit_exceeded(
+      "hugepage: populating " + format_bytes(needed) + " would pass the memory cgroup limit " +
+          limit.file + " = " + format_bytes(limit.limit) + " (" + format_bytes(limit.usage) +
+          " charged, " + format_bytes(limit.reclaimable) +
+          " of it reclaimable file cache; headroom " + format_bytes(limit.headroom()) +
+          (high ? "): past memory.high the kernel throttles the process and reclaims hard"
+                : "): the kernel would OOM-kill the process instead of failing"),
+      limit.file, limit.limit, limit.usage, limit.headroom());
+}
+
+}  // namespace detail
+}  // namespace hugepage
