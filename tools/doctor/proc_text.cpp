@@ -197,6 +197,11 @@ std::vector<std::string> parse_maps_paths(std::string_view text) {
   return paths;
 }
 
+std::string_view base_name(std::string_view path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
 allocator_guess detect_allocator(const std::vector<std::string>& paths) {
   // Checked in this order: a preloaded or linked allocator wins over glibc, which is always mapped.
   static constexpr std::pair<const char*, const char*> known[] = {
@@ -206,9 +211,7 @@ allocator_guess detect_allocator(const std::vector<std::string>& paths) {
   };
   for (const auto& [prefix, name] : known) {
     for (const std::string& path : paths) {
-      const auto slash = path.rfind('/');
-      const std::string_view base =
-          std::string_view(path).substr(slash == std::string::npos ? 0 : slash + 1);
+      const std::string_view base = base_name(path);
       if (!starts_with(base, prefix)) continue;
       allocator_guess g{name, path, ""};
       // mimalloc's soname carries its minor version (libmimalloc.so.2.0, .so.2.1); the others'
@@ -227,9 +230,7 @@ allocator_guess detect_allocator(const std::vector<std::string>& paths) {
     }
   }
   for (const std::string& path : paths) {
-    const auto slash = path.rfind('/');
-    const std::string_view base =
-        std::string_view(path).substr(slash == std::string::npos ? 0 : slash + 1);
+    const std::string_view base = base_name(path);
     // libc.so.6, or libc-2.31.so on glibc before 2.34.
     if (base == "libc.so.6") return {"glibc", path, ""};
     if (starts_with(base, "libc-2.") && base.size() > 10) {

@@ -67,6 +67,9 @@ std::vector<std::pair<std::string, std::string>> parse_allocator_environ(std::st
 /// its environment (Redis, PostgreSQL), so its settings cannot be read from it.
 bool environ_overwritten(std::string_view text);
 
+/// The last component of `path` ("/usr/lib/x86_64-linux-gnu/libc.so.6" -> "libc.so.6").
+std::string_view base_name(std::string_view path);
+
 /// The paths named in /proc/<pid>/maps text (each once, in order of first appearance).
 std::vector<std::string> parse_maps_paths(std::string_view text);
 
