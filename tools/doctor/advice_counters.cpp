@@ -31,7 +31,7 @@ fragmentation fragmentation_of(const system_report& s) {
     f.free += z.free_bytes;
     f.ready += z.huge_ready_bytes;
   }
-  f.fragmented = f.free >= (std::uint64_t{256} << 20) && f.ready < f.free / 10;
+  f.fragmented = f.free >= 256 * units::mib && f.ready < f.free / 10;
   return f;
 }
 

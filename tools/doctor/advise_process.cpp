@@ -33,8 +33,7 @@ std::vector<advice> advise_process(const process_report& p, const system_report&
   // from the hugetlb pool when the pool has room, silently falls back otherwise.
   // The mapping's size, not its resident bytes: shared_buffers fill up as the server works.
   const std::size_t largest_shared = p.largest_shared;
-  if (rt.kind == "postgres" && largest_shared >= (std::size_t{64} << 20) &&
-      p.hugetlb_total() == 0) {
+  if (rt.kind == "postgres" && largest_shared >= 64 * units::mib && p.hugetlb_total() == 0) {
     const std::size_t page = s.pools.empty() ? s.thp_bytes : s.pools.front().page_bytes;
     const std::uint64_t pages = (largest_shared + page - 1) / std::max<std::size_t>(page, 1);
     std::uint64_t total = 0, available = 0;

@@ -18,6 +18,7 @@
 #include <algorithm>
 
 #include "advice_rules.hpp"
+#include "hugepage/cgroup.hpp"
 #include "report.hpp"
 #include "text.hpp"
 
@@ -172,13 +173,10 @@ std::vector<advice> advise_system(const system_report& s) {
   }
 
   for (const hugetlb_limit& limit : s.cgroup.limits) {
-    // The directory comes from /proc/self/cgroup: the doctor's own cgroup, not a target's; it
-    // is still quoted as a word.
+    // The directory comes from /proc/self/cgroup and mountinfo: the doctor's own cgroup, not a
+    // target's; it is still quoted as a word.
     const std::string file =
-        fmt::format("/sys/fs/cgroup{}/hugetlb.{}.",
-                    limit.directory.rfind("/sys/fs/cgroup", 0) == 0 ? limit.directory.substr(14)
-                                                                    : limit.directory,
-                    cgroup_size_name(limit.page_bytes));
+        limit.directory + "/hugetlb." + hugetlb_cgroup_size_name(limit.page_bytes) + ".";
     std::uint64_t pool_bytes = 0;
     for (const hugetlb_pool& pool : s.pools) {
       if (pool.page_bytes == limit.page_bytes)

@@ -22,7 +22,7 @@ namespace hugepage::doctor {
 
 namespace {
 
-constexpr std::size_t chunk = std::size_t{2} << 20;
+constexpr std::size_t chunk = 2 * units::mib;
 
 // Anonymous memory only: that is where a fragmented heap lives, and MADV_COLLAPSE of file text
 // needs CONFIG_READ_ONLY_THP_FOR_FS. THPeligible is not required: it says whether faults and

@@ -42,10 +42,10 @@ namespace {
 
 std::optional<proc_stat> read_proc_stat(const std::string& dir, int& err) {
   std::error_code ec;
-  const std::string text = detail::read_file((dir + "/stat").c_str(), ec);
+  const auto text = read_text(dir, "/stat", &ec);
   err = ec.value();
-  if (ec) return std::nullopt;
-  return parse_proc_stat(text);
+  if (!text) return std::nullopt;
+  return parse_proc_stat(*text);
 }
 
 // Test hook: with HUGEPAGE_DOCTOR_TEST_HOOK_FD=N, the doctor writes one byte to fd N between
@@ -134,7 +134,7 @@ process_report build_process_report(pid_t pid, const process_files& files,
   std::vector<std::size_t> sizes;
   for (const std::size_t bytes : pool_page_sizes()) sizes.push_back(bytes);
   if (files.cgroup) {
-    p.cgroup = read_hugetlb_cgroup(root, *files.cgroup, sizes);
+    p.cgroup = hugetlb_cgroup_report(root, *files.cgroup, sizes);
     p.unit = systemd_unit(*files.cgroup);
   } else {
     p.cgroup.status = "/proc/PID/cgroup unreadable";
@@ -187,21 +187,21 @@ std::optional<process_report> collect_process(pid_t pid, std::size_t top,
   // stat is read once here and once at the end: the start time must not have changed.
   const auto before = read_target_stat(pid, failure);
   if (!before || !reportable(pid, *before, failure)) return std::nullopt;
+  // smaps is read once (the library's reader): the page-table walk behind it is most of the
+  // cost on a large process.
   std::error_code ec;
-  process_files files;
-  files.smaps = detail::read_file((dir + "/smaps").c_str(), ec);
+  const std::vector<mapping_info> mappings = read_smaps(pid, ec);
   if (ec) {
     failure.message = explain_unreadable(pid, ec.value(), read_access_facts(pid));
     return std::nullopt;
   }
+  process_files files;
   const auto status = read_text("", dir + "/status");
   files.status = status;
   files.cmdline = read_text("", dir + "/cmdline");
   files.environ = read_text("", dir + "/environ");
   files.cgroup = read_text("", dir + "/cgroup");
   files.numa_maps = read_text("", dir + "/numa_maps");
-  // smaps is read once: the page-table walk behind it is most of the cost on a large process.
-  const std::vector<mapping_info> mappings = parse_smaps(files.smaps);
   process_report p = build_process_report(pid, files, mappings, top, "");
   p.coverage = top_coverage(coverage_of(pid, mappings), top);
   if (p.allocator.guess.name == "glibc" && p.allocator.guess.version.empty()) {

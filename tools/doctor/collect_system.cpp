@@ -75,7 +75,7 @@ system_report collect_system(const std::string& root, bool probe) {
   std::vector<std::size_t> sizes;
   for (const hugetlb_pool& pool : s.pools) sizes.push_back(pool.page_bytes);
   if (const auto text = read_text(root, "/proc/self/cgroup")) {
-    s.cgroup = read_hugetlb_cgroup(root, *text, sizes);
+    s.cgroup = hugetlb_cgroup_report(root, *text, sizes);
   } else {
     s.cgroup.status = "/proc/self/cgroup unreadable";
   }

@@ -177,7 +177,7 @@ int run(const options& o) {
   const bool prometheus = o.format == "prometheus";
   if (o.probe) {
     const probe_report probe =
-        run_probe({std::size_t{4} << 20, std::size_t{64} << 20, std::size_t{1} << 30});
+        run_probe({4 * hugepage::units::mib, 64 * hugepage::units::mib, hugepage::units::gib});
     bool any = false;
     for (const auto& row : probe.rows) any = any || row.error.empty();
     if (!any) {

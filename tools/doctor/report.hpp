@@ -21,6 +21,7 @@
 
 #include "exit_codes.hpp"
 #include "hugepage/backing.hpp"
+#include "hugepage/page_size.hpp"
 #include "hugepage/smaps.hpp"
 #include "hugepage/system.hpp"
 #include "proc_text.hpp"
@@ -100,7 +101,7 @@ struct system_report {
   std::vector<hugetlb_pool> pools;       ///< system-wide, ascending page size
   std::vector<hugetlb_pool> node_pools;  ///< per NUMA node (empty on machines without nodes)
   std::size_t base_page_bytes = 4096;
-  std::size_t thp_bytes = std::size_t{2} << 20;
+  std::size_t thp_bytes = 2 * units::mib;
   std::optional<std::vector<zone_readiness>> zones;  ///< empty: buddyinfo unreadable
   std::map<std::string, std::uint64_t> vmstat;       ///< the counters above that exist here
   bool vmstat_readable = false;
@@ -287,7 +288,7 @@ struct process_report {
 /// (joins_cascade()). `thp_page_bytes` is the PMD THP size the THP shares are reported in.
 /// Pure.
 process_report summarize_mappings(const std::vector<mapping_info>& mappings, std::size_t top,
-                                  std::size_t thp_page_bytes = std::size_t{2} << 20);
+                                  std::size_t thp_page_bytes = 2 * units::mib);
 
 /// Works out the allocator's hugepage settings from its name and environment. Pure.
 allocator_report describe_allocator(const allocator_guess& guess, bool environ_readable,
@@ -373,7 +374,7 @@ std::string explain_unreadable(pid_t pid, int err, const access_facts& facts);
 access_facts read_access_facts(pid_t pid);
 
 /// Minimum anonymous memory before the doctor advises on a process's huge page use.
-inline constexpr std::size_t process_advice_threshold = std::size_t{512} << 20;
+inline constexpr std::size_t process_advice_threshold = 512 * units::mib;
 
 /// The advice for a process, given the system it runs on. Pure.
 std::vector<advice> advise_process(const process_report& process, const system_report& system);
