@@ -148,4 +148,26 @@ inline cgroup_limit_search hugetlb_limit(std::size_t page_bytes, hugetlb_charge 
   return search;
 }
 
+// ---- another process's cgroup ------------------------------------------------------------------
+// For tools that report on any process (hugepage-doctor): the lookup hugetlb_limit() and
+// memory_limit() do for this process, on a given /proc/PID/cgroup and mountinfo text (so a tool
+// can also read a captured tree).
+
+/// The kernel's name of a hugetlb page size in cgroup file names: 2 MiB -> "2MB", 1 GiB -> "1GB",
+/// 64 KiB -> "64KB".
+inline std::string hugetlb_cgroup_size_name(std::size_t page_bytes) {
+  return detail::hugetlb_cgroup_size_name(page_bytes);
+}
+
+/// The directories of the cgroup that `cgroup_text` (a /proc/PID/cgroup) names for `controller`
+/// ("hugetlb", "memory"), innermost first, up to and including the hierarchy's mount point, where
+/// `mountinfo_text` (a /proc/PID/mountinfo) mounts it: the controller's cgroup v1 hierarchy when
+/// one is mounted, else the cgroup2 one. Empty when the hierarchy is not mounted or the cgroup
+/// lies outside what the mount shows.
+inline std::vector<std::string> cgroup_directories_of(std::string_view controller,
+                                                      std::string_view cgroup_text,
+                                                      std::string_view mountinfo_text) {
+  return detail::cgroup_directories(controller, cgroup_text, mountinfo_text);
+}
+
 }  // namespace hugepage

@@ -16,6 +16,10 @@
 
 namespace hugepage::doctor {
 
+/// The "schema" of every JSON document the doctor prints (tools/README.md, "JSON schema"):
+/// renamed or removed fields get a new name.
+inline constexpr char json_schema[] = "hugepage-doctor/1";
+
 class json {
  public:
   json() = default;

@@ -15,7 +15,9 @@
 #include <string>
 #include <string_view>
 
-#include "collapse.hpp"
+#include "collapse_command.hpp"
+#include "exit_codes.hpp"
+#include "json.hpp"
 #include "report.hpp"
 #include "text.hpp"
 
@@ -23,12 +25,9 @@ namespace {
 
 using namespace hugepage::doctor;
 
-constexpr int exit_healthy = 0;
-constexpr int exit_advice = 1;
-constexpr int exit_error = 2;
-
-constexpr const char* usage_text =
-    R"(Usage: hugepage-doctor [--json | --format FORMAT] [--pid PID [--top N] | --probe]
+// --help: the text, the schema name and the exit statuses from their homes.
+std::string usage_text() {
+  return R"(Usage: hugepage-doctor [--json | --format FORMAT] [--pid PID [--top N] | --probe]
 
 Says whether a Linux machine, or one process on it, gets the huge pages it could, and how to fix
 what is missing. Each piece of advice names the facts it rests on, what the fix costs, and the
@@ -52,7 +51,8 @@ Modes:
 
 Options:
   --json        the same as --format json
-  --format F    table (default), json (schema "hugepage-doctor/1") or prometheus (the
+  --format F    table (default), json (schema ")" +
+         std::string(json_schema) + R"(") or prometheus (the
                 node_exporter textfile format); both documented in tools/README.md
   --top N       with --pid: how many of the largest mappings to list (default 10)
   --collapse    with --pid: collapse its mappings into huge pages now (process_madvise
@@ -62,22 +62,15 @@ Options:
   -h, --help    print this help and exit
   --version     print the version and exit
 
-Exit status:
-  0  healthy: no warning (notes may be printed; --probe: the probe ran)
-  1  advice given: at least one warning; --collapse: nothing collapsed (--dry-run: nothing
-     can be) although memory is on base pages, with the reason
-  2  error: bad usage, no such process, permission denied (with the cause), the process exited
-     while being read, probe failed, stdout not writable; one line on stderr, nothing on stdout
-  3  --pid names a zombie (exited, not reaped)
-  4  --pid names a kernel thread
-)";
+)" + exit_status_help();
+}
 
 struct options {
   std::string format = "table";
   bool probe = false;
   std::optional<pid_t> pid;
   std::size_t top = 10;
-  bool collapse = false;  // see collapse.hpp
+  bool collapse = false;  // see collapse_command.hpp
   collapse_options collapse_with;
 };
 
@@ -145,7 +138,7 @@ int parse(int argc, char** argv, options& o, int& code) {
     return fail(message + " (try --help)");
   }
   if (help) {
-    code = emit(usage_text, exit_healthy);
+    code = emit(usage_text(), exit_healthy);
     return -1;
   }
   if (version) {
@@ -184,7 +177,7 @@ int run(const options& o) {
   const bool prometheus = o.format == "prometheus";
   if (o.probe) {
     const probe_report probe =
-        run_probe({std::size_t{4} << 20, std::size_t{64} << 20, std::size_t{1} << 30});
+        run_probe({4 * hugepage::units::mib, 64 * hugepage::units::mib, hugepage::units::gib});
     bool any = false;
     for (const auto& row : probe.rows) any = any || row.error.empty();
     if (!any) {
@@ -226,14 +219,14 @@ int run(const options& o) {
     return emit(json         ? json_process(*process, system, advice)
                 : prometheus ? prometheus_process(*process, system, advice)
                              : render_process(*process, system, advice),
-                has_warning(advice) ? exit_advice : exit_healthy);
+                exit_code_of(advice));
   }
   const system_report system = collect_system();
   const std::vector<advice> advice = advise_system(system);
   return emit(json         ? json_system(system, advice)
               : prometheus ? prometheus_system(system, advice)
                            : render_system(system, advice),
-              has_warning(advice) ? exit_advice : exit_healthy);
+              exit_code_of(advice));
 }
 
 }  // namespace

@@ -17,7 +17,6 @@
 
 #include "hugepage/backing.hpp"
 #include "hugepage/cgroup.hpp"
-#include "hugepage/detail/proc_file.hpp"
 #include "hugepage/detail/tlb_probe.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/perf_counters.hpp"
@@ -33,11 +32,10 @@ namespace {
 constexpr std::size_t line_bytes = detail::probe_line_bytes;
 
 std::size_t resident_bytes() {
-  std::error_code ec;
-  const std::string statm = detail::read_file("/proc/self/statm", ec);
-  const std::size_t space = statm.find(' ');
-  if (ec || space == std::string::npos) return 0;
-  return static_cast<std::size_t>(std::strtoull(statm.c_str() + space + 1, nullptr, 10)) *
+  const auto statm = read_text("", "/proc/self/statm");
+  const std::size_t space = statm ? statm->find(' ') : std::string::npos;
+  if (space == std::string::npos) return 0;
+  return static_cast<std::size_t>(std::strtoull(statm->c_str() + space + 1, nullptr, 10)) *
          os::base_page_size();
 }
 
@@ -54,7 +52,7 @@ struct populate_overhead {
 
 populate_overhead measure_populate_overhead() {
   populate_overhead o;
-  constexpr std::size_t bytes = std::size_t{8} << 20;
+  constexpr std::size_t bytes = 8 * units::mib;
   std::error_code ec;
   const std::size_t before = resident_bytes();
   void* p = os::map_aligned(bytes, bytes, ec);

@@ -80,12 +80,12 @@ std::vector<buddy_zone> parse_buddyinfo(std::string_view text) {
     if (!node.empty() && node.back() == ',') node.remove_suffix(1);
     if (!all_digits(node) || next_word(line) != "zone") continue;
     buddy_zone zone;
-    zone.node = static_cast<int>(detail::parse_u64(node).value_or(0));
+    zone.node = static_cast<int>(parse_number(node).value_or(0));
     zone.zone = std::string(next_word(line));
     if (zone.zone.empty()) continue;
     bool ok = true;
     for (std::string_view word = next_word(line); !word.empty(); word = next_word(line)) {
-      const auto value = detail::parse_u64(word);
+      const auto value = parse_number(word);
       if (!value || !all_digits(word)) {
         ok = false;
         break;
@@ -106,7 +106,7 @@ std::map<std::string, std::uint64_t> parse_vmstat(std::string_view text) {
     const std::string_view name = next_word(line);
     const std::string_view number = next_word(line);
     if (name.empty() || !all_digits(number)) continue;
-    if (const auto value = detail::parse_u64(number)) values[std::string(name)] = *value;
+    if (const auto value = parse_number(number)) values[std::string(name)] = *value;
   }
   return values;
 }
@@ -121,7 +121,7 @@ std::map<std::string, std::uint64_t> parse_meminfo(std::string_view text) {
     std::string_view rest = line.substr(colon + 1);
     const std::string_view number = next_word(rest);
     if (name.empty() || !all_digits(number)) continue;
-    const auto value = detail::parse_u64(number);
+    const auto value = parse_number(number);
     if (!value) continue;
     const std::string_view unit = next_word(rest);
     std::uint64_t v = *value;
@@ -197,6 +197,11 @@ std::vector<std::string> parse_maps_paths(std::string_view text) {
   return paths;
 }
 
+std::string_view base_name(std::string_view path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
 allocator_guess detect_allocator(const std::vector<std::string>& paths) {
   // Checked in this order: a preloaded or linked allocator wins over glibc, which is always mapped.
   static constexpr std::pair<const char*, const char*> known[] = {
@@ -206,9 +211,7 @@ allocator_guess detect_allocator(const std::vector<std::string>& paths) {
   };
   for (const auto& [prefix, name] : known) {
     for (const std::string& path : paths) {
-      const auto slash = path.rfind('/');
-      const std::string_view base =
-          std::string_view(path).substr(slash == std::string::npos ? 0 : slash + 1);
+      const std::string_view base = base_name(path);
       if (!starts_with(base, prefix)) continue;
       allocator_guess g{name, path, ""};
       // mimalloc's soname carries its minor version (libmimalloc.so.2.0, .so.2.1); the others'
@@ -227,9 +230,7 @@ allocator_guess detect_allocator(const std::vector<std::string>& paths) {
     }
   }
   for (const std::string& path : paths) {
-    const auto slash = path.rfind('/');
-    const std::string_view base =
-        std::string_view(path).substr(slash == std::string::npos ? 0 : slash + 1);
+    const std::string_view base = base_name(path);
     // libc.so.6, or libc-2.31.so on glibc before 2.34.
     if (base == "libc.so.6") return {"glibc", path, ""};
     if (starts_with(base, "libc-2.") && base.size() > 10) {
@@ -252,12 +253,12 @@ std::map<int, numa_usage> parse_numa_maps(std::string_view text) {
       const std::string_view word = next_word(line);
       if (word.empty()) break;
       if (starts_with(word, "kernelpagesize_kB=")) {
-        page_kib = detail::parse_u64(word.substr(18)).value_or(4);
+        page_kib = parse_number(word.substr(18)).value_or(4);
       } else if (word.size() > 3 && word[0] == 'N' && word[1] >= '0' && word[1] <= '9') {
         const auto eq = word.find('=');
         if (eq == std::string_view::npos) continue;
-        const auto node = detail::parse_u64(word.substr(1, eq - 1));
-        const auto pages = detail::parse_u64(word.substr(eq + 1));
+        const auto node = parse_number(word.substr(1, eq - 1));
+        const auto pages = parse_number(word.substr(eq + 1));
         if (node && pages && *node < 4096) counts.emplace_back(static_cast<int>(*node), *pages);
       }
     }
@@ -303,137 +304,23 @@ std::optional<std::optional<std::uint64_t>> parse_limit(std::string_view text) {
   text = trim(text.substr(0, text.find('\n')));
   if (text == "max") return std::optional<std::uint64_t>{};
   if (!all_digits(text)) return std::nullopt;
-  const auto value = detail::parse_u64(text);
+  const auto value = parse_number(text);
   if (!value) return std::nullopt;
   // cgroup v1 "unlimited" is PAGE_COUNTER_MAX pages in bytes: about 2^63, rounded to a page.
   if (*value >= (std::uint64_t{1} << 62)) return std::optional<std::uint64_t>{};
   return std::optional<std::uint64_t>{*value};
 }
 
-std::string cgroup_size_name(std::size_t page_bytes) {
-  // The kernel's memfmt(): the largest unit that divides the size.
-  char name[32];
-  if (page_bytes >= (std::size_t{1} << 30) && page_bytes % (std::size_t{1} << 30) == 0) {
-    std::snprintf(name, sizeof name, "%zuGB", page_bytes >> 30);
-  } else if (page_bytes >= (std::size_t{1} << 20) && page_bytes % (std::size_t{1} << 20) == 0) {
-    std::snprintf(name, sizeof name, "%zuMB", page_bytes >> 20);
-  } else {
-    std::snprintf(name, sizeof name, "%zuKB", page_bytes >> 10);
-  }
-  return name;
-}
-
-namespace {
-
-std::optional<std::uint64_t> read_number(const std::string& root, const std::string& path) {
-  const auto text = read_text(root, path);
-  if (!text) return std::nullopt;
-  return detail::parse_u64(*text);
-}
-
-std::string join_path(const std::string& directory, const std::string& cgroup) {
-  if (cgroup == "/") return directory;
-  return directory + cgroup;
-}
-
-}  // namespace
-
-cgroup_report read_hugetlb_cgroup(const std::string& root, std::string_view cgroup_file_text,
-                                  const std::vector<std::size_t>& page_sizes) {
-  cgroup_report report;
-  const cgroup_membership member = parse_cgroup_file(cgroup_file_text);
-  const auto read_sizes = [&](const std::string& directory, const char* version, bool only_finite) {
-    for (const std::size_t bytes : page_sizes) {
-      const std::string prefix = directory + "/hugetlb." + cgroup_size_name(bytes) + ".";
-      hugetlb_limit limit;
-      limit.page_bytes = bytes;
-      limit.version = version;
-      limit.directory = directory;
-      const bool v2 = version[1] == '2';
-      if (const auto text = read_text(root, prefix + (v2 ? "max" : "limit_in_bytes"))) {
-        if (const auto value = parse_limit(*text)) {
-          limit.has_max = true;
-          limit.max = *value;
-        }
-      }
-      if (const auto text = read_text(root, prefix + (v2 ? "rsvd.max" : "rsvd.limit_in_bytes"))) {
-        if (const auto value = parse_limit(*text)) {
-          limit.has_rsvd_max = true;
-          limit.rsvd_max = *value;
-        }
-      }
-      limit.current = read_number(root, prefix + (v2 ? "current" : "usage_in_bytes"));
-      limit.rsvd_current =
-          read_number(root, prefix + (v2 ? "rsvd.current" : "rsvd.usage_in_bytes"));
-      // v2 "events": "max N", how often the limit refused (v1: failcnt).
-      if (v2) {
-        if (const auto text = read_text(root, prefix + "events")) {
-          const auto at = text->find("max ");
-          if (at == 0 || (at != std::string::npos && (*text)[at - 1] == '\n')) {
-            limit.refused =
-                detail::parse_u64(trim(text->substr(at + 4, text->find('\n', at) - at - 4)));
-          }
-        }
-      } else {
-        limit.refused = read_number(root, prefix + "failcnt");
-      }
-      const bool finite = (limit.has_max && limit.max) || (limit.has_rsvd_max && limit.rsvd_max);
-      if ((limit.has_max || limit.has_rsvd_max) && (finite || !only_finite)) {
-        report.limits.push_back(limit);
-      }
-    }
-  };
-  if (member.unified) {
-    // Pure v2 mounts at /sys/fs/cgroup; the hybrid layout puts it at /sys/fs/cgroup/unified.
-    for (const char* mount : {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"}) {
-      const auto controllers = read_text(root, std::string(mount) + "/cgroup.controllers");
-      if (!controllers) continue;
-      report.path = *member.unified;
-      std::string_view list = *controllers;
-      bool has_hugetlb = false;
-      for (std::string_view w = next_word(list); !w.empty(); w = next_word(list)) {
-        if (trim(w.substr(0, w.find('\n'))) == "hugetlb") has_hugetlb = true;
-        while (!list.empty() && list.front() == '\n') list.remove_prefix(1);
-      }
-      if (!has_hugetlb) continue;
-      read_sizes(join_path(mount, *member.unified), "v2", false);
-      report.status = "v2";
-      // A limit on an ancestor applies too, and the child's files do not show it: report the
-      // ancestors (below the root, which has no limit files) that set a finite one.
-      std::string path = *member.unified;
-      while (path.size() > 1) {
-        path = path.substr(0, std::max<std::size_t>(path.rfind('/'), 1));
-        if (path != "/") read_sizes(join_path(mount, path), "v2", true);
-      }
-      if (report.limits.empty()) {
-        report.status = *member.unified == "/" ? "v2: the root cgroup, which has no hugetlb limits"
-                                               : "v2: hugetlb limit files unreadable";
-      }
-      return report;
-    }
-  }
-  if (member.hugetlb) {
-    const std::string mount = "/sys/fs/cgroup/hugetlb";
-    report.path = *member.hugetlb;
-    read_sizes(join_path(mount, *member.hugetlb), "v1", false);
-    report.status = report.limits.empty() ? "v1 hugetlb controller unreadable" : "v1";
-    return report;
-  }
-  report.path = member.unified.value_or("");
-  report.status = "no hugetlb cgroup controller enabled for this process";
-  return report;
-}
+std::optional<std::uint64_t> parse_number(std::string_view text) { return detail::parse_u64(text); }
 
 // ---- reading -----------------------------------------------------------------------------------
 
 std::optional<std::string> read_text(const std::string& root, const std::string& path,
-                                     std::string* error) {
-  std::error_code ec;
-  std::string text = detail::read_file((root + path).c_str(), ec);
-  if (ec) {
-    if (error != nullptr) *error = ec.message();
-    return std::nullopt;
-  }
+                                     std::error_code* ec) {
+  std::error_code error;
+  std::string text = detail::read_file((root + path).c_str(), error);
+  if (ec != nullptr) *ec = error;
+  if (error) return std::nullopt;
   return text;
 }
 
@@ -445,7 +332,7 @@ std::vector<int> numa_nodes(const std::string& root) {
   while (const dirent* entry = ::readdir(dir)) {
     const std::string_view name = entry->d_name;
     if (starts_with(name, "node") && all_digits(name.substr(4))) {
-      nodes.push_back(static_cast<int>(detail::parse_u64(name.substr(4)).value_or(0)));
+      nodes.push_back(static_cast<int>(parse_number(name.substr(4)).value_or(0)));
     }
   }
   ::closedir(dir);

@@ -5,7 +5,8 @@
 //   /proc/vmstat                 THP and compaction event counters
 //   /proc/meminfo                system-wide AnonHugePages, Hugetlb, MemAvailable
 //   /proc/<pid>/cgroup           which cgroup a process is in (v1 and v2 lines)
-//   <cgroup>/hugetlb.<size>.*    hugetlb cgroup limits (v2: max, rsvd.max; v1: limit_in_bytes)
+//   <cgroup>/hugetlb.<size>.*    hugetlb cgroup limits (v2: max, rsvd.max; v1: limit_in_bytes),
+//                                in the hierarchy the library finds (hugepage/cgroup.hpp)
 //   /proc/<pid>/environ          allocator settings (MALLOC_CONF, GLIBC_TUNABLES, ...)
 //   /proc/<pid>/maps             mapped libraries: which malloc the process runs
 //   /proc/<pid>/status           Name, THP_enabled (prctl(PR_SET_THP_DISABLE), Linux 5.0+)
@@ -20,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -66,6 +68,9 @@ std::vector<std::pair<std::string, std::string>> parse_allocator_environ(std::st
 /// True when /proc/<pid>/environ text is not NAME=value pairs: the process wrote its title over
 /// its environment (Redis, PostgreSQL), so its settings cannot be read from it.
 bool environ_overwritten(std::string_view text);
+
+/// The last component of `path` ("/usr/lib/x86_64-linux-gnu/libc.so.6" -> "libc.so.6").
+std::string_view base_name(std::string_view path);
 
 /// The paths named in /proc/<pid>/maps text (each once, in order of first appearance).
 std::vector<std::string> parse_maps_paths(std::string_view text);
@@ -117,9 +122,6 @@ cgroup_membership parse_cgroup_file(std::string_view text);
 /// optional.
 std::optional<std::optional<std::uint64_t>> parse_limit(std::string_view text);
 
-/// The name the kernel gives a hugetlb page size in cgroup files: 2097152 -> "2MB", 1 GiB -> "1GB".
-std::string cgroup_size_name(std::size_t page_bytes);
-
 /// The hugetlb limits of one page size in one cgroup. Bytes; std::nullopt: no limit ("max").
 struct hugetlb_limit {
   std::size_t page_bytes = 0;
@@ -141,17 +143,24 @@ struct cgroup_report {
   std::vector<hugetlb_limit> limits;
 };
 
-/// Reads the hugetlb limits that apply to the cgroup named in `cgroup_file_text`, for each of
-/// `page_sizes`, under `root` ("" for the live system): v2 in /sys/fs/cgroup or
-/// /sys/fs/cgroup/unified, v1 in /sys/fs/cgroup/hugetlb.
-cgroup_report read_hugetlb_cgroup(const std::string& root, std::string_view cgroup_file_text,
-                                  const std::vector<std::size_t>& page_sizes);
+/// The hugetlb limits that apply to the cgroup named in `cgroup_file_text` (a /proc/PID/cgroup),
+/// for each of `page_sizes`, under `root` ("" for the live system). The hierarchy is found as the
+/// library finds it (cgroup_directories_of(), hugepage/cgroup.hpp) from
+/// root/proc/self/mountinfo. v2: the cgroup's own files, and the ancestors below the root that
+/// set a finite limit; v1: the cgroup's files. (hugetlb_cgroup.cpp)
+cgroup_report hugetlb_cgroup_report(const std::string& root, std::string_view cgroup_file_text,
+                                    const std::vector<std::size_t>& page_sizes);
 
 // ---- reading -----------------------------------------------------------------------------------
 
-/// Reads root + path; std::nullopt when it cannot be read (`error` gets strerror, when given).
+/// A decimal number at the start of `text` (leading blanks skipped, the rest ignored); nullopt
+/// when there is none or it overflows. The doctor's one number parser: the library's.
+std::optional<std::uint64_t> parse_number(std::string_view text);
+
+/// Reads root + path; std::nullopt when it cannot be read (`ec` gets why, when given). The
+/// doctor's one reader of a whole file: the library reads the facts it has readers for.
 std::optional<std::string> read_text(const std::string& root, const std::string& path,
-                                     std::string* error = nullptr);
+                                     std::error_code* ec = nullptr);
 
 /// Lists the NUMA nodes under root/sys/devices/system/node (ascending); empty when there is none.
 std::vector<int> numa_nodes(const std::string& root);

@@ -19,8 +19,10 @@
 #include <utility>
 #include <vector>
 
+#include "exit_codes.hpp"
 #include "hugepage/backing.hpp"
 #include "hugepage/detail/format_bytes.hpp"
+#include "hugepage/page_size.hpp"
 #include "hugepage/smaps.hpp"
 #include "hugepage/system.hpp"
 #include "proc_text.hpp"
@@ -52,6 +54,10 @@ struct advice {
 
 /// True when `list` holds a warning (exit status 1).
 bool has_warning(const std::vector<advice>& list) noexcept;
+
+/// The exit status a report with `list` ends with: exit_advice when it holds a warning, else
+/// exit_healthy.
+exit_status exit_code_of(const std::vector<advice>& list) noexcept;
 
 // ---- system ------------------------------------------------------------------------------------
 
@@ -96,7 +102,7 @@ struct system_report {
   std::vector<hugetlb_pool> pools;       ///< system-wide, ascending page size
   std::vector<hugetlb_pool> node_pools;  ///< per NUMA node (empty on machines without nodes)
   std::size_t base_page_bytes = 4096;
-  std::size_t thp_bytes = std::size_t{2} << 20;
+  std::size_t thp_bytes = 2 * units::mib;
   std::optional<std::vector<zone_readiness>> zones;  ///< empty: buddyinfo unreadable
   std::map<std::string, std::uint64_t> vmstat;       ///< the counters above that exist here
   bool vmstat_readable = false;
@@ -191,6 +197,10 @@ std::vector<mapping_coverage> coverage_of(pid_t pid, const std::vector<mapping_i
 /// with nothing resident are left out. Pure.
 std::vector<mapping_coverage> top_coverage(std::vector<mapping_coverage> coverage, std::size_t top);
 
+/// The `top` mappings with the most resident bytes: exact huge bytes per mapping, with '!' where
+/// smaps' per-mapping counters say otherwise. Empty when smaps is unreadable.
+std::string render_coverage(const std::vector<mapping_coverage>& mappings, std::size_t top);
+
 /// The allocator of a process and its hugepage settings.
 struct allocator_report {
   allocator_guess guess;
@@ -279,7 +289,7 @@ struct process_report {
 /// (joins_cascade()). `thp_page_bytes` is the PMD THP size the THP shares are reported in.
 /// Pure.
 process_report summarize_mappings(const std::vector<mapping_info>& mappings, std::size_t top,
-                                  std::size_t thp_page_bytes = std::size_t{2} << 20);
+                                  std::size_t thp_page_bytes = 2 * units::mib);
 
 /// Works out the allocator's hugepage settings from its name and environment. Pure.
 allocator_report describe_allocator(const allocator_guess& guess, bool environ_readable,
@@ -313,14 +323,9 @@ std::map<std::string, std::pair<std::string, std::string>> debian_packages(
 /// "2.0.9+ds-2" -> "2.0.9", "17.0.15+6-1~deb12u1" -> "17.0.15+6".
 std::string upstream_version(std::string_view debian_version);
 
-/// Exit status for a target that is a zombie, and for a kernel thread: neither has memory to
-/// report, and a script must be able to tell them from a healthy process and from an error.
-inline constexpr int exit_zombie = 3;
-inline constexpr int exit_kernel_thread = 4;
-
 /// Why collect_process() returned no report: the exit status and one line for stderr.
 struct collect_failure {
-  int exit_code = 2;
+  int exit_code = exit_error;
   std::string message;
 };
 
@@ -331,7 +336,8 @@ struct collect_failure {
 std::optional<process_report> collect_process(pid_t pid, std::size_t top, collect_failure& failure);
 
 /// Whether `pid` is a process with user memory to report or collapse; otherwise fills `failure`:
-/// no such process or unreadable (2), a zombie (exit_zombie), a kernel thread (exit_kernel_thread).
+/// no such process or unreadable (exit_error), a zombie (exit_zombie), a kernel thread
+/// (exit_kernel_thread).
 bool is_reportable_target(pid_t pid, collect_failure& failure);
 
 /// Facts from /proc/PID/stat: state letter, kernel flags, start time (clock ticks after boot).
@@ -363,8 +369,13 @@ struct access_facts {
 };
 std::string explain_unreadable(pid_t pid, int err, const access_facts& facts);
 
+/// The facts of this machine explain_unreadable() needs for `pid`: the doctor's euid, the
+/// target's owner, /proc's hidepid, whether the doctor runs in a user namespace, its
+/// CAP_SYS_PTRACE.
+access_facts read_access_facts(pid_t pid);
+
 /// Minimum anonymous memory before the doctor advises on a process's huge page use.
-inline constexpr std::size_t process_advice_threshold = std::size_t{512} << 20;
+inline constexpr std::size_t process_advice_threshold = 512 * units::mib;
 
 /// The advice for a process, given the system it runs on. Pure.
 std::vector<advice> advise_process(const process_report& process, const system_report& system);
@@ -419,5 +430,8 @@ std::string prometheus_probe(const probe_report& probe);
 
 /// "64.0 MiB", "1.50 GiB", "12 KiB", "0 B": the library's formatter, which its messages use too.
 using hugepage::detail::format_bytes;
+
+/// A share as a percentage with one decimal: 0.5 -> "50.0%".
+std::string percent(double fraction);
 
 }  // namespace hugepage::doctor

@@ -1,4 +1,5 @@
 // doctor_collapse_test.cpp - hugepage-doctor --pid PID --collapse [--dry-run] on a child process.
+#include <fcntl.h>
 #include <grp.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -6,20 +7,23 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <string>
 
 #include "hugepage/backing.hpp"
 #include "hugepage/os.hpp"
+#include "hugepage/page_size.hpp"
 #include "hugepage/system.hpp"
 #include "support.hpp"
 
 namespace {
 
-constexpr std::size_t kMiB = std::size_t{1} << 20;
-constexpr std::size_t kLength = 32 * kMiB;
-constexpr std::size_t kHuge = 2 * kMiB;
+using hugepage::units::mib;
+
+constexpr std::size_t kLength = 32 * mib;
+constexpr std::size_t kHuge = 2 * mib;
 
 struct run_result {
   int status = -1;
@@ -82,7 +86,7 @@ class Target {
       void* p = ::mmap(nullptr, kLength, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
       p_ = p == MAP_FAILED ? nullptr : static_cast<char*>(p);
     } else {
-      p_ = static_cast<char*>(hugepage::os::map_aligned(kLength, 2 * kMiB, ec));
+      p_ = static_cast<char*>(hugepage::os::map_aligned(kLength, 2 * mib, ec));
     }
     if (p_ == nullptr || ::pipe(ready_) != 0 || ::pipe(done_) != 0) return;
     pid_ = ::fork();
@@ -191,6 +195,30 @@ std::string row_of(const std::string& out, const void* address) {
                 static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(address)));
   const std::size_t at = out.find(start);
   return at == std::string::npos ? "" : out.substr(at, out.find('\n', at) - at);
+}
+
+// A mapping's name is the target's text: the table prints it escaped (tools/README.md, "Safe to
+// paste"), so a file name holding an escape sequence reaches the terminal as \x1b, not as ESC.
+TEST(DoctorCollapse, HostileMappingNameIsPrintedEscaped) {
+  const std::string path = "/tmp/hugepage-doctor-\x1b[31mred\\-" + std::to_string(::getpid());
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  ::unlink(path.c_str());  // smaps names it "<path> (deleted)"
+  ASSERT_EQ(::ftruncate(fd, 4 * mib), 0);
+  std::error_code ec;
+  char* region = static_cast<char*>(hugepage::os::map_aligned(4 * mib, kHuge, ec));
+  ASSERT_NE(region, nullptr) << ec.message();
+  void* file = ::mmap(region, 4 * mib, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd, 0);
+  ::close(fd);
+  ASSERT_EQ(file, static_cast<void*>(region)) << std::strerror(errno);
+  // Writes make private copies: anonymous memory on base pages, a candidate to collapse.
+  for (std::size_t i = 0; i < 4 * mib; i += 4096) region[i] = 1;
+  const run_result dry = doctor("--pid " + std::to_string(::getpid()) + " --collapse --dry-run");
+  const std::string row = row_of(dry.out, region);
+  hugepage::os::unmap(region, 4 * mib);
+  EXPECT_EQ(dry.status, 0) << dry.err;
+  EXPECT_NE(row.find("/tmp/hugepage-doctor-\\x1b[31mred\\\\-"), std::string::npos) << dry.out;
+  EXPECT_EQ(dry.out.find('\x1b'), std::string::npos) << "a raw escape reached the table";
 }
 
 // THP disabled by prctl: every range is listed with 0 expected gain and the reason, and the real
@@ -357,8 +385,8 @@ TEST(DoctorCoverage, ExactHugeBytesPerMappingAsNobody) {
     if (p != nullptr) {
       hugepage::os::advise_huge(p, 2 * kHuge);
       for (std::size_t i = 0; i < 2 * kHuge; i += 4096) p[i] = 1;
-      hugepage::os::advise(p + kHuge + kMiB, 4096, MADV_NOHUGEPAGE);
-      hugepage::os::advise(p + kHuge + kMiB, 4096, MADV_HUGEPAGE);
+      hugepage::os::advise(p + kHuge + mib, 4096, MADV_NOHUGEPAGE);
+      hugepage::os::advise(p + kHuge + mib, 4096, MADV_HUGEPAGE);
       address = reinterpret_cast<std::uintptr_t>(p);
     }
     (void)!::write(ready[1], &address, sizeof address);

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "hugepage/cgroup.hpp"
 #include "hugepage/smaps.hpp"
 #include "proc_text.hpp"
 #include "report.hpp"
@@ -16,8 +17,8 @@
 namespace hugepage::doctor {
 namespace {
 
-constexpr std::uint64_t kib = 1024;
-constexpr std::uint64_t mib = kib * 1024;
+using hugepage::units::kib;
+using hugepage::units::mib;
 
 std::string sample(const std::string& name) {
   std::ifstream in(std::string(HUGEPAGE_DOCTOR_DATA) + "/" + name);
@@ -55,11 +56,11 @@ TEST(DoctorSmaps, Kernel68SeparatesHugetlbSizesAndSkipsUnknownFields) {
   EXPECT_EQ(p.thp, 8 * mib);
   ASSERT_EQ(p.hugetlb.size(), 2u);
   EXPECT_EQ(p.hugetlb.at(2 * mib), 4 * mib);                  // shared, from hugetlbfs
-  EXPECT_EQ(p.hugetlb.at(std::size_t{1} << 30), 1024 * mib);  // private 1 GiB pages
+  EXPECT_EQ(p.hugetlb.at(hugepage::units::gib), 1024 * mib);  // private 1 GiB pages
   EXPECT_EQ(p.anonymous, (4194304 + 512) * kib);
   ASSERT_EQ(p.largest.size(), 2u);  // --top 2
   EXPECT_EQ(p.largest[0].name, "[anon:fare cache]");
-  EXPECT_EQ(p.largest[1].kernel_page_bytes, std::size_t{1} << 30);
+  EXPECT_EQ(p.largest[1].kernel_page_bytes, hugepage::units::gib);
   EXPECT_NEAR(p.huge_fraction(), (8.0 + 1024 + 4) / (4096.0 + 0.5 + 1024 + 4), 1e-9);
 }
 
@@ -252,13 +253,19 @@ TEST(DoctorCgroup, LimitValues) {
   EXPECT_EQ(*parse_limit("1073741824\n"), std::optional<std::uint64_t>(1073741824));
   EXPECT_FALSE(*parse_limit("9223372036854771712\n"));  // v1 "unlimited"
   EXPECT_FALSE(parse_limit("lots"));
-  EXPECT_EQ(cgroup_size_name(2 * mib), "2MB");
-  EXPECT_EQ(cgroup_size_name(std::size_t{1} << 30), "1GB");
-  EXPECT_EQ(cgroup_size_name(64 * kib), "64KB");
+  EXPECT_EQ(hugetlb_cgroup_size_name(2 * mib), "2MB");
+  EXPECT_EQ(hugetlb_cgroup_size_name(hugepage::units::gib), "1GB");
+  EXPECT_EQ(hugetlb_cgroup_size_name(64 * kib), "64KB");
 }
+
+// Where a captured tree mounts cgroup2: the hierarchy is found from mountinfo, as the library
+// finds it.
+constexpr const char* v2_mountinfo =
+    "30 1 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec - cgroup2 cgroup2 rw,nsdelegate\n";
 
 TEST(DoctorCgroup, ReadsV2LimitsAndAnAncestorsLimit) {
   fake_tree tree;
+  tree.write("/proc/self/mountinfo", v2_mountinfo);
   tree.write("/sys/fs/cgroup/cgroup.controllers", "cpu io memory hugetlb pids\n");
   const std::string svc = "/sys/fs/cgroup/app.slice/fared.service/";
   tree.write(svc + "hugetlb.2MB.max", "max\n");
@@ -268,7 +275,7 @@ TEST(DoctorCgroup, ReadsV2LimitsAndAnAncestorsLimit) {
   tree.write("/sys/fs/cgroup/app.slice/hugetlb.2MB.rsvd.max", "max\n");
   tree.write("/sys/fs/cgroup/app.slice/hugetlb.2MB.events", "max 3\n");
   const cgroup_report r =
-      read_hugetlb_cgroup(tree.root(), "0::/app.slice/fared.service\n", {2 * mib, 1024 * mib});
+      hugetlb_cgroup_report(tree.root(), "0::/app.slice/fared.service\n", {2 * mib, 1024 * mib});
   EXPECT_EQ(r.status, "v2");
   ASSERT_EQ(r.limits.size(), 2u);
   EXPECT_TRUE(r.limits[0].has_max);
@@ -282,11 +289,14 @@ TEST(DoctorCgroup, ReadsV2LimitsAndAnAncestorsLimit) {
 
 TEST(DoctorCgroup, ReadsV1Limits) {
   fake_tree tree;
+  tree.write("/proc/self/mountinfo",
+             "25 1 0:23 / /sys/fs/cgroup ro,nosuid - tmpfs tmpfs ro,mode=755\n"
+             "31 25 0:27 / /sys/fs/cgroup/hugetlb rw,nosuid - cgroup cgroup rw,hugetlb\n");
   tree.write("/sys/fs/cgroup/hugetlb/batch/hugetlb.2MB.limit_in_bytes", "9223372036854771712\n");
   tree.write("/sys/fs/cgroup/hugetlb/batch/hugetlb.1GB.limit_in_bytes", "2147483648\n");
   tree.write("/sys/fs/cgroup/hugetlb/batch/hugetlb.1GB.failcnt", "7\n");
   const cgroup_report r =
-      read_hugetlb_cgroup(tree.root(), "5:hugetlb:/batch\n", {2 * mib, 1024 * mib});
+      hugetlb_cgroup_report(tree.root(), "5:hugetlb:/batch\n", {2 * mib, 1024 * mib});
   EXPECT_EQ(r.status, "v1");
   ASSERT_EQ(r.limits.size(), 2u);
   EXPECT_FALSE(r.limits[0].max);
@@ -297,8 +307,9 @@ TEST(DoctorCgroup, ReadsV1Limits) {
 
 TEST(DoctorCgroup, NoControllerSaysSo) {
   fake_tree tree;
+  tree.write("/proc/self/mountinfo", v2_mountinfo);
   tree.write("/sys/fs/cgroup/cgroup.controllers", "cpu memory\n");
-  const cgroup_report r = read_hugetlb_cgroup(tree.root(), "0::/x\n", {2 * mib});
+  const cgroup_report r = hugetlb_cgroup_report(tree.root(), "0::/x\n", {2 * mib});
   EXPECT_TRUE(r.limits.empty());
   EXPECT_NE(r.status.find("no hugetlb"), std::string::npos);
 }

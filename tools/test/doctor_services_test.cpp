@@ -14,13 +14,14 @@
 #include <string>
 #include <vector>
 
+#include "hugepage/page_size.hpp"
 #include "report.hpp"
 
 namespace hugepage::doctor {
 namespace {
 
-constexpr std::size_t mib = std::size_t{1} << 20;
-constexpr std::size_t gib = std::size_t{1} << 30;
+using hugepage::units::gib;
+using hugepage::units::mib;
 const std::string services = std::string(HUGEPAGE_DOCTOR_DATA) + "/services";
 
 std::optional<std::string> slurp(const std::string& path) {

@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
       return fail(std::string("unknown argument ") + argv[i]);
     }
   }
-  constexpr std::size_t mib = std::size_t{1} << 20;
+  using hugepage::units::mib;
   if (cgroup != nullptr) {
     const std::string procs = std::string(cgroup) + "/cgroup.procs";
     const int fd = ::open(procs.c_str(), O_WRONLY | O_CLOEXEC);

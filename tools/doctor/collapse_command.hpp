@@ -1,4 +1,4 @@
-// tools/doctor/collapse.hpp - hugepage-doctor --pid PID --collapse, and exact per-mapping coverage.
+// tools/doctor/collapse_command.hpp - hugepage-doctor --pid PID --collapse.
 //
 // Collecting (which mappings could gain, by how much), acting (hugepage::collapse on another
 // process, largest gain first, under a time and byte budget) and rendering are separate functions,
@@ -21,10 +21,6 @@
 
 namespace hugepage::doctor {
 
-/// Exact coverage of every mapping of `pid`. Sets `ec` when smaps is unreadable. Reads smaps;
-/// a caller that has it parsed uses coverage_of (report.hpp).
-std::vector<mapping_coverage> coverage_by_mapping(pid_t pid, std::error_code& ec);
-
 struct collapse_options {
   pid_t pid = 0;
   bool dry_run = false;
@@ -35,7 +31,7 @@ struct collapse_options {
 /// One candidate range (a mapping's whole 2 MiB chunks) and what collapsing it did.
 struct collapse_row {
   std::uintptr_t start = 0, end = 0;
-  std::string name;
+  std::string name;         ///< as smaps names it, "[anon]" for none: the target's text
   std::size_t on_base = 0;  ///< resident bytes on base pages in whole chunks
   /// Why MADV_COLLAPSE cannot collapse this range ("" when it can): THP disabled for the
   /// process (PR_SET_THP_DISABLE), the mapping is VM_NOHUGEPAGE, or it is shared memory under
@@ -79,15 +75,7 @@ std::string explain_refusal(int error, pid_t pid);
 /// The report as a table.
 std::string render_collapse(const collapse_report& report);
 
-/// The report as JSON (schema "hugepage-doctor/1", mode "collapse"; see tools/README.md).
+/// The report as JSON (schema json_schema, mode "collapse"; see tools/README.md).
 std::string json_collapse(const collapse_report& report);
-
-}  // namespace hugepage::doctor
-
-namespace hugepage::doctor {
-
-/// The `top` mappings with the most resident bytes: exact huge bytes per mapping, with '!' where
-/// smaps' per-mapping counters say otherwise. Empty when smaps is unreadable.
-std::string render_coverage(const std::vector<mapping_coverage>& mappings, std::size_t top);
 
 }  // namespace hugepage::doctor

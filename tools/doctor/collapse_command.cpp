@@ -1,5 +1,5 @@
-// tools/doctor/collapse.cpp - see collapse.hpp.
-#include "collapse.hpp"
+// tools/doctor/collapse_command.cpp - see collapse_command.hpp.
+#include "collapse_command.hpp"
 
 #include <fmt/format.h>
 
@@ -16,20 +16,13 @@
 #include "json.hpp"
 #include "proc_text.hpp"
 #include "report.hpp"
+#include "text.hpp"
 
 namespace hugepage::doctor {
 
 namespace {
 
-constexpr std::size_t chunk = std::size_t{2} << 20;
-
-// Mapping names come from the target process (file names): printed as data, control characters
-// replaced, never put into a command.
-std::string printable(const std::string& text) {
-  std::string out;
-  for (const char c : text.substr(0, 60)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
-  return out;
-}
+constexpr std::size_t chunk = 2 * units::mib;
 
 // Anonymous memory only: that is where a fragmented heap lives, and MADV_COLLAPSE of file text
 // needs CONFIG_READ_ONLY_THP_FOR_FS. THPeligible is not required: it says whether faults and
@@ -125,41 +118,6 @@ std::optional<std::size_t> fill_growth(int pagemap_fd, std::uintptr_t lo, std::u
 
 }  // namespace
 
-std::vector<mapping_coverage> coverage_of(pid_t pid, const std::vector<mapping_info>& mappings) {
-  std::vector<backing_report> exact = detail::backing_of_mappings(pid, mappings);
-  std::vector<mapping_coverage> out;
-  out.reserve(mappings.size());
-  for (std::size_t i = 0; i < mappings.size(); ++i) {
-    const mapping_info& m = mappings[i];
-    mapping_coverage c;
-    c.mapping = m;
-    c.exact = std::move(exact[i]);
-    c.smaps_huge = m.anon_huge + m.shmem_huge + m.file_huge + m.private_hugetlb + m.shared_hugetlb;
-    c.smaps_disagrees = c.exact.exact && c.exact.huge_bytes() != c.smaps_huge;
-    out.push_back(std::move(c));
-  }
-  return out;
-}
-
-std::vector<mapping_coverage> coverage_by_mapping(pid_t pid, std::error_code& ec) {
-  const std::vector<mapping_info> mappings = read_smaps(pid, ec);
-  if (ec) return {};
-  return coverage_of(pid, mappings);
-}
-
-std::vector<mapping_coverage> top_coverage(std::vector<mapping_coverage> coverage,
-                                           std::size_t top) {
-  coverage.erase(
-      std::remove_if(coverage.begin(), coverage.end(),
-                     [](const mapping_coverage& c) { return c.exact.resident_bytes() == 0; }),
-      coverage.end());
-  std::stable_sort(coverage.begin(), coverage.end(), [](const auto& a, const auto& b) {
-    return a.exact.resident_bytes() > b.exact.resident_bytes();
-  });
-  if (coverage.size() > top) coverage.resize(top);
-  return coverage;
-}
-
 std::string explain_refusal(int error, pid_t pid) {
   const std::string who = "pid " + std::to_string(pid);
   switch (error) {
@@ -228,7 +186,7 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
     collapse_row row;
     row.start = lo;
     row.end = hi;
-    row.name = printable(m.name.empty() ? "[anon]" : m.name);
+    row.name = m.name.empty() ? "[anon]" : m.name;
     row.on_base = b.base;
     row.blocked = shmem ? shmem_reason(shmem_enabled) : blocked_reason(m, thp_disabled);
     row.before = row.after = b.huge_fraction();
@@ -332,8 +290,10 @@ std::string render_collapse(const collapse_report& report) {
         100 * row.before, row.attempted ? fmt::format("{:.1f}%", 100 * row.after) : "-",
         row.attempted ? format_bytes(row.collapsed) : "-",
         row.attempted ? fmt::format("{:.2f}", row.ms) : "-",
-        row.blocked.empty() ? row.name
-                            : row.name + " (cannot collapse: " + blocked_label(row.blocked) + ")");
+        // The mapping's name is the target's text: escaped, never put into a command.
+        row.blocked.empty()
+            ? printable(row.name)
+            : printable(row.name) + " (cannot collapse: " + blocked_label(row.blocked) + ")");
   }
   if (!report.dry_run) out += fmt::format("Collapsed {}.\n", format_bytes(report.collapsed));
   for (const std::string& e : report.blocked_why) out += "Cannot collapse: " + e + "\n";
@@ -373,7 +333,7 @@ std::string json_collapse(const collapse_report& report) {
   for (const std::string& e : report.explanations) explanations.push(e);
   const std::string why = nothing_collapsed(report);
   return json::object()
-      .set("schema", "hugepage-doctor/1")
+      .set("schema", json_schema)
       .set("mode", "collapse")
       .set("pid", static_cast<std::int64_t>(report.pid))
       .set("dry_run", report.dry_run)
@@ -385,42 +345,6 @@ std::string json_collapse(const collapse_report& report) {
       .set("ranges", ranges)
       .set("refusals_explained", explanations)
       .dump();
-}
-
-}  // namespace hugepage::doctor
-
-namespace hugepage::doctor {
-
-std::string render_coverage(const std::vector<mapping_coverage>& mappings, std::size_t top) {
-  std::vector<const mapping_coverage*> rows;
-  for (const mapping_coverage& c : mappings) {
-    if (c.exact.resident_bytes() != 0) rows.push_back(&c);
-  }
-  std::stable_sort(rows.begin(), rows.end(), [](const auto* a, const auto* b) {
-    return a->exact.resident_bytes() > b->exact.resident_bytes();
-  });
-  if (rows.size() > top) rows.resize(top);
-  if (rows.empty()) return {};
-  const backing_source source = rows.front()->exact.source;
-  std::string out = fmt::format("\nHuge pages per mapping (exact, from {}{}):\n", name_of(source),
-                                rows.front()->exact.exact ? "" : ", approximate");
-  out += fmt::format("  {:<29} {:>10} {:>10} {:>10}  {}\n", "mapping", "resident", "huge", "smaps",
-                     "name");
-  bool any = false;
-  for (const mapping_coverage* c : rows) {
-    any = any || c->smaps_disagrees;
-    out += fmt::format("  {:#014x}-{:#014x} {:>10} {:>10} {:>10}{} {}\n", c->mapping.start,
-                       c->mapping.end, format_bytes(c->exact.resident_bytes()),
-                       format_bytes(c->exact.huge_bytes()), format_bytes(c->smaps_huge),
-                       c->smaps_disagrees ? "!" : " ",
-                       printable(c->mapping.name.empty() ? "[anon]" : c->mapping.name));
-  }
-  if (any) {
-    out +=
-        "  ! smaps' counters differ from the page tables (pages changed between the two reads, "
-        "or THP the counters do not show)\n";
-  }
-  return out;
 }
 
 }  // namespace hugepage::doctor

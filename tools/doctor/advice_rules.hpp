@@ -1,0 +1,105 @@
+// tools/doctor/advice_rules.hpp - the pieces the advice rules share: THP settings, counters,
+// pools, merged settings. Internal to advise_system.cpp and advise_process.cpp; each piece reads
+// only the report, never the machine.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "report.hpp"
+
+namespace hugepage::doctor {
+
+// ---- THP settings (advice_thp.cpp) -------------------------------------------------------------
+
+inline constexpr const char* thp_dir = "/sys/kernel/mm/transparent_hugepage";
+
+// The tmpfiles.d file that sets the kernel file `file` at boot.
+std::string tmpfiles_conf(const std::string& file);
+
+// Sets a THP sysfs file now, and on every boot through tmpfiles.d ("w" writes the value).
+std::vector<std::string> sysfs_setting(const std::string& value, const std::string& file);
+
+// The effective PMD-size THP mode (read_thp_mode(): the per-size switch, else the top-level
+// file); the top-level word where it could not be read.
+std::string effective_enabled(const system_report& s, const char* unknown);
+
+// Which file turns THP off, and the setting that turns it back on for advised ranges.
+struct thp_off {
+  std::string why;
+  std::vector<std::string> evidence;
+  std::vector<std::string> commands;
+};
+
+thp_off thp_off_of(const system_report& s);
+
+// ---- counters (advice_counters.cpp) ------------------------------------------------------------
+
+// A /proc/vmstat counter of the report; 0 when absent.
+std::uint64_t counter(const system_report& s, const char* name);
+
+// A /proc/meminfo value of the report; nullopt when meminfo or the key is missing.
+std::optional<std::uint64_t> meminfo(const system_report& s, const char* key);
+
+// Free memory is fragmented: at least 256 MiB free, under a tenth of it in THP-sized blocks.
+struct fragmentation {
+  bool fragmented = false;
+  std::uint64_t free = 0, ready = 0;
+};
+
+fragmentation fragmentation_of(const system_report& s);
+
+// THP faults since boot fell back to base pages often enough to matter.
+bool fallbacks_matter(const system_report& s);
+
+// ---- hugetlb pools (advice_pool.cpp) -----------------------------------------------------------
+
+// The sysfs file that sizes the pool of `page_bytes` pages.
+std::string pool_file(std::size_t page_bytes);
+
+// Something wanted more of a pool than it holds: surplus pages at the overcommit limit, buddy
+// allocations for the pool that failed, or reservations beyond the free pages.
+std::vector<std::string> pool_shortage_evidence(const system_report& s, const hugetlb_pool& pool);
+
+// A pool size the machine can hold: at most 80% of MemTotal in pages of this size, never less
+// than the pool has now. nullopt when even one more page would pass that.
+std::optional<std::uint64_t> capped_pool_target(const system_report& s, std::size_t page_bytes,
+                                                std::uint64_t total, std::uint64_t wanted);
+
+// A command that sets a pool's size now and at boot.
+std::vector<std::string> pool_commands(const system_report& s, std::size_t page_bytes,
+                                       std::uint64_t target);
+
+// ---- merged settings (advice_environment.cpp) --------------------------------------------------
+
+// How a variable's value is a list: GLIBC_TUNABLES is "key=value:key=value", MALLOC_CONF
+// "key:value,key:value", java options are words separated by spaces where a later flag wins
+// (key_end 0: the entry is appended unless present), a plain variable is one value
+// (separator 0: replaced).
+struct list_syntax {
+  char separator = 0;
+  char key_end = 0;
+};
+constexpr list_syntax glibc_tunables{':', '='};
+constexpr list_syntax malloc_conf{',', ':'};
+constexpr list_syntax java_options{' ', 0};
+constexpr list_syntax single_value{};
+
+// Makes /dev/shm's huge= option persistent in /etc/fstab, keeping the options it has now.
+std::string dev_shm_fstab_command(const system_report& s);
+
+// A warning that sets `name` for the process: `text` then how the fix applies.
+advice environment_advice(const process_report& p, std::string id, const std::string& text,
+                          std::vector<std::string> evidence, std::string trade,
+                          const std::string& name, const std::string& add, list_syntax syntax);
+
+// ---- allocators (advice_allocator.cpp) ---------------------------------------------------------
+
+// Advice for an allocator that does not ask for huge pages under THP madvise; `head` starts
+// each message.
+void advise_allocator(const process_report& p, const std::string& head, std::vector<advice>& out);
+
+}  // namespace hugepage::doctor

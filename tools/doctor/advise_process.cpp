@@ -1,0 +1,190 @@
+// tools/doctor/advise_process.cpp - the rules that turn a process report into advice (the rules'
+// conventions: advise_system.cpp).
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "advice_rules.hpp"
+#include "report.hpp"
+#include "text.hpp"
+
+namespace hugepage::doctor {
+
+std::vector<advice> advise_process(const process_report& p, const system_report& s) {
+  std::vector<advice> out;
+  const std::size_t anon = p.anonymous + p.hugetlb_total();
+  const std::string enabled = effective_enabled(s, "unknown");
+  const runtime_report& rt = p.runtime;
+
+  // Redis turns THP off for itself (disable-thp yes, the default since 6.2) because its
+  // fork-based persistence would copy 2 MiB per written page: that is its choice, not a fault.
+  if (rt.kind == "redis" && p.thp_enabled && !*p.thp_enabled) {
+    out.push_back({"redis_disables_thp",
+                   advice_level::note,
+                   "Redis turned THP off for itself with prctl(PR_SET_THP_DISABLE) "
+                   "(disable-thp yes, the default): a fork for BGSAVE or AOF rewrite would "
+                   "otherwise copy 2 MiB for every page written meanwhile, and latency spikes",
+                   {"/proc/PID/status THP_enabled: 0", "runtime: " + rt.evidence},
+                   "",
+                   {}});
+  }
+
+  // PostgreSQL: shared_buffers is one shared mapping; huge_pages=try (the default) takes it
+  // from the hugetlb pool when the pool has room, silently falls back otherwise.
+  // The mapping's size, not its resident bytes: shared_buffers fill up as the server works.
+  const std::size_t largest_shared = p.largest_shared;
+  if (rt.kind == "postgres" && largest_shared >= 64 * units::mib && p.hugetlb_total() == 0) {
+    const std::size_t page = s.pools.empty() ? s.thp_bytes : s.pools.front().page_bytes;
+    const std::uint64_t pages = (largest_shared + page - 1) / std::max<std::size_t>(page, 1);
+    std::uint64_t total = 0, available = 0;
+    if (!s.pools.empty()) {
+      total = s.pools.front().total.value_or(0);
+      available = s.pools.front().available().value_or(0);
+    }
+    advice a{"postgres_huge_pages",
+             advice_level::warning,
+             fmt::format("PostgreSQL's shared memory ({}) is on base pages: set huge_pages = on "
+                         "in postgresql.conf (try, the default, falls back silently) with a "
+                         "pool of at least {} pages of {}",
+                         format_bytes(largest_shared), pages, format_bytes(page)),
+             {fmt::format("largest shared mapping {} (shared_buffers and friends)",
+                          format_bytes(largest_shared)),
+              fmt::format("hugetlb pool: {} pages, {} available", total, available),
+              "runtime: " + rt.evidence},
+             fmt::format("{} reserved for PostgreSQL, unusable for anything else; with "
+                         "huge_pages = on the server refuses to start when the pool is short",
+                         format_bytes(pages * page)),
+             {}};
+    if (available < pages) {
+      if (const auto target = capped_pool_target(s, page, total, total + pages - available)) {
+        a.commands = pool_commands(s, page, *target);
+      }
+    }
+    out.push_back(std::move(a));
+  }
+
+  // Shared memory (tmpfs, memfd, SysV, MAP_SHARED anonymous) follows shmem_enabled, and files on
+  // a tmpfs mount follow its huge= option; PostgreSQL's is better on the hugetlb pool (above).
+  const std::string shmem_enabled = s.thp.shmem_enabled.value_or("");
+  if (rt.kind != "postgres" && p.shmem >= process_advice_threshold &&
+      p.shmem_huge_fraction() < 0.5 && (shmem_enabled == "never" || shmem_enabled == "deny")) {
+    advice a{"shmem_without_thp",
+             advice_level::warning,
+             fmt::format("{} of shared memory, {} huge; shmem_enabled={} gives it base pages "
+                         "only",
+                         format_bytes(p.shmem), percent(p.shmem_huge_fraction()), shmem_enabled),
+             {fmt::format("{}/shmem_enabled: {}", thp_dir, shmem_enabled),
+              fmt::format("{} resident in shared mappings", format_bytes(p.shmem))},
+             "advise: only ranges with MADV_HUGEPAGE (and tmpfs mounts with huge=) get huge "
+             "pages; a sparse shared file grows in 2 MiB steps",
+             sysfs_setting("advise", fmt::format("{}/shmem_enabled", thp_dir))};
+    if (p.dev_shm >= p.shmem / 2) {
+      // Most of it is POSIX shared memory in /dev/shm: that mount's own option decides.
+      a.evidence.push_back(
+          fmt::format("{} of it in files under /dev/shm", format_bytes(p.dev_shm)));
+      a.commands.push_back(shell_line({"mount", "-o", "remount,huge=within_size", "/dev/shm"}));
+      a.commands.push_back(dev_shm_fstab_command(s));
+    }
+    out.push_back(std::move(a));
+  }
+
+  if (anon >= process_advice_threshold && p.huge_fraction() < 0.5) {
+    const std::string head = fmt::format("{} anonymous memory, {} huge; ", format_bytes(anon),
+                                         percent(p.huge_fraction()));
+    const allocator_report& a = p.allocator;
+    const fragmentation frag = fragmentation_of(s);
+    if (p.thp_enabled && !*p.thp_enabled) {
+      if (rt.kind != "redis") {
+        out.push_back({"process_thp_disabled",
+                       advice_level::warning,
+                       head + "the process disabled THP for itself with prctl(PR_SET_THP_DISABLE); "
+                              "check its launcher or unit for that setting",
+                       {"/proc/PID/status THP_enabled: 0"},
+                       "",
+                       {}});
+      }
+    } else if (enabled == "never") {
+      thp_off off = thp_off_of(s);
+      out.push_back({"thp_never", advice_level::warning, head + off.why, std::move(off.evidence),
+                     "madvise gives huge pages only to ranges that ask for them",
+                     std::move(off.commands)});
+    } else if (rt.kind == "jvm") {
+      // The Java heap is the JVM's own mapping: malloc settings do not reach it.
+      if (!rt.asks_for_huge && enabled == "madvise") {
+        out.push_back(environment_advice(
+            p, "jvm_without_thp",
+            head + "the JVM heap is not advised: add -XX:+UseTransparentHugePages to the "
+                   "java options (JAVA_TOOL_OPTIONS); ",
+            {"runtime: " + rt.evidence,
+             rt.settings_known ? "no -XX:+UseTransparentHugePages or -XX:+UseLargePages"
+                               : "java options unknown (cmdline or environment unreadable)",
+             "THP enabled=madvise"},
+            "the whole heap is committed in 2 MiB steps (more RSS with a sparse heap)",
+            "JAVA_TOOL_OPTIONS", "-XX:+UseTransparentHugePages", java_options));
+      } else if (rt.asks_for_huge && frag.fragmented && fallbacks_matter(s)) {
+        out.push_back({"huge_pages_not_obtained",
+                       advice_level::warning,
+                       head + "the JVM asks for huge pages, but free memory is fragmented and "
+                              "THP faults fall back",
+                       {"runtime: " + rt.evidence},
+                       "",
+                       {write_command("1", "/proc/sys/vm/compact_memory")}});
+      }
+    } else if (enabled == "madvise" && !a.environ_readable) {
+      out.push_back({"allocator_settings_unknown",
+                     advice_level::note,
+                     head + fmt::format("{}'s settings cannot be read (environment "
+                                        "unreadable), so the doctor cannot say why",
+                                        a.guess.name),
+                     {a.hugepage_mode},
+                     "",
+                     {}});
+    } else if (enabled == "madvise" && a.environ_overwritten && !a.asks_for_huge) {
+      out.push_back({"allocator_settings_unknown",
+                     advice_level::note,
+                     head + fmt::format("the process wrote its title over its environment, so "
+                                        "{}'s settings are unknown",
+                                        a.guess.name),
+                     {"/proc/PID/environ holds no NAME=value pairs"},
+                     "",
+                     {}});
+    } else if (enabled == "madvise" && !a.asks_for_huge) {
+      advise_allocator(p, head, out);
+    } else if (p.thp_eligible_anon > 0 && frag.fragmented && fallbacks_matter(s)) {
+      // Ranges that could be huge were not, and the machine shows why: fragmentation with
+      // fallbacks. Without both, compaction would not help.
+      out.push_back({"huge_pages_not_obtained",
+                     advice_level::warning,
+                     head + fmt::format("THP is {} and {} asks for huge pages, but free memory "
+                                        "is fragmented and THP faults fall back",
+                                        enabled, a.guess.name),
+                     {fmt::format("{} in THP-eligible ranges", format_bytes(p.thp_eligible_anon)),
+                      fmt::format("{} free, {} in {} blocks", format_bytes(frag.free),
+                                  format_bytes(frag.ready), format_bytes(s.thp_bytes))},
+                     "one compaction pass stalls the machine briefly",
+                     {write_command("1", "/proc/sys/vm/compact_memory")}});
+    }
+  }
+
+  for (const auto& [page_bytes, bytes] : p.hugetlb) {
+    for (const hugetlb_pool& pool : s.pools) {
+      if (pool.page_bytes != page_bytes) continue;
+      const std::uint64_t total = pool.total.value_or(0);
+      const auto available = pool.available();
+      if (!available || *available != 0) continue;
+      const std::vector<std::string> shortage = pool_shortage_evidence(s, pool);
+      if (shortage.empty()) continue;  // in use, exactly sized: the system report notes it
+      const auto target =
+          capped_pool_target(s, page_bytes, total, total + std::max<std::uint64_t>(total / 4, 1));
+      out.push_back({"pool_exhausted", advice_level::warning,
+                     fmt::format("the process holds {} of {} hugetlb pages and the pool has "
+                                 "none left while more was wanted",
+                                 format_bytes(bytes), format_bytes(page_bytes)),
+                     shortage, "",
+                     target ? pool_commands(s, page_bytes, *target) : std::vector<std::string>{}});
+    }
+  }
+  return out;
+}
+
+}  // namespace hugepage::doctor

@@ -1,0 +1,12 @@
+// tools/doctor/format.cpp - numbers for people: shares (byte sizes: hugepage::detail::format_bytes).
+#include <fmt/format.h>
+
+#include <cstdint>
+
+#include "report.hpp"
+
+namespace hugepage::doctor {
+
+std::string percent(double fraction) { return fmt::format("{:.1f}%", fraction * 100.0); }
+
+}  // namespace hugepage::doctor

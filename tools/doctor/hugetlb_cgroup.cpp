@@ -1,0 +1,118 @@
+// tools/doctor/hugetlb_cgroup.cpp - the hugetlb cgroup limits of a process, for its report.
+//
+// Where the cgroup lives is the library's answer (hugepage/cgroup.hpp: /proc/PID/cgroup against
+// mountinfo); what the doctor adds is the report: every limit file of each size (max, rsvd.max,
+// usage, refusals), and why nothing could be read.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hugepage/cgroup.hpp"
+#include "proc_text.hpp"
+
+namespace hugepage::doctor {
+
+namespace {
+
+// True when the whitespace-separated list `text` (cgroup.controllers) holds `word`.
+bool has_word(std::string_view text, std::string_view word) {
+  std::size_t at = 0;
+  while (at < text.size()) {
+    const std::size_t end = text.find_first_of(" \t\n", at);
+    if (text.substr(at, end == std::string_view::npos ? end : end - at) == word) return true;
+    if (end == std::string_view::npos) break;
+    at = end + 1;
+  }
+  return false;
+}
+
+// The limits of each of `page_sizes` in `directory` (under root): every size with a readable
+// limit file, or with `only_finite` only those where a limit is set.
+void read_sizes(const std::string& root, const std::string& directory, bool v2, bool only_finite,
+                const std::vector<std::size_t>& page_sizes, cgroup_report& report) {
+  for (const std::size_t bytes : page_sizes) {
+    const std::string prefix = directory + "/hugetlb." + hugetlb_cgroup_size_name(bytes) + ".";
+    hugetlb_limit limit;
+    limit.page_bytes = bytes;
+    limit.version = v2 ? "v2" : "v1";
+    limit.directory = directory;
+    if (const auto text = read_text(root, prefix + (v2 ? "max" : "limit_in_bytes"))) {
+      if (const auto value = parse_limit(*text)) {
+        limit.has_max = true;
+        limit.max = *value;
+      }
+    }
+    if (const auto text = read_text(root, prefix + (v2 ? "rsvd.max" : "rsvd.limit_in_bytes"))) {
+      if (const auto value = parse_limit(*text)) {
+        limit.has_rsvd_max = true;
+        limit.rsvd_max = *value;
+      }
+    }
+    const auto number = [&](const std::string& file) -> std::optional<std::uint64_t> {
+      const auto text = read_text(root, file);
+      return text ? parse_number(*text) : std::nullopt;
+    };
+    limit.current = number(prefix + (v2 ? "current" : "usage_in_bytes"));
+    limit.rsvd_current = number(prefix + (v2 ? "rsvd.current" : "rsvd.usage_in_bytes"));
+    // v2 "events": "max N", how often the limit refused (v1: failcnt).
+    if (v2) {
+      if (const auto text = read_text(root, prefix + "events")) {
+        const auto at = text->find("max ");
+        if (at == 0 || (at != std::string::npos && (*text)[at - 1] == '\n')) {
+          limit.refused = parse_number(std::string_view(*text).substr(at + 4));
+        }
+      }
+    } else {
+      limit.refused = number(prefix + "failcnt");
+    }
+    const bool finite = (limit.has_max && limit.max) || (limit.has_rsvd_max && limit.rsvd_max);
+    if ((limit.has_max || limit.has_rsvd_max) && (finite || !only_finite)) {
+      report.limits.push_back(limit);
+    }
+  }
+}
+
+}  // namespace
+
+cgroup_report hugetlb_cgroup_report(const std::string& root, std::string_view cgroup_file_text,
+                                    const std::vector<std::size_t>& page_sizes) {
+  cgroup_report report;
+  const cgroup_membership member = parse_cgroup_file(cgroup_file_text);
+  const auto mountinfo = read_text(root, "/proc/self/mountinfo");
+  // Innermost first, the mount point last, as the machine names them (read under `root`).
+  const std::vector<std::string> directories =
+      mountinfo ? cgroup_directories_of("hugetlb", cgroup_file_text, *mountinfo)
+                : std::vector<std::string>{};
+  // The root of a cgroup2 hierarchy lists its controllers; a v1 hierarchy has no such file.
+  const auto controllers = directories.empty()
+                               ? std::nullopt
+                               : read_text(root, directories.back() + "/cgroup.controllers");
+  if (controllers && member.unified && has_word(*controllers, "hugetlb")) {
+    report.path = *member.unified;
+    read_sizes(root, directories.front(), true, false, page_sizes, report);
+    report.status = "v2";
+    // A limit on an ancestor applies too, and the child's files do not show it: report the
+    // ancestors (below the root, which has no limit files) that set a finite one.
+    for (std::size_t i = 1; i + 1 < directories.size(); ++i) {
+      read_sizes(root, directories[i], true, true, page_sizes, report);
+    }
+    if (report.limits.empty()) {
+      report.status = *member.unified == "/" ? "v2: the root cgroup, which has no hugetlb limits"
+                                             : "v2: hugetlb limit files unreadable";
+    }
+    return report;
+  }
+  if (!controllers && !directories.empty() && member.hugetlb) {
+    report.path = *member.hugetlb;
+    read_sizes(root, directories.front(), false, false, page_sizes, report);
+    report.status = report.limits.empty() ? "v1 hugetlb controller unreadable" : "v1";
+    return report;
+  }
+  report.path = member.unified.value_or("");
+  report.status = "no hugetlb cgroup controller enabled for this process";
+  return report;
+}
+
+}  // namespace hugepage::doctor

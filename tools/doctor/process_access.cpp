@@ -1,0 +1,103 @@
+// tools/doctor/process_access.cpp - why a process cannot be read: the facts, and the message.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
+#include <system_error>
+
+#include "report.hpp"
+
+namespace hugepage::doctor {
+
+access_facts read_access_facts(pid_t pid) {
+  access_facts f;
+  f.euid = ::geteuid();
+  struct stat st {};
+  if (::stat(("/proc/" + std::to_string(pid)).c_str(), &st) == 0) f.target_uid = st.st_uid;
+  if (const auto mounts = read_text("", "/proc/self/mountinfo")) {
+    std::string_view text = *mounts;
+    while (!text.empty()) {
+      const auto nl = text.find('\n');
+      const std::string_view line = text.substr(0, nl);
+      text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+      // "36 25 0:5 / /proc rw,... - proc proc rw,hidepid=invisible"
+      if (line.find(" /proc ") == std::string_view::npos ||
+          line.find(" - proc ") == std::string_view::npos) {
+        continue;
+      }
+      const auto at = line.find("hidepid=");
+      if (at == std::string_view::npos) continue;
+      const std::string_view value = line.substr(at + 8);
+      f.hidepid = std::string(value.substr(0, value.find_first_of(", \n")));
+    }
+  }
+  if (const auto map = read_text("", "/proc/self/uid_map")) {
+    // The initial namespace maps all 2^32 - 1 ids from 0 to 0.
+    unsigned long inside = 1, outside = 1, count = 0;
+    f.user_namespace = std::sscanf(map->c_str(), "%lu %lu %lu", &inside, &outside, &count) != 3 ||
+                       inside != 0 || outside != 0 || count != 4294967295UL;
+  }
+  if (const auto status = read_text("", "/proc/self/status")) {
+    const auto at = status->find("\nCapEff:");
+    if (at != std::string::npos) {
+      const std::uint64_t caps = std::strtoull(status->c_str() + at + 8, nullptr, 16);
+      f.cap_sys_ptrace = (caps >> 19U) & 1U;  // CAP_SYS_PTRACE
+    }
+  }
+  return f;
+}
+
+std::string explain_unreadable(pid_t pid, int err, const access_facts& f) {
+  const std::string who = "pid " + std::to_string(pid);
+  const bool hides = f.hidepid == "2" || f.hidepid == "invisible";
+  const bool denies = f.hidepid == "1" || f.hidepid == "noaccess";
+  const bool ptraceable = f.hidepid == "4" || f.hidepid == "ptraceable";
+  if (err == ENOENT || err == ESRCH) {
+    if ((hides || ptraceable) && f.euid != 0) {
+      return "no process with " + who + " visible: /proc is mounted hidepid=" + f.hidepid +
+             ", which hides other users' processes (run as root, as the process's user, or as "
+             "a member of the group named by the mount's gid= option)";
+    }
+    return "no process with " + who;
+  }
+  const std::string prefix = "cannot read /proc/" + std::to_string(pid) +
+                             "/smaps: " + std::system_category().message(err) + " (";
+  if (f.euid == 0) {
+    if (f.user_namespace) {
+      return prefix +
+             "the doctor runs as root inside a user namespace, a container boundary: that root "
+             "has no rights over " +
+             who +
+             "; run the doctor in the target's namespace or on "
+             "the host)";
+    }
+    if (!f.cap_sys_ptrace) {
+      return prefix +
+             "the doctor runs as root without CAP_SYS_PTRACE, which reading another "
+             "process's memory map needs; the capability bounding set of this "
+             "container or unit removed it)";
+    }
+    return prefix +
+           "root with CAP_SYS_PTRACE was refused: a security module (AppArmor, SELinux) "
+           "forbids it)";
+  }
+  std::string cause;
+  if (f.target_uid && *f.target_uid != f.euid) {
+    cause = who + " belongs to uid " + std::to_string(*f.target_uid) +
+            " and the doctor runs as uid " + std::to_string(f.euid) +
+            ": run it as root or as uid " + std::to_string(*f.target_uid);
+  } else if (f.target_uid) {
+    cause = who +
+            " runs as the same uid but is not dumpable (setuid, file capabilities or "
+            "prctl(PR_SET_DUMPABLE, 0)): run the doctor as root";
+  } else {
+    cause = "run as root or as the user that owns " + who;
+  }
+  if (denies) cause += "; /proc is mounted hidepid=" + f.hidepid + " as well";
+  return prefix + cause + ")";
+}
+
+}  // namespace hugepage::doctor

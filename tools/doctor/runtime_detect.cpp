@@ -1,0 +1,95 @@
+// tools/doctor/runtime_detect.cpp - recognising a JVM, PostgreSQL or Redis and its huge page
+// settings.
+#include <optional>
+#include <string_view>
+
+#include "report.hpp"
+
+namespace hugepage::doctor {
+
+namespace {
+
+// The digits that follow `marker` in `path` ("/usr/lib/postgresql/15/bin" -> "15").
+std::string number_after(std::string_view path, std::string_view marker) {
+  const auto at = path.find(marker);
+  if (at == std::string_view::npos) return {};
+  std::string out;
+  for (std::size_t i = at + marker.size(); i < path.size() && path[i] >= '0' && path[i] <= '9';
+       ++i) {
+    out += path[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+runtime_report detect_runtime(const std::vector<std::string>& paths, std::string_view cmdline,
+                              const std::vector<std::pair<std::string, std::string>>& settings) {
+  runtime_report r;
+  for (const std::string& path : paths) {
+    const std::string_view base = base_name(path);
+    if (base == "libjvm.so") {
+      r.kind = "jvm";
+      r.file = path;
+      r.evidence = "libjvm.so mapped (" + path + ")";
+      // Debian and most distributions: /usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so.
+      r.version = number_after(path, "/java-");
+      if (r.version.empty()) r.version = number_after(path, "/jdk-");
+      if (r.version.empty()) r.version = number_after(path, "/jdk");
+      break;
+    }
+    if (base == "postgres" && path.find("/postgresql/") != std::string::npos) {
+      r.kind = "postgres";
+      r.file = path;
+      r.evidence = "executable " + path;
+      r.version = number_after(path, "/postgresql/");
+      break;
+    }
+    if (base == "redis-server" || base == "redis-check-rdb" || base == "redis-check-aof") {
+      // Debian's redis-server is a link to redis-check-rdb: one binary, named by argv[0].
+      r.kind = "redis";
+      r.file = path;
+      r.evidence = "executable " + path;
+      break;
+    }
+  }
+  if (r.kind != "jvm") return r;
+  // The JVM's huge page flags: the last of + and - wins, the command line after the options
+  // variables (the JVM reads JAVA_TOOL_OPTIONS first). Only the recognised flag names are kept.
+  std::vector<std::string_view> words;
+  for (const auto& [name, value] : settings) {
+    if (name != "JAVA_TOOL_OPTIONS" && name != "_JAVA_OPTIONS" && name != "JDK_JAVA_OPTIONS") {
+      continue;
+    }
+    std::string_view v = value;
+    while (!v.empty()) {
+      const auto space = v.find(' ');
+      if (space != 0) words.push_back(v.substr(0, space));
+      v.remove_prefix(space == std::string_view::npos ? v.size() : space + 1);
+    }
+  }
+  while (!cmdline.empty()) {
+    const auto nul = cmdline.find('\0');
+    words.push_back(cmdline.substr(0, nul));
+    cmdline.remove_prefix(nul == std::string_view::npos ? cmdline.size() : nul + 1);
+  }
+  r.settings_known = true;
+  std::optional<bool> thp, large;
+  for (std::string_view w : words) {
+    // JDK tools (keytool, jcmd, ...) take JVM options as -J-XX:...
+    if (w.rfind("-J-", 0) == 0) w.remove_prefix(2);
+    if (w == "-XX:+UseTransparentHugePages") thp = true;
+    if (w == "-XX:-UseTransparentHugePages") thp = false;
+    if (w == "-XX:+UseLargePages") large = true;
+    if (w == "-XX:-UseLargePages") large = false;
+  }
+  // UseTransparentHugePages madvises the heap (needs THP madvise or always); UseLargePages
+  // alone maps the heap from the hugetlb pool (needs nr_hugepages for the whole heap).
+  if (thp)
+    r.settings.emplace_back(*thp ? "-XX:+UseTransparentHugePages" : "-XX:-UseTransparentHugePages");
+  if (large) r.settings.emplace_back(*large ? "-XX:+UseLargePages" : "-XX:-UseLargePages");
+  r.asks_for_huge = thp.value_or(false) || large.value_or(false);
+  return r;
+}
+
+}  // namespace hugepage::doctor

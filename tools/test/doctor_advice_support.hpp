@@ -1,0 +1,106 @@
+// tools/test/doctor_advice_support.hpp - hand-made system and process states for the advice rule
+// tests, and readers of the advice they get.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hugepage/page_size.hpp"
+#include "report.hpp"
+
+namespace hugepage::doctor::advice_test {
+
+using hugepage::units::gib;
+using hugepage::units::mib;
+
+// A machine with nothing to advise: THP madvise, conservative khugepaged, a pool with room,
+// unfragmented memory, no THP fallbacks, no cgroup limits.
+inline system_report healthy_system() {
+  system_report s;
+  s.kernel_release = "6.8.0-test";
+  s.thp.enabled = "madvise";
+  s.thp.defrag = "madvise";
+  s.thp.shmem_enabled = "never";
+  s.thp.max_ptes_none = 64;
+  hugetlb_pool pool;
+  pool.page_bytes = 2 * mib;
+  pool.total = 600;
+  pool.free = 500;
+  pool.reserved = 0;
+  pool.surplus = 0;
+  pool.overcommit = 0;
+  s.pools.push_back(pool);
+  s.zones = std::vector<zone_readiness>{{0, "Normal", 4 * gib, 3 * gib, 1536}};
+  s.vmstat = {{"thp_fault_alloc", 10000}, {"thp_fault_fallback", 10}};
+  s.vmstat_readable = true;
+  s.meminfo = {{"MemTotal", 32 * gib}, {"Hugepagesize", 2 * mib}};
+  s.meminfo_readable = true;
+  s.collapse = collapse_support::works;
+  return s;
+}
+
+// A stock kernel as installed: THP always (Debian) or madvise, defrag madvise, khugepaged's
+// max_ptes_none at its default 511, and a pool sized exactly for what uses it, all in use.
+inline system_report stock_system(const char* enabled) {
+  system_report s = healthy_system();
+  s.thp.enabled = enabled;
+  s.thp.max_ptes_none = 511;
+  s.pools[0].total = 600;
+  s.pools[0].free = 0;
+  s.pools[0].reserved = 0;
+  return s;
+}
+
+inline const advice& only(const std::vector<advice>& list, const std::string& id) {
+  static const advice none{};
+  for (const auto& a : list) {
+    if (a.id == id) return a;
+  }
+  ADD_FAILURE() << "no advice " << id;
+  return none;
+}
+
+inline std::string all_commands(const std::vector<advice>& list) {
+  std::string out;
+  for (const auto& a : list) {
+    for (const auto& c : a.commands) out += c + "\n";
+  }
+  return out;
+}
+
+// A copy, so that find(advise_system(s), ...) does not point into a destroyed temporary.
+inline std::optional<advice> find(const std::vector<advice>& list, const std::string& id) {
+  const auto it =
+      std::find_if(list.begin(), list.end(), [&](const advice& a) { return a.id == id; });
+  if (it == list.end()) return std::nullopt;
+  return *it;
+}
+
+inline std::string ids(const std::vector<advice>& list) {
+  std::string out;
+  for (const auto& a : list) out += a.id + " ";
+  return out;
+}
+
+// The title a hostile process could give itself: every command must be free of it.
+inline const std::string hostile_name = "x;rm -rf ~;$(reboot)`id`\n\x1b[2J";
+
+inline process_report big_process(const std::string& allocator,
+                                  std::vector<std::pair<std::string, std::string>> environment = {},
+                                  const std::string& version = "") {
+  process_report p;
+  p.pid = 4242;
+  p.name = hostile_name;
+  p.anonymous = 11 * gib;
+  p.rss = 11 * gib + 100 * mib;
+  p.thp = 22 * mib;  // 0.2 %
+  p.base = p.rss - p.thp;
+  p.thp_enabled = true;
+  p.allocator = describe_allocator({allocator, "/lib/lib" + allocator + ".so", version}, true,
+                                   std::move(environment));
+  return p;
+}
+
+}  // namespace hugepage::doctor::advice_test

@@ -1,0 +1,209 @@
+// tools/test/doctor_advice_system_test.cpp - each system advice rule, from a hand-made state.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+#include "doctor_advice_support.hpp"
+#include "report.hpp"
+#include "text.hpp"
+
+namespace hugepage::doctor {
+namespace {
+
+using namespace advice_test;
+
+TEST(DoctorAdvice, HealthySystemGetsNone) {
+  const auto list = advise_system(healthy_system());
+  EXPECT_TRUE(list.empty()) << ids(list);
+}
+
+TEST(DoctorAdvice, StockSystemIsHealthy) {
+  // Exit 0 must be reachable on a machine nobody tuned: the stock max_ptes_none and a fully
+  // used, exactly sized pool are notes, not warnings.
+  for (const char* enabled : {"always", "madvise"}) {
+    const auto list = advise_system(stock_system(enabled));
+    EXPECT_FALSE(has_warning(list)) << enabled << ": " << ids(list);
+    EXPECT_EQ(only(list, "max_ptes_none").level, advice_level::note);
+    EXPECT_EQ(only(list, "pool_in_use").level, advice_level::note);
+    EXPECT_TRUE(only(list, "pool_in_use").commands.empty());
+    EXPECT_EQ(find(list, "pool_exhausted"), std::nullopt) << ids(list);
+  }
+}
+
+TEST(DoctorAdvice, ThpNever) {
+  system_report s = healthy_system();
+  s.thp.enabled = "never";
+  const auto list = advise_system(s);
+  const advice& a = only(list, "thp_never");
+  EXPECT_EQ(a.level, advice_level::warning);
+  ASSERT_EQ(a.commands.size(), 2u);
+  EXPECT_EQ(a.commands[0], "echo madvise > /sys/kernel/mm/transparent_hugepage/enabled");
+  EXPECT_EQ(a.commands[1],
+            "printf '%s\\n' 'w /sys/kernel/mm/transparent_hugepage/enabled - - - - madvise' > "
+            "/etc/tmpfiles.d/hugepage-doctor-enabled.conf");
+  EXPECT_TRUE(has_warning(list));
+}
+
+TEST(DoctorAdvice, MaxPtesNoneIsANoteWithItsEvidence) {
+  system_report s = healthy_system();
+  s.thp.max_ptes_none = 511;
+  s.vmstat["thp_underused_split_page"] = 0;
+  const auto list = advise_system(s);
+  const advice& a = only(list, "max_ptes_none");
+  EXPECT_EQ(a.level, advice_level::note);
+  EXPECT_NE(a.message.find("up to 512x"), std::string::npos) << a.message;
+  ASSERT_EQ(a.evidence.size(), 2u);
+  EXPECT_EQ(a.evidence[0], "/sys/kernel/mm/transparent_hugepage/khugepaged/max_ptes_none: 511");
+  EXPECT_NE(a.evidence[1].find("split underused THPs"), std::string::npos);
+  ASSERT_FALSE(a.commands.empty());
+  EXPECT_EQ(a.commands[0],
+            "echo 64 > /sys/kernel/mm/transparent_hugepage/khugepaged/max_ptes_none");
+  EXPECT_FALSE(has_warning(list));
+}
+
+TEST(DoctorAdvice, DefragSettings) {
+  system_report s = healthy_system();
+  s.thp.enabled = "always";
+  s.thp.defrag = "always";
+  const auto stall = find(advise_system(s), "defrag_always_stalls");
+  ASSERT_NE(stall, std::nullopt);
+  EXPECT_EQ(stall->commands.at(0),
+            "echo defer+madvise > /sys/kernel/mm/transparent_hugepage/defrag");
+  s.thp.enabled = "madvise";
+  s.thp.defrag = "never";
+  ASSERT_NE(find(advise_system(s), "defrag_never"), std::nullopt);
+}
+
+TEST(DoctorAdvice, ExhaustedOnlyWhenSomethingWantedMore) {
+  system_report s = healthy_system();
+  s.pools[0].free = 40;
+  s.pools[0].reserved = 40;  // all free pages promised to mappings: in use, not short
+  auto list = advise_system(s);
+  EXPECT_EQ(find(list, "pool_exhausted"), std::nullopt) << ids(list);
+  EXPECT_EQ(only(list, "pool_in_use").level, advice_level::note);
+  // Reservations beyond the free pages: something wanted more.
+  s.pools[0].reserved = 41;
+  list = advise_system(s);
+  const advice& a = only(list, "pool_exhausted");
+  EXPECT_EQ(a.level, advice_level::warning);
+  ASSERT_EQ(a.commands.size(), 2u);
+  EXPECT_EQ(a.commands[0], "echo 750 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages");
+  EXPECT_EQ(a.commands[1],
+            "printf '%s\\n' 'vm.nr_hugepages = 750' > "
+            "/etc/sysctl.d/90-hugepage-doctor-nr_hugepages.conf");
+  // Surplus pages at the overcommit limit, with failed buddy allocations.
+  s.pools[0].reserved = 0;
+  s.pools[0].free = 0;
+  s.pools[0].overcommit = 10;
+  s.pools[0].surplus = 10;
+  s.vmstat["htlb_buddy_alloc_fail"] = 3;
+  EXPECT_EQ(only(advise_system(s), "pool_exhausted").evidence.size(), 3u);
+  // A cgroup limit that refused (v2 hugetlb.2MB.events "max 2") also shows demand.
+  s.vmstat.erase("htlb_buddy_alloc_fail");
+  s.pools[0].surplus = 0;
+  s.pools[0].overcommit = 0;
+  EXPECT_EQ(find(advise_system(s), "pool_exhausted"), std::nullopt);
+  hugetlb_limit limit;
+  limit.page_bytes = 2 * mib;
+  limit.version = "v2";
+  limit.directory = "/sys/fs/cgroup/app.slice";
+  limit.refused = 2;
+  s.cgroup.limits.push_back(limit);
+  const advice refused = only(advise_system(s), "pool_exhausted");
+  EXPECT_EQ(refused.evidence.back(),
+            "hugetlb cgroup /sys/fs/cgroup/app.slice refused 2 times (events max 2)");
+  // A pool that was never reserved is not "exhausted": not everyone wants one.
+  s.pools[0].total = 0;
+  s.pools[0].free = 0;
+  EXPECT_EQ(find(advise_system(s), "pool_exhausted"), std::nullopt);
+}
+
+TEST(DoctorAdvice, PoolAdviceCappedByPhysicalMemory) {
+  system_report s = healthy_system();
+  s.meminfo["MemTotal"] = 2 * gib;  // 80%: 819 pages of 2 MiB
+  s.pools[0].total = 800;
+  s.pools[0].free = 0;
+  s.pools[0].reserved = 1;
+  EXPECT_EQ(only(advise_system(s), "pool_exhausted").commands.at(0),
+            "echo 819 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages");
+  s.pools[0].total = 900;  // already past the cap: no command, the cost says why
+  const advice a = only(advise_system(s), "pool_exhausted");
+  EXPECT_TRUE(a.commands.empty()) << all_commands({a});
+  EXPECT_NE(a.trade.find("80% of MemTotal"), std::string::npos);
+}
+
+TEST(DoctorAdvice, CompactionOnlyWithFragmentationAndFallbacks) {
+  system_report s = healthy_system();
+  s.zones = std::vector<zone_readiness>{{0, "DMA", 15 * mib, 14 * mib, 7},
+                                        {0, "Normal", 3 * gib, 64 * mib, 32}};
+  // Fragmented, but faults do not fall back: a note, no command.
+  auto list = advise_system(s);
+  EXPECT_EQ(only(list, "fragmented").level, advice_level::note);
+  EXPECT_EQ(all_commands(list).find("compact_memory"), std::string::npos);
+  // Fragmented and falling back: compaction, with both facts.
+  s.vmstat = {{"thp_fault_alloc", 1000}, {"thp_fault_fallback", 400}};
+  list = advise_system(s);
+  const advice& a = only(list, "fragmented");
+  EXPECT_EQ(a.level, advice_level::warning);
+  EXPECT_EQ(a.commands, std::vector<std::string>{"echo 1 > /proc/sys/vm/compact_memory"});
+  EXPECT_EQ(a.evidence.size(), 2u);
+  // Little free memory is not fragmentation; unknown buddyinfo neither.
+  s.zones = std::vector<zone_readiness>{{0, "Normal", 100 * mib, 0, 0}};
+  EXPECT_EQ(find(advise_system(s), "fragmented"), std::nullopt);
+  s.zones.reset();
+  EXPECT_EQ(find(advise_system(s), "fragmented"), std::nullopt);
+}
+
+TEST(DoctorAdvice, ThpFaultFallbacks) {
+  system_report s = healthy_system();
+  s.vmstat = {{"thp_fault_alloc", 1000}, {"thp_fault_fallback", 400}};
+  auto a = find(advise_system(s), "thp_fault_fallback");
+  ASSERT_NE(a, std::nullopt);
+  EXPECT_NE(a->message.find("28.6%"), std::string::npos) << a->message;
+  EXPECT_EQ(a->level, advice_level::note);  // memory not fragmented now: nothing to run
+  EXPECT_TRUE(a->commands.empty());
+  s.thp.defrag = "defer";
+  a = find(advise_system(s), "thp_fault_fallback");
+  ASSERT_NE(a, std::nullopt);
+  EXPECT_EQ(a->level, advice_level::warning);
+  EXPECT_EQ(a->commands.at(0), "echo defer+madvise > /sys/kernel/mm/transparent_hugepage/defrag");
+  s.vmstat = {{"thp_fault_alloc", 100000}, {"thp_fault_fallback", 400}};
+  EXPECT_EQ(find(advise_system(s), "thp_fault_fallback"), std::nullopt);
+}
+
+TEST(DoctorAdvice, CgroupLimits) {
+  system_report s = healthy_system();
+  hugetlb_limit limit;
+  limit.page_bytes = 2 * mib;
+  limit.version = "v2";
+  limit.directory = "/sys/fs/cgroup/app.slice";
+  limit.has_max = true;
+  limit.max = 256 * mib;  // pool is 1200 MiB
+  limit.has_rsvd_max = true;
+  limit.rsvd_max = std::nullopt;  // "max"
+  s.cgroup.status = "v2";
+  s.cgroup.limits.push_back(limit);
+  const auto list = advise_system(s);
+  EXPECT_EQ(only(list, "cgroup_limit_below_pool").commands.at(0),
+            "echo max > /sys/fs/cgroup/app.slice/hugetlb.2MB.max");
+  EXPECT_EQ(only(list, "cgroup_limit_at_fault").commands.at(0),
+            "echo 268435456 > /sys/fs/cgroup/app.slice/hugetlb.2MB.rsvd.max");
+}
+
+TEST(DoctorAdvice, CpuWithout1GPages) {
+  system_report s = healthy_system();
+  s.cpu_1g_pages = false;
+  const auto list = advise_system(s);
+  EXPECT_EQ(only(list, "no_1g_pages").level, advice_level::note);
+  EXPECT_FALSE(has_warning(list));
+  s.cpu_1g_pages = true;
+  EXPECT_TRUE(advise_system(s).empty());
+}
+
+}  // namespace
+}  // namespace hugepage::doctor

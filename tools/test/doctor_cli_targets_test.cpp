@@ -1,0 +1,106 @@
+// tools/test/doctor_cli_targets_test.cpp - odd targets: zombies, kernel threads, a target that
+// exits while read, hidepid.
+#include "doctor_cli_support.hpp"
+
+namespace {
+
+using namespace doctor_cli;
+
+TEST(DoctorCli, ZombieHasItsOwnExitCode) {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  // Not reaped yet: a zombie until waitpid below.
+  for (int i = 0; i < 200; ++i) {
+    char state = '?';
+    if (FILE* f = std::fopen(("/proc/" + std::to_string(child) + "/stat").c_str(), "r")) {
+      (void)std::fscanf(f, "%*d (%*[^)]) %c", &state);
+      std::fclose(f);
+    }
+    if (state == 'Z') break;
+    ::usleep(5000);
+  }
+  // Every mode that takes --pid: the report, and collapse with and without --dry-run.
+  for (const std::vector<std::string>& mode :
+       std::vector<std::vector<std::string>>{{}, {"--collapse"}, {"--collapse", "--dry-run"}}) {
+    std::vector<std::string> args{"--pid", std::to_string(child)};
+    args.insert(args.end(), mode.begin(), mode.end());
+    const result r = doctor(args);
+    EXPECT_EQ(r.code, 3) << args.size() << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_NE(r.err.find("is a zombie"), std::string::npos) << r.err;
+  }
+  ::waitpid(child, nullptr, 0);
+}
+
+TEST(DoctorCli, KernelThreadHasItsOwnExitCode) {
+  // kthreadd is pid 2 on every Linux with kernel threads visible in this pid namespace.
+  std::string comm;
+  if (FILE* f = std::fopen("/proc/2/comm", "r")) {
+    char buffer[64] = {};
+    if (std::fgets(buffer, sizeof buffer, f) != nullptr) comm = buffer;
+    std::fclose(f);
+  }
+  if (comm != "kthreadd\n") GTEST_SKIP() << "pid 2 is not kthreadd here (a pid namespace?)";
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"--pid", "2", "--json"},
+                                             {"--pid", "2", "--collapse"},
+                                             {"--pid", "2", "--collapse", "--dry-run", "--json"}}) {
+    const result r = doctor(args);
+    EXPECT_EQ(r.code, 4) << args.back() << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_EQ(r.err,
+              "hugepage-doctor: pid 2 is a kernel thread: it has no user memory to report\n");
+  }
+}
+
+TEST(DoctorCli, TargetThatExitsWhileReadGivesNoReport) {
+  for (const bool reap : {true, false}) {
+    target t({});
+    ASSERT_TRUE(t.ready()) << t.line();
+    int pair[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+    // The doctor stops between reading the target and checking it again; the target dies then.
+    std::thread killer([&] {
+      char byte = 0;
+      if (::read(pair[0], &byte, 1) == 1) {
+        t.kill(reap);
+        if (!reap) ::usleep(50000);  // let it become a zombie
+        (void)!::write(pair[0], &byte, 1);
+      }
+    });
+    run_options o;
+    o.keep_fd = pair[1];
+    const std::string fd = std::to_string(pair[1]);
+    o.in_child = [fd] { return ::setenv("HUGEPAGE_DOCTOR_TEST_HOOK_FD", fd.c_str(), 1) == 0; };
+    const result r = doctor({"--pid", std::to_string(t.pid()), "--json"}, o);
+    ::close(pair[1]);
+    killer.join();
+    ::close(pair[0]);
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_TRUE(r.out.empty()) << "no partial report: " << r.out;
+    EXPECT_NE(r.err.find("exited while being read; no report"), std::string::npos) << r.err;
+  }
+}
+
+TEST(DoctorCli, HidepidSaysWhy) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to mount a proc with hidepid=2";
+  run_options o;
+  o.uid = 65534;
+  o.in_child = [] {
+    return ::unshare(CLONE_NEWNS) == 0 &&
+           ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0 &&
+           ::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2") == 0;
+  };
+  const result r = doctor({"--pid", "1"}, o);
+  if (r.code == 97) {
+    HUGEPAGE_SKIP_OR_FAIL("cannot mount proc with hidepid=2 in a private mount namespace here");
+  }
+  if (r.code == 98 || r.code == 99) GTEST_SKIP() << "cannot exec the doctor as nobody";
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_NE(r.err.find("no process with pid 1 visible: /proc is mounted hidepid="),
+            std::string::npos)
+      << r.err;
+}
+
+}  // namespace

@@ -1,0 +1,109 @@
+// tools/test/doctor_cli_usage_test.cpp - bad input: usage errors, unreadable and missing pids,
+// an unwritable stdout; --help documents the exit codes.
+#include "doctor_cli_support.hpp"
+
+namespace {
+
+using namespace doctor_cli;
+
+TEST(DoctorCli, HelpDocumentsExitCodes) {
+  const result r = doctor({"--help"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("Exit status"), std::string::npos);
+  EXPECT_NE(r.out.find("1  advice given: at least one warning"), std::string::npos);
+  EXPECT_NE(r.out.find("2  error"), std::string::npos);
+  EXPECT_NE(r.out.find("3  --pid names a zombie"), std::string::npos);
+  EXPECT_NE(r.out.find("4  --pid names a kernel thread"), std::string::npos);
+  EXPECT_TRUE(r.err.empty());
+}
+
+TEST(DoctorCli, UnwritableStdoutIsAnError) {
+  // `hugepage-doctor --help >&-` and a full disk: the output was not delivered, so not 0.
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--help"}, {"--version"}, {"--json"}, {}}) {
+    run_options closed;
+    closed.close_stdout = true;
+    result r = doctor(args, closed);
+    EXPECT_EQ(r.code, 2) << (args.empty() ? "" : args[0]) << ": " << r.err;
+    EXPECT_NE(r.err.find("cannot write to stdout"), std::string::npos) << r.err;
+    run_options full;
+    full.stdout_path = "/dev/full";
+    r = doctor(args, full);
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find("cannot write to stdout: No space left on device"), std::string::npos)
+        << r.err;
+  }
+}
+
+void expect_usage_error(const std::vector<std::string>& args, const std::string& message) {
+  for (const bool json : {false, true}) {
+    std::vector<std::string> all = args;
+    if (json) all.insert(all.begin(), "--json");
+    const result r = doctor(all);
+    EXPECT_EQ(r.code, 2) << message;
+    EXPECT_TRUE(r.out.empty()) << "stdout must stay empty on error: " << r.out;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line: " << r.err;
+  }
+}
+
+TEST(DoctorCli, GarbageFlags) {
+  expect_usage_error({"--frobnicate"},
+                     "hugepage-doctor: The following argument was not expected: --frobnicate "
+                     "(try --help)");
+  expect_usage_error({"-x"}, "not expected: -x");
+  expect_usage_error({"stray"}, "not expected: stray");
+  expect_usage_error({"--probe=yes"}, "probe was given a disallowed flag override");
+  expect_usage_error({"--top", "0", "--pid", "1"}, "--top: '0' is not a positive count");
+  expect_usage_error({"--format", "xml"}, "--format: xml not in {table,json,prometheus}");
+}
+
+TEST(DoctorCli, PidWithoutValue) {
+  expect_usage_error({"--pid"}, "--pid: 1 required PID missing");
+  expect_usage_error({"--pid="}, "--pid: 1 required PID missing");
+}
+
+TEST(DoctorCli, PidNotANumber) {
+  expect_usage_error({"--pid", "abc"}, "--pid: 'abc' is not a process id (a positive integer)");
+  expect_usage_error({"--pid", "-5"}, "--pid: '-5' is not a process id");
+  expect_usage_error({"--pid=12x"}, "--pid: '12x' is not a process id");
+  expect_usage_error({"--pid", "0"}, "--pid: '0' is not a process id");
+  expect_usage_error({"--pid", "99999999999999999999"}, "is not a process id");
+}
+
+TEST(DoctorCli, PidAndProbeTogether) {
+  expect_usage_error({"--pid", "1", "--probe"}, "--pid excludes --probe");
+}
+
+TEST(DoctorCli, NoSuchPid) {
+  // A pid that just exited and was reaped: free, and not reused this soon.
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);
+  for (const bool json : {false, true}) {
+    const result r = json ? doctor({"--json", "--pid", std::to_string(child)})
+                          : doctor({"--pid", std::to_string(child)});
+    EXPECT_EQ(r.code, 2);
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_EQ(r.err, "hugepage-doctor: no process with pid " + std::to_string(child) + "\n");
+  }
+}
+
+TEST(DoctorCli, PidItMayNotRead) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to run the doctor as nobody against pid 1";
+  // /work (or wherever the build lives) must be reachable for nobody.
+  if (::access(HUGEPAGE_DOCTOR_BINARY, X_OK) != 0) GTEST_SKIP() << "binary not executable";
+  for (const bool json : {false, true}) {
+    const result r = json ? doctor({"--json", "--pid", "1"}, 65534) : doctor({"--pid", "1"}, 65534);
+    if (r.code == 98 || r.code == 99) GTEST_SKIP() << "cannot exec the doctor as nobody";
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_NE(r.err.find("hugepage-doctor: cannot read /proc/1/smaps: Permission denied (pid 1 "
+                         "belongs to uid 0 and the doctor runs as uid 65534: run it as root or "
+                         "as uid 0)"),
+              std::string::npos)
+        << r.err;
+  }
+}
+
+}  // namespace
