@@ -275,7 +275,9 @@ TEST(Upkeep, HonoursItsTimeBudgetWithinOneChunk) {
   Block<rates_opts> rates(128 * mib);
   fork_and_write(rates.get(), rates.size());
   const upkeep_result r = hugepage::upkeep(collapse_budget::of_time(2ms));
-  EXPECT_LE(r.elapsed - r.slowest_chunk, 2ms + 1ms) << describe(r);  // + the examining scan
+  // The budget is checked before each chunk: past it, at most the chunk in flight. Examining the
+  // block (one PAGEMAP_SCAN) is outside the budget, and the CPUs are shared: 10 ms of slack.
+  EXPECT_LE(r.elapsed - r.slowest_chunk, 2ms + 10ms) << describe(r);
   EXPECT_LT(r.restored, 128 * mib) << describe(r);
   EXPECT_EQ(r.left + r.restored + r.refused, r.decayed_bytes) << describe(r);
   upkeep_until_done(collapse_budget::of_time(20ms));
@@ -405,19 +407,24 @@ TEST(Upkeep, ChildOfForkFreesABlockTheParentHadPinned) {
 
 TEST(UpkeepThread, RestoresInTheBackgroundAndStopsAtDestruction) {
   REQUIRE_THP_AND_COLLAPSE();
-  Block<fares_opts> fares(16 * mib);
+  Block<fares_opts> fares(64 * mib);
   fork_and_write(fares.get(), fares.size());
   ASSERT_LE(huge_of(fares_opts::label), 0.05);
+  const std::uint64_t restored_before = hugepage::upkeep_stats().restored_bytes;
   const auto start = std::chrono::steady_clock::now();
   {
     hugepage::upkeep_thread keeper(10ms, collapse_budget::of_time(5ms));
-    while (huge_of(fares_opts::label) < 0.99 && std::chrono::steady_clock::now() - start < 10s) {
+    while (huge_of(fares_opts::label) < 0.99 && std::chrono::steady_clock::now() - start < 5s) {
       std::this_thread::sleep_for(10ms);
     }
     EXPECT_GE(keeper.runs(), 1u);
   }
+  const std::uint64_t calls = hugepage::upkeep_stats().calls;
+  std::this_thread::sleep_for(30ms);
+  EXPECT_EQ(hugepage::upkeep_stats().calls, calls) << "the thread still runs after destruction";
   EXPECT_GE(huge_of(fares_opts::label), 0.99);
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  // The thread restored it (khugepaged restores far less in this time).
+  EXPECT_GE(hugepage::upkeep_stats().restored_bytes - restored_before, 60 * mib);
 }
 
 TEST(UpkeepThread, ChildOfForkDestroysItsCopyWithoutJoining) {
@@ -537,7 +544,7 @@ TEST(Upkeep, GigabyteTableIsBackToNinetyNinePercentAfterForkAndWrite) {
   const auto total = std::chrono::steady_clock::now() - start;
   std::chrono::nanoseconds longest{0};
   for (const auto& r : calls) {
-    EXPECT_LE(r.elapsed - r.slowest_chunk, budget.time + 5ms) << describe(r);
+    EXPECT_LE(r.elapsed - r.slowest_chunk, budget.time + 10ms) << describe(r);
     longest = std::max(longest, r.elapsed);
   }
   const double restored = huge_of(table_opts::label);
