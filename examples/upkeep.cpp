@@ -34,8 +34,8 @@ int main() {
   {
     // snippet: thread
     // Once per process: every 10 s, up to 20 ms of MADV_COLLAPSE for the labels' decayed pages.
-    hugepage::upkeep_thread keeper(std::chrono::seconds(10),
-                                   hugepage::collapse_budget::of_time(std::chrono::milliseconds(20)));
+    hugepage::upkeep_thread keeper(std::chrono::seconds(10), hugepage::collapse_budget::of_time(
+                                                                 std::chrono::milliseconds(20)));
     // end snippet
   }
 

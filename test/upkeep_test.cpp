@@ -41,6 +41,12 @@ using hugepage::units::mib;
 
 constexpr std::size_t kChunk = 2 * mib;
 
+#if defined(__SANITIZE_THREAD__)
+constexpr bool under_tsan = true;
+#else
+constexpr bool under_tsan = false;
+#endif
+
 struct fares_opts : hugepage::default_options {
   static constexpr const char* label = "upkeep-fares";
 };
@@ -184,6 +190,25 @@ TEST(Labels, AllocatorRecordsItsMappedBlocksAndForgetsThemWhenFreed) {
   EXPECT_EQ(count(), before);
   EXPECT_EQ(hugepage::coverage_of(fares_opts::label).bytes, 0u);
   EXPECT_EQ(hugepage::coverage_of("never-seen").bytes, 0u);
+}
+
+// Another options type with the same label text: the same container.
+struct fares_too_opts : hugepage::default_options {
+  static constexpr const char* label = "upkeep-fares";
+};
+
+TEST(Labels, OptionsWithTheSameLabelTextAreOneContainer) {
+  std::vector<char, labelled<fares_opts>> a(4 * mib);
+  std::vector<char, labelled<fares_too_opts>> b(6 * mib);
+  std::size_t entries = 0;
+  for (const auto& l : hugepage::labels()) {
+    if (l.label != "upkeep-fares") continue;
+    ++entries;
+    EXPECT_EQ(l.blocks, 2u);
+    EXPECT_EQ(l.requested_thp, 10 * mib);
+  }
+  EXPECT_EQ(entries, 1u);
+  EXPECT_EQ(hugepage::coverage_of("upkeep-fares").bytes, 10 * mib);
 }
 
 TEST(Labels, UnlabelledMemoryIsNeitherRecordedNorExamined) {
@@ -432,6 +457,8 @@ TEST(UpkeepThread, ChildOfForkDestroysItsCopyWithoutJoining) {
   std::this_thread::sleep_for(5ms);
   const int code = hugepage::test::run_in_child_within(5000, [&] {
     keeper.reset();  // the thread is not in the child: nothing to stop or join
+    // TSan refuses to start a thread in the child of a multi-threaded fork (die_after_fork).
+    if (under_tsan) return 0;
     hugepage::upkeep_thread own(1ms, collapse_budget::of_time(1ms));
     std::this_thread::sleep_for(5ms);
     return own.runs() >= 1 ? 0 : 3;
