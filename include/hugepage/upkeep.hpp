@@ -334,8 +334,10 @@ inline upkeep_result upkeep(const collapse_budget& budget = {}) noexcept {
           break;
         }
         // Pinned: until unpin() the block cannot be unmapped, so the range is still its own.
-        const collapse_result one = detail::collapse_range(
-            -1, pagemap.get(), reinterpret_cast<void*>(at), detail::collapse_chunk, {});
+        // The chunk's pointer derived from the block's, not made from an integer.
+        char* const chunk = static_cast<char*>(k.p) + (at - reinterpret_cast<std::uintptr_t>(k.p));
+        const collapse_result one =
+            detail::collapse_range(-1, pagemap.get(), chunk, detail::collapse_chunk, {});
         detail::registry().unpin(k.p);
         visited += detail::collapse_chunk;
         r.calls += one.calls;
