@@ -406,6 +406,34 @@ TEST(Upkeep, ThpDisabledExceptAdvisedKeepsLabelledContainersHuge) {
   EXPECT_EQ(code, 0);
 }
 
+// The race upkeep closes: a block freed (and its range mapped again by someone else) between
+// upkeep's check and its madvise. While upkeep holds the pin, deallocate() waits: the range stays
+// the block's own, mapped, until the unpin.
+TEST(Upkeep, DeallocateOfAPinnedBlockWaitsForTheUnpin) {
+  labelled<fares_opts> a;
+  char* p = a.allocate(4 * mib);
+  p[0] = 1;
+  std::vector<hugepage::detail::mapping_registry::labelled_view> blocks;
+  hugepage::detail::registry().snapshot(fares_opts::label, blocks);
+  std::uint64_t generation = 0;
+  for (const auto& v : blocks) {
+    if (v.p == p) generation = v.block.generation;
+  }
+  ASSERT_TRUE(hugepage::detail::registry().pin(p, generation));
+  std::atomic<bool> freed{false};
+  std::thread owner([&] {
+    a.deallocate(p, 4 * mib);
+    freed = true;
+  });
+  std::this_thread::sleep_for(100ms);
+  EXPECT_FALSE(freed.load()) << "deallocate() returned while the block was pinned";
+  EXPECT_EQ(hugepage::backing_of(p, 4 * mib).unmapped, 0u) << "unmapped while pinned";
+  hugepage::detail::registry().unpin(p);
+  owner.join();
+  EXPECT_TRUE(freed.load());
+  EXPECT_FALSE(hugepage::detail::registry().pin(p, generation)) << "a freed block pinned";
+}
+
 // A block pinned by an upkeep call in the parent at the fork: the child has no such call, and its
 // deallocate() must not wait for it.
 TEST(Upkeep, ChildOfForkFreesABlockTheParentHadPinned) {
