@@ -13,6 +13,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "hugepage/detail/label_hooks.hpp"
 #include "hugepage/errors.hpp"
 #include "hugepage/page_size.hpp"
 #include "hugepage/strategy.hpp"
@@ -33,16 +34,19 @@ constexpr allocation_options options_of() noexcept {
 template <class Options>
 struct thp_config {
   static constexpr strategy value = strategy::thp(options_of<Options>());
+  static constexpr const char* label = label_of<Options>;  // label.hpp; nullptr: none
 };
 
 template <page_size Size, pool_policy Policy, class Options>
 struct hugetlb_config {
   static constexpr strategy value = strategy::hugetlb(Size, Policy, options_of<Options>());
+  static constexpr const char* label = label_of<Options>;  // label.hpp; nullptr: none
 };
 
 template <class Options>
 struct collapse_config {
   static constexpr strategy value = strategy::collapse(options_of<Options>());
+  static constexpr const char* label = label_of<Options>;  // label.hpp; nullptr: none
 };
 
 }  // namespace detail
@@ -75,10 +79,20 @@ class basic_allocator {
     if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) {
       detail::throw_bad_array_new_length();
     }
-    return static_cast<T*>(Config::value.allocate(n * sizeof(T), alignof(T)));
+    void* p = Config::value.allocate(n * sizeof(T), alignof(T));
+    // ---- labelled containers (label.hpp): the mapped block enters its label's list ----
+    if constexpr (detail::label_of<Config> != nullptr) {
+      detail::record_labelled(Config::value, detail::label_of<Config>, p, n * sizeof(T),
+                              alignof(T));
+    }
+    return static_cast<T*>(p);
   }
 
   void deallocate(T* p, std::size_t n) noexcept {
+    // ---- labelled containers (label.hpp): leaves the list before it is unmapped ----
+    if constexpr (detail::label_of<Config> != nullptr) {
+      detail::unrecord_labelled(Config::value, p, n * sizeof(T));
+    }
     Config::value.deallocate(p, n * sizeof(T), alignof(T));
   }
 
@@ -96,6 +110,11 @@ class basic_allocator {
     return false;
   }
 };
+
+/// Options may name a container (label.hpp): its blocks are then listed under that label, for
+/// coverage_of(), upkeep() and write_metrics():
+///   struct fares_opts : hugepage::default_options { static constexpr const char* label = "fares";
+///   }; std::vector<Fare, hugepage::thp_allocator<Fare, fares_opts>> fares;
 
 /// THP on request: blocks of at least 2 MiB on 2 MiB-aligned anonymous memory advised with
 /// MADV_HUGEPAGE. Huge when the kernel can find free 2 MiB blocks at first touch (THP `enabled` at

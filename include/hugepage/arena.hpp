@@ -73,6 +73,7 @@
 #include "hugepage/detail/arena_lists.hpp"
 #include "hugepage/detail/arena_slab.hpp"
 #include "hugepage/detail/fork_locks.hpp"
+#include "hugepage/detail/label_hooks.hpp"
 #include "hugepage/errors.hpp"
 #include "hugepage/strategy.hpp"
 
@@ -83,6 +84,9 @@ struct arena_options {
   /// Empty huge pages kept for reuse; more than this go back to the system at once. Keeping one
   /// or two avoids an unmap and a fresh fault when a container oscillates around a page boundary.
   std::size_t retained_pages = 1;
+  /// Lists the arena's huge pages under this label (label.hpp): static storage, e.g. a string
+  /// literal. nullptr: not listed.
+  const char* label = nullptr;
 };
 
 /// One size class in an arena_stats snapshot.
@@ -463,6 +467,10 @@ class basic_arena {
     // A new page: its record first, so that a failed mapping leaves nothing behind.
     auto record = std::make_unique<page>(nullptr, page_bytes_ / slab_bytes());
     record->base = static_cast<char*>(chunks_.allocate(page_bytes_, page_bytes_));
+    // ---- labelled arena (label.hpp): the page enters its label's list ----
+    if (options_.label != nullptr) {
+      detail::record_labelled(chunks_, options_.label, record->base, page_bytes_, page_bytes_);
+    }
     page* p = record.release();
     const std::lock_guard<Mutex> lock(pages_mutex_);
     detail::arena_link_page(all_, p);
@@ -554,6 +562,8 @@ class basic_arena {
   void unmap_page(page* p) noexcept {
     // The address range may be mapped again for anything: leave no poison behind.
     detail::arena_unpoison(p->base, page_bytes_);
+    // ---- labelled arena (label.hpp): the page leaves its label's list before the unmap ----
+    if (options_.label != nullptr) detail::unrecord_labelled(chunks_, p->base, page_bytes_);
     chunks_.deallocate(p->base, page_bytes_, page_bytes_);
     delete p;
   }

@@ -8,6 +8,9 @@
 //   strategy.hpp   where every hugepage decision is made
 //   backing.hpp    backing_of(): what the kernel actually gave
 //   collapse.hpp   collapse(): huge pages now, in budgeted steps, here or in another process
+//   label.hpp      containers by name: coverage_of(label), labels()
+//   upkeep.hpp     upkeep(): restore the huge pages labelled containers lost; upkeep_thread
+//   metrics.hpp    write_metrics(): Prometheus text and JSON from inside the service
 //   system.hpp     THP settings, hugetlb pools, MADV_COLLAPSE support
 //   cgroup.hpp     the memory and hugetlb cgroup limits this process runs under
 //   errors.hpp     the exceptions: allocation_error, pool_exhausted and the cgroup refusals
@@ -25,6 +28,8 @@
 #include "hugepage/cgroup.hpp"
 #include "hugepage/collapse.hpp"
 #include "hugepage/errors.hpp"
+#include "hugepage/label.hpp"
+#include "hugepage/metrics.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/page_size.hpp"
 #include "hugepage/perf_counters.hpp"
@@ -34,3 +39,4 @@
 #include "hugepage/stats.hpp"
 #include "hugepage/strategy.hpp"
 #include "hugepage/system.hpp"
+#include "hugepage/upkeep.hpp"

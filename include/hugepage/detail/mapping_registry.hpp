@@ -17,15 +17,27 @@
 // range: any access raises SIGSEGV, nothing new is placed there, and a deallocate() of the block
 // unmaps only the placeholder. The inherited container itself cannot be read, cleared or destroyed
 // in the child (allocation_options::dont_fork).
+//
+// Labelled blocks (label.hpp) have a table of their own under the same mutex and fork handlers:
+// every mapped block of a labelled allocator or arena, with its label, what it asked for and got,
+// and a generation number that no other block ever gets. It is apart from the table above so that
+// an unlabelled deallocate() still looks only while that one is non-empty. Upkeep (upkeep.hpp)
+// pins a block for the length of one kernel call; remove_labelled() waits until it is unpinned,
+// so the range is never unmapped, nor mapped again by anyone, while MADV_COLLAPSE works on it.
 #pragma once
 
 #include <pthread.h>
 #include <sys/mman.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <mutex>
+#include <new>
 #include <unordered_map>
+#include <vector>
 
 #include "hugepage/detail/immortal.hpp"
 #include "hugepage/stats.hpp"
@@ -79,7 +91,154 @@ class mapping_registry {
 
   std::size_t size() const noexcept { return size_.load(std::memory_order_relaxed); }
 
+  // ---- labelled blocks
+  // ---------------------------------------------------------------------------
+
+  /// Figures of one label, kept at add and remove: bytes by what was asked and what was got.
+  struct label_totals {
+    const char* name = nullptr;  ///< the first pointer seen with this text; static storage
+    std::size_t blocks = 0;
+    std::size_t requested[4] = {};  ///< mapped bytes by asked backing (indexed by `backing`)
+    std::size_t obtained[4] = {};   ///< mapped bytes by obtained backing
+    std::uint64_t fallbacks = 0;    ///< blocks (since start) that got less than they asked for
+  };
+
+  /// One labelled block.
+  struct labelled_block {
+    std::size_t label = 0;  ///< index into the label list
+    std::size_t length = 0;
+    std::size_t head = 0;  ///< bytes on the head's pages; the rest is the tail (strategy::layout)
+    backing asked = backing::thp;
+    backing obtained = backing::thp;  ///< of the head
+    backing tail = backing::base;     ///< of the tail; unused when head == length
+    std::uint64_t generation = 0;
+    unsigned pins = 0;  ///< upkeep calls in the kernel on this block right now
+  };
+
+  /// A copy of one labelled block, taken under the lock.
+  struct labelled_view {
+    void* p = nullptr;
+    const char* label = nullptr;
+    labelled_block block;
+  };
+
+  /// Records the mapped block `p` of `length` bytes under `label` (static storage: an options
+  /// member). What backs it is the record above when there is one (a fallback, refused advice),
+  /// else what it asked for. May throw std::bad_alloc; the caller then frees the block.
+  void add_labelled(void* p, const char* label, std::size_t length, std::size_t head,
+                    backing asked) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    labelled_block b;
+    b.label = intern(label);
+    b.length = length;
+    b.head = head;
+    b.asked = asked;
+    b.obtained = asked;
+    b.tail = backing::hugetlb_2m;
+    if (const auto it = entries_.find(p); it != entries_.end()) {
+      b.obtained = it->second.obtained;
+      b.tail = it->second.tail;
+    }
+    b.generation = ++generation_;
+    labelled_.emplace(p, b);
+    count(b, /*add=*/true);
+  }
+
+  /// Forgets the labelled block `p`, first waiting for any upkeep call in the kernel on it (one
+  /// MADV_COLLAPSE of 2 MiB). Nothing when `p` is not recorded.
+  void remove_labelled(void* p) noexcept {
+    std::unique_lock<std::mutex> lock(mutex_);
+    auto it = labelled_.find(p);
+    if (it == labelled_.end()) return;
+    while (it->second.pins != 0) {
+      unpinned_.wait(lock);
+      it = labelled_.find(p);  // still there: only this call removes it
+    }
+    count(it->second, /*add=*/false);
+    labelled_.erase(it);
+  }
+
+  /// Copies every labelled block (of `label` only, when not null) to `out`.
+  void snapshot(const char* label, std::vector<labelled_view>& out) const {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    const std::size_t wanted = label == nullptr ? SIZE_MAX : find_label(label);
+    if (label != nullptr && wanted == SIZE_MAX) return;
+    out.reserve(out.size() + labelled_.size());
+    for (const auto& [p, b] : labelled_) {
+      if (wanted == SIZE_MAX || b.label == wanted) out.push_back({p, labels_[b.label].name, b});
+    }
+  }
+
+  /// The totals of every label seen so far (labels whose blocks are all freed stay listed).
+  std::vector<label_totals> label_list() const {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    return labels_;
+  }
+
+  /// Pins `p` when it is still the block of generation `generation`: until unpin(), its
+  /// deallocation waits. False when it was freed (or freed and mapped again) since the snapshot.
+  bool pin(void* p, std::uint64_t generation) noexcept {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = labelled_.find(p);
+    if (it == labelled_.end() || it->second.generation != generation) return false;
+    ++it->second.pins;
+    return true;
+  }
+
+  void unpin(void* p) noexcept {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      const auto it = labelled_.find(p);
+      if (it != labelled_.end() && it->second.pins != 0) --it->second.pins;
+    }
+    unpinned_.notify_all();
+  }
+
+  std::size_t labelled_count() const {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    return labelled_.size();
+  }
+
  private:
+  std::size_t find_label(const char* label) const noexcept {
+    for (std::size_t i = 0; i < labels_.size(); ++i) {
+      if (labels_[i].name == label) return i;
+    }
+    for (std::size_t i = 0; i < labels_.size(); ++i) {
+      if (std::strcmp(labels_[i].name, label) == 0) return i;
+    }
+    return SIZE_MAX;
+  }
+
+  // Labels are few: a linear search, by pointer first (one options type), then by text.
+  std::size_t intern(const char* label) {
+    const std::size_t found = find_label(label);
+    if (found != SIZE_MAX) return found;
+    labels_.emplace_back();
+    labels_.back().name = label;
+    return labels_.size() - 1;
+  }
+
+  void count(const labelled_block& b, bool add) noexcept {
+    label_totals& t = labels_[b.label];
+    const auto at = [](backing x) { return static_cast<int>(x); };
+    const std::size_t tail = b.length - b.head;
+    if (add) {
+      ++t.blocks;
+      t.requested[at(b.asked)] += b.length;
+      t.obtained[at(b.obtained)] += b.head;
+      t.obtained[at(b.tail)] += tail;
+      if ((b.head != 0 && b.obtained != b.asked) || (tail != 0 && b.tail != backing::hugetlb_2m)) {
+        ++t.fallbacks;
+      }
+    } else {
+      --t.blocks;
+      t.requested[at(b.asked)] -= b.length;
+      t.obtained[at(b.obtained)] -= b.head;
+      t.obtained[at(b.tail)] -= tail;
+    }
+  }
+
   static mapping_registry& instance() noexcept;
 
   static void before_fork() noexcept { instance().mutex_.lock(); }
@@ -95,12 +254,21 @@ class mapping_registry {
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
       (void)placeholder;  // on failure the range stays a hole, as it was before this handler
     }
+    // The threads that pinned blocks are not in the child: nothing will unpin them there.
+    // Nor the threads that waited for an unpin: a fresh condition variable, as the one inherited
+    // may count waiters that will never wake (the old one is abandoned, never destroyed).
+    for (auto& [p, b] : self.labelled_) b.pins = 0;
+    new (&self.unpinned_) std::condition_variable();
     self.mutex_.unlock();  // the thread that forked took it in before_fork()
   }
 
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::unordered_map<void*, entry> entries_;
   std::atomic<std::size_t> size_{0};
+  std::unordered_map<void*, labelled_block> labelled_;
+  std::vector<label_totals> labels_;
+  std::uint64_t generation_ = 0;
+  std::condition_variable unpinned_;
 };
 
 inline mapping_registry& registry() noexcept {

@@ -1,0 +1,271 @@
+// hugepage/metrics.hpp - the library's figures from inside the service, for /metrics.
+//
+//   hugepage::write_metrics(out);        // Prometheus text exposition format 0.0.4
+//   hugepage::write_metrics_json(out);   // the same figures as one JSON object
+//
+// Names start with hugepage_ (the doctor's are hugepage_doctor_: tools/README.md). Every family
+// has its # HELP and # TYPE lines once, before its samples; byte figures end in _bytes, counters
+// in _total. Label values (a container's label) are escaped as the format says (\\, \", \n).
+//
+//   hugepage_label_blocks{label}                            gauge   live mapped blocks
+//   hugepage_label_requested_bytes{label,backing}           gauge   mapped bytes by what was asked
+//   hugepage_label_obtained_bytes{label,backing}            gauge   ... by what was got at map time
+//   hugepage_label_fallbacks_total{label}                   counter blocks that got less
+//   hugepage_label_coverage_bytes{label,backing}            gauge   what backs them now (kernel):
+//       backing = thp, hugetlb_2m, hugetlb_1g, base, not_resident, unmapped
+//   hugepage_label_huge_ratio{label}                        gauge   huge bytes / mapped bytes, 0..1
+//   hugepage_requested_bytes{method}                        gauge   stats(): thp, collapse,
+//                                                                   hugetlb_2m, hugetlb_1g
+//   hugepage_obtained_bytes{backing}                        gauge   stats(): by obtained backing
+//   hugepage_live_mappings                                  gauge
+//   hugepage_fallbacks_total{to}                            counter to = thp, base, hugetlb_2m
+//   hugepage_collapse_attempts_total, hugepage_collapse_failures_total   counter (allocation)
+//   hugepage_collapse_unsupported                           gauge   1 while MADV_COLLAPSE is off
+//   hugepage_prefaulted_bytes_total                         counter
+//   hugepage_upkeep_calls_total                             counter upkeep() calls
+//   hugepage_upkeep_restored_bytes_total                    counter bytes collapsed by them
+//   hugepage_upkeep_refused_chunks_total{errno}             counter by errno name (ENOMEM, ...)
+//   hugepage_upkeep_backed_off_total                        counter calls skipped by a back-off
+//   hugepage_upkeep_thp_disabled_total                      counter calls that could not act
+//
+// Cost: one backing_of() per labelled block (the coverage), read from the kernel at each call.
+#pragma once
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "hugepage/label.hpp"
+#include "hugepage/stats.hpp"
+#include "hugepage/upkeep.hpp"
+
+namespace hugepage {
+
+namespace detail {
+
+inline const char* upkeep_errno_name(int error) noexcept {
+  switch (error) {
+    case EAGAIN: return "EAGAIN";
+    case ENOMEM: return "ENOMEM";
+    case EBUSY: return "EBUSY";
+    case EINVAL: return "EINVAL";
+    case EPERM: return "EPERM";
+    case EACCES: return "EACCES";
+    case ESRCH: return "ESRCH";
+    case EFAULT: return "EFAULT";
+    default: return nullptr;
+  }
+}
+
+inline std::string errno_label(int error) {
+  const char* name = upkeep_errno_name(error);
+  return name != nullptr ? name : std::to_string(error);
+}
+
+// Escapes a label value for the Prometheus text format, or a string for JSON (which also needs
+// control characters escaped).
+inline std::string escape_value(const std::string& text, bool json) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (json && static_cast<unsigned char>(c) < 0x20) {
+      char code[8];
+      std::snprintf(code, sizeof code, "\\u%04x", static_cast<unsigned>(c));
+      out += code;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+inline std::string format_ratio(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6g", value);
+  return text;
+}
+
+class metric_writer {
+ public:
+  explicit metric_writer(std::ostream& out) : out_(out) {}
+
+  // Starts a family: its HELP and TYPE lines.
+  void family(const char* name, const char* type, const char* help) {
+    name_ = name;
+    out_ << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
+  }
+
+  void sample(const std::vector<std::pair<const char*, std::string>>& labels,
+              const std::string& value) {
+    out_ << name_;
+    if (!labels.empty()) {
+      out_ << '{';
+      for (std::size_t i = 0; i < labels.size(); ++i) {
+        if (i != 0) out_ << ',';
+        out_ << labels[i].first << "=\"" << escape_value(labels[i].second, false) << '"';
+      }
+      out_ << '}';
+    }
+    out_ << ' ' << value << '\n';
+  }
+
+  void sample(const std::vector<std::pair<const char*, std::string>>& labels, std::uint64_t value) {
+    sample(labels, std::to_string(value));
+  }
+
+ private:
+  std::ostream& out_;
+  const char* name_ = "";
+};
+
+}  // namespace detail
+
+/// Writes the labels' figures (label.hpp, coverage read from the kernel now), the library's
+/// statistics (stats.hpp) and upkeep's (upkeep.hpp) in the Prometheus text format; the names are
+/// at the top of this file. Throws what the stream throws (std::bad_alloc otherwise).
+inline void write_metrics(std::ostream& out) {
+  const std::vector<label_report> list = labels();
+  const statistics s = stats();
+  const upkeep_statistics u = upkeep_stats();
+  detail::metric_writer w(out);
+  using sample_labels = std::vector<std::pair<const char*, std::string>>;
+  w.family("hugepage_label_blocks", "gauge", "live mapped blocks of the labelled container");
+  for (const auto& l : list) w.sample({{"label", l.label}}, l.blocks);
+  w.family("hugepage_label_requested_bytes", "gauge",
+           "mapped bytes of the labelled container by the backing asked for");
+  for (const auto& l : list) {
+    w.sample({{"label", l.label}, {"backing", "thp"}}, l.requested_thp);
+    w.sample({{"label", l.label}, {"backing", "hugetlb_2m"}}, l.requested_hugetlb_2m);
+    w.sample({{"label", l.label}, {"backing", "hugetlb_1g"}}, l.requested_hugetlb_1g);
+  }
+  w.family("hugepage_label_obtained_bytes", "gauge",
+           "mapped bytes of the labelled container by the backing obtained at map time");
+  for (const auto& l : list) {
+    w.sample({{"label", l.label}, {"backing", "thp"}}, l.obtained_thp);
+    w.sample({{"label", l.label}, {"backing", "hugetlb_2m"}}, l.obtained_hugetlb_2m);
+    w.sample({{"label", l.label}, {"backing", "hugetlb_1g"}}, l.obtained_hugetlb_1g);
+    w.sample({{"label", l.label}, {"backing", "base"}}, l.obtained_base);
+  }
+  w.family("hugepage_label_fallbacks_total", "counter",
+           "blocks of the labelled container that obtained less than they asked for");
+  for (const auto& l : list) w.sample({{"label", l.label}}, l.fallbacks);
+  w.family("hugepage_label_coverage_bytes", "gauge",
+           "what backs the labelled container now, from the kernel");
+  for (const auto& l : list) {
+    const backing_report& c = l.coverage;
+    const std::pair<const char*, std::size_t> parts[] = {
+        {"thp", c.thp},   {"hugetlb_2m", c.hugetlb_2m},     {"hugetlb_1g", c.hugetlb_1g},
+        {"base", c.base}, {"not_resident", c.not_resident}, {"unmapped", c.unmapped}};
+    for (const auto& [name, bytes] : parts) {
+      w.sample({{"label", l.label}, {"backing", name}}, bytes);
+    }
+  }
+  w.family("hugepage_label_huge_ratio", "gauge",
+           "share of the labelled container's mapped bytes on huge pages now, 0 to 1");
+  for (const auto& l : list) {
+    w.sample({{"label", l.label}}, detail::format_ratio(l.coverage.huge_fraction()));
+  }
+  w.family("hugepage_requested_bytes", "gauge", "bytes mapped by the library, by method asked");
+  w.sample(sample_labels{{"method", "thp"}}, s.requested_thp);
+  w.sample(sample_labels{{"method", "collapse"}}, s.requested_collapse);
+  w.sample(sample_labels{{"method", "hugetlb_2m"}}, s.requested_hugetlb_2m);
+  w.sample(sample_labels{{"method", "hugetlb_1g"}}, s.requested_hugetlb_1g);
+  w.family("hugepage_obtained_bytes", "gauge", "bytes mapped by the library, by backing obtained");
+  w.sample(sample_labels{{"backing", "thp"}}, s.obtained_thp);
+  w.sample(sample_labels{{"backing", "hugetlb_2m"}}, s.obtained_hugetlb_2m);
+  w.sample(sample_labels{{"backing", "hugetlb_1g"}}, s.obtained_hugetlb_1g);
+  w.sample(sample_labels{{"backing", "base"}}, s.obtained_base);
+  w.family("hugepage_live_mappings", "gauge", "mappings the library holds");
+  w.sample({}, s.live_mappings);
+  w.family("hugepage_fallbacks_total", "counter", "hugetlb requests served (in part) otherwise");
+  w.sample(sample_labels{{"to", "thp"}}, s.fallbacks_to_thp);
+  w.sample(sample_labels{{"to", "base"}}, s.fallbacks_to_base);
+  w.sample(sample_labels{{"to", "hugetlb_2m"}}, s.fallbacks_to_hugetlb_2m);
+  w.family("hugepage_collapse_attempts_total", "counter", "MADV_COLLAPSE calls at allocation");
+  w.sample({}, s.collapse_attempts);
+  w.family("hugepage_collapse_failures_total", "counter",
+           "MADV_COLLAPSE calls at allocation that failed");
+  w.sample({}, s.collapse_failures);
+  w.family("hugepage_collapse_unsupported", "gauge",
+           "1 while MADV_COLLAPSE at allocation is suspended after EINVAL");
+  w.sample({}, s.collapse_unsupported ? 1 : 0);
+  w.family("hugepage_prefaulted_bytes_total", "counter", "bytes populated at allocation");
+  w.sample({}, s.prefaulted_bytes);
+  w.family("hugepage_upkeep_calls_total", "counter", "upkeep() calls");
+  w.sample({}, u.calls);
+  w.family("hugepage_upkeep_restored_bytes_total", "counter", "bytes upkeep() collapsed");
+  w.sample({}, u.restored_bytes);
+  w.family("hugepage_upkeep_refused_chunks_total", "counter",
+           "2 MiB chunks the kernel refused to upkeep(), by errno");
+  for (const collapse_refusal& r : u.refusals) {
+    if (r.error != 0) w.sample({{"errno", detail::errno_label(r.error)}}, r.chunks);
+  }
+  w.family("hugepage_upkeep_backed_off_total", "counter",
+           "upkeep() calls that did nothing during a back-off");
+  w.sample({}, u.backed_off);
+  w.family("hugepage_upkeep_thp_disabled_total", "counter",
+           "upkeep() calls that could not act: THP disabled for the process");
+  w.sample({}, u.thp_disabled);
+}
+
+/// The same figures as write_metrics(), as one JSON object:
+///   {"labels": [{"label", "blocks", "requested_bytes": {...}, "obtained_bytes": {...},
+///                "fallbacks", "coverage_bytes": {...}, "huge_ratio", "exact"}],
+///    "stats": {stats() by field name}, "upkeep": {upkeep_stats() by field name}}
+inline void write_metrics_json(std::ostream& out) {
+  const std::vector<label_report> list = labels();
+  const statistics s = stats();
+  const upkeep_statistics u = upkeep_stats();
+  out << "{\"labels\":[";
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const label_report& l = list[i];
+    const backing_report& c = l.coverage;
+    out << (i == 0 ? "" : ",") << "{\"label\":\"" << detail::escape_value(l.label, true)
+        << "\",\"blocks\":" << l.blocks << ",\"requested_bytes\":{\"thp\":" << l.requested_thp
+        << ",\"hugetlb_2m\":" << l.requested_hugetlb_2m
+        << ",\"hugetlb_1g\":" << l.requested_hugetlb_1g
+        << "},\"obtained_bytes\":{\"thp\":" << l.obtained_thp
+        << ",\"hugetlb_2m\":" << l.obtained_hugetlb_2m
+        << ",\"hugetlb_1g\":" << l.obtained_hugetlb_1g << ",\"base\":" << l.obtained_base
+        << "},\"fallbacks\":" << l.fallbacks << ",\"coverage_bytes\":{\"thp\":" << c.thp
+        << ",\"hugetlb_2m\":" << c.hugetlb_2m << ",\"hugetlb_1g\":" << c.hugetlb_1g
+        << ",\"base\":" << c.base << ",\"not_resident\":" << c.not_resident
+        << ",\"unmapped\":" << c.unmapped
+        << "},\"huge_ratio\":" << detail::format_ratio(c.huge_fraction())
+        << ",\"exact\":" << (c.exact ? "true" : "false") << '}';
+  }
+  out << "],\"stats\":{\"requested_thp\":" << s.requested_thp
+      << ",\"requested_collapse\":" << s.requested_collapse
+      << ",\"requested_hugetlb_2m\":" << s.requested_hugetlb_2m
+      << ",\"requested_hugetlb_1g\":" << s.requested_hugetlb_1g
+      << ",\"obtained_hugetlb_2m\":" << s.obtained_hugetlb_2m
+      << ",\"obtained_hugetlb_1g\":" << s.obtained_hugetlb_1g
+      << ",\"obtained_thp\":" << s.obtained_thp << ",\"obtained_base\":" << s.obtained_base
+      << ",\"live_mappings\":" << s.live_mappings << ",\"fallbacks_to_thp\":" << s.fallbacks_to_thp
+      << ",\"fallbacks_to_base\":" << s.fallbacks_to_base
+      << ",\"fallbacks_to_hugetlb_2m\":" << s.fallbacks_to_hugetlb_2m
+      << ",\"collapse_attempts\":" << s.collapse_attempts
+      << ",\"collapse_failures\":" << s.collapse_failures
+      << ",\"collapse_unsupported\":" << (s.collapse_unsupported ? "true" : "false")
+      << ",\"prefaulted_bytes\":" << s.prefaulted_bytes << "},\"upkeep\":{\"calls\":" << u.calls
+      << ",\"restored_bytes\":" << u.restored_bytes << ",\"refused_chunks\":" << u.refused_chunks
+      << ",\"backed_off\":" << u.backed_off << ",\"thp_disabled\":" << u.thp_disabled
+      << ",\"refusals\":{";
+  bool first = true;
+  for (const collapse_refusal& r : u.refusals) {
+    if (r.error == 0) continue;
+    out << (first ? "" : ",") << '"' << detail::errno_label(r.error) << "\":" << r.chunks;
+    first = false;
+  }
+  out << "}}}\n";
+}
+
+}  // namespace hugepage

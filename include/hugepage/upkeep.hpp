@@ -1,0 +1,496 @@
+// hugepage/upkeep.hpp - keep labelled containers huge: restore the huge pages they lost.
+//
+// A THP block that was huge does not stay so. A write after fork() while the child lives copies
+// one 4 KiB page and splits the writer's huge page; a partial mprotect, munmap or
+// madvise(DONTNEED) splits it too. khugepaged restores such memory slowly (by default 4096 pages
+// every 10 s, for the whole machine). upkeep(budget) restores it now, for labelled blocks only
+// (label.hpp), within a budget:
+//   1. Under the registry's lock, copy the list of labelled blocks; release the lock.
+//   2. For each block on THP (hugetlb blocks never decay: skipped), find with PAGEMAP_SCAN (Linux
+//      6.7) its decayed 2 MiB chunks: wholly resident, not on the zero page, not huge. Chunks with
+//      pages not faulted in are left alone: MADV_COLLAPSE would fill them and grow the RSS.
+//   3. Largest loss first, chunk by chunk: pin the block (checking it is still registered with
+//      the same generation), MADV_COLLAPSE the chunk, unpin. The budget is checked before each
+//      chunk, so a call exceeds it by at most one chunk.
+//
+// Why a pin: between the check that a block is still ours and the madvise, another thread could
+// free it, and a third map something else at the same address: the collapse would then work on
+// memory this library does not own. A generation number alone cannot close that window (the
+// check and the call are two steps); a pin held across the call can. deallocate() of a pinned
+// block waits for the unpin (one MADV_COLLAPSE of 2 MiB) before it unmaps, so while the kernel
+// works the range is the block's. No lock is held during the kernel call: allocation and freeing
+// of other blocks go on; the pin is a count in the block's record. In a child of fork() the pins
+// are cleared (their threads are not there).
+//
+// Back-off: a chunk refused with ENOMEM or EBUSY (no free 2 MiB block after compaction, the
+// memory cgroup at its limit) ends the call, and calls for the next 1 s, doubling to 64 s while
+// refusals go on, do nothing (backed_off); a chunk slower than slow_chunk ends the call and backs
+// off 1 s. EAGAIN (a busy page) and EINVAL (the chunk is not eligible: a VMA boundary inside it)
+// skip that chunk or block. A success ends the back-off. Refusals are counted per errno.
+//
+// THP disabled for the process with prctl(PR_SET_THP_DISABLE) makes MADV_COLLAPSE fail: upkeep
+// reports thp_disabled and does nothing. With Linux 6.18's PR_THP_DISABLE_EXCEPT_ADVISED the
+// library's blocks (all advised with MADV_HUGEPAGE) stay eligible and upkeep acts.
+//
+// upkeep_thread runs upkeep(budget) every period on a thread of its own; a child of fork() does
+// not have that thread (its copy of the object is inert and its destructor joins nothing).
+#pragma once
+
+#include <pthread.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <new>
+#include <system_error>
+#include <vector>
+
+#include "hugepage/collapse.hpp"
+#include "hugepage/detail/fork_locks.hpp"
+#include "hugepage/detail/mapping_registry.hpp"
+#include "hugepage/detail/pagemap.hpp"
+#include "hugepage/detail/proc_file.hpp"
+#include "hugepage/stats.hpp"
+
+#ifndef PR_THP_DISABLE_EXCEPT_ADVISED
+#define PR_THP_DISABLE_EXCEPT_ADVISED (1 << 1)
+#endif
+
+namespace hugepage {
+
+/// A chunk whose MADV_COLLAPSE takes longer than this (the kernel compacting memory for it) ends
+/// the upkeep() call and backs off for a second.
+inline constexpr std::chrono::milliseconds upkeep_slow_chunk{50};
+
+/// What one upkeep() call did. Bytes are whole 2 MiB chunks.
+struct upkeep_result {
+  std::size_t blocks = 0;           ///< labelled THP blocks examined
+  std::size_t examined_bytes = 0;   ///< their THP bytes
+  std::size_t decayed_bytes = 0;    ///< of those, resident on base pages when examined
+  std::size_t restored = 0;         ///< collapsed into huge pages by this call
+  std::size_t already_huge = 0;     ///< found huge again when visited (khugepaged, a fault)
+  std::size_t refused = 0;          ///< refused by the kernel (see `refusals`)
+  std::size_t left = 0;             ///< decayed, not visited: the budget ran out or a back-off
+  std::size_t skipped_hugetlb = 0;  ///< blocks on hugetlb pages only: they never decay
+  std::size_t skipped_base = 0;     ///< blocks whose THP advice was refused at map time
+  std::size_t vanished = 0;         ///< blocks freed (or freed and mapped again) meanwhile
+  std::size_t calls = 0;            ///< MADV_COLLAPSE calls made
+  /// THP is disabled for this process (PR_SET_THP_DISABLE without the exception for advised
+  /// memory): nothing can be restored, nothing was tried.
+  bool thp_disabled = false;
+  /// The call did nothing: an earlier refusal or slow chunk set a back-off still running.
+  bool backed_off = false;
+  /// PAGEMAP_SCAN failed (kernel before 6.7): decay cannot be found, nothing was tried.
+  std::error_code scan_error;
+  std::chrono::nanoseconds elapsed{0};
+  std::chrono::nanoseconds slowest_chunk{0};
+  /// Chunks refused, by errno, in order of first appearance (collapse.hpp).
+  std::array<collapse_refusal, 8> refusals{};
+
+  std::size_t refusals_of(int error) const noexcept {
+    for (const collapse_refusal& r : refusals) {
+      if (r.error == error && error != 0) return r.chunks;
+    }
+    return 0;
+  }
+};
+
+/// Process-wide upkeep figures since start (write_metrics()).
+struct upkeep_statistics {
+  std::uint64_t calls = 0;           ///< upkeep() calls
+  std::uint64_t restored_bytes = 0;  ///< bytes collapsed by them
+  std::uint64_t refused_chunks = 0;  ///< chunks the kernel refused
+  std::uint64_t backed_off = 0;      ///< calls that did nothing: back-off
+  std::uint64_t thp_disabled = 0;    ///< calls that could not act: THP disabled for the process
+  /// Refused chunks by errno; unused entries have error 0.
+  std::array<collapse_refusal, 8> refusals{};
+};
+
+namespace detail {
+
+struct upkeep_counters {
+  std::atomic<std::uint64_t> calls{0}, restored_bytes{0}, refused_chunks{0}, backed_off{0},
+      thp_disabled{0};
+  std::atomic<int> refusal_errno[8] = {};
+  std::atomic<std::uint64_t> refusal_chunks[8] = {};
+  // Back-off: no work before retry_at (steady clock, ns); the next refusal backs off `backoff`.
+  std::atomic<std::int64_t> retry_at{0};
+  std::atomic<std::int64_t> backoff{0};
+};
+
+inline upkeep_counters& global_upkeep_counters() noexcept {
+  static upkeep_counters instance;  // trivially destructible atomics: safe during exit
+  return instance;
+}
+
+inline void count_upkeep_refusal(int error, std::size_t chunks) noexcept {
+  upkeep_counters& c = global_upkeep_counters();
+  for (int i = 0; i < 8; ++i) {
+    int expected = 0;
+    if (c.refusal_errno[i].load(std::memory_order_relaxed) == error ||
+        c.refusal_errno[i].compare_exchange_strong(expected, error, std::memory_order_relaxed) ||
+        expected == error || i == 7) {
+      c.refusal_chunks[i].fetch_add(chunks, std::memory_order_relaxed);
+      return;
+    }
+  }
+}
+
+inline std::int64_t steady_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+/// Whether THP is disabled for this process in a way that reaches advised memory.
+inline bool thp_disabled_for_process() noexcept {
+  const int disabled = ::prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0);
+  return disabled > 0 && (disabled & PR_THP_DISABLE_EXCEPT_ADVISED) == 0;
+}
+
+/// A run of decayed chunks [start, end), 2 MiB-aligned.
+struct chunk_run {
+  std::uintptr_t start;
+  std::uintptr_t end;
+};
+
+// Appends the decayed chunks of [lo, hi) to `out`: whole 2 MiB chunks all of whose pages are
+// present, none on the zero page and none PMD-mapped. The kernel merges neighbouring pages of the
+// same categories into one region; a region cut where the buffer filled continues the next scan.
+inline std::error_code decayed_chunks(int pagemap_fd, std::uintptr_t lo, std::uintptr_t hi,
+                                      std::vector<chunk_run>& out) noexcept {
+  constexpr std::uint64_t wanted =
+      pagemap::page_is_present | pagemap::page_is_huge | pagemap::page_is_pfnzero;
+  pagemap::page_region regions[run_capacity];
+  std::uintptr_t run_start = 0, run_end = 0;  // the pending run of base-resident pages
+  const auto flush = [&]() noexcept {
+    const std::uintptr_t a = (run_start + collapse_chunk - 1) & ~(collapse_chunk - 1);
+    const std::uintptr_t b = run_end & ~(collapse_chunk - 1);
+    if (a < b) {
+      try {
+        out.push_back({a, b});
+      } catch (...) {  // no memory: the chunks are not restored this time
+      }
+    }
+    run_start = run_end = 0;
+  };
+  for (std::uintptr_t at = lo; at < hi;) {
+    std::size_t count = 0;
+    std::uintptr_t walk_end = at;
+    const std::error_code ec = pagemap::scan(pagemap_fd, at, hi, pagemap::page_is_present, wanted,
+                                             regions, run_capacity, count, walk_end);
+    if (ec) return ec;
+    for (std::size_t i = 0; i < count; ++i) {
+      const pagemap::page_region& r = regions[i];
+      const bool base = (r.categories & (pagemap::page_is_huge | pagemap::page_is_pfnzero)) == 0;
+      if (base && run_end == r.start && run_end != 0) {
+        run_end = r.end;
+        continue;
+      }
+      flush();
+      if (base) {
+        run_start = r.start;
+        run_end = r.end;
+      }
+    }
+    if (walk_end <= at || count < run_capacity) break;
+    at = walk_end;
+  }
+  flush();
+  return {};
+}
+
+struct upkeep_candidate {
+  void* p;
+  std::uint64_t generation;
+  std::size_t decayed;
+  std::size_t first_run;  // index into the runs vector
+  std::size_t run_count;
+};
+
+}  // namespace detail
+
+/// Restores the huge pages labelled THP blocks have lost, largest loss first, until `budget` is
+/// spent (checked before each 2 MiB chunk: a call exceeds it by at most one chunk). Examining costs
+/// one PAGEMAP_SCAN per block and is not bounded by the budget. Never throws; takes no lock during
+/// a kernel call (see the top of this file). Thread-safe; concurrent calls share the work safely.
+inline upkeep_result upkeep(const collapse_budget& budget = {}) noexcept {
+  using clock = std::chrono::steady_clock;
+  const clock::time_point start = clock::now();
+  upkeep_result r;
+  detail::upkeep_counters& c = detail::global_upkeep_counters();
+  constexpr auto relaxed = std::memory_order_relaxed;
+  c.calls.fetch_add(1, relaxed);
+  const auto finish = [&]() noexcept {
+    r.elapsed = clock::now() - start;
+    return r;
+  };
+  if (detail::thp_disabled_for_process()) {
+    r.thp_disabled = true;
+    c.thp_disabled.fetch_add(1, relaxed);
+    return finish();
+  }
+  std::vector<detail::mapping_registry::labelled_view> blocks;
+  std::vector<detail::chunk_run> runs;
+  std::vector<detail::upkeep_candidate> candidates;
+  try {
+    detail::registry().snapshot(nullptr, blocks);
+    runs.reserve(64);
+  } catch (...) {
+    return finish();  // no memory for the list: nothing examined
+  }
+  const detail::unique_fd pagemap(detail::open_read_only("/proc/self/pagemap"));
+  if (!pagemap) {
+    r.scan_error = std::error_code(errno, std::generic_category());
+    return finish();
+  }
+  for (const auto& v : blocks) {
+    const auto& b = v.block;
+    const auto base = reinterpret_cast<std::uintptr_t>(v.p);
+    // The THP parts of the block: its head, its tail, or both (strategy::layout).
+    std::uintptr_t parts[2][2] = {{0, 0}, {0, 0}};
+    int count = 0;
+    if (b.head != 0 && b.obtained == backing::thp) parts[count++][0] = base;
+    if (count == 1) parts[0][1] = base + b.head;
+    if (b.length != b.head && b.tail == backing::thp) {
+      parts[count][0] = base + b.head;
+      parts[count++][1] = base + b.length;
+    }
+    if (count == 0) {
+      const bool base_pages = (b.head != 0 && b.obtained == backing::base) ||
+                              (b.length != b.head && b.tail == backing::base);
+      ++(base_pages ? r.skipped_base : r.skipped_hugetlb);
+      continue;
+    }
+    ++r.blocks;
+    detail::upkeep_candidate k{v.p, b.generation, 0, runs.size(), 0};
+    for (int i = 0; i < count; ++i) {
+      r.examined_bytes += parts[i][1] - parts[i][0];
+      const std::error_code ec =
+          detail::decayed_chunks(pagemap.get(), parts[i][0], parts[i][1], runs);
+      if (ec) {
+        r.scan_error = ec;
+        return finish();
+      }
+    }
+    k.run_count = runs.size() - k.first_run;
+    for (std::size_t i = k.first_run; i < runs.size(); ++i)
+      k.decayed += runs[i].end - runs[i].start;
+    r.decayed_bytes += k.decayed;
+    if (k.decayed != 0) {
+      try {
+        candidates.push_back(k);
+      } catch (...) {
+        r.left += k.decayed;
+      }
+    }
+  }
+  if (candidates.empty()) return finish();
+  if (detail::steady_ns() < c.retry_at.load(relaxed)) {
+    r.backed_off = true;
+    r.left = r.decayed_bytes;
+    c.backed_off.fetch_add(1, relaxed);
+    return finish();
+  }
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const auto& a, const auto& b) { return a.decayed > b.decayed; });
+  // Back-off after a refusal that no other chunk escapes now; `slow` for a slow chunk.
+  const auto back_off = [&](bool slow) noexcept {
+    const std::int64_t second = 1'000'000'000;
+    std::int64_t wait = second;
+    if (!slow) {
+      wait = std::min<std::int64_t>(std::max<std::int64_t>(c.backoff.load(relaxed) * 2, second),
+                                    64 * second);
+      c.backoff.store(wait, relaxed);
+    }
+    c.retry_at.store(detail::steady_ns() + wait, relaxed);
+  };
+  std::size_t submitted = 0;
+  bool stop = false;
+  std::size_t candidate = 0;
+  for (; candidate < candidates.size() && !stop; ++candidate) {
+    const detail::upkeep_candidate& k = candidates[candidate];
+    std::size_t visited = 0;  // decayed bytes of this block dealt with
+    bool give_up_block = false;
+    for (std::size_t i = k.first_run; i < k.first_run + k.run_count && !stop && !give_up_block;
+         ++i) {
+      for (std::uintptr_t at = runs[i].start; at < runs[i].end; at += detail::collapse_chunk) {
+        if (clock::now() - start >= budget.time || submitted >= budget.bytes) {
+          stop = true;
+          break;
+        }
+        if (!detail::registry().pin(k.p, k.generation)) {
+          ++r.vanished;
+          give_up_block = true;
+          visited = k.decayed;  // gone: nothing of it is left to do
+          break;
+        }
+        // Pinned: until unpin() the block cannot be unmapped, so the range is still its own.
+        // The chunk's pointer derived from the block's, not made from an integer.
+        char* const chunk = static_cast<char*>(k.p) + (at - reinterpret_cast<std::uintptr_t>(k.p));
+        const collapse_result one =
+            detail::collapse_range(-1, pagemap.get(), chunk, detail::collapse_chunk, {});
+        detail::registry().unpin(k.p);
+        visited += detail::collapse_chunk;
+        r.calls += one.calls;
+        submitted += one.calls * detail::collapse_chunk;
+        r.restored += one.collapsed;
+        r.already_huge += one.already_huge;
+        r.slowest_chunk = std::max(r.slowest_chunk, one.slowest_chunk);
+        if (one.collapsed != 0) c.backoff.store(0, relaxed);
+        if (one.refused != 0) {
+          r.refused += one.refused;
+          const int error = one.refusals[0].error;
+          for (collapse_refusal& x : r.refusals) {
+            if (x.error == error || x.error == 0 || &x == &r.refusals.back()) {
+              x.error = x.error == 0 ? error : x.error;
+              ++x.chunks;
+              break;
+            }
+          }
+          c.refused_chunks.fetch_add(1, relaxed);
+          detail::count_upkeep_refusal(error, 1);
+          if (error == ENOMEM || error == EBUSY) {
+            back_off(/*slow=*/false);
+            stop = true;
+            break;
+          }
+          if (error != EAGAIN) {  // EINVAL and the rest: this block's chunks cannot collapse
+            give_up_block = true;
+            break;
+          }
+        }
+        if (one.slowest_chunk > upkeep_slow_chunk) {
+          back_off(/*slow=*/true);
+          stop = true;
+          break;
+        }
+      }
+    }
+    if (!give_up_block) r.left += k.decayed - std::min(visited, k.decayed);
+  }
+  for (; candidate < candidates.size(); ++candidate) r.left += candidates[candidate].decayed;
+  c.restored_bytes.fetch_add(r.restored, relaxed);
+  return finish();
+}
+
+/// upkeep_statistics since start. Thread-safe.
+inline upkeep_statistics upkeep_stats() noexcept {
+  const detail::upkeep_counters& c = detail::global_upkeep_counters();
+  constexpr auto relaxed = std::memory_order_relaxed;
+  upkeep_statistics s;
+  s.calls = c.calls.load(relaxed);
+  s.restored_bytes = c.restored_bytes.load(relaxed);
+  s.refused_chunks = c.refused_chunks.load(relaxed);
+  s.backed_off = c.backed_off.load(relaxed);
+  s.thp_disabled = c.thp_disabled.load(relaxed);
+  for (int i = 0; i < 8; ++i) {
+    s.refusals[i] = {c.refusal_errno[i].load(relaxed),
+                     static_cast<std::size_t>(c.refusal_chunks[i].load(relaxed))};
+  }
+  return s;
+}
+
+/// Runs upkeep(budget) every `period` on a thread of its own, from construction to destruction
+/// (which stops and joins it: at most one chunk's wait). Exactly one per process is enough.
+///
+///   static hugepage::upkeep_thread keeper(std::chrono::seconds(10),
+///                                         hugepage::collapse_budget::of_time(std::chrono::milliseconds(20)));
+///
+/// fork(): a pthread_atfork handler (detail/fork_locks.hpp) holds the object's mutex across the
+/// fork; in the child the object is inert (no thread runs there), its destructor joins nothing,
+/// and last() keeps what the parent's thread last found. A child that wants upkeep makes its own.
+class upkeep_thread {
+ public:
+  /// Starts the thread. Throws std::system_error when it cannot be created.
+  upkeep_thread(std::chrono::nanoseconds period, collapse_budget budget)
+      : period_(period), budget_(budget), owner_(::getpid()) {
+    fork_entry_.owner = this;
+    fork_entry_.lock = &lock_for_fork;
+    fork_entry_.unlock = &unlock_after_fork;
+    fork_entry_.in_child = &forget_thread;
+    const int error = ::pthread_create(&thread_, nullptr, &run, this);
+    if (error != 0)
+      throw std::system_error(error, std::generic_category(), "hugepage: upkeep thread");
+    running_ = true;
+    detail::arena_fork_locks().add(fork_entry_);
+  }
+
+  upkeep_thread(const upkeep_thread&) = delete;
+  upkeep_thread& operator=(const upkeep_thread&) = delete;
+
+  ~upkeep_thread() {
+    detail::arena_fork_locks().remove(fork_entry_);
+    bool join = false;
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+      join = running_ && owner_ == ::getpid();
+    }
+    wake_.notify_all();
+    if (join) ::pthread_join(thread_, nullptr);
+  }
+
+  /// What the last call found (a default result before the first).
+  upkeep_result last() const {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    return last_;
+  }
+
+  /// Calls made so far.
+  std::uint64_t runs() const {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    return runs_;
+  }
+
+ private:
+  static void* run(void* self) noexcept {
+    auto& t = *static_cast<upkeep_thread*>(self);
+    std::unique_lock<std::mutex> lock(t.mutex_);
+    for (;;) {
+      t.wake_.wait_for(lock, t.period_, [&t] { return t.stop_; });
+      if (t.stop_) return nullptr;
+      lock.unlock();  // never held during the kernel calls
+      const upkeep_result r = upkeep(t.budget_);
+      lock.lock();
+      t.last_ = r;
+      ++t.runs_;
+    }
+  }
+
+  static void lock_for_fork(void* self) noexcept {
+    static_cast<upkeep_thread*>(self)->mutex_.lock();
+  }
+  static void unlock_after_fork(void* self) noexcept {
+    static_cast<upkeep_thread*>(self)->mutex_.unlock();
+  }
+  // The child has no such thread, and the condition variable may count its wait.
+  static void forget_thread(void* self) noexcept {
+    auto& t = *static_cast<upkeep_thread*>(self);
+    t.running_ = false;
+    t.stop_ = true;
+    new (&t.wake_) std::condition_variable();
+  }
+
+  std::chrono::nanoseconds period_;
+  collapse_budget budget_;
+  pid_t owner_;
+  mutable std::mutex mutex_;  // guards the members below
+  std::condition_variable wake_;
+  bool stop_ = false;
+  bool running_ = false;
+  upkeep_result last_;
+  std::uint64_t runs_ = 0;
+  pthread_t thread_{};
+  detail::fork_lock_entry fork_entry_;
+};
+
+}  // namespace hugepage

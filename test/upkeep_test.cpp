@@ -1,0 +1,616 @@
+// upkeep_test.cpp - labelled containers: their coverage from the kernel, its decay after fork()
+// and splits, upkeep() restoring it within a budget and racing with allocation, the upkeep thread
+// across fork, and the metrics text.
+#include "hugepage/upkeep.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hugepage/allocator.hpp"
+#include "hugepage/arena.hpp"
+#include "hugepage/backing.hpp"
+#include "hugepage/label.hpp"
+#include "hugepage/metrics.hpp"
+#include "hugepage/system.hpp"
+#include "support.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using hugepage::collapse_budget;
+using hugepage::upkeep_result;
+using hugepage::units::gib;
+using hugepage::units::mib;
+
+constexpr std::size_t kChunk = 2 * mib;
+
+#if defined(__SANITIZE_THREAD__)
+constexpr bool under_tsan = true;
+#else
+constexpr bool under_tsan = false;
+#endif
+
+struct fares_opts : hugepage::default_options {
+  static constexpr const char* label = "upkeep-fares";
+};
+struct rates_opts : hugepage::default_options {
+  static constexpr const char* label = "upkeep-rates";
+};
+struct racing_opts : hugepage::default_options {
+  static constexpr const char* label = "upkeep-racing";
+};
+struct table_opts : hugepage::default_options {
+  static constexpr const char* label = "upkeep-table";
+};
+struct odd_opts : hugepage::default_options {
+  static constexpr const char* label = "odd \"name\" \\ here";
+};
+struct pool_opts : hugepage::default_options {
+  static constexpr const char* label = "upkeep-pool";
+};
+
+template <class Options>
+using labelled = hugepage::thp_allocator<char, Options>;
+
+std::string describe(const upkeep_result& r) {
+  std::string s =
+      "blocks " + std::to_string(r.blocks) + ", examined " + std::to_string(r.examined_bytes) +
+      ", decayed " + std::to_string(r.decayed_bytes) + ", restored " + std::to_string(r.restored) +
+      ", already_huge " + std::to_string(r.already_huge) + ", refused " +
+      std::to_string(r.refused) + ", left " + std::to_string(r.left) + ", skipped_hugetlb " +
+      std::to_string(r.skipped_hugetlb) + ", vanished " + std::to_string(r.vanished) + ", calls " +
+      std::to_string(r.calls) + ", thp_disabled " + std::to_string(r.thp_disabled) +
+      ", backed_off " + std::to_string(r.backed_off) + ", elapsed " +
+      std::to_string(r.elapsed.count() / 1000) + " us, slowest chunk " +
+      std::to_string(r.slowest_chunk.count() / 1000) + " us, refusals {";
+  for (const auto& x : r.refusals) {
+    if (x.chunks != 0) s += " errno " + std::to_string(x.error) + ": " + std::to_string(x.chunks);
+  }
+  return s + " }" + (r.scan_error ? ", scan error " + r.scan_error.message() : "");
+}
+
+// Skips unless advised memory gets huge pages at first touch and MADV_COLLAPSE works.
+#define REQUIRE_THP_AND_COLLAPSE()                                                      \
+  do {                                                                                  \
+    if (hugepage::read_thp_mode() == hugepage::thp_mode::never) {                       \
+      HUGEPAGE_SKIP_OR_FAIL("THP is off (effective 2 MiB mode never)");                 \
+    }                                                                                   \
+    if (hugepage::probe_collapse() != hugepage::collapse_support::works) {              \
+      HUGEPAGE_SKIP_OR_FAIL("MADV_COLLAPSE does not work here (Linux 6.1+ is needed)"); \
+    }                                                                                   \
+  } while (0)
+
+// A labelled block of `bytes`, every page written, huge where the kernel allows at first touch
+// and collapsed where it did not (so every test starts from full coverage).
+template <class Options>
+class Block {
+ public:
+  explicit Block(std::size_t bytes) : bytes_(bytes) {
+    p_ = labelled<Options>().allocate(bytes);
+    for (std::size_t i = 0; i < bytes; i += 4096) p_[i] = static_cast<char>(i >> 12);
+    hugepage::collapse(p_, bytes);
+  }
+  ~Block() { labelled<Options>().deallocate(p_, bytes_); }
+  Block(const Block&) = delete;
+  Block& operator=(const Block&) = delete;
+  char* get() const { return p_; }
+  std::size_t size() const { return bytes_; }
+  bool intact() const {
+    for (std::size_t i = 0; i < bytes_; i += 4096) {
+      if (p_[i] != static_cast<char>((i >> 12) + (i % kChunk == 0 ? 1 : 0))) return false;
+    }
+    return true;
+  }
+
+ private:
+  std::size_t bytes_;
+  char* p_;
+};
+
+// Splits every huge page of [p, p + bytes) the way a service does by accident: fork() a child,
+// write one byte per 2 MiB in the parent while the child lives (copy-on-write copies 4 KiB and
+// splits the parent's PMD), let the child exit. Each chunk's first byte ends up one higher.
+void fork_and_write(char* p, std::size_t bytes) {
+  int ready[2];
+  int release[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(release), 0);
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(release[1]);  // EOF on release[0] once the parent closes its end
+    char c = 0;
+    (void)!::write(ready[1], &c, 1);
+    (void)!::read(release[0], &c, 1);  // lives until the parent has written
+    ::_exit(0);
+  }
+  ::close(release[0]);
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  for (std::size_t i = 0; i < bytes; i += kChunk) p[i] = static_cast<char>(p[i] + 1);
+  ::close(release[1]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ::close(ready[0]);
+  ::close(ready[1]);
+}
+
+double huge_of(const char* label) { return hugepage::coverage_of(label).huge_fraction(); }
+
+// Restores with upkeep() calls of `budget` until a call has nothing left; returns the calls.
+std::vector<upkeep_result> upkeep_until_done(const collapse_budget& budget, int most = 1000) {
+  std::vector<upkeep_result> calls;
+  for (int i = 0; i < most; ++i) {
+    calls.push_back(hugepage::upkeep(budget));
+    const upkeep_result& r = calls.back();
+    if (r.left == 0 || r.thp_disabled || r.scan_error) break;
+    if (r.backed_off) std::this_thread::sleep_for(200ms);
+  }
+  return calls;
+}
+
+TEST(Labels, AllocatorRecordsItsMappedBlocksAndForgetsThemWhenFreed) {
+  const auto count = [] { return hugepage::detail::registry().labelled_count(); };
+  const std::size_t before = count();
+  {
+    std::vector<char, labelled<fares_opts>> small(4096);  // below the threshold: ::operator new
+    EXPECT_EQ(count(), before);
+    std::vector<char, labelled<fares_opts>> big(6 * mib);
+    EXPECT_EQ(count(), before + 1);
+    const auto all = hugepage::labels();
+    const hugepage::label_report* fares = nullptr;
+    for (const auto& l : all) {
+      if (l.label == fares_opts::label) fares = &l;
+    }
+    ASSERT_NE(fares, nullptr);
+    EXPECT_EQ(fares->blocks, 1u);
+    EXPECT_EQ(fares->requested_thp, 6 * mib);
+    EXPECT_EQ(fares->mapped_bytes(), 6 * mib);
+    EXPECT_EQ(fares->coverage.bytes, 6 * mib);
+    EXPECT_EQ(fares->coverage.resident_bytes(), 6 * mib);  // vector zero-filled every byte
+  }
+  EXPECT_EQ(count(), before);
+  EXPECT_EQ(hugepage::coverage_of(fares_opts::label).bytes, 0u);
+  EXPECT_EQ(hugepage::coverage_of("never-seen").bytes, 0u);
+}
+
+// Another options type with the same label text: the same container.
+struct fares_too_opts : hugepage::default_options {
+  static constexpr const char* label = "upkeep-fares";
+};
+
+TEST(Labels, OptionsWithTheSameLabelTextAreOneContainer) {
+  std::vector<char, labelled<fares_opts>> a(4 * mib);
+  std::vector<char, labelled<fares_too_opts>> b(6 * mib);
+  std::size_t entries = 0;
+  for (const auto& l : hugepage::labels()) {
+    if (l.label != "upkeep-fares") continue;
+    ++entries;
+    EXPECT_EQ(l.blocks, 2u);
+    EXPECT_EQ(l.requested_thp, 10 * mib);
+  }
+  EXPECT_EQ(entries, 1u);
+  EXPECT_EQ(hugepage::coverage_of("upkeep-fares").bytes, 10 * mib);
+}
+
+TEST(Labels, UnlabelledMemoryIsNeitherRecordedNorExamined) {
+  REQUIRE_THP_AND_COLLAPSE();
+  const std::size_t before = hugepage::detail::registry().labelled_count();
+  std::vector<char, hugepage::thp_allocator<char>> plain(32 * mib, 1);
+  EXPECT_EQ(hugepage::detail::registry().labelled_count(), before);
+  hugepage::collapse(plain.data(), plain.size());
+  fork_and_write(plain.data(), plain.size());
+  const double decayed = hugepage::backing_of(plain.data(), plain.size()).huge_fraction();
+  const upkeep_result r = hugepage::upkeep();
+  EXPECT_EQ(r.blocks, 0u) << describe(r);
+  EXPECT_EQ(r.examined_bytes, 0u) << describe(r);
+  EXPECT_EQ(r.calls, 0u) << describe(r);
+  EXPECT_LE(hugepage::backing_of(plain.data(), plain.size()).huge_fraction(), decayed + 0.1);
+}
+
+TEST(Labels, ArenaPagesAreListedUnderItsLabel) {
+  hugepage::arena_options options;
+  options.label = "upkeep-arena";
+  {
+    hugepage::arena nodes(hugepage::strategy::thp(), options);
+    void* p = nodes.allocate(64, 8);
+    std::memset(p, 1, 64);
+    const auto c = hugepage::coverage_of("upkeep-arena");
+    EXPECT_EQ(c.bytes, nodes.page_bytes());
+    nodes.deallocate(p, 64, 8);
+  }
+  EXPECT_EQ(hugepage::coverage_of("upkeep-arena").bytes, 0u);
+}
+
+TEST(Upkeep, RestoresWhatForkAndParentWritesSplit) {
+  REQUIRE_THP_AND_COLLAPSE();
+  Block<fares_opts> fares(64 * mib);
+  ASSERT_GE(huge_of(fares_opts::label), 0.99);
+  fork_and_write(fares.get(), fares.size());
+  const double decayed = huge_of(fares_opts::label);
+  EXPECT_LE(decayed, 0.05) << "the writes after fork should have split every huge page";
+  const upkeep_result r = hugepage::upkeep();
+  EXPECT_EQ(r.blocks, 1u) << describe(r);
+  EXPECT_GE(r.decayed_bytes, 60 * mib) << describe(r);
+  EXPECT_EQ(r.restored, r.decayed_bytes) << describe(r);
+  EXPECT_GE(huge_of(fares_opts::label), 0.99) << describe(r);
+  EXPECT_TRUE(fares.intact());
+}
+
+TEST(Upkeep, RestoresWhatAPartialMprotectSplit) {
+  REQUIRE_THP_AND_COLLAPSE();
+  Block<fares_opts> fares(16 * mib);
+  ASSERT_GE(huge_of(fares_opts::label), 0.99);
+  for (std::size_t at = 0; at < fares.size(); at += kChunk) {
+    ASSERT_EQ(::mprotect(fares.get() + at + 4096, 4096, PROT_READ), 0);
+    ASSERT_EQ(::mprotect(fares.get() + at + 4096, 4096, PROT_READ | PROT_WRITE), 0);
+  }
+  const auto decayed = hugepage::coverage_of(fares_opts::label);
+  EXPECT_LE(decayed.huge_fraction(), 0.05);
+  EXPECT_EQ(decayed.base, 16 * mib);
+  const upkeep_result r = hugepage::upkeep();
+  EXPECT_EQ(r.restored, 16 * mib) << describe(r);
+  EXPECT_GE(huge_of(fares_opts::label), 0.99) << describe(r);
+  for (std::size_t i = 0; i < fares.size(); i += 4096) {
+    ASSERT_EQ(fares.get()[i], static_cast<char>(i >> 12)) << "at " << i;
+  }
+}
+
+TEST(Upkeep, HonoursItsByteBudgetAndRestoresTheLargestLossFirst) {
+  REQUIRE_THP_AND_COLLAPSE();
+  Block<fares_opts> fares(8 * mib);
+  Block<rates_opts> rates(32 * mib);
+  fork_and_write(fares.get(), fares.size());
+  fork_and_write(rates.get(), rates.size());
+  const auto fares_before = hugepage::coverage_of(fares_opts::label).huge_bytes();
+  const auto rates_before = hugepage::coverage_of(rates_opts::label).huge_bytes();
+  const upkeep_result r = hugepage::upkeep(collapse_budget::of_bytes(6 * mib));
+  EXPECT_EQ(r.calls, 3u) << describe(r);
+  EXPECT_EQ(r.restored, 6 * mib) << describe(r);
+  EXPECT_EQ(r.left, r.decayed_bytes - 6 * mib) << describe(r);
+  // rates lost 32 MiB, fares 8 MiB: the budget went to rates.
+  EXPECT_EQ(hugepage::coverage_of(rates_opts::label).huge_bytes(), rates_before + 6 * mib);
+  EXPECT_EQ(hugepage::coverage_of(fares_opts::label).huge_bytes(), fares_before);
+  // The next calls go on where it stopped.
+  upkeep_until_done(collapse_budget::of_bytes(6 * mib));
+  EXPECT_GE(huge_of(rates_opts::label), 0.99);
+  EXPECT_GE(huge_of(fares_opts::label), 0.99);
+}
+
+TEST(Upkeep, HonoursItsTimeBudgetWithinOneChunk) {
+  REQUIRE_THP_AND_COLLAPSE();
+  Block<rates_opts> rates(128 * mib);
+  fork_and_write(rates.get(), rates.size());
+  const upkeep_result r = hugepage::upkeep(collapse_budget::of_time(2ms));
+  // The budget is checked before each chunk: past it, at most the chunk in flight. Examining the
+  // block (one PAGEMAP_SCAN) is outside the budget, and the CPUs are shared: 10 ms of slack.
+  EXPECT_LE(r.elapsed - r.slowest_chunk, 2ms + 10ms) << describe(r);
+  EXPECT_LT(r.restored, 128 * mib) << describe(r);
+  EXPECT_EQ(r.left + r.restored + r.refused, r.decayed_bytes) << describe(r);
+  upkeep_until_done(collapse_budget::of_time(20ms));
+  EXPECT_GE(huge_of(rates_opts::label), 0.99);
+}
+
+TEST(Upkeep, SkipsHugetlbBlocks) {
+  HUGEPAGE_REQUIRE_POOL(hugepage::page_size::huge_2m, 2);
+  const auto before = hugepage::test::read_counts(hugepage::page_size::huge_2m);
+  {
+    std::vector<char, hugepage::huge_page_allocator<char, hugepage::page_size::huge_2m,
+                                                    hugepage::strict, pool_opts>>
+        pool(4 * mib);
+    const upkeep_result r = hugepage::upkeep();
+    EXPECT_GE(r.skipped_hugetlb, 1u) << describe(r);
+    EXPECT_EQ(r.calls, 0u) << describe(r);
+    EXPECT_EQ(hugepage::coverage_of(pool_opts::label).hugetlb_2m, 4 * mib);
+  }
+  EXPECT_TRUE(hugepage::test::pool_back(hugepage::page_size::huge_2m, before));
+}
+
+// upkeep() in one thread; others allocate labelled blocks, split their huge pages, check their
+// contents and free them. Under TSan too (-DHUGEPAGE_SANITIZE_THREAD=ON).
+TEST(Upkeep, RacesWithThreadsThatAllocateAndFreeLabelledBlocks) {
+  REQUIRE_THP_AND_COLLAPSE();
+  const std::size_t before = hugepage::detail::registry().labelled_count();
+  std::atomic<bool> stop{false};
+  std::atomic<int> corrupted{0};
+  std::atomic<std::size_t> restored{0}, vanished{0};
+  std::thread keeper([&] {
+    while (!stop.load()) {
+      const upkeep_result r = hugepage::upkeep(collapse_budget::of_time(5ms));
+      restored += r.restored;
+      vanished += r.vanished;
+    }
+  });
+  std::vector<std::thread> workers;
+  for (int t = 0; t < 3; ++t) {
+    workers.emplace_back([&, t] {
+      labelled<racing_opts> a;
+      for (int round = 0; round < 40; ++round) {
+        const std::size_t bytes = (2 + (round + t) % 4) * kChunk;
+        char* p = a.allocate(bytes);
+        for (std::size_t i = 0; i < bytes; i += 4096) p[i] = static_cast<char>(t + i);
+        for (std::size_t at = 0; at < bytes; at += kChunk) {  // split each huge page
+          ::mprotect(p + at, 4096, PROT_READ);
+          ::mprotect(p + at, 4096, PROT_READ | PROT_WRITE);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(round % 3));
+        for (std::size_t i = 0; i < bytes; i += 4096) {
+          if (p[i] != static_cast<char>(t + i)) ++corrupted;
+        }
+        a.deallocate(p, bytes);
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  stop = true;
+  keeper.join();
+  EXPECT_EQ(corrupted.load(), 0);
+  EXPECT_EQ(hugepage::detail::registry().labelled_count(), before);
+  EXPECT_GT(restored.load(), 0u) << "upkeep never restored a block while they lived";
+  std::printf("restored %zu MiB, %zu blocks freed under upkeep\n", restored.load() / mib,
+              vanished.load());
+}
+
+TEST(Upkeep, ThpDisabledForTheProcessIsReportedAndNothingTried) {
+  const int code = hugepage::test::run_in_child([] {
+    std::vector<char, labelled<fares_opts>> fares(8 * mib, 1);
+    if (::prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0) return 2;
+    const upkeep_result r = hugepage::upkeep();
+    if (!r.thp_disabled) return 3;
+    if (r.calls != 0 || r.blocks != 0) return 4;
+    return 0;
+  });
+  EXPECT_EQ(code, 0);
+}
+
+TEST(Upkeep, ThpDisabledExceptAdvisedKeepsLabelledContainersHuge) {
+  REQUIRE_THP_AND_COLLAPSE();
+  const int code = hugepage::test::run_in_child([] {
+    if (::prctl(PR_SET_THP_DISABLE, 1, PR_THP_DISABLE_EXCEPT_ADVISED, 0, 0) != 0) {
+      return errno == EINVAL ? 77 : 2;
+    }
+    Block<fares_opts> fares(16 * mib);
+    if (huge_of(fares_opts::label) < 0.99) return 3;
+    for (std::size_t at = 0; at < fares.size(); at += kChunk) {
+      ::mprotect(fares.get() + at, 4096, PROT_READ);
+      ::mprotect(fares.get() + at, 4096, PROT_READ | PROT_WRITE);
+    }
+    if (huge_of(fares_opts::label) > 0.05) return 4;
+    const upkeep_result r = hugepage::upkeep();
+    if (r.thp_disabled || r.restored != 16 * mib) return 5;
+    return huge_of(fares_opts::label) >= 0.99 ? 0 : 6;
+  });
+  if (code == 77) {
+    HUGEPAGE_SKIP_OR_FAIL(
+        "prctl(PR_SET_THP_DISABLE, 1, PR_THP_DISABLE_EXCEPT_ADVISED) is "
+        "refused (EINVAL): this kernel lacks the flag");
+  }
+  EXPECT_EQ(code, 0);
+}
+
+// The race upkeep closes: a block freed (and its range mapped again by someone else) between
+// upkeep's check and its madvise. While upkeep holds the pin, deallocate() waits: the range stays
+// the block's own, mapped, until the unpin.
+TEST(Upkeep, DeallocateOfAPinnedBlockWaitsForTheUnpin) {
+  labelled<fares_opts> a;
+  char* p = a.allocate(4 * mib);
+  p[0] = 1;
+  std::vector<hugepage::detail::mapping_registry::labelled_view> blocks;
+  hugepage::detail::registry().snapshot(fares_opts::label, blocks);
+  std::uint64_t generation = 0;
+  for (const auto& v : blocks) {
+    if (v.p == p) generation = v.block.generation;
+  }
+  ASSERT_TRUE(hugepage::detail::registry().pin(p, generation));
+  std::atomic<bool> freed{false};
+  std::thread owner([&] {
+    a.deallocate(p, 4 * mib);
+    freed = true;
+  });
+  std::this_thread::sleep_for(100ms);
+  EXPECT_FALSE(freed.load()) << "deallocate() returned while the block was pinned";
+  EXPECT_EQ(hugepage::backing_of(p, 4 * mib).unmapped, 0u) << "unmapped while pinned";
+  hugepage::detail::registry().unpin(p);
+  owner.join();
+  EXPECT_TRUE(freed.load());
+  EXPECT_FALSE(hugepage::detail::registry().pin(p, generation)) << "a freed block pinned";
+}
+
+// A block pinned by an upkeep call in the parent at the fork: the child has no such call, and its
+// deallocate() must not wait for it.
+TEST(Upkeep, ChildOfForkFreesABlockTheParentHadPinned) {
+  labelled<fares_opts> a;
+  char* p = a.allocate(4 * mib);
+  std::vector<hugepage::detail::mapping_registry::labelled_view> blocks;
+  hugepage::detail::registry().snapshot(fares_opts::label, blocks);
+  std::uint64_t generation = 0;
+  for (const auto& v : blocks) {
+    if (v.p == p) generation = v.block.generation;
+  }
+  ASSERT_TRUE(hugepage::detail::registry().pin(p, generation));
+  const int code = hugepage::test::run_in_child_within(5000, [&] {
+    a.deallocate(p, 4 * mib);
+    return 0;
+  });
+  hugepage::detail::registry().unpin(p);
+  EXPECT_EQ(code, 0) << (code == hugepage::test::child_hung ? "the child waited for ever" : "");
+  // A stale generation is refused: the block was freed and mapped again meanwhile.
+  EXPECT_FALSE(hugepage::detail::registry().pin(p, generation + 1));
+  a.deallocate(p, 4 * mib);
+  EXPECT_FALSE(hugepage::detail::registry().pin(p, generation));
+}
+
+TEST(UpkeepThread, RestoresInTheBackgroundAndStopsAtDestruction) {
+  REQUIRE_THP_AND_COLLAPSE();
+  Block<fares_opts> fares(64 * mib);
+  fork_and_write(fares.get(), fares.size());
+  ASSERT_LE(huge_of(fares_opts::label), 0.05);
+  const std::uint64_t restored_before = hugepage::upkeep_stats().restored_bytes;
+  const auto start = std::chrono::steady_clock::now();
+  {
+    hugepage::upkeep_thread keeper(10ms, collapse_budget::of_time(5ms));
+    while (huge_of(fares_opts::label) < 0.99 && std::chrono::steady_clock::now() - start < 5s) {
+      std::this_thread::sleep_for(10ms);
+    }
+    EXPECT_GE(keeper.runs(), 1u);
+  }
+  const std::uint64_t calls = hugepage::upkeep_stats().calls;
+  std::this_thread::sleep_for(30ms);
+  EXPECT_EQ(hugepage::upkeep_stats().calls, calls) << "the thread still runs after destruction";
+  EXPECT_GE(huge_of(fares_opts::label), 0.99);
+  // The thread restored it (khugepaged restores far less in this time).
+  EXPECT_GE(hugepage::upkeep_stats().restored_bytes - restored_before, 60 * mib);
+}
+
+TEST(UpkeepThread, ChildOfForkDestroysItsCopyWithoutJoining) {
+  auto keeper = std::make_unique<hugepage::upkeep_thread>(1ms, collapse_budget::of_time(1ms));
+  std::this_thread::sleep_for(5ms);
+  const int code = hugepage::test::run_in_child_within(5000, [&] {
+    keeper.reset();  // the thread is not in the child: nothing to stop or join
+    // TSan refuses to start a thread in the child of a multi-threaded fork (die_after_fork).
+    if (under_tsan) return 0;
+    hugepage::upkeep_thread own(1ms, collapse_budget::of_time(1ms));
+    std::this_thread::sleep_for(5ms);
+    return own.runs() >= 1 ? 0 : 3;
+  });
+  EXPECT_EQ(code, 0) << (code == hugepage::test::child_hung ? "the child hung" : "");
+  EXPECT_GE(keeper->runs(), 1u);
+}
+
+// ---- metrics ------------------------------------------------------------------------------------
+
+struct parsed_metrics {
+  std::map<std::string, std::string> type;  // family -> gauge/counter
+  std::map<std::string, double> samples;    // name{labels} -> value
+  std::vector<std::string> errors;
+};
+
+// A parser of the Prometheus text format, strict enough to fail on anything the format forbids:
+// every line a HELP, a TYPE or a sample; HELP and TYPE once per family, before its samples;
+// sample names and label names valid identifiers, label values properly escaped, values numbers.
+parsed_metrics parse_prometheus(const std::string& text) {
+  parsed_metrics m;
+  static const std::regex help(R"(# HELP ([a-zA-Z_:][a-zA-Z0-9_:]*) [^\n]*)");
+  static const std::regex type(R"(# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (gauge|counter))");
+  static const std::regex sample(
+      R"(([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*")(?:,[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*")*\})? (-?[0-9]+(?:\.[0-9]*)?(?:e[-+]?[0-9]+)?|NaN|[+-]Inf))");
+  std::map<std::string, bool> helped;
+  std::istringstream in(text);
+  std::string line;
+  int number = 0;
+  if (text.empty() || text.back() != '\n') m.errors.push_back("does not end with a newline");
+  while (std::getline(in, line)) {
+    ++number;
+    std::smatch g;
+    const std::string where = "line " + std::to_string(number) + ": " + line;
+    if (std::regex_match(line, g, help)) {
+      if (helped[g[1]]) m.errors.push_back("second HELP: " + where);
+      helped[g[1]] = true;
+    } else if (std::regex_match(line, g, type)) {
+      if (m.type.count(g[1]) != 0) m.errors.push_back("second TYPE: " + where);
+      if (!helped[g[1]]) m.errors.push_back("TYPE before HELP: " + where);
+      m.type[g[1]] = g[2];
+    } else if (std::regex_match(line, g, sample)) {
+      if (m.type.count(g[1]) == 0) m.errors.push_back("sample before its TYPE: " + where);
+      const std::string key = g[1].str() + g[2].str();
+      if (m.samples.count(key) != 0) m.errors.push_back("duplicate sample: " + where);
+      m.samples[key] = std::stod(g[3]);
+    } else {
+      m.errors.push_back("not a valid line: " + where);
+    }
+  }
+  return m;
+}
+
+TEST(Metrics, PrometheusTextParsesAndMatchesTheKernel) {
+  REQUIRE_THP_AND_COLLAPSE();
+  Block<fares_opts> fares(8 * mib);
+  Block<odd_opts> odd(4 * mib);
+  hugepage::upkeep();
+  const auto coverage = hugepage::coverage_of(fares_opts::label);
+  std::ostringstream out;
+  hugepage::write_metrics(out);
+  const parsed_metrics m = parse_prometheus(out.str());
+  for (const auto& e : m.errors) ADD_FAILURE() << e;
+  const auto at = [&](const std::string& key) {
+    const auto it = m.samples.find(key);
+    EXPECT_NE(it, m.samples.end()) << key << " missing from\n" << out.str();
+    return it == m.samples.end() ? -1.0 : it->second;
+  };
+  const std::string fares_label = "label=\"upkeep-fares\"";
+  EXPECT_EQ(at("hugepage_label_blocks{" + fares_label + "}"), 1.0);
+  EXPECT_EQ(at("hugepage_label_coverage_bytes{" + fares_label + ",backing=\"thp\"}"),
+            static_cast<double>(coverage.thp));
+  EXPECT_EQ(at("hugepage_label_coverage_bytes{" + fares_label + ",backing=\"base\"}"),
+            static_cast<double>(coverage.base));
+  EXPECT_EQ(at("hugepage_label_requested_bytes{" + fares_label + ",backing=\"thp\"}"), 8.0 * mib);
+  EXPECT_DOUBLE_EQ(at("hugepage_label_huge_ratio{" + fares_label + "}"), coverage.huge_fraction());
+  EXPECT_EQ(at(R"(hugepage_label_blocks{label="odd \"name\" \\ here"})"), 1.0);
+  EXPECT_EQ(m.type.at("hugepage_upkeep_calls_total"), "counter");
+  EXPECT_GE(at("hugepage_upkeep_calls_total"), 1.0);
+  EXPECT_EQ(at("hugepage_live_mappings"), static_cast<double>(hugepage::stats().live_mappings));
+  for (const auto& [family, kind] : m.type) {
+    EXPECT_EQ(family.rfind("hugepage_", 0), 0u) << family;
+    EXPECT_EQ(kind == "counter", family.size() > 6 && family.substr(family.size() - 6) == "_total")
+        << family;
+  }
+}
+
+TEST(Metrics, JsonCarriesEachLabel) {
+  Block<odd_opts> odd(4 * mib);
+  std::ostringstream out;
+  hugepage::write_metrics_json(out);
+  const std::string text = out.str();
+  EXPECT_NE(text.find(R"({"label":"odd \"name\" \\ here","blocks":1,)"), std::string::npos) << text;
+  EXPECT_EQ(text.rfind("}}}\n"), text.size() - 4) << text;
+}
+
+// The target this exists for: a 1 GiB table, decayed by one fork-and-write cycle, back to at least
+// 99% huge after upkeep calls that each keep their budget.
+TEST(Upkeep, GigabyteTableIsBackToNinetyNinePercentAfterForkAndWrite) {
+  REQUIRE_THP_AND_COLLAPSE();
+  Block<table_opts> table(1 * gib);
+  const double fresh = huge_of(table_opts::label);
+  ASSERT_GE(fresh, 0.99);
+  fork_and_write(table.get(), table.size());
+  const double decayed = huge_of(table_opts::label);
+  EXPECT_LE(decayed, 0.05);
+  const auto budget = collapse_budget::of_time(50ms);
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<upkeep_result> calls = upkeep_until_done(budget);
+  const auto total = std::chrono::steady_clock::now() - start;
+  std::chrono::nanoseconds longest{0};
+  for (const auto& r : calls) {
+    EXPECT_LE(r.elapsed - r.slowest_chunk, budget.time + 10ms) << describe(r);
+    longest = std::max(longest, r.elapsed);
+  }
+  const double restored = huge_of(table_opts::label);
+  EXPECT_GE(restored, 0.99) << describe(calls.back());
+  EXPECT_TRUE(table.intact());
+  std::printf(
+      "1 GiB: fresh %.1f%%, after fork+write %.1f%%, after %zu upkeep calls of 50 ms "
+      "%.1f%% (%.0f ms in all, longest call %.1f ms)\n",
+      100 * fresh, 100 * decayed, calls.size(), 100 * restored,
+      std::chrono::duration<double, std::milli>(total).count(),
+      std::chrono::duration<double, std::milli>(longest).count());
+}
+
+}  // namespace
