@@ -39,6 +39,8 @@
 #include <string>
 #include <vector>
 
+#include "hugepage/detail/errno_text.hpp"
+#include "hugepage/detail/prometheus_text.hpp"
 #include "hugepage/label.hpp"
 #include "hugepage/stats.hpp"
 #include "hugepage/upkeep.hpp"
@@ -47,28 +49,13 @@ namespace hugepage {
 
 namespace detail {
 
-inline const char* upkeep_errno_name(int error) noexcept {
-  switch (error) {
-    case EAGAIN: return "EAGAIN";
-    case ENOMEM: return "ENOMEM";
-    case EBUSY: return "EBUSY";
-    case EINVAL: return "EINVAL";
-    case EPERM: return "EPERM";
-    case EACCES: return "EACCES";
-    case ESRCH: return "ESRCH";
-    case EFAULT: return "EFAULT";
-    default: return nullptr;
-  }
-}
-
 inline std::string errno_label(int error) {
-  const char* name = upkeep_errno_name(error);
+  const char* name = errno_symbol(error);
   return name != nullptr ? name : std::to_string(error);
 }
 
-// Escapes a label value for the Prometheus text format, or a string for JSON (which also needs
-// control characters escaped).
-inline std::string escape_value(const std::string& text, bool json) {
+// Escapes a string for JSON.
+inline std::string json_string_value(const std::string& text) {
   std::string out;
   for (const char c : text) {
     if (c == '\\' || c == '"') {
@@ -76,7 +63,7 @@ inline std::string escape_value(const std::string& text, bool json) {
       out += c;
     } else if (c == '\n') {
       out += "\\n";
-    } else if (json && static_cast<unsigned char>(c) < 0x20) {
+    } else if (static_cast<unsigned char>(c) < 0x20) {
       char code[8];
       std::snprintf(code, sizeof code, "\\u%04x", static_cast<unsigned>(c));
       out += code;
@@ -93,37 +80,38 @@ inline std::string format_ratio(double value) {
   return text;
 }
 
+// Families in the order written, over the one Prometheus writer (detail/prometheus_text.hpp).
 class metric_writer {
  public:
   explicit metric_writer(std::ostream& out) : out_(out) {}
 
-  // Starts a family: its HELP and TYPE lines.
   void family(const char* name, const char* type, const char* help) {
     name_ = name;
-    out_ << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
+    type_ = type;
+    help_ = help;
+    text_.declare(name_, type_, help_);
   }
 
   void sample(const std::vector<std::pair<const char*, std::string>>& labels,
               const std::string& value) {
-    out_ << name_;
-    if (!labels.empty()) {
-      out_ << '{';
-      for (std::size_t i = 0; i < labels.size(); ++i) {
-        if (i != 0) out_ << ',';
-        out_ << labels[i].first << "=\"" << escape_value(labels[i].second, false) << '"';
-      }
-      out_ << '}';
-    }
-    out_ << ' ' << value << '\n';
+    prometheus_exposition::labels named;
+    for (const auto& [key, text] : labels) named.emplace_back(key, text);
+    text_.add(name_, type_, help_, named, value);
   }
 
   void sample(const std::vector<std::pair<const char*, std::string>>& labels, std::uint64_t value) {
     sample(labels, std::to_string(value));
   }
 
+  /// Writes what was added to the stream.
+  void finish() { out_ << text_.str(); }
+
  private:
   std::ostream& out_;
-  const char* name_ = "";
+  prometheus_exposition text_;
+  std::string name_;
+  const char* type_ = "";
+  const char* help_ = "";
 };
 
 }  // namespace detail
@@ -214,6 +202,7 @@ inline void write_metrics(std::ostream& out) {
   w.family("hugepage_upkeep_thp_disabled_total", "counter",
            "upkeep() calls that could not act: THP disabled for the process");
   w.sample({}, u.thp_disabled);
+  w.finish();
 }
 
 /// The same figures as write_metrics(), as one JSON object:
@@ -228,7 +217,7 @@ inline void write_metrics_json(std::ostream& out) {
   for (std::size_t i = 0; i < list.size(); ++i) {
     const label_report& l = list[i];
     const backing_report& c = l.coverage;
-    out << (i == 0 ? "" : ",") << "{\"label\":\"" << detail::escape_value(l.label, true)
+    out << (i == 0 ? "" : ",") << "{\"label\":\"" << detail::json_string_value(l.label)
         << "\",\"blocks\":" << l.blocks << ",\"requested_bytes\":{\"thp\":" << l.requested_thp
         << ",\"hugetlb_2m\":" << l.requested_hugetlb_2m
         << ",\"hugetlb_1g\":" << l.requested_hugetlb_1g

@@ -4,13 +4,14 @@
 // Metric names start with hugepage_doctor_ and are listed in tools/README.md. Every family gets
 // its # HELP and # TYPE lines once, before its first sample. Label values a process controls
 // (comm) go through printable() first, so they hold no control byte and only valid UTF-8, then
-// get the format's own escapes for backslash and double quote.
+// get the format's own escapes.
 #include <fmt/format.h>
 
 #include <cmath>
 #include <utility>
 #include <vector>
 
+#include "hugepage/detail/prometheus_text.hpp"
 #include "report.hpp"
 #include "text.hpp"
 
@@ -18,47 +19,25 @@ namespace hugepage::doctor {
 
 namespace {
 
-std::string label_value(std::string_view text) {
-  std::string out;
-  for (const char c : printable(text)) {
-    if (c == '\\' || c == '"') out += '\\';
-    out += c;
-  }
-  return out;
-}
-
 using labels = std::vector<std::pair<std::string, std::string>>;
 
-// Collects samples per family, in first-seen order, and writes them grouped.
+// The shared writer (hugepage/detail/prometheus_text.hpp); label values a process controls go
+// through printable() before the format's own escapes, and values are formatted here.
 class exposition {
  public:
   void add(const std::string& name, const char* type, const char* help, const labels& l,
            double value) {
-    family* f = nullptr;
-    for (auto& existing : families_) {
-      if (existing.name == name) f = &existing;
-    }
-    if (f == nullptr) {
-      families_.push_back({name, type, help, {}});
-      f = &families_.back();
-    }
-    std::string line = name;
-    if (!l.empty()) {
-      line += '{';
-      for (std::size_t i = 0; i < l.size(); ++i) {
-        if (i != 0) line += ',';
-        line += l[i].first + "=\"" + label_value(l[i].second) + '"';
-      }
-      line += '}';
-    }
+    labels shown = l;
+    for (auto& label : shown) label.second = printable(label.second);
+    std::string text;
     if (std::isnan(value)) {
-      line += " NaN";
+      text = "NaN";
     } else if (value == std::floor(value) && std::fabs(value) < 1e15) {
-      line += fmt::format(" {}", static_cast<long long>(value));
+      text = fmt::format("{}", static_cast<long long>(value));
     } else {
-      line += fmt::format(" {}", value);
+      text = fmt::format("{}", value);
     }
-    f->samples.push_back(std::move(line));
+    out_.add(name, type, help, shown, text);
   }
   void gauge(const std::string& name, const char* help, const labels& l, double value) {
     add(name, "gauge", help, l, value);
@@ -66,23 +45,10 @@ class exposition {
   void counter(const std::string& name, const char* help, const labels& l, double value) {
     add(name, "counter", help, l, value);
   }
-  std::string str() const {
-    std::string out;
-    for (const auto& f : families_) {
-      out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", f.name, f.help, f.name, f.type);
-      for (const auto& s : f.samples) out += s + '\n';
-    }
-    return out;
-  }
+  std::string str() const { return out_.str(); }
 
  private:
-  struct family {
-    std::string name;
-    const char* type;
-    const char* help;
-    std::vector<std::string> samples;
-  };
-  std::vector<family> families_;
+  detail::prometheus_exposition out_;
 };
 
 std::string num(std::uint64_t v) { return fmt::format("{}", v); }
