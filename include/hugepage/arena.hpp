@@ -245,26 +245,13 @@ class basic_arena {
 
   /// What backs the huge pages held now, read from the kernel with backing_of(): one report summed
   /// over mapped_ranges(). Large allocations passed to the strategy are not included. The source
-  /// and note are those of the first range (all ranges are read the same way).
+  /// is the first range's (all ranges are read the same way), the note the first one given.
   backing_report backing() const {
     backing_report total;
     bool first = true;
     for (const auto& range : mapped_ranges()) {
-      const backing_report r = backing_of(range.first, range.second);
-      if (first) {
-        total.source = r.source;
-        total.exact = r.exact;
-        total.note = r.note;
-        first = false;
-      }
-      total.exact = total.exact && r.exact;
-      total.bytes += r.bytes;
-      total.thp += r.thp;
-      total.hugetlb_2m += r.hugetlb_2m;
-      total.hugetlb_1g += r.hugetlb_1g;
-      total.base += r.base;
-      total.not_resident += r.not_resident;
-      total.unmapped += r.unmapped;
+      detail::add_report(total, backing_of(range.first, range.second), first);
+      first = false;
     }
     return total;
   }

@@ -56,4 +56,30 @@ struct backing_report {
   }
 };
 
+namespace detail {
+
+// Adds `part` (a report of other bytes) to `sum`. The sum is exact when every part is; its source
+// is the first part's, and its note the first note seen.
+inline void add_report(backing_report& sum, const backing_report& part, bool first) {
+  sum.bytes += part.bytes;
+  sum.thp += part.thp;
+  sum.hugetlb_2m += part.hugetlb_2m;
+  sum.hugetlb_1g += part.hugetlb_1g;
+  sum.base += part.base;
+  sum.not_resident += part.not_resident;
+  sum.unmapped += part.unmapped;
+  sum.thp_shmem += part.thp_shmem;
+  sum.thp_file += part.thp_file;
+  sum.zero_page += part.zero_page;
+  if (first) {
+    sum.source = part.source;
+    sum.exact = part.exact;
+  } else {
+    sum.exact = sum.exact && part.exact;
+  }
+  if (sum.note.empty()) sum.note = part.note;
+}
+
+}  // namespace detail
+
 }  // namespace hugepage
