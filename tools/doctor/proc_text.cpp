@@ -113,26 +113,9 @@ std::map<std::string, std::uint64_t> parse_vmstat(std::string_view text) {
 
 std::map<std::string, std::uint64_t> parse_meminfo(std::string_view text) {
   std::map<std::string, std::uint64_t> values;
-  while (!text.empty()) {
-    const std::string_view line = next_line(text);
-    const auto colon = line.find(':');
-    if (colon == std::string_view::npos || colon == 0) continue;
-    const std::string_view name = trim(line.substr(0, colon));
-    std::string_view rest = line.substr(colon + 1);
-    const std::string_view number = next_word(rest);
-    if (name.empty() || !all_digits(number)) continue;
-    const auto value = parse_number(number);
-    if (!value) continue;
-    const std::string_view unit = next_word(rest);
-    std::uint64_t v = *value;
-    if (unit == "kB" || unit == "KB") {
-      if (v > UINT64_MAX / 1024) continue;
-      v *= 1024;
-    } else if (!unit.empty()) {
-      continue;  // several numbers (status: "Uid: 0 0 0 0") or an unknown unit
-    }
-    values[std::string(name)] = v;
-  }
+  detail::for_each_kb_field(text, [&values](std::string_view name, std::uint64_t bytes) {
+    values[std::string(name)] = bytes;
+  });
   return values;
 }
 

@@ -99,6 +99,47 @@ constexpr std::optional<std::uint64_t> parse_u64(std::string_view text) noexcept
   return value;
 }
 
+/// Calls `field(name, bytes)` for each "Name:  N kB" or "Name:  N" line of /proc text in the
+/// meminfo shape (meminfo, status, smaps_rollup): kB values in bytes, bare numbers as they are.
+/// Lines with several numbers ("Uid: 0 0 0 0"), another unit or an overflow are skipped.
+template <class Field>
+void for_each_kb_field(std::string_view text, Field&& field) {
+  while (!text.empty()) {
+    const std::size_t end = text.find('\n');
+    std::string_view line = text.substr(0, end);
+    text = end == std::string_view::npos ? std::string_view{} : text.substr(end + 1);
+    const std::size_t colon = line.find(':');
+    if (colon == std::string_view::npos) continue;
+    std::string_view name = line.substr(0, colon);
+    while (!name.empty() && (name.back() == ' ' || name.back() == '\t')) name.remove_suffix(1);
+    while (!name.empty() && (name.front() == ' ' || name.front() == '\t')) name.remove_prefix(1);
+    if (name.empty()) continue;
+    std::string_view rest = line.substr(colon + 1);
+    const auto words = [&rest]() {
+      while (!rest.empty() && (rest.front() == ' ' || rest.front() == '\t')) rest.remove_prefix(1);
+      const std::size_t stop = rest.find_first_of(" \t");
+      const std::string_view word = rest.substr(0, stop);
+      rest = stop == std::string_view::npos ? std::string_view{} : rest.substr(stop);
+      return word;
+    };
+    const std::string_view number = words();
+    if (number.empty() || number.find_first_not_of("0123456789") != std::string_view::npos) {
+      continue;
+    }
+    const std::optional<std::uint64_t> value = parse_u64(number);
+    if (!value) continue;
+    const std::string_view unit = words();
+    std::uint64_t bytes = *value;
+    if (unit == "kB" || unit == "KB") {
+      if (bytes > UINT64_MAX / 1024) continue;
+      bytes *= 1024;
+    } else if (!unit.empty()) {
+      continue;
+    }
+    field(name, bytes);
+  }
+}
+
 /// Reads at most `size - 1` bytes of a small file into `buffer`; -1 when it cannot be read.
 /// Allocates nothing.
 inline long read_small_file(const char* path, char* buffer, std::size_t size) noexcept {

@@ -19,15 +19,12 @@ namespace hugepage::detail {
 
 /// The default huge page size from /proc/meminfo text ("Hugepagesize:  2048 kB"): the pool that
 /// vm.nr_hugepages sizes. 0 when the line is missing.
-constexpr std::size_t parse_default_huge_page_bytes(std::string_view meminfo) noexcept {
-  constexpr std::string_view key = "Hugepagesize:";
-  std::size_t at = meminfo.find(key);
-  while (at != std::string_view::npos && at != 0 && meminfo[at - 1] != '\n') {
-    at = meminfo.find(key, at + 1);
-  }
-  if (at == std::string_view::npos) return 0;
-  const auto kib = parse_u64(meminfo.substr(at + key.size()));
-  return kib ? static_cast<std::size_t>(*kib * units::kib) : 0;
+inline std::size_t parse_default_huge_page_bytes(std::string_view meminfo) {
+  std::size_t bytes = 0;
+  for_each_kb_field(meminfo, [&bytes](std::string_view name, std::uint64_t value) {
+    if (name == "Hugepagesize") bytes = static_cast<std::size_t>(value);
+  });
+  return bytes;
 }
 
 /// Reads the default huge page size (parse_default_huge_page_bytes); 0 when unknown.
