@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <system_error>
 
+#include "hugepage/detail/cgroup_files.hpp"
 #include "hugepage/detail/proc_file.hpp"
 
 namespace hugepage::doctor {
@@ -257,29 +258,10 @@ std::map<int, numa_usage> parse_numa_maps(std::string_view text) {
 // ---- cgroups -----------------------------------------------------------------------------------
 
 cgroup_membership parse_cgroup_file(std::string_view text) {
+  const detail::proc_cgroup_paths paths = detail::parse_proc_cgroup(text, "hugetlb");
   cgroup_membership m;
-  while (!text.empty()) {
-    const std::string_view line = next_line(text);
-    // "hierarchy-id:controller,list:path"
-    const auto first = line.find(':');
-    if (first == std::string_view::npos) continue;
-    const auto second = line.find(':', first + 1);
-    if (second == std::string_view::npos) continue;
-    const std::string_view id = line.substr(0, first);
-    const std::string_view controllers = line.substr(first + 1, second - first - 1);
-    const std::string path(trim(line.substr(second + 1)));
-    if (path.empty() || path.front() != '/') continue;
-    if (id == "0" && controllers.empty()) {
-      m.unified = path;
-      continue;
-    }
-    std::string_view list = controllers;
-    while (!list.empty()) {
-      const auto comma = list.find(',');
-      if (list.substr(0, comma) == "hugetlb") m.hugetlb = path;
-      list.remove_prefix(comma == std::string_view::npos ? list.size() : comma + 1);
-    }
-  }
+  m.unified = paths.v2;
+  m.hugetlb = paths.v1;
   return m;
 }
 

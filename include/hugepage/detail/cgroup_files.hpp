@@ -63,26 +63,43 @@ inline bool has_token(std::string_view list, std::string_view token, char separa
   return false;
 }
 
+// A process's cgroup paths from /proc/PID/cgroup ("hierarchy-id:controller,list:path" lines):
+// in the v1 hierarchy that carries `controller`, and in the v2 hierarchy ("0::path"). Lines
+// whose path is not absolute are skipped.
+struct proc_cgroup_paths {
+  std::optional<std::string> v1;
+  std::optional<std::string> v2;
+};
+
+inline proc_cgroup_paths parse_proc_cgroup(std::string_view cgroup_text,
+                                           std::string_view controller) {
+  proc_cgroup_paths paths;
+  for (const std::string_view line : split(cgroup_text, '\n')) {
+    const std::size_t first = line.find(':');
+    const std::size_t second = first == std::string_view::npos ? first : line.find(':', first + 1);
+    if (second == std::string_view::npos) continue;
+    std::string_view path = line.substr(second + 1);
+    while (!path.empty() && (path.back() == ' ' || path.back() == '\t' || path.back() == '\r')) {
+      path.remove_suffix(1);
+    }
+    if (path.empty() || path.front() != '/') continue;
+    const std::string_view controllers = line.substr(first + 1, second - first - 1);
+    if (line.substr(0, first) == "0" && controllers.empty()) {
+      paths.v2 = std::string(path);
+    } else if (has_token(controllers, controller, ',')) {
+      paths.v1 = std::string(path);
+    }
+  }
+  return paths;
+}
+
 // The directories of this process's cgroup for `controller`, innermost first, up to and including
 // the mount's root; empty when the hierarchy cannot be read. `cgroup_text` and `mountinfo_text`
 // are /proc/self/cgroup and /proc/self/mountinfo (parameters, so tests can feed samples).
 inline std::vector<std::string> cgroup_directories(std::string_view controller,
                                                    std::string_view cgroup_text,
                                                    std::string_view mountinfo_text) {
-  // The process's path in the v1 hierarchy that carries `controller`, and in the v2 hierarchy.
-  std::optional<std::string> v1_path, v2_path;
-  for (const std::string_view line : split(cgroup_text, '\n')) {
-    const std::size_t first = line.find(':');
-    const std::size_t second = first == std::string_view::npos ? first : line.find(':', first + 1);
-    if (second == std::string_view::npos) continue;
-    const std::string_view controllers = line.substr(first + 1, second - first - 1);
-    const std::string path(line.substr(second + 1));
-    if (line.substr(0, first) == "0" && controllers.empty()) {
-      v2_path = path;
-    } else if (has_token(controllers, controller, ',')) {
-      v1_path = path;
-    }
-  }
+  const proc_cgroup_paths paths = parse_proc_cgroup(cgroup_text, controller);
   // mountinfo: id parent dev root mountpoint options [optional...] - fstype source superoptions
   struct mount {
     std::string root, point;
@@ -100,7 +117,7 @@ inline std::vector<std::string> cgroup_directories(std::string_view controller,
   }
   // A v1 mount of the controller wins: the controller is bound to that hierarchy.
   const std::optional<mount>& where = v1_mount ? v1_mount : v2_mount;
-  const std::optional<std::string>& path = v1_mount ? v1_path : v2_path;
+  const std::optional<std::string>& path = v1_mount ? paths.v1 : paths.v2;
   std::vector<std::string> directories;
   if (!where || !path || path->empty() || (*path)[0] != '/') return directories;
   std::string relative = *path;
