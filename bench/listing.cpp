@@ -131,12 +131,16 @@ void print_registry_text() {
   // The benchmarks that are programs of their own (google-benchmark flags only), beside this one.
   fmt::print(
       "\nother benchmark programs (build/bench/, next to this one; google-benchmark flags):\n"
-      "  {:<30}{}\n  {:<30}{}\n  {:<30}{}\n  {:<30}{}\n",
+      "  {:<30}{}\n  {:<30}{}\n  {:<30}{}\n  {:<30}{}\n  {:<30}{}\n",
       "hugepage_allocation_bench",
       "the allocation path's own cost: cgroup checks, the mapping registry",
       "hugepage_cascade_bench", "which pages the tail of a block above 1 GiB gets (the cascade)",
       "introspection_bench", "backing_of() per source and collapse() chunk latency", "doctor_bench",
-      "hugepage-doctor --pid on a process with 10,000 mappings, every format");
+      "hugepage-doctor --pid on a process with 10,000 mappings, every format",
+      "hugepage_label_bench",
+      "what a label costs: registry record + removal per block (BM_Label_RecordRemove), a 2 MiB "
+      "THP allocate + free labelled and not (BM_Thp_AllocateFree); run: hugepage_label_bench "
+      "--benchmark_repetitions=5");
   fmt::print(
       "\nrun: hugepage_bench [--quick] [--suites=A,B] [--sizes=4M,1G] [--allocators=std,thp]; "
       "--paired [--rounds=N] [--round-seconds=S] runs the [also --paired] suites with every "
