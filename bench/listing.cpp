@@ -101,11 +101,12 @@ void print_registry_json() {
                json_sizes(s.sizes_quick));
     fmt::print(
         "   \"quick\": {}, \"core\": {}, \"first_round_only\": {}, \"peers\": \"{}\", "
-        "\"table\": \"{}\", \"tail_of\": {}, \"chart\": {}, \"own_process\": {},\n"
+        "\"table\": \"{}\", \"tail_of\": {}, \"chart\": {}, \"own_process\": {}, "
+        "\"decays_on_purpose\": {},\n"
         "   \"paired\": {},\n   \"targets\": {}}}",
         s.in_quick, s.in_core, s.in_first_round_only, name_of(s.peers_run), name_of(s.table),
         s.tail_of_suite.empty() ? "null" : json_string(s.tail_of_suite), s.on_chart,
-        s.in_own_process, json_contenders(s), json_targets(s));
+        s.in_own_process, s.low_coverage_by_design, json_contenders(s), json_targets(s));
     first = false;
   }
   fmt::print("\n ]\n}}\n");

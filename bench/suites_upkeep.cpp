@@ -242,8 +242,10 @@ struct at_stage {
 
 // Not in --quick: the khugepaged_only stage waits one khugepaged period (10 s by default) per
 // working set. A full run measures them in its first round, at 256 MiB and 1 GiB.
-suite_info upkeep_suite(const char* name, int order, bench_fns fns, const char* what) {
+suite_info upkeep_suite(const char* name, int order, bench_fns fns, const char* what,
+                        bool decayed = false) {
   suite_info s(name, order, fns);
+  if (decayed) s.decays_on_purpose();
   s.in_family("upkeep")
       .describe(what)
       .per_op_unit("ns/lookup")
@@ -259,7 +261,8 @@ const bool fresh_declared = declare(upkeep_suite(
     "iteration = one lookup"));
 const bool decayed_declared = declare(upkeep_suite(
     "Upkeep_Decayed", 91, per_allocator<at_stage<stage::decayed>::suite>(),
-    "the same after fork() + one write per 2 MiB in the parent while the child lives (stage 2)"));
+    "the same after fork() + one write per 2 MiB in the parent while the child lives (stage 2)",
+    true));
 const bool after_upkeep_declared = declare(
     upkeep_suite("Upkeep_AfterUpkeep", 92, per_allocator<at_stage<stage::after_upkeep>::suite>(),
                  "the same after upkeep() calls of 50 ms until coverage stops improving (stage 3; "
@@ -267,7 +270,8 @@ const bool after_upkeep_declared = declare(
 const bool khugepaged_declared = declare(upkeep_suite(
     "Upkeep_KhugepagedOnly", 93, per_allocator<at_stage<stage::khugepaged_only>::suite>(),
     "the same decay again, then one khugepaged period (scan_sleep_millisecs, at most 10 s) "
-    "without upkeep (stage 4)"));
+    "without upkeep (stage 4)",
+    true));
 
 }  // namespace
 }  // namespace hugepage_bench
