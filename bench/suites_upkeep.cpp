@@ -48,6 +48,8 @@ struct decay_state {
   std::string error;               // why the stages cannot go on ("" while they can)
   std::vector<double> upkeep_ms;   // each call's elapsed time, in call order
   std::size_t restored_bytes = 0;  // by all the calls
+  std::size_t refused_chunks = 0;  // refused by the kernel in all the calls
+  std::size_t backed_off = 0;      // calls that did nothing: an earlier refusal's back-off
   double khugepaged_wait_s = 0;    // how long the khugepaged_only stage waited
   explicit decay_state(std::size_t words) : table(words) {}
 };
@@ -141,6 +143,8 @@ void advance(decay_state& s, stage next) {
       }
       s.upkeep_ms.push_back(std::chrono::duration<double, std::milli>(r.elapsed).count());
       s.restored_bytes += r.restored;
+      s.refused_chunks += r.refused;
+      s.backed_off += r.backed_off ? 1 : 0;
       const double now = label_coverage_pct();
       if (now <= before) break;  // this call improved nothing: the last one counted
       before = now;
@@ -148,6 +152,7 @@ void advance(decay_state& s, stage next) {
   } else if (next == stage::khugepaged_only) {
     // The table is huge again (upkeep): the same decay, then only the kernel's own thread.
     s.error = fork_and_write(bytes, size);
+    if (!s.error.empty()) return;
     const std::chrono::milliseconds wait = khugepaged_period();
     std::this_thread::sleep_for(wait);
     s.khugepaged_wait_s = std::chrono::duration<double>(wait).count();
@@ -224,6 +229,8 @@ void lookups(benchmark::State& state, std::size_t working_set, stage want) {
     state.counters["upkeep_p99_ms"] = percentile(s->upkeep_ms, 99);
     state.counters["upkeep_total_ms"] = total;
     state.counters["restored_mib"] = static_cast<double>(s->restored_bytes) / mib;
+    state.counters["refused_chunks"] = static_cast<double>(s->refused_chunks);
+    state.counters["backed_off_calls"] = static_cast<double>(s->backed_off);
   }
   if (want == stage::khugepaged_only) state.counters["khugepaged_wait_s"] = s->khugepaged_wait_s;
 }
