@@ -101,11 +101,12 @@ void print_registry_json() {
                json_sizes(s.sizes_quick));
     fmt::print(
         "   \"quick\": {}, \"core\": {}, \"first_round_only\": {}, \"peers\": \"{}\", "
-        "\"table\": \"{}\", \"tail_of\": {}, \"chart\": {}, \"own_process\": {},\n"
+        "\"table\": \"{}\", \"tail_of\": {}, \"chart\": {}, \"own_process\": {}, "
+        "\"decays_on_purpose\": {},\n"
         "   \"paired\": {},\n   \"targets\": {}}}",
         s.in_quick, s.in_core, s.in_first_round_only, name_of(s.peers_run), name_of(s.table),
         s.tail_of_suite.empty() ? "null" : json_string(s.tail_of_suite), s.on_chart,
-        s.in_own_process, json_contenders(s), json_targets(s));
+        s.in_own_process, s.low_coverage_by_design, json_contenders(s), json_targets(s));
     first = false;
   }
   fmt::print("\n ]\n}}\n");
@@ -131,12 +132,16 @@ void print_registry_text() {
   // The benchmarks that are programs of their own (google-benchmark flags only), beside this one.
   fmt::print(
       "\nother benchmark programs (build/bench/, next to this one; google-benchmark flags):\n"
-      "  {:<30}{}\n  {:<30}{}\n  {:<30}{}\n  {:<30}{}\n",
+      "  {:<30}{}\n  {:<30}{}\n  {:<30}{}\n  {:<30}{}\n  {:<30}{}\n",
       "hugepage_allocation_bench",
       "the allocation path's own cost: cgroup checks, the mapping registry",
       "hugepage_cascade_bench", "which pages the tail of a block above 1 GiB gets (the cascade)",
       "introspection_bench", "backing_of() per source and collapse() chunk latency", "doctor_bench",
-      "hugepage-doctor --pid on a process with 10,000 mappings, every format");
+      "hugepage-doctor --pid on a process with 10,000 mappings, every format",
+      "hugepage_label_bench",
+      "what a label costs: registry record + removal per block (BM_Label_RecordRemove), a 2 MiB "
+      "THP allocate + free labelled and not (BM_Thp_AllocateFree); run: hugepage_label_bench "
+      "--benchmark_repetitions=5");
   fmt::print(
       "\nrun: hugepage_bench [--quick] [--suites=A,B] [--sizes=4M,1G] [--allocators=std,thp]; "
       "--paired [--rounds=N] [--round-seconds=S] runs the [also --paired] suites with every "

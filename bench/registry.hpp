@@ -163,6 +163,8 @@ struct suite_info {
                                      ///< mmap threshold)
   bool in_own_process = false;       ///< the runner runs it in a process of its own (it measures
                                      ///< what the process holds, which earlier suites would skew)
+  bool low_coverage_by_design = false;  ///< its rows lose huge pages on purpose (the decay stages):
+                                        ///< the runner flags no low coverage as misconfigured
   peer_role peers_run = peer_role::none;
   table_kind table = table_kind::time;
   std::string tail_of_suite;  ///< table_kind::tail: the suite whose table shows the percentiles
@@ -191,6 +193,7 @@ struct suite_info {
   suite_info& first_round_only() { return in_first_round_only = true, *this; }
   suite_info& needs_fresh_blocks() { return fresh_blocks = true, *this; }
   suite_info& own_process() { return in_own_process = true, *this; }
+  suite_info& decays_on_purpose() { return low_coverage_by_design = true, *this; }
   suite_info& peers(peer_role r) { return peers_run = r, *this; }
   suite_info& bloat_table() { return table = table_kind::bloat, *this; }
   /// Reports percentiles that the runner shows beside `suite`'s table and chart panel.

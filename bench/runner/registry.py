@@ -32,6 +32,7 @@ class Suite:
     tail_of: str = None         # table == "tail": the suite whose table shows the percentiles
     chart: bool = False
     own_process: bool = False   # run in a process of its own (it measures what the process holds)
+    decays_on_purpose: bool = False  # its rows lose huge pages on purpose (low coverage is no fault)
     paired: tuple = ()          # --paired contenders: ({"name", "role"}, ...); () = no paired mode
     targets: tuple = ()         # claims the report judges (registry.hpp target_info; targets.py)
 

@@ -124,7 +124,7 @@ def report(args, registry, out_dir, stamp, configs, skipped, runs, wall):
         "skipped_peers": skipped,
         "ours_vs_peers": comparisons,
         "runs": [r.to_json() for r in runs],
-        "cells": [c.to_json() | {"note": coverage_note(c, {x.name: x for x in configs}[c.config])}
+        "cells": [c.to_json() | {"note": coverage_note(c, {x.name: x for x in configs}[c.config], registry)}
                   for c in sorted(cells.values(), key=lambda c: (c.suite, c.ws, c.label))],
     }
     (out_dir / "results.json").write_text(json.dumps(result, indent=1) + "\n")

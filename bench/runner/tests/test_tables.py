@@ -98,6 +98,18 @@ class SuiteTable(unittest.TestCase):
                                                {1: 5.0}, coverage_pct=1.0)])
         self.assertEqual(rows[0]["note"], "no huge pages: misconfigured?")
 
+    def test_decay_on_purpose_is_not_flagged(self):
+        reg = fixtures.registry()
+        reg.suites.append(fixtures.Registry.from_json({"schema": 2, "allocators": fixtures.ALL,
+                                                       "suites": [fixtures.suite(
+                                                           "Table_Decayed", 91,
+                                                           decays_on_purpose=True)]}).suites[0])
+        cells = summarized([fixtures.cell("Table_Decayed", "ours thp", WS, "ours thp", "thp",
+                                          {1: 5.0}, coverage_pct=0.0)])
+        _, headers, rows, _ = tables.suite_table(cells, self.configs, "Table_Decayed", reg)
+        row = dict(zip(headers, rows[0]))
+        self.assertEqual((row["huge %"], row["note"]), ("0.0", ""))
+
 
 class BloatTable(unittest.TestCase):
     def test_resident_over_live(self):
