@@ -1015,6 +1015,40 @@ std::string describe(const hugepage::strategy& s) {
          (s.policy() == hugepage::fallback ? "/fallback" : "/strict");
 }
 
+// ENOMEM at vm.max_map_count is not a pool shortage: allocation_error naming the limit, no retry
+// as "pool in concurrent use", no pool command. The child fills its map count with small
+// mappings that cannot merge, then asks for two pool pages the pool has.
+TEST(BadInput, MappingCountLimitIsAnAllocationErrorNotAPoolShortage) {
+  HUGEPAGE_REQUIRE_POOL(page_size::huge_2m, 2);
+  const int result = hugepage::test::run_in_child([]() -> int {
+    for (int i = 0;; ++i) {
+      void* p = ::mmap(nullptr, 4096, i % 2 != 0 ? PROT_READ : PROT_NONE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) break;
+    }
+    try {
+      hugepage::huge_page_allocator<char> allocator;
+      (void)allocator.allocate(2 * kHuge);
+      return 10;
+    } catch (const pool_exhausted& e) {
+      std::fprintf(stderr, "child: pool_exhausted: %s\n", e.what());
+      return 11;
+    } catch (const hugepage::allocation_error& e) {
+      const std::string what = e.what();
+      std::fprintf(stderr, "child: %s\n", what.c_str());
+      if (typeid(e) != typeid(hugepage::allocation_error)) return 12;
+      if (e.code() != std::errc::not_enough_memory) return 13;
+      if (!contains(what, "mappings and vm.max_map_count is")) return 14;
+      if (contains(what, "sysctl") || contains(what, "nr_hugepages")) return 15;
+      return 0;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "child: %s\n", e.what());
+      return 16;
+    }
+  });
+  EXPECT_EQ(result, 0) << "child check " << result << " failed";
+}
+
 // A request beyond the machine's memory gets no advice to reserve an absurd pool.
 TEST(BadInput, RequestBeyondPhysicalMemoryGetsNoPoolCommand) {
   if (!hugepage::read_pool(page_size::huge_2m)) HUGEPAGE_SKIP_OR_FAIL("no 2 MiB hugetlb pool");
@@ -1025,7 +1059,7 @@ TEST(BadInput, RequestBeyondPhysicalMemoryGetsNoPoolCommand) {
     FAIL() << "6 EiB was mapped";
   } catch (const pool_exhausted& e) {
     const std::string what = e.what();
-    EXPECT_TRUE(contains(what, "no pool can hold that: it is more than this machine's memory"))
+    EXPECT_TRUE(contains(what, "no pool can hold that: pools should take at most"))
         << what;
     EXPECT_FALSE(contains(what, "sysctl")) << what;
     EXPECT_EQ(e.pages_requested(), bytes / kHuge);

@@ -201,10 +201,52 @@ TEST(Explain, BeyondMemoryGivesNoCommand) {
   EXPECT_EQ(explain(f),
             "hugepage: hugetlb mmap of 9000 pages of 2 MiB (17.58 GiB) failed: " + text_of(ENOMEM) +
                 ": pool exhausted: asked for 9000 x 2 MiB, 40 available (free 40, "
-                "reserved 0, total 100); no pool can hold that: it is more than this "
-                "machine's memory (16 GiB)");
+                "reserved 0, total 100); no pool can hold that: pools should take at most "
+                "12.80 GiB (80%) of this machine's 16 GiB");
   f.physical_memory = 0;  // unknown: the command, however large
   EXPECT_EQ(cause_of(f), refusal_cause::pool_short);
+}
+
+// A pool that fits in memory on its own, but not beside the other size's pool: no command that
+// would pin memory the machine needs. 6000 x 2 MiB (11.7 GiB) fits under 12.8 GiB, not beside
+// 4 GiB of 1 GiB pages.
+TEST(Explain, BeyondMemoryCountsThePoolsOfOtherSizes) {
+  hugetlb_refusal f = refused(6000, 0, 0);
+  EXPECT_EQ(cause_of(f), refusal_cause::pool_short);
+  f.other_pools_bytes = 4 * gib;
+  EXPECT_EQ(cause_of(f), refusal_cause::beyond_memory);
+  EXPECT_EQ(explain(f),
+            "hugepage: hugetlb mmap of 6000 pages of 2 MiB (11.72 GiB) failed: " + text_of(ENOMEM) +
+                ": pool exhausted: asked for 6000 x 2 MiB, 0 available (free 0, "
+                "reserved 0, total 0); no pool can hold that: pools should take at most "
+                "12.80 GiB (80%) of this machine's 16 GiB, of which other pools hold 4 GiB");
+  EXPECT_EQ(hugepage::pool_memory_cap(10 * gib), 8 * gib);
+}
+
+// ENOMEM at vm.max_map_count is no pool shortage: no retry, no pool command.
+TEST(Explain, MappingCountLimitIsNotBlamedOnThePool) {
+  hugetlb_refusal f = refused(2, 1100, 1100);
+  f.mappings = 65529;
+  f.max_mappings = 65530;
+  EXPECT_EQ(cause_of(f), refusal_cause::mapping_count_limit);
+  EXPECT_EQ(explain(f),
+            "hugepage: hugetlb mmap of 2 pages of 2 MiB (4 MiB) failed: " + text_of(ENOMEM) +
+                "; the process has 65529 mappings and vm.max_map_count is 65530: no "
+                "room for another mapping, whatever the pool holds");
+  f.mappings = 100;
+  EXPECT_EQ(cause_of(f), refusal_cause::pool_refilled);
+  f.max_mappings = 0;  // unknown
+  f.mappings = 70000;
+  EXPECT_EQ(cause_of(f), refusal_cause::pool_refilled);
+}
+
+// An aligned reservation maps the alignment more than the block: RLIMIT_AS counts that too.
+TEST(Explain, AddressSpaceLimitCountsTheAlignedReservation) {
+  hugetlb_refusal f = refused(8, 100, 100);  // 16 MiB
+  f.address_space_limit = 64 * mib + 32 * mib;
+  EXPECT_EQ(cause_of(f), refusal_cause::pool_refilled);
+  f.address_space_needed = 16 * mib + 64 * mib;  // aligned to 64 MiB
+  EXPECT_EQ(cause_of(f), refusal_cause::address_space_limit);
 }
 
 TEST(Explain, NoPoolOfThatSize) {
@@ -311,6 +353,7 @@ TEST(Explain, WordsTheCauseTheDecisionTookAndNoOther) {
       {refusal_cause::no_pool, "hugetlb pool (CONFIG_HUGETLBFS"},
       {refusal_cause::cgroup_limit, ": hugetlb cgroup limit: "},
       {refusal_cause::address_space_limit, "RLIMIT_AS"},
+      {refusal_cause::mapping_count_limit, "vm.max_map_count"},
       {refusal_cause::pool_refilled, "in concurrent use"},
       {refusal_cause::beyond_memory, "no pool can hold that"},
       {refusal_cause::pool_short, "reserve enough with"},
@@ -321,13 +364,14 @@ TEST(Explain, WordsTheCauseTheDecisionTookAndNoOther) {
   for (const std::uint64_t pages : {1u, 32u, 9000u}) {
     for (const std::uint64_t free : {0u, 40u}) {
       for (const int error : {ENOMEM, EFAULT, EPERM}) {
-        for (int variant = 0; variant < 8; ++variant) {
+        for (int variant = 0; variant < 10; ++variant) {
           hugetlb_refusal f = variant & 4 ? fault_refused(pages, error) : refused(pages, 100, free);
           f.error = errc(error);
           if (variant & 1) f.cgroup.tightest = limit_of("/x/hugetlb.2MB.max", 2 * mib, 0);
           if (variant & 2) f.address_space_limit = 128 * mib;
           if (variant == 3) f.pool.reset();
           if (variant == 5) f.cgroup.readable = false;
+          if (variant >= 8) f.mappings = f.max_mappings = 10;
           all.push_back(f);
         }
       }
@@ -404,8 +448,10 @@ TEST(ThrowRefusal, EveryOtherCauseIsAnAllocationError) {
   address_space.address_space_limit = 64 * mib;
   hugetlb_refusal unseen = fault_refused(1, EFAULT);
   unseen.cgroup.readable = false;
-  for (const hugetlb_refusal& f :
-       {no_pool, call, address_space, fault_refused(1, ENOMEM), fault_refused(1, EINVAL), unseen}) {
+  hugetlb_refusal mappings = refused(2, 100, 100);
+  mappings.mappings = mappings.max_mappings = 65530;
+  for (const hugetlb_refusal& f : {no_pool, call, address_space, fault_refused(1, ENOMEM),
+                                   fault_refused(1, EINVAL), unseen, mappings}) {
     try {
       hugepage::detail::throw_refusal(f);
     } catch (const hugepage::allocation_error& e) {

@@ -14,10 +14,13 @@
 //                          EINVAL): the call itself was refused
 //   cgroup_limit           a hugetlb cgroup limit has less room than asked: hugetlb.<size>.rsvd.max
 //                          at reserve, hugetlb.<size>.max at fault (v1: the limit_in_bytes files)
-//   address_space_limit    RLIMIT_AS (ulimit -v) has no room for the mapping (reserve only)
+//   address_space_limit    RLIMIT_AS (ulimit -v) has no room for the mapping, with the room an
+//                          aligned reservation takes (reserve only)
+//   mapping_count_limit    the process is at vm.max_map_count: no room for another mapping
 //   pool_refilled          the pool has room now: it was short when the kernel refused and other
 //                          threads or processes use it; the strategy retries
-//   beyond_memory          short, and a pool that holds the request would pass physical memory
+//   beyond_memory          short, and a pool that holds the request would pass what pools may
+//                          take: pool_memory_cap() of physical memory, less the other pools
 //   pool_short             short: the command that reserves enough
 //   fault_elsewhere        fault-in refused, and no hugetlb cgroup limit explains it: the NUMA
 //                          nodes this process may use ran short, or others took the pages
@@ -41,6 +44,13 @@
 #include "hugepage/system.hpp"
 
 namespace hugepage {
+
+/// The most memory all hugetlb pools together should hold: 80% of `physical_memory`, so the
+/// kernel, page tables and the processes' other memory keep the rest. Advice that sizes a pool
+/// (these messages, hugepage-doctor) never suggests more.
+constexpr std::uint64_t pool_memory_cap(std::uint64_t physical_memory) noexcept {
+  return physical_memory / 10 * 8;
+}
 
 /// The command that sets the pool of `page_bytes` pages to `pages` pages now: `sysctl -w
 /// vm.nr_hugepages=N` for the default huge page size (`default_page_bytes`, Hugepagesize in
@@ -68,6 +78,7 @@ enum class refusal_cause : unsigned char {
   call_refused,
   cgroup_limit,
   address_space_limit,
+  mapping_count_limit,
   pool_refilled,
   beyond_memory,
   pool_short,
@@ -82,6 +93,7 @@ constexpr const char* name_of(refusal_cause cause) noexcept {
     case refusal_cause::call_refused: return "call_refused";
     case refusal_cause::cgroup_limit: return "cgroup_limit";
     case refusal_cause::address_space_limit: return "address_space_limit";
+    case refusal_cause::mapping_count_limit: return "mapping_count_limit";
     case refusal_cause::pool_refilled: return "pool_refilled";
     case refusal_cause::beyond_memory: return "beyond_memory";
     case refusal_cause::pool_short: return "pool_short";
@@ -106,8 +118,14 @@ struct hugetlb_refusal {
   cgroup_limit_search cgroup;
   std::optional<std::uint64_t> address_space_limit;  ///< RLIMIT_AS (soft) in bytes; empty: none
   std::uint64_t address_space_used = 0;              ///< bytes mapped by the process
-  std::uint64_t physical_memory = 0;                 ///< bytes; 0 when unknown
-  std::size_t default_page_bytes = 0;                ///< Hugepagesize; 0 when unknown
+  /// Address space the refused call needed, where more than bytes(): an aligned reservation maps
+  /// the alignment more. 0: bytes().
+  std::uint64_t address_space_needed = 0;
+  std::uint64_t mappings = 0;           ///< the process's mappings (/proc/self/maps lines)
+  std::uint64_t max_mappings = 0;       ///< vm.max_map_count; 0 when unknown
+  std::uint64_t physical_memory = 0;    ///< bytes; 0 when unknown
+  std::uint64_t other_pools_bytes = 0;  ///< memory the pools of other page sizes hold
+  std::size_t default_page_bytes = 0;   ///< Hugepagesize; 0 when unknown
 
   /// The bytes asked.
   std::uint64_t bytes() const noexcept { return pages * bytes_of(size); }
@@ -118,7 +136,8 @@ struct hugetlb_refusal {
 /// Reads the facts after the kernel refused `pages` pages of `size` at `stage` with `error`.
 /// Reads sysfs, /proc and the cgroup hierarchy; thread-safe; throws only std::bad_alloc.
 inline hugetlb_refusal read_hugetlb_refusal(refusal_stage stage, page_size size,
-                                            std::uint64_t pages, std::error_code error) {
+                                            std::uint64_t pages, std::error_code error,
+                                            std::uint64_t address_space_needed = 0) {
   hugetlb_refusal facts;
   facts.stage = stage;
   facts.size = size;
@@ -130,10 +149,35 @@ inline hugetlb_refusal read_hugetlb_refusal(refusal_stage stage, page_size size,
                                                                     : hugetlb_charge::fault);
   facts.address_space_limit = detail::address_space_limit();
   facts.address_space_used = detail::address_space_used();
+  facts.address_space_needed = address_space_needed;
+  facts.mappings = detail::mapping_count();
+  facts.max_mappings = detail::read_u64("/proc/sys/vm/max_map_count").value_or(0);
   facts.physical_memory = physical_memory_bytes();
+  for (const page_size other : {page_size::huge_2m, page_size::huge_1g}) {
+    if (other == size) continue;
+    if (const auto pool = read_pool(other)) {
+      facts.other_pools_bytes += pool->total.value_or(0) * bytes_of(other);
+    }
+  }
   facts.default_page_bytes = detail::read_default_huge_page_bytes();
   return facts;
 }
+
+namespace detail {
+
+// The pool size, in bytes, that serves the request: what it holds, plus what is short.
+inline std::uint64_t pool_target_bytes(const hugetlb_refusal& f) noexcept {
+  const std::uint64_t total = f.pool ? f.pool->total.value_or(0) : 0;
+  return (total + f.pages - f.available()) * bytes_of(f.size);
+}
+
+// What this pool may hold: the cap on all pools, less what the other sizes' pools hold.
+inline std::uint64_t pool_room_bytes(const hugetlb_refusal& f) noexcept {
+  const std::uint64_t cap = pool_memory_cap(f.physical_memory);
+  return cap > f.other_pools_bytes ? cap - f.other_pools_bytes : 0;
+}
+
+}  // namespace detail
 
 /// Decides the cause from the facts alone (the list at the top of this file). Pure.
 inline refusal_cause cause_of(const hugetlb_refusal& f) noexcept {
@@ -152,14 +196,17 @@ inline refusal_cause cause_of(const hugetlb_refusal& f) noexcept {
   // ENOMEM: a reservation limit, the address-space limit or the pool refused - decided from all
   // of them, never from the pool's level alone, which other processes move.
   if (limit) return refusal_cause::cgroup_limit;
-  if (f.address_space_limit && f.address_space_used + f.bytes() > *f.address_space_limit) {
+  const std::uint64_t needed =
+      f.address_space_needed > f.bytes() ? f.address_space_needed : f.bytes();
+  if (f.address_space_limit && f.address_space_used + needed > *f.address_space_limit) {
     return refusal_cause::address_space_limit;
+  }
+  if (f.max_mappings != 0 && f.mappings + 1 >= f.max_mappings) {
+    return refusal_cause::mapping_count_limit;
   }
   const std::uint64_t available = f.available();
   if (available >= f.pages) return refusal_cause::pool_refilled;
-  const std::uint64_t total = f.pool->total.value_or(0);
-  if (f.physical_memory != 0 &&
-      total + f.pages - available > f.physical_memory / bytes_of(f.size)) {
+  if (f.physical_memory != 0 && detail::pool_target_bytes(f) > detail::pool_room_bytes(f)) {
     return refusal_cause::beyond_memory;
   }
   return refusal_cause::pool_short;
@@ -197,6 +244,10 @@ inline std::string explain(const hugetlb_refusal& f) {
     }
     case refusal_cause::address_space_limit:
       return what + "; the address-space limit (RLIMIT_AS, ulimit -v) leaves no room for it";
+    case refusal_cause::mapping_count_limit:
+      return what + "; the process has " + std::to_string(f.mappings) +
+             " mappings and vm.max_map_count is " + std::to_string(f.max_mappings) +
+             ": no room for another mapping, whatever the pool holds";
     case refusal_cause::fault_elsewhere:
       return what +
              "; no hugetlb cgroup limit explains it: the pool ran short on the NUMA nodes this "
@@ -229,8 +280,13 @@ inline std::string explain(const hugetlb_refusal& f) {
            pool_command(total + f.pages);
   }
   if (cause == refusal_cause::beyond_memory) {
-    return what + "; no pool can hold that: it is more than this machine's memory (" +
-           detail::format_bytes(f.physical_memory) + ")";
+    std::string room = "; no pool can hold that: pools should take at most " +
+                       detail::format_bytes(pool_memory_cap(f.physical_memory)) + " (80%) of " +
+                       "this machine's " + detail::format_bytes(f.physical_memory);
+    if (f.other_pools_bytes != 0) {
+      room += ", of which other pools hold " + detail::format_bytes(f.other_pools_bytes);
+    }
+    return what + room;
   }
   return what + "; reserve enough with: " + pool_command(total + f.pages - available);
 }
@@ -255,6 +311,7 @@ namespace detail {
     case refusal_cause::no_pool:
     case refusal_cause::call_refused:
     case refusal_cause::address_space_limit:
+    case refusal_cause::mapping_count_limit:
     case refusal_cause::fault_elsewhere:
     case refusal_cause::limit_unseen: break;
   }

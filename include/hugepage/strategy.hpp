@@ -449,8 +449,10 @@ class strategy {
       if (at != nullptr) release_part(nullptr, at, length);  // a failed MAP_FIXED
       if (!must) return nullptr;
       // Read once: the retry and the message are decided from the same facts (refusal.hpp).
+      const bool aligned_reservation = at == nullptr && alignment > bytes_of(size);
       const hugetlb_refusal refusal =
-          read_hugetlb_refusal(refusal_stage::reserve, size, length / bytes_of(size), ec);
+          read_hugetlb_refusal(refusal_stage::reserve, size, length / bytes_of(size), ec,
+                               aligned_reservation ? length + alignment : length);
       if (cause_of(refusal) != refusal_cause::pool_refilled || attempt == 2) {
         detail::throw_refusal(refusal);
       }

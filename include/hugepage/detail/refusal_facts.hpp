@@ -3,7 +3,9 @@
 #pragma once
 
 #include <sys/resource.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -47,6 +49,23 @@ inline std::uint64_t address_space_used() {
   std::error_code ec;
   const std::string statm = read_file("/proc/self/statm", ec);
   return parse_u64(statm).value_or(0) * os::base_page_size();
+}
+
+/// The mappings of this process (lines of /proc/self/maps): what vm.max_map_count limits. 0 when
+/// unreadable. Reads through a buffer on the stack: at the limit, malloc cannot map more.
+inline std::uint64_t mapping_count() noexcept {
+  const int fd = open_read_only("/proc/self/maps");
+  if (fd < 0) return 0;
+  char buffer[4096];
+  std::uint64_t lines = 0;
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    for (ssize_t i = 0; i < n; ++i) lines += buffer[i] == '\n' ? 1 : 0;
+  }
+  ::close(fd);
+  return lines;
 }
 
 }  // namespace hugepage::detail
