@@ -50,13 +50,20 @@ std::vector<std::string> pool_shortage_evidence(const system_report& s, const hu
   return why;
 }
 
-// A pool size the machine can hold: at most 80% of MemTotal in pages of this size, never less
-// than the pool has now. nullopt when even one more page would pass that.
+// A pool size the machine can hold: all pools together within pool_memory_cap() of MemTotal (the
+// cap the library's messages keep), never less than the pool has now. nullopt when even one more
+// page would pass that.
 std::optional<std::uint64_t> capped_pool_target(const system_report& s, std::size_t page_bytes,
                                                 std::uint64_t total, std::uint64_t wanted) {
   if (const auto mem = meminfo(s, "MemTotal"); mem && page_bytes > 0) {
-    const std::uint64_t cap = *mem / 10 * 8 / page_bytes;
-    wanted = std::min(wanted, cap);
+    std::uint64_t other_pools = 0;
+    for (const hugetlb_pool& pool : s.pools) {
+      if (!pool.node && pool.page_bytes != page_bytes) {
+        other_pools += pool.total.value_or(0) * pool.page_bytes;
+      }
+    }
+    const std::uint64_t room = pool_memory_cap(*mem);
+    wanted = std::min(wanted, room > other_pools ? (room - other_pools) / page_bytes : 0);
   }
   if (wanted <= total) return std::nullopt;
   return wanted;

@@ -137,6 +137,24 @@ TEST(DoctorAdvice, PoolAdviceCappedByPhysicalMemory) {
   EXPECT_NE(a.trade.find("80% of MemTotal"), std::string::npos);
 }
 
+// The cap holds all pools together: a 1 GiB pool leaves the 2 MiB pool 614 MiB of the 1.6 GiB.
+TEST(DoctorAdvice, PoolAdviceCapCountsThePoolsOfOtherSizes) {
+  system_report s = healthy_system();
+  s.meminfo["MemTotal"] = 2 * gib;
+  s.pools[0].total = 200;
+  s.pools[0].free = 0;
+  s.pools[0].reserved = 1;
+  EXPECT_FALSE(only(advise_system(s), "pool_exhausted").commands.empty());
+  hugetlb_pool giant;
+  giant.page_bytes = gib;
+  giant.total = 1;
+  giant.free = 1;
+  s.pools.push_back(giant);
+  s.pools[0].total = 400;  // 800 MiB: past the 614 MiB left beside the 1 GiB pool
+  const advice a = only(advise_system(s), "pool_exhausted");
+  EXPECT_TRUE(a.commands.empty()) << all_commands({a});
+}
+
 TEST(DoctorAdvice, CompactionOnlyWithFragmentationAndFallbacks) {
   system_report s = healthy_system();
   s.zones = std::vector<zone_readiness>{{0, "DMA", 15 * mib, 14 * mib, 7},
