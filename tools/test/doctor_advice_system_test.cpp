@@ -195,6 +195,41 @@ TEST(DoctorAdvice, CgroupLimits) {
             "echo 268435456 > /sys/fs/cgroup/app.slice/hugetlb.2MB.rsvd.max");
 }
 
+// Whoever creates the doctor's cgroup names it: a directory with control or non-ASCII bytes
+// enters no command, and the message says which file to write by hand.
+TEST(DoctorAdvice, CgroupLimitsInAnUnprintableDirectory) {
+  for (const std::string& directory :
+       {std::string("/sys/fs/cgroup/ev\x1b[31m\xff.service"),
+        std::string("/sys/fs/cgroup/\xc3\xa9t\xc3\xa9"), std::string("/sys/fs/cgroup/a\nb")}) {
+    system_report s = healthy_system();
+    hugetlb_limit limit;
+    limit.page_bytes = 2 * mib;
+    limit.version = "v2";
+    limit.directory = directory;
+    limit.has_max = true;
+    limit.max = 256 * mib;  // pool is 1200 MiB
+    limit.has_rsvd_max = true;
+    limit.rsvd_max = std::nullopt;  // "max"
+    s.cgroup.status = "v2";
+    s.cgroup.limits.push_back(limit);
+    const auto list = advise_system(s);
+    const advice& below = only(list, "cgroup_limit_below_pool");
+    EXPECT_TRUE(below.commands.empty()) << below.commands.at(0);
+    EXPECT_EQ(below.message,
+              "the hugetlb cgroup caps 2 MiB pages at 256 MiB, below the pool's 1.17 GiB: write "
+              "max to its hugetlb.2MB.max by hand (the cgroup's path has control or non-ASCII "
+              "bytes, which no printed command carries)");
+    const advice& at_fault = only(list, "cgroup_limit_at_fault");
+    EXPECT_TRUE(at_fault.commands.empty()) << at_fault.commands.at(0);
+    EXPECT_EQ(at_fault.message,
+              "the hugetlb cgroup limits 2 MiB pages at fault time only: a process over 256 MiB "
+              "gets SIGBUS on first touch instead of ENOMEM from mmap: write 268435456 to its "
+              "hugetlb.2MB.rsvd.max by hand (the cgroup's path has control or non-ASCII bytes, "
+              "which no printed command carries)");
+    EXPECT_EQ(advice_level::warning, below.level);
+  }
+}
+
 TEST(DoctorAdvice, CpuWithout1GPages) {
   system_report s = healthy_system();
   s.cpu_1g_pages = false;
