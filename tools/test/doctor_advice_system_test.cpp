@@ -9,6 +9,7 @@
 #include <string>
 
 #include "doctor_advice_support.hpp"
+#include "hugepage/refusal.hpp"
 #include "report.hpp"
 #include "text.hpp"
 
@@ -92,7 +93,7 @@ TEST(DoctorAdvice, ExhaustedOnlyWhenSomethingWantedMore) {
   const advice& a = only(list, "pool_exhausted");
   EXPECT_EQ(a.level, advice_level::warning);
   ASSERT_EQ(a.commands.size(), 2u);
-  EXPECT_EQ(a.commands[0], "echo 750 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages");
+  EXPECT_EQ(a.commands[0], "sysctl -w vm.nr_hugepages=750");
   EXPECT_EQ(a.commands[1],
             "printf '%s\\n' 'vm.nr_hugepages = 750' > "
             "/etc/sysctl.d/90-hugepage-doctor-nr_hugepages.conf");
@@ -123,6 +124,41 @@ TEST(DoctorAdvice, ExhaustedOnlyWhenSomethingWantedMore) {
   EXPECT_EQ(find(advise_system(s), "pool_exhausted"), std::nullopt);
 }
 
+// The default pool is sized with sysctl, as the library's refusal messages say; another size
+// through its sysfs file. Which is the default comes from Hugepagesize.
+TEST(DoctorAdvice, PoolCommandsAsTheLibraryPrintsThem) {
+  system_report s = healthy_system();
+  hugetlb_pool gigantic;
+  gigantic.page_bytes = gib;
+  gigantic.total = 2;
+  gigantic.free = 0;
+  gigantic.reserved = 1;
+  gigantic.surplus = 0;
+  gigantic.overcommit = 0;
+  s.pools.push_back(gigantic);
+  s.pools[0].free = 0;
+  s.pools[0].reserved = 1;
+  auto pool_advice = [&](std::size_t page_bytes) {
+    for (const advice& a : advise_system(s)) {
+      if (a.id == "pool_exhausted" && a.message.find(format_bytes(page_bytes)) != std::string::npos)
+        return a.commands;
+    }
+    return std::vector<std::string>{};
+  };
+  EXPECT_EQ(pool_advice(2 * mib),
+            (std::vector<std::string>{pool_resize_command(2 * mib, 750, 2 * mib),
+                                      "printf '%s\\n' 'vm.nr_hugepages = 750' > "
+                                      "/etc/sysctl.d/90-hugepage-doctor-nr_hugepages.conf"}));
+  EXPECT_EQ(pool_advice(2 * mib).at(0), "sysctl -w vm.nr_hugepages=750");
+  EXPECT_EQ(pool_advice(gib).at(0),
+            "echo 3 > /sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages");
+  // Booted with default_hugepagesz=1G: vm.nr_hugepages sizes the 1 GiB pool.
+  s.meminfo["Hugepagesize"] = gib;
+  EXPECT_EQ(pool_advice(gib).at(0), "sysctl -w vm.nr_hugepages=3");
+  EXPECT_EQ(pool_advice(2 * mib).at(0),
+            "echo 750 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages");
+}
+
 TEST(DoctorAdvice, PoolAdviceCappedByPhysicalMemory) {
   system_report s = healthy_system();
   s.meminfo["MemTotal"] = 2 * gib;  // 80%: 819 pages of 2 MiB
@@ -130,7 +166,7 @@ TEST(DoctorAdvice, PoolAdviceCappedByPhysicalMemory) {
   s.pools[0].free = 0;
   s.pools[0].reserved = 1;
   EXPECT_EQ(only(advise_system(s), "pool_exhausted").commands.at(0),
-            "echo 819 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages");
+            "sysctl -w vm.nr_hugepages=819");
   s.pools[0].total = 900;  // already past the cap: no command, the cost says why
   const advice a = only(advise_system(s), "pool_exhausted");
   EXPECT_TRUE(a.commands.empty()) << all_commands({a});
