@@ -115,6 +115,21 @@ std::size_t parse_size(const std::string& text) {
   return static_cast<std::size_t>(bytes);
 }
 
+// --sizes=A,B,...: at least one size and no empty one (a stray comma is a typo, never "the
+// defaults"); bench/runner/util.py parse_size_list reads the same.
+std::vector<std::size_t> parse_sizes(const std::string& text) {
+  if (text.empty()) usage_error("--sizes= names no size (e.g. --sizes=4M,64M,1G)");
+  std::vector<std::size_t> sizes;
+  std::size_t begin = 0;
+  while (true) {
+    const std::size_t end = std::min(text.find(',', begin), text.size());
+    if (end == begin) usage_error("empty size in --sizes=" + text + " (e.g. --sizes=4M,64M,1G)");
+    sizes.push_back(parse_size(text.substr(begin, end - begin)));
+    if (end == text.size()) return sizes;
+    begin = end + 1;
+  }
+}
+
 int parse_count(const char* text, const char* flag, int low, int high) {
   char* end = nullptr;
   const long value = std::strtol(text, &end, 10);
@@ -149,7 +164,7 @@ options parse_flags(int& argc, char** argv) {
       o.pairing.round_seconds = parse_count(seconds, "--round-seconds", 0, 3600);
     } else if (const char* sizes = value_of(arg, "--sizes")) {
       o.sizes_given = true;
-      for (const std::string& s : split(sizes)) o.sizes.push_back(parse_size(s));
+      o.sizes = parse_sizes(sizes);
     } else if (const char* allocators = value_of(arg, "--allocators")) {
       for (const std::string& a : split(allocators)) {
         const auto* k = std::find_if(std::begin(all_kinds), std::end(all_kinds),
@@ -173,7 +188,7 @@ options parse_flags(int& argc, char** argv) {
         o.suites.push_back(&*found);
       }
     } else if (const char* cpu = value_of(arg, "--cpu")) {
-      o.cpu = std::atoi(cpu);
+      o.cpu = parse_count(cpu, "--cpu", 0, CPU_SETSIZE - 1);
     } else {
       argv[out++] = argv[i];
       continue;

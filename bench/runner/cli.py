@@ -35,7 +35,7 @@ from .plan import paired_plan, rotation, split_processes, spread_rounds, suites_
 from .registry import Registry
 from .registry import load as load_registry
 from .report import paired_report, report
-from .util import GiB, MiB, fmt_size, log, parse_size
+from .util import GiB, MiB, fmt_size, log, parse_size, parse_size_list
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DEFAULT_BENCH = ROOT / "build" / "bench" / "hugepage_bench"
@@ -115,9 +115,9 @@ def parse_args(argv):
     args = p.parse_args(argv)
     args.extra = extra
     split = lambda s: [x.strip() for x in s.split(",") if x.strip()] if s else None
-    args.sizes_text = split(args.sizes)
+    args.sizes_text = args.sizes.split(",") if args.sizes is not None else None
     try:
-        args.sizes = [parse_size(s) for s in args.sizes_text] if args.sizes_text else None
+        args.sizes = parse_size_list(args.sizes) if args.sizes is not None else None
     except argparse.ArgumentTypeError as e:
         p.error(f"--sizes: {e}")
     args.suites = split(args.suites)

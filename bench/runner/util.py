@@ -15,9 +15,11 @@ def log(msg):
 
 
 # The one size grammar of the benchmark, as hugepage_bench's parse_size (bench/main.cpp) reads it:
-# digits, an optional fraction, an optional K, M, G or T (any case, optionally followed by B or
-# iB), binary units; bytes without a unit; a whole number of bytes above 0.
-SIZE_RE = re.compile(r"(\d+(?:\.\d+)?)(?:([KMGTkmgt])(B|iB)?)?")
+# ASCII digits, an optional fraction, an optional K, M, G or T (any case, optionally followed by B
+# or iB), binary units; bytes without a unit; a whole number of bytes from 1 to 2^62. The value
+# is a double there and here, so both round a long number the same way.
+SIZE_RE = re.compile(r"([0-9]+(?:\.[0-9]+)?)(?:([KMGTkmgt])(B|iB)?)?")
+MAX_SIZE = 1 << 62
 
 
 def parse_size(text):
@@ -25,12 +27,23 @@ def parse_size(text):
     bytes_ = None
     if m:
         shift = {None: 0, "K": 10, "M": 20, "G": 30, "T": 40}[m.group(2) and m.group(2).upper()]
-        value = float(m.group(1)) * (1 << shift)
-        if value >= 1 and value == int(value):
+        value = math.ldexp(float(m.group(1)), shift)
+        if 1 <= value <= MAX_SIZE and value == int(value):
             bytes_ = int(value)
     if bytes_ is None:
         raise argparse.ArgumentTypeError(f"bad size '{text}' (e.g. 4M, 256MiB, 1.5G, 4096)")
     return bytes_
+
+
+def parse_size_list(text):
+    """--sizes=A,B,...: at least one size and no empty one, as hugepage_bench reads it."""
+    if not text:
+        raise argparse.ArgumentTypeError("--sizes= names no size (e.g. --sizes=4M,64M,1G)")
+    parts = text.split(",")
+    if "" in parts:
+        raise argparse.ArgumentTypeError(
+            f"empty size in --sizes={text} (e.g. --sizes=4M,64M,1G)")
+    return [parse_size(s) for s in parts]
 
 
 def size_flag(n):

@@ -69,13 +69,18 @@ std::optional<std::uint64_t> capped_pool_target(const system_report& s, std::siz
   return wanted;
 }
 
-// A command that sets a pool's size now and at boot: vm.nr_hugepages covers the default size
-// through sysctl.d; other sizes only through the kernel command line or the sysfs file.
+// Commands that set a pool's size now and at boot: vm.nr_hugepages covers the default size (now
+// through sysctl -w, as the library's refusal messages print it; at boot through sysctl.d);
+// other sizes only through the kernel command line or the sysfs file.
 std::vector<std::string> pool_commands(const system_report& s, std::size_t page_bytes,
                                        std::uint64_t target) {
-  std::vector<std::string> out{pool_resize_command(page_bytes, target)};
-  const bool default_size = !s.pools.empty() && s.pools.front().page_bytes == page_bytes &&
-                            meminfo(s, "Hugepagesize").value_or(page_bytes) == page_bytes;
+  // The default size is Hugepagesize in /proc/meminfo; without it, the smallest pool's.
+  const auto hugepagesize = meminfo(s, "Hugepagesize");
+  const bool default_size = hugepagesize
+                                ? *hugepagesize == page_bytes
+                                : !s.pools.empty() && s.pools.front().page_bytes == page_bytes;
+  std::vector<std::string> out{
+      pool_resize_command(page_bytes, target, default_size ? page_bytes : 0)};
   if (default_size) {
     out.push_back(file_command(sysctl_conf, {fmt::format("vm.nr_hugepages = {}", target)}));
   } else {

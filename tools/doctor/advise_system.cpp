@@ -6,10 +6,11 @@
 //
 // Commands are built from values the doctor chose: kernel and configuration paths, numbers it
 // computed, and a systemd unit name that passed safe_unit_name(). Every word goes through
-// shell_quote(). The one exception is an environment variable the advice sets: its current value
-// (from /proc/PID/environ) is merged in so that nothing in it is lost, only when it is printable
-// ASCII, and always quoted (environment_setting()). A process's title and mapping names appear
-// in messages (escaped when printed), never in a command.
+// shell_quote(). Two exceptions enter a command only when printable_ascii(), and always quoted:
+// an environment variable the advice sets, whose current value (from /proc/PID/environ) is merged
+// in so that nothing in it is lost (environment_setting()), and the doctor's own hugetlb cgroup
+// directory. A process's title and mapping names appear in messages (escaped when printed),
+// never in a command.
 //
 // A warning is something to fix (exit status 1); a note is worth knowing but not a fault (a
 // stock default, a deliberate choice of the service, a pool that is exactly sized and in use).
@@ -173,37 +174,52 @@ std::vector<advice> advise_system(const system_report& s) {
   }
 
   for (const hugetlb_limit& limit : s.cgroup.limits) {
-    // The directory comes from /proc/self/cgroup and mountinfo: the doctor's own cgroup, not a
-    // target's; it is still quoted as a word.
-    const std::string file =
-        limit.directory + "/hugetlb." + hugetlb_cgroup_size_name(limit.page_bytes) + ".";
+    // The directory comes from /proc/self/cgroup and mountinfo: the doctor's own cgroup, named
+    // by whoever created it. Like a process's environment value, it enters a command only when
+    // printable_ascii(), quoted as a word; otherwise the message says to write the file by hand.
+    const std::string prefix = "hugetlb." + hugetlb_cgroup_size_name(limit.page_bytes) + ".";
+    const std::string file = limit.directory + "/" + prefix;
+    const bool printable_directory = printable_ascii(limit.directory);
+    const auto by_hand = [&](const std::string& value, const std::string& name) {
+      if (printable_directory) return std::string();
+      return fmt::format(
+          ": write {} to its {} by hand (the cgroup's path has control or non-ASCII bytes, "
+          "which no printed command carries)",
+          value, prefix + name);
+    };
+    const auto command = [&](const std::string& value, const std::string& name) {
+      if (!printable_directory) return std::vector<std::string>{};
+      return std::vector<std::string>{write_command(value, file + name)};
+    };
     std::uint64_t pool_bytes = 0;
     for (const hugetlb_pool& pool : s.pools) {
       if (pool.page_bytes == limit.page_bytes)
         pool_bytes = pool.total.value_or(0) * pool.page_bytes;
     }
     if (limit.has_max && limit.max && *limit.max < pool_bytes) {
-      const std::string max_file = file + (limit.version == "v2" ? "max" : "limit_in_bytes");
+      const std::string max_name = limit.version == "v2" ? "max" : "limit_in_bytes";
       out.push_back({"cgroup_limit_below_pool",
                      advice_level::warning,
-                     fmt::format("the hugetlb cgroup caps {} pages at {}, below the pool's {}",
+                     fmt::format("the hugetlb cgroup caps {} pages at {}, below the pool's {}{}",
                                  format_bytes(limit.page_bytes), format_bytes(*limit.max),
-                                 format_bytes(pool_bytes)),
-                     {fmt::format("{}: {}", max_file, *limit.max)},
+                                 format_bytes(pool_bytes), by_hand("max", max_name)),
+                     {fmt::format("{}{}: {}", file, max_name, *limit.max)},
                      "processes in this cgroup may take the whole pool",
-                     {write_command("max", max_file)}});
+                     command("max", max_name)});
     }
     if (limit.version == "v2" && limit.has_max && limit.max && limit.has_rsvd_max &&
         !limit.rsvd_max) {
+      const std::string max = fmt::format("{}", *limit.max);
       out.push_back({"cgroup_limit_at_fault",
                      advice_level::warning,
                      fmt::format("the hugetlb cgroup limits {} pages at fault time only: a "
                                  "process over {} gets SIGBUS on first touch instead of ENOMEM "
-                                 "from mmap",
-                                 format_bytes(limit.page_bytes), format_bytes(*limit.max)),
+                                 "from mmap{}",
+                                 format_bytes(limit.page_bytes), format_bytes(*limit.max),
+                                 by_hand(max, "rsvd.max")),
                      {fmt::format("{}max: {}", file, *limit.max), file + "rsvd.max: max"},
                      "",
-                     {write_command(fmt::format("{}", *limit.max), file + "rsvd.max")}});
+                     command(max, "rsvd.max")});
     }
   }
 

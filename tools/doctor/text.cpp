@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <optional>
 
 namespace hugepage::doctor {
 
@@ -159,8 +160,37 @@ bool safe_unit_name(std::string_view name) {
   return true;
 }
 
+namespace {
+
+bool ends_with(std::string_view text, std::string_view suffix) {
+  return text.size() > suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
+}
+
+// The unit whose own cgroup `path` is: /A.slice/.../B.slice/X.service and nothing below. A
+// *.service further down (below a user manager, a scope or a delegated service) was named by
+// whoever the cgroup was delegated to, and would name a system unit it is not; a process in a
+// service's sub-cgroup may sit in a delegated subtree too. A user manager (user@UID.service) is
+// a user's whole session, never restarted for one process.
+std::string unit_of_path(std::string_view path) {
+  if (path.empty() || path.front() != '/') return {};
+  path.remove_prefix(1);
+  while (!path.empty()) {
+    const auto slash = path.find('/');
+    const std::string_view part = path.substr(0, slash);
+    if (slash == std::string_view::npos) {
+      if (!ends_with(part, ".service") || part.substr(0, 5) == "user@") return {};
+      return std::string(part);
+    }
+    if (!ends_with(part, ".slice")) return {};
+    path.remove_prefix(slash + 1);
+  }
+  return {};
+}
+
+}  // namespace
+
 std::string systemd_unit(std::string_view cgroup_file_text) {
-  std::string v2, v1;
+  std::optional<std::string_view> v2, v1;
   while (!cgroup_file_text.empty()) {
     const auto nl = cgroup_file_text.find('\n');
     const std::string_view line = cgroup_file_text.substr(0, nl);
@@ -169,22 +199,17 @@ std::string systemd_unit(std::string_view cgroup_file_text) {
     const auto second = first == std::string_view::npos ? first : line.find(':', first + 1);
     if (second == std::string_view::npos) continue;
     const std::string_view controllers = line.substr(first + 1, second - first - 1);
-    std::string_view path = line.substr(second + 1);
-    // The innermost *.service component: a service's own sub-cgroups sit below it.
-    std::string unit;
-    while (!path.empty()) {
-      const auto slash = path.find('/');
-      const std::string_view part = path.substr(0, slash);
-      path.remove_prefix(slash == std::string_view::npos ? path.size() : slash + 1);
-      if (part.size() > 8 && part.substr(part.size() - 8) == ".service") unit = std::string(part);
-    }
+    const std::string_view path = line.substr(second + 1);
     if (line.substr(0, first) == "0" && controllers.empty()) {
-      v2 = unit;
+      v2 = path;
     } else if (controllers == "name=systemd") {
-      v1 = unit;
+      v1 = path;
     }
   }
-  const std::string& unit = v2.empty() ? v1 : v2;
+  // The unified path decides wherever the process has one other than the root (hybrid systems
+  // track services there); v1's name=systemd path only on a legacy hierarchy.
+  const std::optional<std::string_view>& path = v2 && *v2 != "/" ? v2 : v1;
+  const std::string unit = path ? unit_of_path(*path) : std::string();
   return safe_unit_name(unit) ? unit : std::string();
 }
 

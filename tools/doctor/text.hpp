@@ -52,9 +52,11 @@ std::string printable(std::string_view text);
 /// path is chosen by whoever started it. Escaped unit names (with '\') are refused.
 bool safe_unit_name(std::string_view name);
 
-/// The systemd service unit a process runs in, from /proc/PID/cgroup text (the last
-/// "*.service" component of the v2 path, or of the v1 name=systemd path); "" when there is none
-/// or it fails safe_unit_name().
+/// The systemd service unit a process runs in, from /proc/PID/cgroup text: the v2 path (the v1
+/// name=systemd path where v2 has only "/") when it is a system service's own cgroup, only
+/// "*.slice" components then a "*.service" one, last, not a user manager ("user@..."). "" for a
+/// cgroup below a service, scope or user manager (its owner named it), or a name that fails
+/// safe_unit_name().
 std::string systemd_unit(std::string_view cgroup_file_text);
 
 }  // namespace hugepage::doctor

@@ -137,7 +137,7 @@ TEST(DoctorAdvice, PostgresSharedBuffersNeedAPool) {
   const advice& a = only(list, "postgres_huge_pages");
   EXPECT_NE(a.message.find("huge_pages = on"), std::string::npos) << a.message;
   EXPECT_NE(a.message.find("at least 74 pages of 2 MiB"), std::string::npos) << a.message;
-  EXPECT_EQ(a.commands.at(0), "echo 74 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages");
+  EXPECT_EQ(a.commands.at(0), "sysctl -w vm.nr_hugepages=74");
   // Already on the pool: nothing.
   p.hugetlb[2 * mib] = 148 * mib;
   EXPECT_EQ(find(advise_process(p, s), "postgres_huge_pages"), std::nullopt);

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "doctor_advice_support.hpp"
+#include "hugepage/refusal.hpp"
 #include "report.hpp"
 #include "text.hpp"
 
@@ -92,7 +93,7 @@ TEST(DoctorAdvice, ExhaustedOnlyWhenSomethingWantedMore) {
   const advice& a = only(list, "pool_exhausted");
   EXPECT_EQ(a.level, advice_level::warning);
   ASSERT_EQ(a.commands.size(), 2u);
-  EXPECT_EQ(a.commands[0], "echo 750 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages");
+  EXPECT_EQ(a.commands[0], "sysctl -w vm.nr_hugepages=750");
   EXPECT_EQ(a.commands[1],
             "printf '%s\\n' 'vm.nr_hugepages = 750' > "
             "/etc/sysctl.d/90-hugepage-doctor-nr_hugepages.conf");
@@ -123,6 +124,41 @@ TEST(DoctorAdvice, ExhaustedOnlyWhenSomethingWantedMore) {
   EXPECT_EQ(find(advise_system(s), "pool_exhausted"), std::nullopt);
 }
 
+// The default pool is sized with sysctl, as the library's refusal messages say; another size
+// through its sysfs file. Which is the default comes from Hugepagesize.
+TEST(DoctorAdvice, PoolCommandsAsTheLibraryPrintsThem) {
+  system_report s = healthy_system();
+  hugetlb_pool gigantic;
+  gigantic.page_bytes = gib;
+  gigantic.total = 2;
+  gigantic.free = 0;
+  gigantic.reserved = 1;
+  gigantic.surplus = 0;
+  gigantic.overcommit = 0;
+  s.pools.push_back(gigantic);
+  s.pools[0].free = 0;
+  s.pools[0].reserved = 1;
+  auto pool_advice = [&](std::size_t page_bytes) {
+    for (const advice& a : advise_system(s)) {
+      if (a.id == "pool_exhausted" && a.message.find(format_bytes(page_bytes)) != std::string::npos)
+        return a.commands;
+    }
+    return std::vector<std::string>{};
+  };
+  EXPECT_EQ(pool_advice(2 * mib),
+            (std::vector<std::string>{pool_resize_command(2 * mib, 750, 2 * mib),
+                                      "printf '%s\\n' 'vm.nr_hugepages = 750' > "
+                                      "/etc/sysctl.d/90-hugepage-doctor-nr_hugepages.conf"}));
+  EXPECT_EQ(pool_advice(2 * mib).at(0), "sysctl -w vm.nr_hugepages=750");
+  EXPECT_EQ(pool_advice(gib).at(0),
+            "echo 3 > /sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages");
+  // Booted with default_hugepagesz=1G: vm.nr_hugepages sizes the 1 GiB pool.
+  s.meminfo["Hugepagesize"] = gib;
+  EXPECT_EQ(pool_advice(gib).at(0), "sysctl -w vm.nr_hugepages=3");
+  EXPECT_EQ(pool_advice(2 * mib).at(0),
+            "echo 750 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages");
+}
+
 TEST(DoctorAdvice, PoolAdviceCappedByPhysicalMemory) {
   system_report s = healthy_system();
   s.meminfo["MemTotal"] = 2 * gib;  // 80%: 819 pages of 2 MiB
@@ -130,7 +166,7 @@ TEST(DoctorAdvice, PoolAdviceCappedByPhysicalMemory) {
   s.pools[0].free = 0;
   s.pools[0].reserved = 1;
   EXPECT_EQ(only(advise_system(s), "pool_exhausted").commands.at(0),
-            "echo 819 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages");
+            "sysctl -w vm.nr_hugepages=819");
   s.pools[0].total = 900;  // already past the cap: no command, the cost says why
   const advice a = only(advise_system(s), "pool_exhausted");
   EXPECT_TRUE(a.commands.empty()) << all_commands({a});
@@ -211,6 +247,41 @@ TEST(DoctorAdvice, CgroupLimits) {
             "echo max > /sys/fs/cgroup/app.slice/hugetlb.2MB.max");
   EXPECT_EQ(only(list, "cgroup_limit_at_fault").commands.at(0),
             "echo 268435456 > /sys/fs/cgroup/app.slice/hugetlb.2MB.rsvd.max");
+}
+
+// Whoever creates the doctor's cgroup names it: a directory with control or non-ASCII bytes
+// enters no command, and the message says which file to write by hand.
+TEST(DoctorAdvice, CgroupLimitsInAnUnprintableDirectory) {
+  for (const std::string& directory :
+       {std::string("/sys/fs/cgroup/ev\x1b[31m\xff.service"),
+        std::string("/sys/fs/cgroup/\xc3\xa9t\xc3\xa9"), std::string("/sys/fs/cgroup/a\nb")}) {
+    system_report s = healthy_system();
+    hugetlb_limit limit;
+    limit.page_bytes = 2 * mib;
+    limit.version = "v2";
+    limit.directory = directory;
+    limit.has_max = true;
+    limit.max = 256 * mib;  // pool is 1200 MiB
+    limit.has_rsvd_max = true;
+    limit.rsvd_max = std::nullopt;  // "max"
+    s.cgroup.status = "v2";
+    s.cgroup.limits.push_back(limit);
+    const auto list = advise_system(s);
+    const advice& below = only(list, "cgroup_limit_below_pool");
+    EXPECT_TRUE(below.commands.empty()) << below.commands.at(0);
+    EXPECT_EQ(below.message,
+              "the hugetlb cgroup caps 2 MiB pages at 256 MiB, below the pool's 1.17 GiB: write "
+              "max to its hugetlb.2MB.max by hand (the cgroup's path has control or non-ASCII "
+              "bytes, which no printed command carries)");
+    const advice& at_fault = only(list, "cgroup_limit_at_fault");
+    EXPECT_TRUE(at_fault.commands.empty()) << at_fault.commands.at(0);
+    EXPECT_EQ(at_fault.message,
+              "the hugetlb cgroup limits 2 MiB pages at fault time only: a process over 256 MiB "
+              "gets SIGBUS on first touch instead of ENOMEM from mmap: write 268435456 to its "
+              "hugetlb.2MB.rsvd.max by hand (the cgroup's path has control or non-ASCII bytes, "
+              "which no printed command carries)");
+    EXPECT_EQ(advice_level::warning, below.level);
+  }
 }
 
 TEST(DoctorAdvice, CpuWithout1GPages) {

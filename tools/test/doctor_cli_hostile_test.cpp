@@ -292,4 +292,39 @@ TEST(DoctorCli, ServiceUnitFromCgroupGoesIntoTheDropIn) {
   EXPECT_TRUE(restart) << r.out;
 }
 
+// A cgroup below a user manager, named like a system service: whoever owns the user manager
+// names it, so no drop-in and no restart for that system unit; the export stands in.
+TEST(DoctorCli, ServiceNamedCgroupBelowAUserManagerIsNoUnit) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to create a cgroup";
+  if (unit_hierarchy().empty()) {
+    HUGEPAGE_SKIP_OR_FAIL("no cgroup v2 at /sys/fs/cgroup and no v1 name=systemd hierarchy");
+  }
+  target t({"--anon", "600"}, "HOSTILE;reboot");
+  ASSERT_TRUE(t.ready()) << t.line();
+  const std::string top = "hugepage-doctor-test-" + std::to_string(::getpid()) + ".slice";
+  test_cgroup slice(top);
+  test_cgroup user(top + "/user-1000.slice");
+  test_cgroup manager(top + "/user-1000.slice/user@1000.service");
+  test_cgroup app(top + "/user-1000.slice/user@1000.service/app.slice");
+  test_cgroup leaf(top + "/user-1000.slice/user@1000.service/app.slice/sshd.service");
+  ASSERT_TRUE(leaf.add(t.pid()));
+  const result r = doctor({"--pid", std::to_string(t.pid()), "--json"});
+  ASSERT_TRUE(r.code == 0 || r.code == 1) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(doc.at("process").at("systemd_unit").is_null()) << r.out;
+  std::size_t commands = 0;
+  bool exported = false;
+  for (const auto& a : doc.at("advice")) {
+    for (const auto& c : a.at("commands")) {
+      const std::string command = c.get<std::string>();
+      ++commands;
+      EXPECT_EQ(command.find("systemctl"), std::string::npos) << command;
+      EXPECT_EQ(command.find("/etc/systemd/system"), std::string::npos) << command;
+      exported = exported || command.rfind("export ", 0) == 0;
+    }
+  }
+  EXPECT_GT(commands, 0u) << r.out;
+  EXPECT_TRUE(exported) << r.out;
+}
+
 }  // namespace

@@ -93,11 +93,41 @@ TEST(DoctorText, PrintableEscapesControlsAndInvalidUtf8) {
 
 TEST(DoctorText, SystemdUnitFromCgroup) {
   EXPECT_EQ(systemd_unit("0::/system.slice/redis-server.service\n"), "redis-server.service");
-  EXPECT_EQ(systemd_unit("0::/system.slice/postgresql@15-main.service/sub\n"),
+  EXPECT_EQ(systemd_unit("0::/system.slice/system-postgresql.slice/postgresql@15-main.service\n"),
             "postgresql@15-main.service");
+  EXPECT_EQ(systemd_unit("0::/foo.service\n"), "foo.service");  // Slice=-.slice
   EXPECT_EQ(systemd_unit("12:hugetlb:/\n1:name=systemd:/system.slice/a.service\n0::/\n"),
             "a.service");
   EXPECT_EQ(systemd_unit("0::/user.slice/user-0.slice/session-3.scope\n"), "");
+  EXPECT_EQ(systemd_unit("0::/\n"), "");
+  EXPECT_EQ(systemd_unit(""), "");
+}
+
+// Below a user manager, a scope or a service, the cgroup tree is delegated: its owner names the
+// cgroups, so a *.service there names no system unit (restarting it would hit one).
+TEST(DoctorText, SystemdUnitNotFromDelegatedCgroup) {
+  EXPECT_EQ(
+      systemd_unit("0::/user.slice/user-1000.slice/user@1000.service/app.slice/sshd.service\n"),
+      "");
+  EXPECT_EQ(systemd_unit("0::/user.slice/user-1000.slice/user@1000.service/sshd.service\n"), "");
+  EXPECT_EQ(systemd_unit("0::/user.slice/user-1000.slice/user@1000.service\n"), "");
+  EXPECT_EQ(systemd_unit("0::/user.slice/user-1000.slice/user@1000.service/init.scope\n"), "");
+  EXPECT_EQ(systemd_unit("0::/system.slice/a.service/sshd.service\n"), "");
+  EXPECT_EQ(systemd_unit("0::/system.slice/a.service/sub\n"), "");
+  EXPECT_EQ(systemd_unit("0::/system.slice/a.service/x.slice/sshd.service\n"), "");
+  EXPECT_EQ(systemd_unit("0::/user.slice/user-1000.slice/session-3.scope/sshd.service\n"), "");
+  EXPECT_EQ(systemd_unit("0::/system.slice/a.service/\n"), "");
+  // On a hybrid hierarchy the unified path decides: a v1 name=systemd path does not stand in.
+  EXPECT_EQ(systemd_unit("1:name=systemd:/system.slice/sshd.service\n"
+                         "0::/user.slice/user-1000.slice/user@1000.service/app.slice/"
+                         "sshd.service\n"),
+            "");
+  EXPECT_EQ(systemd_unit("1:name=systemd:/user.slice/user-1000.slice/user@1000.service/app.slice/"
+                         "sshd.service\n"),
+            "");
+}
+
+TEST(DoctorText, SystemdUnitNameCharset) {
   // Whoever creates the cgroup chooses the name: anything outside the strict charset is refused.
   EXPECT_EQ(systemd_unit("0::/x;reboot.service\n"), "");
   EXPECT_EQ(systemd_unit("0::/$(id).service\n"), "");

@@ -1,0 +1,54 @@
+"""ctest BenchRunner.Flags: hugepage_bench reads --sizes as the runner does (size_cases: the same
+sizes accepted, the same refused with the same message) and refuses a --cpu that is not a
+number. Usage: python3 -m runner.tests.check_flags path/to/hugepage_bench"""
+
+import subprocess
+import sys
+
+from runner.util import parse_size
+
+from . import size_cases
+
+
+def run(bench, flag):
+    """hugepage_bench --list FLAG: it reads every flag before it lists the suites."""
+    r = subprocess.run([bench, "--list", flag], capture_output=True, text=True, timeout=60)
+    return r.returncode, r.stderr.strip()
+
+
+def problems(bench):
+    out = []
+
+    def expect(flag, code, message=None):
+        got, err = run(bench, flag)
+        if got != code or (message is not None and err != f"hugepage_bench: {message}"):
+            out.append(f"{flag!r}: exit {got} {err!r}, expected exit {code} {message!r}")
+
+    for text in size_cases.ACCEPTED:
+        expect(f"--sizes={text}", 0)
+    for text in size_cases.REFUSED:
+        expect(f"--sizes={text}", 2, f"bad size '{text}' (e.g. 4M, 256MiB, 1.5G, 4096)")
+    for text in size_cases.LISTS_ACCEPTED:
+        expect(f"--sizes={text}", 0)
+    for text, message in size_cases.LISTS_REFUSED.items():
+        expect(f"--sizes={text}", 2, message)
+    for cpu in ("abc", "", "1x", "-1", "1.5", "99999999999"):
+        expect(f"--cpu={cpu}", 2, f"bad --cpu={cpu} (0 to 1023)")
+    expect("--cpu=0", 0)
+    # The runner's own parser on the same cases, so that one table holds both.
+    for text, size in size_cases.ACCEPTED.items():
+        if parse_size(text) != size:
+            out.append(f"runner: {text!r} is {parse_size(text)}, expected {size}")
+    return out
+
+
+def main(argv):
+    found = problems(argv[0])
+    for p in found:
+        print("flags:", p)
+    print(f"{len(found)} problem(s)")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
