@@ -19,6 +19,7 @@
 #include <memory>
 #include <regex>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -64,6 +65,9 @@ struct odd_opts : hugepage::default_options {
 };
 struct pool_opts : hugepage::default_options {
   static constexpr const char* label = "upkeep-pool";
+};
+struct shared_opts : hugepage::default_options {
+  static constexpr const char* label = "upkeep-shared";
 };
 
 template <class Options>
@@ -458,6 +462,77 @@ TEST(Upkeep, ChildOfForkFreesABlockTheParentHadPinned) {
   EXPECT_FALSE(hugepage::detail::registry().pin(p, generation));
 }
 
+// Calls made at once run one after the other: each 2 MiB chunk is restored, and counted, once.
+TEST(Upkeep, ConcurrentCallsRestoreAndCountEachChunkOnce) {
+  REQUIRE_THP_AND_COLLAPSE();
+  Block<shared_opts> shared(64 * mib);
+  for (int round = 0; round < 3; ++round) {
+    for (std::size_t at = 0; at < shared.size(); at += kChunk) {
+      ASSERT_EQ(::mprotect(shared.get() + at + 4096, 4096, PROT_READ), 0);
+      ASSERT_EQ(::mprotect(shared.get() + at + 4096, 4096, PROT_READ | PROT_WRITE), 0);
+    }
+    const auto decayed = hugepage::coverage_of(shared_opts::label);
+    ASSERT_EQ(decayed.base, 64 * mib);
+    const auto before = hugepage::upkeep_stats();
+    constexpr int threads = 4;
+    std::atomic<int> waiting{threads};
+    std::vector<upkeep_result> results(threads);
+    std::vector<std::thread> callers;
+    for (int t = 0; t < threads; ++t) {
+      callers.emplace_back([&, t] {
+        --waiting;
+        while (waiting.load() != 0) {
+        }
+        results[t] = hugepage::upkeep();
+      });
+    }
+    for (auto& c : callers) c.join();
+    std::size_t restored = 0, calls = 0;
+    std::string all;
+    for (const upkeep_result& r : results) {
+      restored += r.restored;
+      calls += r.calls;
+      all += describe(r) + "\n";
+    }
+    EXPECT_EQ(restored, 64 * mib) << "round " << round << ":\n" << all;
+    EXPECT_EQ(calls, 64 * mib / kChunk) << "round " << round << ":\n" << all;
+    EXPECT_EQ(hugepage::upkeep_stats().restored_bytes - before.restored_bytes, 64 * mib) << all;
+    EXPECT_GE(huge_of(shared_opts::label), 0.99) << all;
+  }
+  for (std::size_t i = 0; i < shared.size(); i += 4096) {
+    ASSERT_EQ(shared.get()[i], static_cast<char>(i >> 12)) << "at " << i;
+  }
+}
+
+// A child forked while another thread is inside upkeep() can call upkeep() itself.
+TEST(Upkeep, ChildOfForkDuringAnUpkeepCallCanCallIt) {
+  REQUIRE_THP_AND_COLLAPSE();
+  Block<shared_opts> shared(64 * mib);
+  std::atomic<bool> stop{false};
+  std::thread keeper([&] {
+    while (!stop.load()) {
+      for (std::size_t at = 0; at < shared.size(); at += kChunk) {
+        ::mprotect(shared.get() + at + 4096, 4096, PROT_READ);
+        ::mprotect(shared.get() + at + 4096, 4096, PROT_READ | PROT_WRITE);
+      }
+      hugepage::upkeep();
+    }
+  });
+  std::this_thread::sleep_for(20ms);
+  int hung = 0;
+  for (int i = 0; i < 5; ++i) {
+    const int code = hugepage::test::run_in_child_within(5000, [] {
+      hugepage::upkeep();
+      return 0;
+    });
+    hung += code == hugepage::test::child_hung;
+    EXPECT_EQ(code, 0);
+  }
+  stop = true;
+  keeper.join();
+  EXPECT_EQ(hung, 0) << "a child waited for an upkeep() call of its parent's";
+}
+
 TEST(UpkeepThread, RestoresInTheBackgroundAndStopsAtDestruction) {
   REQUIRE_THP_AND_COLLAPSE();
   Block<fares_opts> fares(64 * mib);
@@ -493,6 +568,30 @@ TEST(UpkeepThread, ChildOfForkDestroysItsCopyWithoutJoining) {
   });
   EXPECT_EQ(code, 0) << (code == hugepage::test::child_hung ? "the child hung" : "");
   EXPECT_GE(keeper->runs(), 1u);
+}
+
+TEST(UpkeepThread, LongestPeriodMeansNoCallUntilDestruction) {
+  const std::uint64_t calls = hugepage::upkeep_stats().calls;
+  const auto start = std::chrono::steady_clock::now();
+  {
+    hugepage::upkeep_thread keeper(std::chrono::nanoseconds::max(), {});
+    std::this_thread::sleep_for(200ms);
+    EXPECT_EQ(keeper.runs(), 0u);
+  }
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(hugepage::upkeep_stats().calls, calls) << "upkeep() was called";
+  EXPECT_LT(took, 1s) << "the destructor did not return promptly";
+}
+
+TEST(UpkeepThread, PeriodOfZeroOrLessIsRefused) {
+  for (const std::chrono::nanoseconds period : {0ns, -1ns, std::chrono::nanoseconds::min()}) {
+    try {
+      hugepage::upkeep_thread keeper(period, {});
+      ADD_FAILURE() << "period " << period.count() << " ns accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_STREQ(e.what(), "hugepage: upkeep_thread period must be positive");
+    }
+  }
 }
 
 // ---- metrics ------------------------------------------------------------------------------------
