@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <iomanip>
+#include <locale>
 #include <map>
 #include <memory>
 #include <regex>
@@ -27,6 +29,7 @@
 #include "hugepage/allocator.hpp"
 #include "hugepage/arena.hpp"
 #include "hugepage/backing.hpp"
+#include "hugepage/detail/utf8_text.hpp"
 #include "hugepage/label.hpp"
 #include "hugepage/metrics.hpp"
 #include "hugepage/system.hpp"
@@ -68,6 +71,9 @@ struct pool_opts : hugepage::default_options {
 };
 struct shared_opts : hugepage::default_options {
   static constexpr const char* label = "upkeep-shared";
+};
+struct latin1_opts : hugepage::default_options {
+  static constexpr const char* label = "upkeep-caf\xe9 \xf0\x9f\x99\x82 \xed\xa0\x80";
 };
 
 template <class Options>
@@ -680,6 +686,83 @@ TEST(Metrics, JsonCarriesEachLabel) {
   const std::string text = out.str();
   EXPECT_NE(text.find(R"({"label":"odd \"name\" \\ here","blocks":1,)"), std::string::npos) << text;
   EXPECT_EQ(text.rfind("}}}\n"), text.size() - 4) << text;
+}
+
+// Groups digits in threes with '.' and writes ',' as the decimal point.
+struct grouping_punct : std::numpunct<char> {
+  char do_decimal_point() const override { return ','; }
+  char do_thousands_sep() const override { return '.'; }
+  std::string do_grouping() const override { return "\3"; }
+};
+
+// The text each writer gives into a stream set up by `setup`, and into a plain one just before
+// and just after (coverage is read from the kernel: khugepaged may change it in between).
+template <class Setup>
+void expect_unchanged_by(const char* what, Setup setup) {
+  for (const bool json : {false, true}) {
+    const auto write = [json](std::ostream& out) {
+      if (json) {
+        hugepage::write_metrics_json(out);
+      } else {
+        hugepage::write_metrics(out);
+      }
+    };
+    std::ostringstream before, odd, after;
+    write(before);
+    setup(odd);
+    write(odd);
+    write(after);
+    EXPECT_TRUE(odd.str() == before.str() || odd.str() == after.str())
+        << what << (json ? " json" : " prometheus") << ":\n"
+        << odd.str() << "\nplain:\n"
+        << before.str();
+  }
+}
+
+TEST(Metrics, StreamStateOfTheCallerChangesNothing) {
+  Block<fares_opts> fares(8 * mib);
+  expect_unchanged_by("hex", [](std::ostream& o) { o << std::hex << std::showbase; });
+  expect_unchanged_by("showpos, scientific", [](std::ostream& o) {
+    o << std::showpos << std::scientific << std::setprecision(1);
+  });
+  expect_unchanged_by("setw, setfill",
+                      [](std::ostream& o) { o << std::setw(12) << std::setfill('*'); });
+  // Wider than the whole text: a formatted write of it would be padded.
+  expect_unchanged_by("setw(1 MiB)", [](std::ostream& o) { o << std::setw(1 << 20); });
+  expect_unchanged_by("grouping locale", [](std::ostream& o) {
+    o.imbue(std::locale(std::locale::classic(), new grouping_punct));
+  });
+}
+
+TEST(Metrics, LabelBytesThatAreNotUtf8BecomeTheReplacementCharacter) {
+  Block<latin1_opts> odd(2 * mib);
+  // Valid text passes unchanged: a four-byte sequence kept, the surrogate and the Latin-1 byte not.
+  const std::string expected =
+      "upkeep-caf\xEF\xBF\xBD \xf0\x9f\x99\x82 \xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD";
+  std::ostringstream prom, json;
+  hugepage::write_metrics(prom);
+  hugepage::write_metrics_json(json);
+  for (const std::string& text : {prom.str(), json.str()}) {
+    EXPECT_EQ(hugepage::detail::valid_utf8(text), text) << "not valid UTF-8:\n" << text;
+  }
+  const parsed_metrics m = parse_prometheus(prom.str());
+  for (const auto& e : m.errors) ADD_FAILURE() << e;
+  EXPECT_EQ(m.samples.count("hugepage_label_blocks{label=\"" + expected + "\"}"), 1u) << prom.str();
+  EXPECT_NE(json.str().find("{\"label\":\"" + expected + "\",\"blocks\":1,"), std::string::npos)
+      << json.str();
+}
+
+TEST(Metrics, Utf8CheckFollowsTheStandardsDefinition) {
+  using hugepage::detail::valid_utf8;
+  const std::string r = "\xEF\xBF\xBD";
+  EXPECT_EQ(valid_utf8("plain"), "plain");
+  EXPECT_EQ(valid_utf8("\xc3\xa9\xe2\x82\xac\xf4\x8f\xbf\xbf"),
+            "\xc3\xa9\xe2\x82\xac\xf4\x8f\xbf\xbf");
+  EXPECT_EQ(valid_utf8("\xc0\xaf"), r + r);                  // overlong '/'
+  EXPECT_EQ(valid_utf8("\xe0\x80\xaf"), r + r + r);          // overlong, three bytes
+  EXPECT_EQ(valid_utf8("\xf4\x90\x80\x80"), r + r + r + r);  // past U+10FFFF
+  EXPECT_EQ(valid_utf8("a\xe2\x82"), "a" + r + r);           // cut short
+  EXPECT_EQ(valid_utf8("\xff"), r);
 }
 
 // The target this exists for: a 1 GiB table, decayed by one fork-and-write cycle, back to at least
