@@ -765,6 +765,15 @@ TEST(Metrics, Utf8CheckFollowsTheStandardsDefinition) {
   EXPECT_EQ(valid_utf8("\xff"), r);
 }
 
+TEST(Labels, CoverageOfNoLabelIsEmpty) {
+  Block<fares_opts> fares(4 * mib);
+  ASSERT_EQ(hugepage::coverage_of(fares_opts::label).bytes, 4 * mib);
+  const hugepage::backing_report none = hugepage::coverage_of(nullptr);
+  EXPECT_EQ(none.bytes, 0u);
+  EXPECT_EQ(none.huge_bytes(), 0u);
+  EXPECT_EQ(none.resident_bytes(), 0u);
+}
+
 // The target this exists for: a 1 GiB table, decayed by one fork-and-write cycle, back to at least
 // 99% huge after upkeep calls that each keep their budget.
 TEST(Upkeep, GigabyteTableIsBackToNinetyNinePercentAfterForkAndWrite) {
