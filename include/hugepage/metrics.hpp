@@ -206,7 +206,7 @@ inline void write_metrics(std::ostream& out) {
     if (r.error != 0) w.sample({{"errno", detail::errno_label(r.error)}}, r.chunks);
   }
   w.family("hugepage_upkeep_backed_off_total", "counter",
-           "upkeep() calls that did nothing during a back-off");
+           "upkeep() calls that collapsed nothing during a back-off");
   w.sample({}, u.backed_off);
   w.family("hugepage_upkeep_thp_disabled_total", "counter",
            "upkeep() calls that could not act: THP disabled for the process");

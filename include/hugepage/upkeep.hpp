@@ -26,9 +26,10 @@
 //
 // Back-off: a chunk refused with ENOMEM or EBUSY (no free 2 MiB block after compaction, the
 // memory cgroup at its limit) ends the call, and calls for the next 1 s, doubling to 64 s while
-// refusals go on, do nothing (backed_off); a chunk slower than slow_chunk ends the call and backs
-// off 1 s. EAGAIN (a busy page) and EINVAL (the chunk is not eligible: a VMA boundary inside it)
-// skip that chunk or block. A success ends the back-off. Refusals are counted per errno.
+// refusals go on, examine the blocks but collapse nothing (backed_off); a chunk slower than
+// slow_chunk ends the call and backs off 1 s. EAGAIN (a busy page) and EINVAL (the chunk is not
+// eligible: a VMA boundary inside it) skip that chunk or block. A success ends the back-off.
+// Refusals are counted per errno.
 //
 // THP disabled for the process with prctl(PR_SET_THP_DISABLE) makes MADV_COLLAPSE fail: upkeep
 // reports thp_disabled and does nothing. With Linux 6.18's PR_THP_DISABLE_EXCEPT_ADVISED the
@@ -90,7 +91,8 @@ struct upkeep_result {
   /// THP is disabled for this process (PR_SET_THP_DISABLE without the exception for advised
   /// memory): nothing can be restored, nothing was tried.
   bool thp_disabled = false;
-  /// The call did nothing: an earlier refusal or slow chunk set a back-off still running.
+  /// The call collapsed nothing (it examined the blocks): an earlier refusal or slow chunk set a
+  /// back-off still running.
   bool backed_off = false;
   /// PAGEMAP_SCAN failed (kernel before 6.7): decay cannot be found, nothing was tried.
   std::error_code scan_error;
@@ -112,7 +114,7 @@ struct upkeep_statistics {
   std::uint64_t calls = 0;           ///< upkeep() calls
   std::uint64_t restored_bytes = 0;  ///< bytes collapsed by them
   std::uint64_t refused_chunks = 0;  ///< chunks the kernel refused
-  std::uint64_t backed_off = 0;      ///< calls that did nothing: back-off
+  std::uint64_t backed_off = 0;      ///< calls that collapsed nothing: back-off
   std::uint64_t thp_disabled = 0;    ///< calls that could not act: THP disabled for the process
   /// Refused chunks by errno; unused entries have error 0.
   std::array<collapse_refusal, 8> refusals{};
