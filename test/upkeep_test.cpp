@@ -15,10 +15,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <iomanip>
+#include <locale>
 #include <map>
 #include <memory>
 #include <regex>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,6 +29,7 @@
 #include "hugepage/allocator.hpp"
 #include "hugepage/arena.hpp"
 #include "hugepage/backing.hpp"
+#include "hugepage/detail/utf8_text.hpp"
 #include "hugepage/label.hpp"
 #include "hugepage/metrics.hpp"
 #include "hugepage/system.hpp"
@@ -64,6 +68,12 @@ struct odd_opts : hugepage::default_options {
 };
 struct pool_opts : hugepage::default_options {
   static constexpr const char* label = "upkeep-pool";
+};
+struct shared_opts : hugepage::default_options {
+  static constexpr const char* label = "upkeep-shared";
+};
+struct latin1_opts : hugepage::default_options {
+  static constexpr const char* label = "upkeep-caf\xe9 \xf0\x9f\x99\x82 \xed\xa0\x80";
 };
 
 template <class Options>
@@ -458,6 +468,77 @@ TEST(Upkeep, ChildOfForkFreesABlockTheParentHadPinned) {
   EXPECT_FALSE(hugepage::detail::registry().pin(p, generation));
 }
 
+// Calls made at once run one after the other: each 2 MiB chunk is restored, and counted, once.
+TEST(Upkeep, ConcurrentCallsRestoreAndCountEachChunkOnce) {
+  REQUIRE_THP_AND_COLLAPSE();
+  Block<shared_opts> shared(64 * mib);
+  for (int round = 0; round < 3; ++round) {
+    for (std::size_t at = 0; at < shared.size(); at += kChunk) {
+      ASSERT_EQ(::mprotect(shared.get() + at + 4096, 4096, PROT_READ), 0);
+      ASSERT_EQ(::mprotect(shared.get() + at + 4096, 4096, PROT_READ | PROT_WRITE), 0);
+    }
+    const auto decayed = hugepage::coverage_of(shared_opts::label);
+    ASSERT_EQ(decayed.base, 64 * mib);
+    const auto before = hugepage::upkeep_stats();
+    constexpr int threads = 4;
+    std::atomic<int> waiting{threads};
+    std::vector<upkeep_result> results(threads);
+    std::vector<std::thread> callers;
+    for (int t = 0; t < threads; ++t) {
+      callers.emplace_back([&, t] {
+        --waiting;
+        while (waiting.load() != 0) {
+        }
+        results[t] = hugepage::upkeep();
+      });
+    }
+    for (auto& c : callers) c.join();
+    std::size_t restored = 0, calls = 0;
+    std::string all;
+    for (const upkeep_result& r : results) {
+      restored += r.restored;
+      calls += r.calls;
+      all += describe(r) + "\n";
+    }
+    EXPECT_EQ(restored, 64 * mib) << "round " << round << ":\n" << all;
+    EXPECT_EQ(calls, 64 * mib / kChunk) << "round " << round << ":\n" << all;
+    EXPECT_EQ(hugepage::upkeep_stats().restored_bytes - before.restored_bytes, 64 * mib) << all;
+    EXPECT_GE(huge_of(shared_opts::label), 0.99) << all;
+  }
+  for (std::size_t i = 0; i < shared.size(); i += 4096) {
+    ASSERT_EQ(shared.get()[i], static_cast<char>(i >> 12)) << "at " << i;
+  }
+}
+
+// A child forked while another thread is inside upkeep() can call upkeep() itself.
+TEST(Upkeep, ChildOfForkDuringAnUpkeepCallCanCallIt) {
+  REQUIRE_THP_AND_COLLAPSE();
+  Block<shared_opts> shared(64 * mib);
+  std::atomic<bool> stop{false};
+  std::thread keeper([&] {
+    while (!stop.load()) {
+      for (std::size_t at = 0; at < shared.size(); at += kChunk) {
+        ::mprotect(shared.get() + at + 4096, 4096, PROT_READ);
+        ::mprotect(shared.get() + at + 4096, 4096, PROT_READ | PROT_WRITE);
+      }
+      hugepage::upkeep();
+    }
+  });
+  std::this_thread::sleep_for(20ms);
+  int hung = 0;
+  for (int i = 0; i < 5; ++i) {
+    const int code = hugepage::test::run_in_child_within(5000, [] {
+      hugepage::upkeep();
+      return 0;
+    });
+    hung += code == hugepage::test::child_hung;
+    EXPECT_EQ(code, 0);
+  }
+  stop = true;
+  keeper.join();
+  EXPECT_EQ(hung, 0) << "a child waited for an upkeep() call of its parent's";
+}
+
 TEST(UpkeepThread, RestoresInTheBackgroundAndStopsAtDestruction) {
   REQUIRE_THP_AND_COLLAPSE();
   Block<fares_opts> fares(64 * mib);
@@ -493,6 +574,30 @@ TEST(UpkeepThread, ChildOfForkDestroysItsCopyWithoutJoining) {
   });
   EXPECT_EQ(code, 0) << (code == hugepage::test::child_hung ? "the child hung" : "");
   EXPECT_GE(keeper->runs(), 1u);
+}
+
+TEST(UpkeepThread, LongestPeriodMeansNoCallUntilDestruction) {
+  const std::uint64_t calls = hugepage::upkeep_stats().calls;
+  const auto start = std::chrono::steady_clock::now();
+  {
+    hugepage::upkeep_thread keeper(std::chrono::nanoseconds::max(), {});
+    std::this_thread::sleep_for(200ms);
+    EXPECT_EQ(keeper.runs(), 0u);
+  }
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(hugepage::upkeep_stats().calls, calls) << "upkeep() was called";
+  EXPECT_LT(took, 1s) << "the destructor did not return promptly";
+}
+
+TEST(UpkeepThread, PeriodOfZeroOrLessIsRefused) {
+  for (const std::chrono::nanoseconds period : {0ns, -1ns, std::chrono::nanoseconds::min()}) {
+    try {
+      hugepage::upkeep_thread keeper(period, {});
+      ADD_FAILURE() << "period " << period.count() << " ns accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_STREQ(e.what(), "hugepage: upkeep_thread period must be positive");
+    }
+  }
 }
 
 // ---- metrics ------------------------------------------------------------------------------------
@@ -581,6 +686,92 @@ TEST(Metrics, JsonCarriesEachLabel) {
   const std::string text = out.str();
   EXPECT_NE(text.find(R"({"label":"odd \"name\" \\ here","blocks":1,)"), std::string::npos) << text;
   EXPECT_EQ(text.rfind("}}}\n"), text.size() - 4) << text;
+}
+
+// Groups digits in threes with '.' and writes ',' as the decimal point.
+struct grouping_punct : std::numpunct<char> {
+  char do_decimal_point() const override { return ','; }
+  char do_thousands_sep() const override { return '.'; }
+  std::string do_grouping() const override { return "\3"; }
+};
+
+// The text each writer gives into a stream set up by `setup`, and into a plain one just before
+// and just after (coverage is read from the kernel: khugepaged may change it in between).
+template <class Setup>
+void expect_unchanged_by(const char* what, Setup setup) {
+  for (const bool json : {false, true}) {
+    const auto write = [json](std::ostream& out) {
+      if (json) {
+        hugepage::write_metrics_json(out);
+      } else {
+        hugepage::write_metrics(out);
+      }
+    };
+    std::ostringstream before, odd, after;
+    write(before);
+    setup(odd);
+    write(odd);
+    write(after);
+    EXPECT_TRUE(odd.str() == before.str() || odd.str() == after.str())
+        << what << (json ? " json" : " prometheus") << ":\n"
+        << odd.str() << "\nplain:\n"
+        << before.str();
+  }
+}
+
+TEST(Metrics, StreamStateOfTheCallerChangesNothing) {
+  Block<fares_opts> fares(8 * mib);
+  expect_unchanged_by("hex", [](std::ostream& o) { o << std::hex << std::showbase; });
+  expect_unchanged_by("showpos, scientific", [](std::ostream& o) {
+    o << std::showpos << std::scientific << std::setprecision(1);
+  });
+  expect_unchanged_by("setw, setfill",
+                      [](std::ostream& o) { o << std::setw(12) << std::setfill('*'); });
+  // Wider than the whole text: a formatted write of it would be padded.
+  expect_unchanged_by("setw(1 MiB)", [](std::ostream& o) { o << std::setw(1 << 20); });
+  expect_unchanged_by("grouping locale", [](std::ostream& o) {
+    o.imbue(std::locale(std::locale::classic(), new grouping_punct));
+  });
+}
+
+TEST(Metrics, LabelBytesThatAreNotUtf8BecomeTheReplacementCharacter) {
+  Block<latin1_opts> odd(2 * mib);
+  // Valid text passes unchanged: a four-byte sequence kept, the surrogate and the Latin-1 byte not.
+  const std::string expected =
+      "upkeep-caf\xEF\xBF\xBD \xf0\x9f\x99\x82 \xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD";
+  std::ostringstream prom, json;
+  hugepage::write_metrics(prom);
+  hugepage::write_metrics_json(json);
+  for (const std::string& text : {prom.str(), json.str()}) {
+    EXPECT_EQ(hugepage::detail::valid_utf8(text), text) << "not valid UTF-8:\n" << text;
+  }
+  const parsed_metrics m = parse_prometheus(prom.str());
+  for (const auto& e : m.errors) ADD_FAILURE() << e;
+  EXPECT_EQ(m.samples.count("hugepage_label_blocks{label=\"" + expected + "\"}"), 1u) << prom.str();
+  EXPECT_NE(json.str().find("{\"label\":\"" + expected + "\",\"blocks\":1,"), std::string::npos)
+      << json.str();
+}
+
+TEST(Metrics, Utf8CheckFollowsTheStandardsDefinition) {
+  using hugepage::detail::valid_utf8;
+  const std::string r = "\xEF\xBF\xBD";
+  EXPECT_EQ(valid_utf8("plain"), "plain");
+  EXPECT_EQ(valid_utf8("\xc3\xa9\xe2\x82\xac\xf4\x8f\xbf\xbf"),
+            "\xc3\xa9\xe2\x82\xac\xf4\x8f\xbf\xbf");
+  EXPECT_EQ(valid_utf8("\xc0\xaf"), r + r);                  // overlong '/'
+  EXPECT_EQ(valid_utf8("\xe0\x80\xaf"), r + r + r);          // overlong, three bytes
+  EXPECT_EQ(valid_utf8("\xf4\x90\x80\x80"), r + r + r + r);  // past U+10FFFF
+  EXPECT_EQ(valid_utf8("a\xe2\x82"), "a" + r + r);           // cut short
+  EXPECT_EQ(valid_utf8("\xff"), r);
+}
+
+TEST(Labels, CoverageOfNoLabelIsEmpty) {
+  Block<fares_opts> fares(4 * mib);
+  ASSERT_EQ(hugepage::coverage_of(fares_opts::label).bytes, 4 * mib);
+  const hugepage::backing_report none = hugepage::coverage_of(nullptr);
+  EXPECT_EQ(none.bytes, 0u);
+  EXPECT_EQ(none.huge_bytes(), 0u);
+  EXPECT_EQ(none.resident_bytes(), 0u);
 }
 
 // The target this exists for: a 1 GiB table, decayed by one fork-and-write cycle, back to at least

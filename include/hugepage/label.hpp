@@ -77,10 +77,12 @@ inline backing_report coverage_of_blocks(const std::vector<mapping_registry::lab
 
 /// What backs the live blocks of `label` now, from the kernel (backing_of() over each block,
 /// summed; `bytes` is their mapped length). A label with no live block, or never seen, gives an
-/// empty report (bytes 0). A block freed while the report is made may be counted as unmapped.
+/// empty report (bytes 0), and so does nullptr (no label: not the sum over every label). A block
+/// freed while the report is made may be counted as unmapped.
 inline backing_report coverage_of(const char* label) {
   std::vector<detail::mapping_registry::labelled_view> blocks;
-  detail::registry().snapshot(label, blocks);
+  // The registry's snapshot reads nullptr as every label.
+  if (label != nullptr) detail::registry().snapshot(label, blocks);
   return detail::coverage_of_blocks(blocks, nullptr);
 }
 

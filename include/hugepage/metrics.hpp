@@ -5,7 +5,9 @@
 //
 // Names start with hugepage_ (the doctor's are hugepage_doctor_: tools/README.md). Every family
 // has its # HELP and # TYPE lines once, before its samples; byte figures end in _bytes, counters
-// in _total. Label values (a container's label) are escaped as the format says (\\, \", \n).
+// in _total. Label values (a container's label) are escaped as the format says (\\, \", \n),
+// bytes that are not UTF-8 replaced by U+FFFD (in the JSON too). Both writers build the text and
+// write it unformatted: the stream's flags, width and locale do not change it.
 //
 //   hugepage_label_blocks{label}                            gauge   live mapped blocks
 //   hugepage_label_requested_bytes{label,backing}           gauge   mapped bytes by what was asked
@@ -32,6 +34,7 @@
 #pragma once
 
 #include <cerrno>
+#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -41,6 +44,7 @@
 
 #include "hugepage/detail/errno_text.hpp"
 #include "hugepage/detail/prometheus_text.hpp"
+#include "hugepage/detail/utf8_text.hpp"
 #include "hugepage/label.hpp"
 #include "hugepage/stats.hpp"
 #include "hugepage/upkeep.hpp"
@@ -54,10 +58,10 @@ inline std::string errno_label(int error) {
   return name != nullptr ? name : std::to_string(error);
 }
 
-// Escapes a string for JSON.
+// Escapes a string for JSON; bytes that are not UTF-8 (which JSON requires) become U+FFFD.
 inline std::string json_string_value(const std::string& text) {
   std::string out;
-  for (const char c : text) {
+  for (const char c : valid_utf8(text)) {
     if (c == '\\' || c == '"') {
       out += '\\';
       out += c;
@@ -74,10 +78,12 @@ inline std::string json_string_value(const std::string& text) {
   return out;
 }
 
+// Six significant digits, as %.6g gives them but with a '.' whatever the C locale.
 inline std::string format_ratio(double value) {
   char text[32];
-  std::snprintf(text, sizeof text, "%.6g", value);
-  return text;
+  const std::to_chars_result r =
+      std::to_chars(text, text + sizeof text, value, std::chars_format::general, 6);
+  return std::string(text, r.ptr);
 }
 
 // Families in the order written, over the one Prometheus writer (detail/prometheus_text.hpp).
@@ -103,8 +109,11 @@ class metric_writer {
     sample(labels, std::to_string(value));
   }
 
-  /// Writes what was added to the stream.
-  void finish() { out_ << text_.str(); }
+  /// Writes what was added to the stream, unformatted: its flags, width and locale change nothing.
+  void finish() {
+    const std::string text = text_.str();
+    out_.write(text.data(), static_cast<std::streamsize>(text.size()));
+  }
 
  private:
   std::ostream& out_;
@@ -197,7 +206,7 @@ inline void write_metrics(std::ostream& out) {
     if (r.error != 0) w.sample({{"errno", detail::errno_label(r.error)}}, r.chunks);
   }
   w.family("hugepage_upkeep_backed_off_total", "counter",
-           "upkeep() calls that did nothing during a back-off");
+           "upkeep() calls that collapsed nothing during a back-off");
   w.sample({}, u.backed_off);
   w.family("hugepage_upkeep_thp_disabled_total", "counter",
            "upkeep() calls that could not act: THP disabled for the process");
@@ -213,48 +222,87 @@ inline void write_metrics_json(std::ostream& out) {
   const std::vector<label_report> list = labels();
   const statistics s = stats();
   const upkeep_statistics u = upkeep_stats();
-  out << "{\"labels\":[";
+  // Built as text and written unformatted: the stream's flags, width and locale change nothing.
+  std::string j = "{\"labels\":[";
+  const auto field = [&j](const char* name, std::uint64_t value) {
+    j += ",\"";
+    j += name;
+    j += "\":";
+    j += std::to_string(value);
+  };
+  // A field that opens an object: no comma before it.
+  const auto first = [&j](const char* name, std::uint64_t value) {
+    j += '"';
+    j += name;
+    j += "\":";
+    j += std::to_string(value);
+  };
   for (std::size_t i = 0; i < list.size(); ++i) {
     const label_report& l = list[i];
     const backing_report& c = l.coverage;
-    out << (i == 0 ? "" : ",") << "{\"label\":\"" << detail::json_string_value(l.label)
-        << "\",\"blocks\":" << l.blocks << ",\"requested_bytes\":{\"thp\":" << l.requested_thp
-        << ",\"hugetlb_2m\":" << l.requested_hugetlb_2m
-        << ",\"hugetlb_1g\":" << l.requested_hugetlb_1g
-        << "},\"obtained_bytes\":{\"thp\":" << l.obtained_thp
-        << ",\"hugetlb_2m\":" << l.obtained_hugetlb_2m
-        << ",\"hugetlb_1g\":" << l.obtained_hugetlb_1g << ",\"base\":" << l.obtained_base
-        << "},\"fallbacks\":" << l.fallbacks << ",\"coverage_bytes\":{\"thp\":" << c.thp
-        << ",\"hugetlb_2m\":" << c.hugetlb_2m << ",\"hugetlb_1g\":" << c.hugetlb_1g
-        << ",\"base\":" << c.base << ",\"not_resident\":" << c.not_resident
-        << ",\"unmapped\":" << c.unmapped
-        << "},\"huge_ratio\":" << detail::format_ratio(c.huge_fraction())
-        << ",\"exact\":" << (c.exact ? "true" : "false") << '}';
+    j += i == 0 ? "{\"label\":\"" : ",{\"label\":\"";
+    j += detail::json_string_value(l.label);
+    j += '"';
+    field("blocks", l.blocks);
+    j += ",\"requested_bytes\":{";
+    first("thp", l.requested_thp);
+    field("hugetlb_2m", l.requested_hugetlb_2m);
+    field("hugetlb_1g", l.requested_hugetlb_1g);
+    j += "},\"obtained_bytes\":{";
+    first("thp", l.obtained_thp);
+    field("hugetlb_2m", l.obtained_hugetlb_2m);
+    field("hugetlb_1g", l.obtained_hugetlb_1g);
+    field("base", l.obtained_base);
+    j += '}';
+    field("fallbacks", l.fallbacks);
+    j += ",\"coverage_bytes\":{";
+    first("thp", c.thp);
+    field("hugetlb_2m", c.hugetlb_2m);
+    field("hugetlb_1g", c.hugetlb_1g);
+    field("base", c.base);
+    field("not_resident", c.not_resident);
+    field("unmapped", c.unmapped);
+    j += "},\"huge_ratio\":" + detail::format_ratio(c.huge_fraction());
+    j += c.exact ? ",\"exact\":true}" : ",\"exact\":false}";
   }
-  out << "],\"stats\":{\"requested_thp\":" << s.requested_thp
-      << ",\"requested_collapse\":" << s.requested_collapse
-      << ",\"requested_hugetlb_2m\":" << s.requested_hugetlb_2m
-      << ",\"requested_hugetlb_1g\":" << s.requested_hugetlb_1g
-      << ",\"obtained_hugetlb_2m\":" << s.obtained_hugetlb_2m
-      << ",\"obtained_hugetlb_1g\":" << s.obtained_hugetlb_1g
-      << ",\"obtained_thp\":" << s.obtained_thp << ",\"obtained_base\":" << s.obtained_base
-      << ",\"live_mappings\":" << s.live_mappings << ",\"fallbacks_to_thp\":" << s.fallbacks_to_thp
-      << ",\"fallbacks_to_base\":" << s.fallbacks_to_base
-      << ",\"fallbacks_to_hugetlb_2m\":" << s.fallbacks_to_hugetlb_2m
-      << ",\"collapse_attempts\":" << s.collapse_attempts
-      << ",\"collapse_failures\":" << s.collapse_failures
-      << ",\"collapse_unsupported\":" << (s.collapse_unsupported ? "true" : "false")
-      << ",\"prefaulted_bytes\":" << s.prefaulted_bytes << "},\"upkeep\":{\"calls\":" << u.calls
-      << ",\"restored_bytes\":" << u.restored_bytes << ",\"refused_chunks\":" << u.refused_chunks
-      << ",\"backed_off\":" << u.backed_off << ",\"thp_disabled\":" << u.thp_disabled
-      << ",\"refusals\":{";
-  bool first = true;
+  j += "],\"stats\":{";
+  first("requested_thp", s.requested_thp);
+  field("requested_collapse", s.requested_collapse);
+  field("requested_hugetlb_2m", s.requested_hugetlb_2m);
+  field("requested_hugetlb_1g", s.requested_hugetlb_1g);
+  field("obtained_hugetlb_2m", s.obtained_hugetlb_2m);
+  field("obtained_hugetlb_1g", s.obtained_hugetlb_1g);
+  field("obtained_thp", s.obtained_thp);
+  field("obtained_base", s.obtained_base);
+  field("live_mappings", s.live_mappings);
+  field("fallbacks_to_thp", s.fallbacks_to_thp);
+  field("fallbacks_to_base", s.fallbacks_to_base);
+  field("fallbacks_to_hugetlb_2m", s.fallbacks_to_hugetlb_2m);
+  field("collapse_attempts", s.collapse_attempts);
+  field("collapse_failures", s.collapse_failures);
+  j +=
+      s.collapse_unsupported ? ",\"collapse_unsupported\":true" : ",\"collapse_unsupported\":false";
+  field("prefaulted_bytes", s.prefaulted_bytes);
+  j += "},\"upkeep\":{";
+  first("calls", u.calls);
+  field("restored_bytes", u.restored_bytes);
+  field("refused_chunks", u.refused_chunks);
+  field("backed_off", u.backed_off);
+  field("thp_disabled", u.thp_disabled);
+  j += ",\"refusals\":{";
+  bool none = true;
   for (const collapse_refusal& r : u.refusals) {
     if (r.error == 0) continue;
-    out << (first ? "" : ",") << '"' << detail::errno_label(r.error) << "\":" << r.chunks;
-    first = false;
+    const std::string name = detail::errno_label(r.error);
+    if (none) {
+      first(name.c_str(), r.chunks);
+    } else {
+      field(name.c_str(), r.chunks);
+    }
+    none = false;
   }
-  out << "}}}\n";
+  j += "}}}\n";
+  out.write(j.data(), static_cast<std::streamsize>(j.size()));
 }
 
 }  // namespace hugepage

@@ -18,15 +18,18 @@
 // memory this library does not own. A generation number alone cannot close that window (the
 // check and the call are two steps); a pin held across the call can. deallocate() of a pinned
 // block waits for the unpin (one MADV_COLLAPSE of 2 MiB) before it unmaps, so while the kernel
-// works the range is the block's. No lock is held during the kernel call: allocation and freeing
-// of other blocks go on; the pin is a count in the block's record. In a child of fork() the pins
-// are cleared (their threads are not there).
+// works the range is the block's. No lock that allocation or freeing takes is held during the
+// kernel call: they go on for other blocks; the pin is a count in the block's record. upkeep()
+// calls themselves run one at a time, under a mutex of their own (two at once would collapse and
+// count the same chunks twice). In a child of fork() the pins are cleared and that mutex is new
+// (the threads that held them are not there).
 //
 // Back-off: a chunk refused with ENOMEM or EBUSY (no free 2 MiB block after compaction, the
 // memory cgroup at its limit) ends the call, and calls for the next 1 s, doubling to 64 s while
-// refusals go on, do nothing (backed_off); a chunk slower than slow_chunk ends the call and backs
-// off 1 s. EAGAIN (a busy page) and EINVAL (the chunk is not eligible: a VMA boundary inside it)
-// skip that chunk or block. A success ends the back-off. Refusals are counted per errno.
+// refusals go on, examine the blocks but collapse nothing (backed_off); a chunk slower than
+// slow_chunk ends the call and backs off 1 s. EAGAIN (a busy page) and EINVAL (the chunk is not
+// eligible: a VMA boundary inside it) skip that chunk or block. A success ends the back-off.
+// Refusals are counted per errno.
 //
 // THP disabled for the process with prctl(PR_SET_THP_DISABLE) makes MADV_COLLAPSE fail: upkeep
 // reports thp_disabled and does nothing. With Linux 6.18's PR_THP_DISABLE_EXCEPT_ADVISED the
@@ -50,11 +53,13 @@
 #include <cstdint>
 #include <mutex>
 #include <new>
+#include <stdexcept>
 #include <system_error>
 #include <vector>
 
 #include "hugepage/collapse.hpp"
 #include "hugepage/detail/fork_locks.hpp"
+#include "hugepage/detail/immortal.hpp"
 #include "hugepage/detail/mapping_registry.hpp"
 #include "hugepage/detail/pagemap.hpp"
 #include "hugepage/detail/proc_file.hpp"
@@ -86,7 +91,8 @@ struct upkeep_result {
   /// THP is disabled for this process (PR_SET_THP_DISABLE without the exception for advised
   /// memory): nothing can be restored, nothing was tried.
   bool thp_disabled = false;
-  /// The call did nothing: an earlier refusal or slow chunk set a back-off still running.
+  /// The call collapsed nothing (it examined the blocks): an earlier refusal or slow chunk set a
+  /// back-off still running.
   bool backed_off = false;
   /// PAGEMAP_SCAN failed (kernel before 6.7): decay cannot be found, nothing was tried.
   std::error_code scan_error;
@@ -108,7 +114,7 @@ struct upkeep_statistics {
   std::uint64_t calls = 0;           ///< upkeep() calls
   std::uint64_t restored_bytes = 0;  ///< bytes collapsed by them
   std::uint64_t refused_chunks = 0;  ///< chunks the kernel refused
-  std::uint64_t backed_off = 0;      ///< calls that did nothing: back-off
+  std::uint64_t backed_off = 0;      ///< calls that collapsed nothing: back-off
   std::uint64_t thp_disabled = 0;    ///< calls that could not act: THP disabled for the process
   /// Refused chunks by errno; unused entries have error 0.
   std::array<collapse_refusal, 8> refusals{};
@@ -208,6 +214,38 @@ inline std::error_code decayed_chunks(int pagemap_fd, std::uintptr_t lo, std::ui
   return {};
 }
 
+// Serialises upkeep() calls: two at once would examine the same blocks and both collapse (and
+// count) the same chunks. Only upkeep() takes it, never allocate or deallocate, so holding it
+// across the kernel calls stalls no allocation. A fork() does not wait for it (a call may run for
+// its whole budget): the child, where no call is running, gets it new and unlocked.
+class upkeep_serial {
+ public:
+  upkeep_serial() noexcept {
+    entry_.owner = this;
+    entry_.lock = &nothing;
+    entry_.unlock = &nothing;
+    entry_.in_child = &renew;
+    arena_fork_locks().add(entry_);
+  }
+  std::mutex& mutex() noexcept { return mutex_; }
+
+ private:
+  static void nothing(void*) noexcept {}
+  static void renew(void* self) noexcept {
+    ::new (&static_cast<upkeep_serial*>(self)->mutex_) std::mutex();
+  }
+  std::mutex mutex_;
+  fork_lock_entry entry_;
+};
+
+inline std::mutex& upkeep_mutex() noexcept {
+  static immortal<upkeep_serial> storage;
+  return storage.get()->mutex();
+}
+
+// Made at program start, before a thread can fork while another holds the guard of the static.
+inline const bool upkeep_mutex_initialised = (static_cast<void>(upkeep_mutex()), true);
+
 struct upkeep_candidate {
   void* p;
   std::uint64_t generation;
@@ -221,7 +259,8 @@ struct upkeep_candidate {
 /// Restores the huge pages labelled THP blocks have lost, largest loss first, until `budget` is
 /// spent (checked before each 2 MiB chunk: a call exceeds it by at most one chunk). Examining costs
 /// one PAGEMAP_SCAN per block and is not bounded by the budget. Never throws; takes no lock during
-/// a kernel call (see the top of this file). Thread-safe; concurrent calls share the work safely.
+/// a kernel call that allocate or deallocate need (see the top of this file). Thread-safe: calls
+/// run one at a time, so a call made during another waits for it and then finds its work done.
 inline upkeep_result upkeep(const collapse_budget& budget = {}) noexcept {
   using clock = std::chrono::steady_clock;
   const clock::time_point start = clock::now();
@@ -238,6 +277,8 @@ inline upkeep_result upkeep(const collapse_budget& budget = {}) noexcept {
     c.thp_disabled.fetch_add(1, relaxed);
     return finish();
   }
+  // One call at a time: a call that waited here finds what the other one restored as huge.
+  const std::lock_guard<std::mutex> serial(detail::upkeep_mutex());
   std::vector<detail::mapping_registry::labelled_view> blocks;
   std::vector<detail::chunk_run> runs;
   std::vector<detail::upkeep_candidate> candidates;
@@ -410,9 +451,14 @@ inline upkeep_statistics upkeep_stats() noexcept {
 /// and last() keeps what the parent's thread last found. A child that wants upkeep makes its own.
 class upkeep_thread {
  public:
-  /// Starts the thread. Throws std::system_error when it cannot be created.
+  /// Starts the thread. `period` must be positive (std::invalid_argument otherwise: a period of
+  /// zero would call upkeep() back to back); nanoseconds::max() or any period past the steady
+  /// clock's range means no call until destruction. Throws std::system_error when the thread
+  /// cannot be created.
   upkeep_thread(std::chrono::nanoseconds period, collapse_budget budget)
       : period_(period), budget_(budget), owner_(::getpid()) {
+    if (period <= std::chrono::nanoseconds::zero())
+      throw std::invalid_argument("hugepage: upkeep_thread period must be positive");
     fork_entry_.owner = this;
     fork_entry_.lock = &lock_for_fork;
     fork_entry_.unlock = &unlock_after_fork;
@@ -455,8 +501,15 @@ class upkeep_thread {
   static void* run(void* self) noexcept {
     auto& t = *static_cast<upkeep_thread*>(self);
     std::unique_lock<std::mutex> lock(t.mutex_);
+    using clock = std::chrono::steady_clock;
     for (;;) {
-      t.wake_.wait_for(lock, t.period_, [&t] { return t.stop_; });
+      // now + period saturated: past the clock's range the sum would wrap to the past.
+      const clock::time_point now = clock::now();
+      if (t.period_ >= clock::time_point::max() - now) {
+        t.wake_.wait(lock, [&t] { return t.stop_; });
+      } else {
+        t.wake_.wait_until(lock, now + t.period_, [&t] { return t.stop_; });
+      }
       if (t.stop_) return nullptr;
       lock.unlock();  // never held during the kernel calls
       const upkeep_result r = upkeep(t.budget_);

@@ -3,7 +3,7 @@
 //
 // Samples are grouped by family in first-seen order, each family with its # HELP and # TYPE lines
 // once (a scraper rejects a family split in two). Label values are escaped as the format asks:
-// backslash, double quote and newline.
+// backslash, double quote and newline; bytes that are not UTF-8 become U+FFFD.
 #pragma once
 
 #include <string>
@@ -11,13 +11,16 @@
 #include <utility>
 #include <vector>
 
+#include "hugepage/detail/utf8_text.hpp"
+
 namespace hugepage::detail {
 
-/// `text` as a label value between double quotes: \\, \" and \n escaped.
+/// `text` as a label value between double quotes: \\, \" and \n escaped, bytes that are not
+/// UTF-8 (which the format requires) replaced by U+FFFD.
 inline std::string prometheus_label_value(std::string_view text) {
   std::string out;
   out.reserve(text.size());
-  for (const char c : text) {
+  for (const char c : valid_utf8(text)) {
     if (c == '\\' || c == '"') {
       out += '\\';
       out += c;
