@@ -49,7 +49,7 @@ struct decay_state {
   std::vector<double> upkeep_ms;   // each call's elapsed time, in call order
   std::size_t restored_bytes = 0;  // by all the calls
   std::size_t refused_chunks = 0;  // refused by the kernel in all the calls
-  std::size_t backed_off = 0;      // calls that did nothing: an earlier refusal's back-off
+  std::size_t backed_off = 0;      // calls that collapsed nothing: an earlier refusal's back-off
   double khugepaged_wait_s = 0;    // how long the khugepaged_only stage waited
   explicit decay_state(std::size_t words) : table(words) {}
 };
