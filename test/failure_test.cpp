@@ -1063,8 +1063,7 @@ TEST(BadInput, RequestBeyondPhysicalMemoryGetsNoPoolCommand) {
     FAIL() << "6 EiB was mapped";
   } catch (const pool_exhausted& e) {
     const std::string what = e.what();
-    EXPECT_TRUE(contains(what, "no pool can hold that: pools should take at most"))
-        << what;
+    EXPECT_TRUE(contains(what, "no pool can hold that: pools should take at most")) << what;
     EXPECT_FALSE(contains(what, "sysctl")) << what;
     EXPECT_EQ(e.pages_requested(), bytes / kHuge);
   }
