@@ -123,9 +123,8 @@ inline backing_report backing_of(pid_t pid, const void* p, std::size_t bytes,
 /// report says so. Tries pagemap_scan, then kpageflags, then smaps (see the top of this file);
 /// `note` says why a source was passed over. Thread-safe, but a concurrent munmap in the range
 /// makes the answer stale. Cost: one PROCMAP_QUERY per mapping in the range and one PAGEMAP_SCAN
-/// per 1024 runs of pages with the same categories (0.05 to 0.1 ms per fully huge GiB, 2.5 to 6 ms
-/// per GiB of half-split THP on the 2-core Linux 6.18 VM; see the README); the fallbacks read
-/// smaps, then one pagemap word per 4 KiB and two kpageflags words per 2 MiB.
+/// per 1024 runs of pages with the same categories (measured in docs/coverage-and-collapse.md);
+/// the fallbacks read smaps, then one pagemap word per 4 KiB and two kpageflags words per 2 MiB.
 inline backing_report backing_of(pid_t pid, const void* p, std::size_t bytes) {
   backing_report r = backing_of(pid, p, bytes, backing_source::pagemap_scan);
   if (r.source != backing_source::unavailable || bytes == 0) return r;
