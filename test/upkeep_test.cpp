@@ -493,16 +493,22 @@ TEST(Upkeep, ConcurrentCallsRestoreAndCountEachChunkOnce) {
       });
     }
     for (auto& c : callers) c.join();
-    std::size_t restored = 0, calls = 0;
+    // The calls run one at a time: each chunk is collapsed and counted once, by whichever call
+    // finds it decayed (a chunk the kernel refused for a moment may fall to a later call; one
+    // khugepaged collapsed meanwhile to none).
+    std::size_t restored = 0, refused = 0, calls = 0;
     std::string all;
     for (const upkeep_result& r : results) {
       restored += r.restored;
+      refused += r.refused;
       calls += r.calls;
       all += describe(r) + "\n";
     }
-    EXPECT_EQ(restored, 64 * mib) << "round " << round << ":\n" << all;
-    EXPECT_EQ(calls, 64 * mib / kChunk) << "round " << round << ":\n" << all;
-    EXPECT_EQ(hugepage::upkeep_stats().restored_bytes - before.restored_bytes, 64 * mib) << all;
+    EXPECT_LE(restored, 64 * mib) << "round " << round << ":\n" << all;
+    EXPECT_GE(restored, 32 * mib) << "round " << round << ": khugepaged cannot have done half\n"
+                                  << all;
+    EXPECT_EQ(calls * kChunk, restored + refused) << "round " << round << ":\n" << all;
+    EXPECT_EQ(hugepage::upkeep_stats().restored_bytes - before.restored_bytes, restored) << all;
     EXPECT_GE(huge_of(shared_opts::label), 0.99) << all;
   }
   for (std::size_t i = 0; i < shared.size(); i += 4096) {
