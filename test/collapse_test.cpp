@@ -127,7 +127,9 @@ TEST(Collapse, RaisesAnUnadvisedRangeInBudgetedSteps) {
     // Within the budget plus one chunk, and a few ms of slack for a preempted thread: two cores
     // shared with compilers here.
     EXPECT_LE(r.elapsed, budget.time + r.slowest_chunk + 5ms) << describe(r);
-    EXPECT_EQ(r.refused, 0u) << describe(r);
+    // EAGAIN is the kernel's "a page was busy, try again" (CI saw one chunk of 32 refused so);
+    // any other refusal is a failure.
+    EXPECT_EQ(r.refused, r.refusals_of(EAGAIN) * 2 * kMiB) << describe(r);
     EXPECT_EQ(r.already_huge + r.collapsed + r.refused + r.unmapped + r.left,
               static_cast<std::size_t>(end - at))
         << describe(r);
@@ -136,6 +138,13 @@ TEST(Collapse, RaisesAnUnadvisedRangeInBudgetedSteps) {
     at = static_cast<char*>(r.resume);
   }
   EXPECT_GE(calls, 2) << "a 3 ms budget cannot collapse 64 MiB in one call on this machine";
+  // Chunks that were busy are collapsed by a later pass, as the caller of a budgeted collapse
+  // would do.
+  for (int pass = 0; pass < 3 && collapsed < length; ++pass) {
+    const collapse_result retry = hugepage::collapse(region.get(), length);
+    EXPECT_EQ(retry.refused, retry.refusals_of(EAGAIN) * 2 * kMiB) << describe(retry);
+    collapsed += retry.collapsed;
+  }
   EXPECT_EQ(collapsed, length);
   EXPECT_GE(region.huge(), 0.99) << "from " << before;
   EXPECT_TRUE(region.intact()) << "collapse must keep the contents";
