@@ -10,6 +10,7 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -226,6 +227,59 @@ struct runtime_report {
   bool asks_for_huge = false;   ///< the settings make the runtime advise or map huge pages
 };
 
+/// What maps a share of a process's memory. The class decides which setting can reach it: a
+/// malloc tunable reaches glibc's arenas but not a runtime's own heap, shmem_enabled reaches
+/// memfd and SysV segments but not a file on /dev/shm, which follows that mount's huge= option.
+enum class memory_class {
+  glibc_main_arena,      ///< [heap]: glibc malloc's sbrk heap
+  glibc_thread_arenas,   ///< glibc's per-thread heaps (64 MiB-aligned reservations)
+  glibc_mmapped_chunks,  ///< glibc malloc chunks above the mmap threshold, one mapping each
+  allocator_arenas,      ///< another malloc's memory (jemalloc, mimalloc, tcmalloc), [heap] too
+  runtime_heap,          ///< a JIT or garbage-collected runtime's own heap (JVM, V8, Go)
+  anonymous_mmap,        ///< other private anonymous memory: the program's own mmap(2), stacks
+  shared_anonymous,  ///< shmem on the kernel's own mount (MAP_SHARED anonymous, memfd, SysV):
+                     ///< follows shmem_enabled
+  tmpfs_file,        ///< a file on a tmpfs mount (/dev/shm, ...): follows that mount's huge=
+  hugetlb,           ///< hugetlb pool pages, whatever mapped them
+  file,              ///< page cache of regular files
+};
+
+/// "glibc_main_arena", "runtime_heap", ...: the names JSON and Prometheus carry.
+const char* name_of(memory_class kind) noexcept;
+
+/// The resident memory of one class (for tmpfs_file: of one mount).
+struct memory_class_usage {
+  memory_class kind = memory_class::anonymous_mmap;
+  std::size_t resident = 0;  ///< resident bytes (the pool pages for the hugetlb class)
+  std::size_t huge = 0;      ///< of them on huge pages (PMD-mapped THP or hugetlb)
+  std::size_t mappings = 0;  ///< smaps records in the class
+  std::size_t advised = 0;   ///< resident bytes in MADV_HUGEPAGE mappings
+  /// Resident bytes in mappings smaller than the PMD THP size: no setting that advises whole
+  /// mappings (glibc.malloc.hugetlb=1 advises a chunk only from 2 MiB up) makes these huge.
+  std::size_t in_small_mappings = 0;
+  std::size_t largest_mapping = 0;  ///< size of the class's largest mapping
+  std::string evidence;  ///< how the class was told ("chunk headers", "64 MiB-aligned heaps", ...)
+  std::string mount;     ///< tmpfs_file: the mount point
+  std::string mount_huge;  ///< tmpfs_file: the mount's huge= option ("never" when absent)
+  double huge_fraction() const noexcept {
+    return resident == 0 ? 0.0
+                         : static_cast<double>(std::min(huge, resident)) /
+                               static_cast<double>(resident);
+  }
+};
+
+/// Who turned THP off for a process (status THP_enabled: 0). PR_SET_THP_DISABLE is inherited
+/// across fork and exec, so a parent with THP off too means the setting came from above.
+enum class thp_disabler {
+  none,       ///< THP is not disabled for the process
+  process,    ///< the process itself (its parent has THP on; a known runtime that does so)
+  inherited,  ///< its parent has THP off too: a launcher, unit or shell set it
+  unknown,    ///< the parent could not be read
+};
+
+/// "none", "process", "inherited" or "unknown".
+const char* name_of(thp_disabler who) noexcept;
+
 /// A process as the doctor sees it. Bytes.
 ///
 /// Three classes of memory, each with its own huge share: private anonymous (heap, stacks,
@@ -248,11 +302,14 @@ struct process_report {
   std::size_t base = 0;                        ///< rss - all PMD-mapped THP
   std::size_t thp_advised = 0;                 ///< bytes in MADV_HUGEPAGE mappings
   std::size_t thp_eligible_anon = 0;           ///< anonymous resident bytes in THPeligible ranges
-  std::size_t largest_shared = 0;
-  std::size_t dev_shm = 0;  ///< resident bytes of shared memory in files under /dev/shm   ///< size
-                            ///< of the largest shared-memory mapping (not hugetlb)
+  std::size_t largest_shared = 0;  ///< size of the largest shared-memory mapping (not hugetlb)
+  std::size_t dev_shm = 0;  ///< resident bytes of shared memory in files under /dev/shm
   std::optional<bool> thp_enabled;  ///< status THP_enabled (false: PR_SET_THP_DISABLE)
   std::vector<anon_mapping> largest;
+  /// Resident memory by what maps it (memory_class), largest first; classes with nothing
+  /// resident are left out. The classes' resident bytes sum to rss plus hugetlb_total().
+  std::vector<memory_class_usage> classes;
+  thp_disabler thp_disabled_by = thp_disabler::none;
   /// The `top` mappings of any kind with the most resident bytes, with their exact huge bytes
   /// from the page tables (top_coverage); empty for a report built from stored files.
   std::vector<mapping_coverage> coverage;
