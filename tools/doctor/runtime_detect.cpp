@@ -37,15 +37,29 @@ bool starts_with(std::string_view text, std::string_view prefix) {
 }
 
 // memcached's large pages: -L or --enable-largepages, alone or among other flags without an
-// argument ("-vL"); -o and the other options that take a value end the word's flags.
+// argument ("-vL"), read as getopt does: an option that takes a value ends its word's flags, and
+// takes the next word when nothing follows it in its own.
 bool memcached_large_pages(std::string_view cmdline) {
-  for (std::string_view w : cmdline_words(cmdline)) {
+  const std::vector<std::string_view> words = cmdline_words(cmdline);
+  for (std::size_t i = 1; i < words.size(); ++i) {
+    const std::string_view w = words[i];
+    if (w == "--") break;
     if (w == "--enable-largepages") return true;
-    if (w.size() < 2 || w[0] != '-' || w[1] == '-') continue;
-    for (std::size_t i = 1; i < w.size(); ++i) {
-      if (w[i] == 'L') return true;
-      // Flags that take a value: the rest of the word is that value.
-      if (std::string_view("apsUmcluPfntDRbBIoeN").find(w[i]) != std::string_view::npos) break;
+    if (starts_with(w, "--")) {
+      // A long option with its value in the next word ("--memory-limit 64").
+      if (w.find('=') == std::string_view::npos && i + 1 < words.size() &&
+          !starts_with(words[i + 1], "-")) {
+        ++i;
+      }
+      continue;
+    }
+    if (w.size() < 2 || w[0] != '-') continue;
+    for (std::size_t j = 1; j < w.size(); ++j) {
+      if (w[j] == 'L') return true;
+      if (std::string_view("apsUmcluPfntDRbBIoeN").find(w[j]) != std::string_view::npos) {
+        if (j + 1 == w.size()) ++i;  // its value is the next word
+        break;
+      }
     }
   }
   return false;
