@@ -195,6 +195,7 @@ TEST(DoctorReach, DevShmFileFollowsItsMountNotShmemEnabled) {
   EXPECT_EQ(a.level, advice_level::warning);
   EXPECT_EQ(a.commands, (std::vector<std::string>{"mount -o remount,huge=within_size /dev/shm",
                                                   dev_shm_fstab_command(s)}));
+  ASSERT_EQ(a.commands.size(), 2u);
   EXPECT_NE(a.commands[1].find("huge=within_size"), std::string::npos);
   EXPECT_TRUE(mentions(a, "shmem_enabled=advise does not reach them")) << a.message;
   EXPECT_TRUE(mentions(a,
