@@ -75,10 +75,30 @@ advice with_reach(advice a, const classes_t& classes) {
   return a;
 }
 
-// No setting reaches these classes: a note with the fallback.
+// What reaches `classes` when no setting of the process does: THP enabled=always and --collapse
+// for what lies in mappings of at least the THP size; nothing for smaller mappings.
+collapse_fallback fallback_for(const process_report& p, const system_report& s,
+                               const classes_t& classes) {
+  const split by_collapse = split_by(fix_mechanism::collapse, classes, p, s);
+  collapse_fallback out;
+  if (!by_collapse.reached.empty()) {
+    out = collapse_of(p, s);
+    out.text = "THP enabled=always (machine-wide) reaches it, or " + out.text;
+  }
+  if (!by_collapse.missed.empty()) {
+    if (!out.text.empty()) out.text += "; ";
+    out.text += fmt::format(
+        "{}: neither THP enabled=always nor MADV_COLLAPSE makes such a mapping huge, only "
+        "allocating in blocks of at least {} (hugepage::thp_allocator for large containers)",
+        by_collapse.limit, format_bytes(s.thp_bytes));
+  }
+  return out;
+}
+
+// No setting of the process reaches these classes: a note with the fallback.
 advice out_of_reach(const process_report& p, const system_report& s, std::string id,
                     const std::string& why, const classes_t& classes) {
-  const collapse_fallback fallback = collapse_of(p, s);
+  const collapse_fallback fallback = fallback_for(p, s, classes);
   return with_reach({std::move(id),
                      advice_level::note,
                      head_of(classes) + why + "; " + fallback.text,
@@ -108,9 +128,7 @@ void advise_glibc(const process_report& p, const system_report& s, const classes
     if (!by_tunable.reached.empty()) allocator_advice(p, by_tunable.reached, out);
     if (!by_tunable.missed.empty()) {
       out.push_back(out_of_reach(p, s, "glibc_chunks_out_of_reach",
-                                 by_tunable.limit +
-                                     ": no malloc setting reaches them, only THP enabled=always "
-                                     "(machine-wide)",
+                                 by_tunable.limit + ", and no other malloc setting reaches it",
                                  by_tunable.missed));
     }
     return;
@@ -120,14 +138,12 @@ void advise_glibc(const process_report& p, const system_report& s, const classes
   }
   if (!by_tunable.missed.empty()) {
     // The tunable is set and does not reach this memory: no all-clear.
-    const collapse_fallback fallback = collapse_of(p, s);
+    const collapse_fallback fallback = fallback_for(p, s, by_tunable.missed);
     out.push_back(with_reach(
         {"glibc_tunable_does_not_reach",
          advice_level::warning,
          head_of(by_tunable.missed) +
-             fmt::format("the process has {}, but {}: what reaches them is THP enabled=always "
-                         "(machine-wide) or ",
-                         a.hugepage_mode, by_tunable.limit) +
+             fmt::format("the process has {}, but {}; ", a.hugepage_mode, by_tunable.limit) +
              fallback.text,
          {fmt::format("allocator glibc: {}", a.hugepage_mode)},
          "enabled=always raises RSS and fault latency for every process",
@@ -188,8 +204,7 @@ void advise_runtime_heap(const process_report& p, const system_report& s, const 
   }
   out.push_back(out_of_reach(p, s, "runtime_heap_out_of_reach",
                              "the runtime maps its own heap, which no malloc setting reaches and "
-                             "the doctor knows no setting of this runtime for; THP "
-                             "enabled=always (machine-wide) reaches it",
+                             "the doctor knows no setting of this runtime for",
                              classes));
 }
 
@@ -259,8 +274,7 @@ void advise_private(const process_report& p, const system_report& s, const class
     } else {
       out.push_back(out_of_reach(p, s, "anonymous_mmap_out_of_reach",
                                  "the program maps it itself without MADV_HUGEPAGE: no malloc "
-                                 "or runtime setting reaches it, only THP enabled=always "
-                                 "(machine-wide) or the program's own madvise",
+                                 "or runtime setting reaches it, only the program's own madvise",
                                  own));
     }
   }

@@ -311,10 +311,13 @@ TEST(DoctorReach, TunableInPlaceThatDoesNotReachIsAWarning) {
   process_report p = big_process("glibc", {{"GLIBC_TUNABLES", "glibc.malloc.hugetlb=1"}}, "2.36");
   p = process_with(p, usage(memory_class::glibc_thread_arenas, 1 * gib, 3 * mib, 1 * gib));
   auto list = advise_process(p, healthy_system());
-  const advice& a = only(list, "glibc_tunable_does_not_reach");
+  const advice a = only(list, "glibc_tunable_does_not_reach");
   EXPECT_EQ(a.level, advice_level::warning);
   EXPECT_TRUE(mentions(a, "1 GiB of it lies in mappings under 2 MiB")) << a.message;
-  EXPECT_EQ(a.commands, std::vector<std::string>{collapse_command});
+  // A mapping under 2 MiB holds no huge page whatever the setting: no --collapse either.
+  EXPECT_TRUE(mentions(a, "neither THP enabled=always nor MADV_COLLAPSE makes such a mapping huge"))
+      << a.message;
+  EXPECT_TRUE(a.commands.empty());
   EXPECT_EQ(all_commands(list).find("GLIBC_TUNABLES"), std::string::npos);
   // The tunable absent and nothing it could reach: a note, not the tunable.
   p = process_with(big_process("glibc", {}, "2.36"),
@@ -322,6 +325,7 @@ TEST(DoctorReach, TunableInPlaceThatDoesNotReachIsAWarning) {
   list = advise_process(p, healthy_system());
   EXPECT_EQ(find(list, "glibc_without_hugetlb_tunable"), std::nullopt) << ids(list);
   EXPECT_EQ(only(list, "glibc_chunks_out_of_reach").level, advice_level::note);
+  EXPECT_TRUE(only(list, "glibc_chunks_out_of_reach").commands.empty());
   // The tunable reaches the memory and it is huge: nothing (exit 0 is right).
   p = process_with(big_process("glibc", {{"GLIBC_TUNABLES", "glibc.malloc.hugetlb=1"}}, "2.36"),
                    usage(memory_class::glibc_mmapped_chunks, 1 * gib, 1 * gib));
@@ -377,6 +381,23 @@ TEST(DoctorReach, JvmFlagInPlaceButHeapNotHuge) {
   EXPECT_EQ(only(list, "advised_but_not_huge").commands,
             std::vector<std::string>{collapse_command});
   EXPECT_EQ(find(list, "jvm_without_thp"), std::nullopt);
+}
+
+TEST(DoctorReach, ProgramsOwnMappingsAreANoteWithCollapse) {
+  process_report p =
+      process_with(big_process("glibc", {}, "2.36"), usage(memory_class::anonymous_mmap, 1 * gib));
+  auto list = advise_process(p, healthy_system());
+  const advice a = only(list, "anonymous_mmap_out_of_reach");
+  EXPECT_EQ(a.level, advice_level::note);
+  EXPECT_EQ(a.commands, std::vector<std::string>{collapse_command});
+  EXPECT_TRUE(mentions(a, "THP enabled=always (machine-wide) reaches it, or hugepage-doctor"))
+      << a.message;
+  EXPECT_FALSE(has_warning(list)) << ids(list);
+  EXPECT_EQ(all_commands(list).find("GLIBC_TUNABLES"), std::string::npos);
+  // The program advises it: the setting is its own; not huge is a warning.
+  p.classes[0].advised = 1 * gib;
+  list = advise_process(p, healthy_system());
+  EXPECT_EQ(only(list, "advised_but_not_huge").level, advice_level::warning);
 }
 
 // No all-clear while a class a fix reaches is on base pages: for every class with its setting in
