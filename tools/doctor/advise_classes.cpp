@@ -225,7 +225,10 @@ void advise_private(const process_report& p, const system_report& s, const class
     if (!by_always.reached.empty()) {
       out.push_back(not_obtained(p, s, "THP enabled=always", by_always.reached));
     }
-    if (!by_always.missed.empty()) {
+    if (!by_always.missed.empty() && p.runtime.kind == "memcached" && !p.runtime.asks_for_huge) {
+      // memcached's slabs: its own -L reaches them where THP cannot.
+      out.push_back(memcached_advice(p, head_of(by_always.missed), by_always.missed));
+    } else if (!by_always.missed.empty()) {
       out.push_back(
           with_reach({"small_mappings_out_of_reach",
                       advice_level::note,

@@ -20,6 +20,12 @@ using namespace advice_test;
 const std::string collapse_command = "hugepage-doctor --pid 4242 --collapse";
 const std::string shmem_file = "/sys/kernel/mm/transparent_hugepage/shmem_enabled";
 
+// A command line with its NULs, as /proc/PID/cmdline holds it.
+template <std::size_t n>
+std::string cmdline_of(const char (&text)[n]) {
+  return std::string(text, n - 1);
+}
+
 bool mentions(const advice& a, const std::string& text) {
   return a.message.find(text) != std::string::npos;
 }
@@ -87,7 +93,7 @@ TEST(DoctorReach, TheTable) {
 TEST(DoctorReach, MemcachedGetsItsOwnLargePagesNotTheTunable) {
   process_report p = big_process("glibc", {{"GLIBC_TUNABLES", "glibc.malloc.hugetlb=1"}}, "2.36");
   ASSERT_TRUE(p.allocator.asks_for_huge);
-  p.runtime = detect_runtime({"/usr/bin/memcached"}, std::string("memcached\0-m\0002048", 16), {});
+  p.runtime = detect_runtime({"/usr/bin/memcached"}, cmdline_of("memcached\0-m\0002048"), {});
   ASSERT_EQ(p.runtime.kind, "memcached");
   EXPECT_FALSE(p.runtime.asks_for_huge);
   // 1 MiB slabs: mmapped chunks in mappings under 2 MiB, 0.3% huge.
@@ -106,14 +112,16 @@ TEST(DoctorReach, MemcachedGetsItsOwnLargePagesNotTheTunable) {
   EXPECT_EQ(find(list, "glibc_without_hugetlb_tunable"), std::nullopt) << ids(list);
   EXPECT_EQ(all_commands(list).find("GLIBC_TUNABLES"), std::string::npos);
   EXPECT_TRUE(has_warning(list));
+  // Under THP always the slabs stay small too: -L again.
+  EXPECT_NE(find(advise_process(p, stock_system("always")), "memcached_large_pages"), std::nullopt);
   // Without the classes (a report from stored files) the same advice.
   process_report totals = p;
   totals.classes.clear();
   EXPECT_NE(find(advise_process(totals, healthy_system()), "memcached_large_pages"), std::nullopt);
   // Started with -L (alone or among other flags): it asks; still on base pages is a warning.
-  for (const std::string cmdline :
-       {std::string("memcached\0-vL", 13), std::string("memcached\0--enable-largepages", 29),
-        std::string("memcached\0-m\0002048\0-L", 21)}) {
+  for (const std::string& cmdline :
+       {cmdline_of("memcached\0-vL"), cmdline_of("memcached\0--enable-largepages"),
+        cmdline_of("memcached\0-m\0002048\0-L")}) {
     p.runtime = detect_runtime({"/usr/bin/memcached"}, cmdline, {});
     EXPECT_TRUE(p.runtime.asks_for_huge) << cmdline;
     const auto with_l = advise_process(p, healthy_system());
@@ -122,13 +130,13 @@ TEST(DoctorReach, MemcachedGetsItsOwnLargePagesNotTheTunable) {
               std::vector<std::string>{collapse_command});
   }
   // A value that holds an L, or is -L, is not the flag.
-  for (const std::string cmdline :
-       {std::string("memcached\0-lLOCAL", 17), std::string("memcached\0-l\0-L", 16),
-        std::string("memcached\0--listen\0L", 22)}) {
+  for (const std::string& cmdline :
+       {cmdline_of("memcached\0-lLOCAL"), cmdline_of("memcached\0-l\0-L"),
+        cmdline_of("memcached\0--listen\0L")}) {
     EXPECT_FALSE(detect_runtime({"/usr/bin/memcached"}, cmdline, {}).asks_for_huge) << cmdline;
   }
   // -L and the slabs huge: nothing.
-  p.runtime = detect_runtime({"/usr/bin/memcached"}, std::string("memcached\0-L", 12), {});
+  p.runtime = detect_runtime({"/usr/bin/memcached"}, cmdline_of("memcached\0-L"), {});
   p = process_with(p, usage(memory_class::glibc_mmapped_chunks, 2 * gib, 2 * gib));
   EXPECT_TRUE(advise_process(p, healthy_system()).empty())
       << ids(advise_process(p, healthy_system()));
