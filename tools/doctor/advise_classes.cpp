@@ -246,8 +246,19 @@ void advise_private(const process_report& p, const system_report& s, const class
     out.push_back(linked_in_allocator_advice(p, s, head_of(classes), classes));
     return;
   }
+  // A JVM's or V8's heap is its own anonymous mmap: where no class of the report says
+  // runtime_heap, the runtime's anonymous mappings are taken for it.
+  const bool heap_in_mmap =
+      (rt.kind == "jvm" || rt.kind == "node") &&
+      std::none_of(p.classes.begin(), p.classes.end(), [](const memory_class_usage& c) {
+        return c.kind == memory_class::runtime_heap;
+      });
   classes_t glibc, arenas, heap, own;
   for (const memory_class_usage* c : classes) {
+    if (heap_in_mmap && c->kind == memory_class::anonymous_mmap) {
+      heap.push_back(c);
+      continue;
+    }
     switch (c->kind) {
       case memory_class::glibc_main_arena:
       case memory_class::glibc_thread_arenas:

@@ -379,6 +379,21 @@ TEST(DoctorReach, StaticBinaryAllocatorIsUnknown) {
   EXPECT_NE(find(advise_process(p, healthy_system()), "allocator_linked_in"), std::nullopt);
 }
 
+TEST(DoctorReach, JvmHeapFromItsAnonymousMappingsWhereNoClassSaysHeap) {
+  process_report p = big_process("glibc", {}, "2.36");
+  p.runtime = detect_runtime({"/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so"},
+                             cmdline_of("java\0Main"), {});
+  p = process_with(p, usage(memory_class::anonymous_mmap, 4 * gib));
+  auto list = advise_process(p, healthy_system());
+  EXPECT_EQ(only(list, "jvm_without_thp").reaches, std::vector<std::string>{"anonymous_mmap"});
+  EXPECT_EQ(find(list, "anonymous_mmap_out_of_reach"), std::nullopt) << ids(list);
+  // With a runtime_heap class, the rest is the program's own.
+  p.classes.push_back(usage(memory_class::runtime_heap, 1 * gib));
+  list = advise_process(p, healthy_system());
+  EXPECT_EQ(only(list, "jvm_without_thp").reaches, std::vector<std::string>{"runtime_heap"});
+  EXPECT_NE(find(list, "anonymous_mmap_out_of_reach"), std::nullopt) << ids(list);
+}
+
 TEST(DoctorReach, JvmFlagInPlaceButHeapNotHuge) {
   process_report p = big_process("glibc", {}, "2.36");
   p.runtime = detect_runtime({"/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so"},
