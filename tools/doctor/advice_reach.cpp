@@ -137,7 +137,7 @@ std::string class_phrase(memory_class kind) {
     case memory_class::allocator_arenas: return "the allocator's arenas";
     case memory_class::runtime_heap: return "the runtime's own heap";
     case memory_class::anonymous_mmap: return "the program's own anonymous mappings";
-    case memory_class::shared_anonymous: return "its shared anonymous memory (memfd, SysV)";
+    case memory_class::shared_anonymous: return "its memfd, SysV or MAP_SHARED anonymous memory";
     case memory_class::tmpfs_file: return "its files on tmpfs";
     case memory_class::hugetlb: return "its hugetlb pages";
     case memory_class::file: return "its file mappings";

@@ -54,24 +54,27 @@ advice mariadb_large_pages(const process_report& p, const system_report& s) {
     available = pool.available().value_or(0);
   }
   const std::uint64_t missing = pages > available ? pages - available : 0;
-  advice a{"mariadb_large_pages",
-           advice_level::warning,
-           fmt::format("MariaDB turned THP off for itself with prctl(PR_SET_THP_DISABLE), so its "
-                       "buffer pool ({}) is on base pages: set large_pages=ON under [mysqld] in "
-                       "its configuration, which maps the buffer pool from the hugetlb pool (and "
-                       "silently falls back to base pages when the pool is short); it needs {} "
-                       "pages of {}, the pool has {} free{}",
-                       format_bytes(pool_bytes), pages, format_bytes(page), available,
-                       missing > 0 ? fmt::format(", {} short", missing) : ", enough"),
-           {"/proc/PID/status THP_enabled: 0",
-            fmt::format("largest private anonymous mapping {} (the buffer pool)",
-                        format_bytes(pool_bytes)),
-            fmt::format("hugetlb pool of {}: {} pages, {} available", format_bytes(page), total,
-                        available),
-            "runtime: " + p.runtime.evidence},
-           fmt::format("{} reserved for the server, unusable for anything else",
-                       format_bytes(pages * page)),
-           {}};
+  advice a{
+      "mariadb_large_pages",
+      advice_level::warning,
+      fmt::format("{} with prctl(PR_SET_THP_DISABLE), so its buffer pool ({}) is on base "
+                  "pages: set large_pages=ON under [mysqld] in "
+                  "its configuration, which maps the buffer pool from the hugetlb pool (and "
+                  "silently falls back to base pages when the pool is short); it needs {} "
+                  "pages of {}, the pool has {} free{}",
+                  p.thp_disabled_by == thp_disabler::process ? "MariaDB turned THP off for itself"
+                                                             : "THP is off for MariaDB",
+                  format_bytes(pool_bytes), pages, format_bytes(page), available,
+                  missing > 0 ? fmt::format(", {} short", missing) : ", enough"),
+      {"/proc/PID/status THP_enabled: 0",
+       fmt::format("largest private anonymous mapping {} (the buffer pool)",
+                   format_bytes(pool_bytes)),
+       fmt::format("hugetlb pool of {}: {} pages, {} available", format_bytes(page), total,
+                   available),
+       "runtime: " + p.runtime.evidence},
+      fmt::format("{} reserved for the server, unusable for anything else",
+                  format_bytes(pages * page)),
+      {}};
   a.reaches = {name_of(memory_class::anonymous_mmap)};
   if (missing > 0) {
     if (const auto target = capped_pool_target(s, page, total, total + missing)) {
@@ -122,22 +125,19 @@ void advise_thp_disabled(const process_report& p, const system_report& s, const 
 
 advice memcached_advice(const process_report& p, const std::string& head,
                         const std::vector<const memory_class_usage*>& classes) {
-  const bool tunable = glibc_tunable_set(p);
-  advice a{
-      "memcached_large_pages",
-      advice_level::warning,
-      head +
-          fmt::format(
-              "memcached's slabs are 1 MiB malloc chunks{}, which {}glibc.malloc.hugetlb=1 never "
-              "advises (it advises chunks of at least 2 MiB): start memcached with -L "
-              "(--enable-largepages), which allocates its whole memory limit at start in one "
-              "block aligned to the huge page and advises it MADV_HUGEPAGE",
-              classes.empty() ? "" : " (" + classes_phrase(classes) + ")",
-              tunable ? "the GLIBC_TUNABLES it has, " : ""),
-      {"runtime: " + p.runtime.evidence, "no -L on its command line",
-       fmt::format("allocator {}: {}", p.allocator.guess.name, p.allocator.hugepage_mode)},
-      "the whole -m limit is allocated at start, whether the cache fills it or not",
-      {}};
+  advice a{"memcached_large_pages",
+           advice_level::warning,
+           head + fmt::format("memcached's slabs are 1 MiB malloc chunks, which "
+                              "glibc.malloc.hugetlb=1{} never advises (it advises chunks of at "
+                              "least 2 MiB): start memcached with -L (--enable-largepages), which "
+                              "allocates its whole memory limit at start in one block aligned to "
+                              "the huge page and advises it MADV_HUGEPAGE{}",
+                              glibc_tunable_set(p) ? " (in the GLIBC_TUNABLES it has)" : "",
+                              classes.empty() ? "" : "; -L reaches " + classes_phrase(classes)),
+           {"runtime: " + p.runtime.evidence, "no -L on its command line",
+            fmt::format("allocator {}: {}", p.allocator.guess.name, p.allocator.hugepage_mode)},
+           "the whole -m limit is allocated at start, whether the cache fills it or not",
+           {}};
   a.reaches = class_names(classes);
   return a;
 }
@@ -148,11 +148,10 @@ advice node_advice(const process_report& p, const system_report& s, const std::s
   advice a{"node_heap_unreachable",
            advice_level::note,
            head +
-               fmt::format("Node.js maps V8's heap{} itself, and no setting advises it under THP "
-                           "madvise{} (node's --use-largepages remaps its code only): only THP "
-                           "enabled=always (machine-wide) reaches it; ",
-                           classes.empty() ? "" : " (" + classes_phrase(classes) + ")",
-                           glibc_tunable_set(p) ? ": the GLIBC_TUNABLES it has reaches only "
+               fmt::format("Node.js maps V8's heap itself, and no setting advises it under THP "
+                           "madvise (node's --use-largepages remaps its code only){}; THP "
+                           "enabled=always (machine-wide) reaches it, and ",
+                           glibc_tunable_set(p) ? "; the GLIBC_TUNABLES it has reaches only "
                                                   "glibc malloc's chunks, not V8's heap"
                                                 : "") +
                fallback.text,
@@ -192,11 +191,10 @@ advice linked_in_allocator_advice(const process_report& p, const system_report& 
   advice a{"allocator_linked_in",
            advice_level::note,
            head +
-               fmt::format("no libc or known allocator is mapped, so its allocator is linked into "
-                           "the executable (a static binary): the doctor cannot tell which malloc "
-                           "it is, nor whether GLIBC_TUNABLES or MALLOC_CONF reach {}; what "
-                           "reaches it regardless is THP enabled=always (machine-wide) or ",
-                           classes.empty() ? "its memory" : classes_phrase(classes)) +
+               "no libc or known allocator is mapped, so its allocator is linked into the "
+               "executable (a static binary): the doctor cannot tell which malloc it is, nor "
+               "whether GLIBC_TUNABLES or MALLOC_CONF reach its memory; THP enabled=always "
+               "(machine-wide) reaches it regardless, and " +
                fallback.text,
            {"no libc.so, libjemalloc, libtcmalloc or libmimalloc in its mappings"},
            "enabled=always raises RSS and fault latency for every process",

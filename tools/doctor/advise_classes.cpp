@@ -41,7 +41,7 @@ void allocator_advice(const process_report& p, const classes_t& classes, std::ve
   advise_allocator(p, head_of(classes), list);
   for (advice& one : list) {
     if (one.level == advice_level::warning) {
-      one.message += "; it reaches " + classes_phrase(classes);
+      one.message += "; the setting reaches " + classes_phrase(classes);
     }
     one.reaches = class_names(classes);
     out.push_back(std::move(one));
