@@ -109,7 +109,8 @@ void advise_allocator(const process_report& p, const std::string& head, std::vec
 void advise_classes(const process_report& p, const system_report& s, std::vector<advice>& out);
 
 // A setting that reaches `classes` is in place, yet they are under half huge: compaction where
-// free memory is fragmented and THP faults fall back, else --collapse.
+// free memory is fragmented and THP faults fall back, else --collapse. With no classes the
+// message has no head: the caller puts its own first.
 advice not_obtained(const process_report& p, const system_report& s, const std::string& setting,
                     const std::vector<const memory_class_usage*>& classes);
 

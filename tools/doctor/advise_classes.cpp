@@ -31,6 +31,7 @@ std::size_t huge_of(const classes_t& classes) {
 
 // "glibc's thread arenas (1.20 GiB), 0.3% huge; "
 std::string head_of(const classes_t& classes) {
+  if (classes.empty()) return "";  // a report without classes: the caller's head
   return fmt::format("{}, {} huge; ", classes_phrase(classes),
                      percent(process_report::share(huge_of(classes), resident_of(classes))));
 }

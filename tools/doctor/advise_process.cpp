@@ -136,8 +136,13 @@ std::vector<advice> advise_process(const process_report& p, const system_report&
                          {write_command("1", "/proc/sys/vm/compact_memory")}});
         }
       } else if (rt.kind == "memcached") {
-        out.push_back(rt.asks_for_huge ? not_obtained(p, s, "memcached -L", {})
-                                       : memcached_advice(p, head, {}));
+        if (rt.asks_for_huge) {
+          advice not_huge = not_obtained(p, s, "memcached -L", {});
+          not_huge.message = head + not_huge.message;
+          out.push_back(std::move(not_huge));
+        } else {
+          out.push_back(memcached_advice(p, head, {}));
+        }
       } else if (rt.kind == "node" && enabled == "madvise") {
         out.push_back(node_advice(p, s, head, {}));
       } else if (auto numpy = numpy_advice(p, head, {}); numpy && enabled == "madvise") {

@@ -128,6 +128,11 @@ TEST(DoctorReach, MemcachedGetsItsOwnLargePagesNotTheTunable) {
     EXPECT_EQ(find(with_l, "memcached_large_pages"), std::nullopt) << ids(with_l);
     EXPECT_EQ(only(with_l, "advised_but_not_huge").commands,
               std::vector<std::string>{collapse_command});
+    totals.runtime = p.runtime;
+    const auto totals_list = advise_process(totals, healthy_system());
+    EXPECT_EQ(
+        only(totals_list, "advised_but_not_huge").message.rfind("2 GiB anonymous memory, ", 0), 0u)
+        << only(totals_list, "advised_but_not_huge").message;
   }
   // A value that holds an L, or is -L, is not the flag.
   for (const std::string& cmdline :
