@@ -102,4 +102,41 @@ advice environment_advice(const process_report& p, std::string id, const std::st
 // each message.
 void advise_allocator(const process_report& p, const std::string& head, std::vector<advice>& out);
 
+// ---- memory classes (advise_classes.cpp) -------------------------------------------------------
+
+// Advice per class of the process's memory (process_report::classes), each through a mechanism
+// that reaches the class (advice_reach.hpp); nothing while THP is disabled for the process.
+void advise_classes(const process_report& p, const system_report& s, std::vector<advice>& out);
+
+// A setting that reaches `classes` is in place, yet they are under half huge: compaction where
+// free memory is fragmented and THP faults fall back, else --collapse. With no classes the
+// message has no head: the caller puts its own first.
+advice not_obtained(const process_report& p, const system_report& s, const std::string& setting,
+                    const std::vector<const memory_class_usage*>& classes);
+
+// ---- services (advice_services.cpp) ------------------------------------------------------------
+
+// THP disabled for the process: MariaDB's own large pages with the pool they need, or who set it
+// and what it costs (Redis has its own note).
+void advise_thp_disabled(const process_report& p, const system_report& s, const std::string& head,
+                         std::vector<advice>& out);
+
+// memcached's slabs are 1 MiB chunks no malloc setting reaches: its own -L.
+advice memcached_advice(const process_report& p, const std::string& head,
+                        const std::vector<const memory_class_usage*>& classes);
+
+// Node.js: nothing advises V8's heap; --collapse as the fallback.
+advice node_advice(const process_report& p, const system_report& s, const std::string& head,
+                   const std::vector<const memory_class_usage*>& classes);
+
+// numpy with NUMPY_MADVISE_HUGEPAGE=0; nullopt when numpy advises.
+std::optional<advice> numpy_advice(const process_report& p, const std::string& head,
+                                   const std::vector<const memory_class_usage*>& classes);
+
+// No libc or known allocator is mapped: the allocator is linked into the executable.
+bool linked_in_allocator(const process_report& p);
+advice linked_in_allocator_advice(const process_report& p, const system_report& s,
+                                  const std::string& head,
+                                  const std::vector<const memory_class_usage*>& classes);
+
 }  // namespace hugepage::doctor

@@ -1,5 +1,6 @@
 // tools/doctor/advise_process.cpp - the rules that turn a process report into advice (the rules'
-// conventions: advise_system.cpp).
+// conventions: advise_system.cpp): per memory class where the report has them (advise_classes.cpp),
+// else by the process's totals.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -27,6 +28,14 @@ std::vector<advice> advise_process(const process_report& p, const system_report&
                    {"/proc/PID/status THP_enabled: 0", "runtime: " + rt.evidence},
                    "",
                    {}});
+  }
+
+  if (p.thp_enabled && !*p.thp_enabled && anon >= process_advice_threshold &&
+      p.huge_fraction() < 0.5) {
+    advise_thp_disabled(p, s,
+                        fmt::format("{} anonymous memory, {} huge; ", format_bytes(anon),
+                                    percent(p.huge_fraction())),
+                        out);
   }
 
   // PostgreSQL: shared_buffers is one shared mapping; huge_pages=try (the default) takes it
@@ -63,106 +72,117 @@ std::vector<advice> advise_process(const process_report& p, const system_report&
     out.push_back(std::move(a));
   }
 
-  // Shared memory (tmpfs, memfd, SysV, MAP_SHARED anonymous) follows shmem_enabled, and files on
-  // a tmpfs mount follow its huge= option; PostgreSQL's is better on the hugetlb pool (above).
-  const std::string shmem_enabled = s.thp.shmem_enabled.value_or("");
-  if (rt.kind != "postgres" && p.shmem >= process_advice_threshold &&
-      p.shmem_huge_fraction() < 0.5 && (shmem_enabled == "never" || shmem_enabled == "deny")) {
-    advice a{"shmem_without_thp",
-             advice_level::warning,
-             fmt::format("{} of shared memory, {} huge; shmem_enabled={} gives it base pages "
-                         "only",
-                         format_bytes(p.shmem), percent(p.shmem_huge_fraction()), shmem_enabled),
-             {fmt::format("{}/shmem_enabled: {}", thp_dir, shmem_enabled),
-              fmt::format("{} resident in shared mappings", format_bytes(p.shmem))},
-             "advise: only ranges with MADV_HUGEPAGE (and tmpfs mounts with huge=) get huge "
-             "pages; a sparse shared file grows in 2 MiB steps",
-             sysfs_setting("advise", fmt::format("{}/shmem_enabled", thp_dir))};
-    if (p.dev_shm >= p.shmem / 2) {
-      // Most of it is POSIX shared memory in /dev/shm: that mount's own option decides.
-      a.evidence.push_back(
-          fmt::format("{} of it in files under /dev/shm", format_bytes(p.dev_shm)));
-      a.commands.push_back(shell_line({"mount", "-o", "remount,huge=within_size", "/dev/shm"}));
-      a.commands.push_back(dev_shm_fstab_command(s));
+  if (!p.classes.empty()) {
+    advise_classes(p, s, out);
+  } else {
+    // A report without memory classes (from stored files): advice by the process's totals.
+    // Shared memory (tmpfs, memfd, SysV, MAP_SHARED anonymous) follows shmem_enabled, and files on
+    // a tmpfs mount follow its huge= option; PostgreSQL's is better on the hugetlb pool (above).
+    const std::string shmem_enabled = s.thp.shmem_enabled.value_or("");
+    if (rt.kind != "postgres" && p.shmem >= process_advice_threshold &&
+        p.shmem_huge_fraction() < 0.5 && (shmem_enabled == "never" || shmem_enabled == "deny")) {
+      advice a{"shmem_without_thp",
+               advice_level::warning,
+               fmt::format("{} of shared memory, {} huge; shmem_enabled={} gives it base pages "
+                           "only",
+                           format_bytes(p.shmem), percent(p.shmem_huge_fraction()), shmem_enabled),
+               {fmt::format("{}/shmem_enabled: {}", thp_dir, shmem_enabled),
+                fmt::format("{} resident in shared mappings", format_bytes(p.shmem))},
+               "advise: only ranges with MADV_HUGEPAGE (and tmpfs mounts with huge=) get huge "
+               "pages; a sparse shared file grows in 2 MiB steps",
+               sysfs_setting("advise", fmt::format("{}/shmem_enabled", thp_dir))};
+      if (p.dev_shm >= p.shmem / 2) {
+        // Most of it is POSIX shared memory in /dev/shm: that mount's own option decides.
+        a.evidence.push_back(
+            fmt::format("{} of it in files under /dev/shm", format_bytes(p.dev_shm)));
+        a.commands.push_back(shell_line({"mount", "-o", "remount,huge=within_size", "/dev/shm"}));
+        a.commands.push_back(dev_shm_fstab_command(s));
+      }
+      out.push_back(std::move(a));
     }
-    out.push_back(std::move(a));
-  }
 
-  if (anon >= process_advice_threshold && p.huge_fraction() < 0.5) {
-    const std::string head = fmt::format("{} anonymous memory, {} huge; ", format_bytes(anon),
-                                         percent(p.huge_fraction()));
-    const allocator_report& a = p.allocator;
-    const fragmentation frag = fragmentation_of(s);
-    if (p.thp_enabled && !*p.thp_enabled) {
-      if (rt.kind != "redis") {
-        out.push_back({"process_thp_disabled",
-                       advice_level::warning,
-                       head + "the process disabled THP for itself with prctl(PR_SET_THP_DISABLE); "
-                              "check its launcher or unit for that setting",
-                       {"/proc/PID/status THP_enabled: 0"},
+    if (anon >= process_advice_threshold && p.huge_fraction() < 0.5) {
+      const std::string head = fmt::format("{} anonymous memory, {} huge; ", format_bytes(anon),
+                                           percent(p.huge_fraction()));
+      const allocator_report& a = p.allocator;
+      const fragmentation frag = fragmentation_of(s);
+      if (p.thp_enabled && !*p.thp_enabled) {
+        // advise_thp_disabled, above
+      } else if (enabled == "never") {
+        thp_off off = thp_off_of(s);
+        out.push_back({"thp_never", advice_level::warning, head + off.why, std::move(off.evidence),
+                       "madvise gives huge pages only to ranges that ask for them",
+                       std::move(off.commands)});
+      } else if (rt.kind == "jvm") {
+        // The Java heap is the JVM's own mapping: malloc settings do not reach it.
+        if (!rt.asks_for_huge && enabled == "madvise") {
+          out.push_back(environment_advice(
+              p, "jvm_without_thp",
+              head + "the JVM heap is not advised: add -XX:+UseTransparentHugePages to the "
+                     "java options (JAVA_TOOL_OPTIONS); ",
+              {"runtime: " + rt.evidence,
+               rt.settings_known ? "no -XX:+UseTransparentHugePages or -XX:+UseLargePages"
+                                 : "java options unknown (cmdline or environment unreadable)",
+               "THP enabled=madvise"},
+              "the whole heap is committed in 2 MiB steps (more RSS with a sparse heap)",
+              "JAVA_TOOL_OPTIONS", "-XX:+UseTransparentHugePages", java_options));
+        } else if (rt.asks_for_huge && frag.fragmented && fallbacks_matter(s)) {
+          out.push_back({"huge_pages_not_obtained",
+                         advice_level::warning,
+                         head + "the JVM asks for huge pages, but free memory is fragmented and "
+                                "THP faults fall back",
+                         {"runtime: " + rt.evidence},
+                         "",
+                         {write_command("1", "/proc/sys/vm/compact_memory")}});
+        }
+      } else if (rt.kind == "memcached") {
+        if (rt.asks_for_huge) {
+          advice not_huge = not_obtained(p, s, "memcached -L", {});
+          not_huge.message = head + not_huge.message;
+          out.push_back(std::move(not_huge));
+        } else {
+          out.push_back(memcached_advice(p, head, {}));
+        }
+      } else if (rt.kind == "node" && enabled == "madvise") {
+        out.push_back(node_advice(p, s, head, {}));
+      } else if (auto numpy = numpy_advice(p, head, {}); numpy && enabled == "madvise") {
+        out.push_back(std::move(*numpy));
+      } else if (linked_in_allocator(p) && rt.kind.empty() && enabled == "madvise") {
+        out.push_back(linked_in_allocator_advice(p, s, head, {}));
+      } else if (enabled == "madvise" && !a.environ_readable) {
+        out.push_back({"allocator_settings_unknown",
+                       advice_level::note,
+                       head + fmt::format("{}'s settings cannot be read (environment "
+                                          "unreadable), so the doctor cannot say why",
+                                          a.guess.name),
+                       {a.hugepage_mode},
                        "",
                        {}});
-      }
-    } else if (enabled == "never") {
-      thp_off off = thp_off_of(s);
-      out.push_back({"thp_never", advice_level::warning, head + off.why, std::move(off.evidence),
-                     "madvise gives huge pages only to ranges that ask for them",
-                     std::move(off.commands)});
-    } else if (rt.kind == "jvm") {
-      // The Java heap is the JVM's own mapping: malloc settings do not reach it.
-      if (!rt.asks_for_huge && enabled == "madvise") {
-        out.push_back(environment_advice(
-            p, "jvm_without_thp",
-            head + "the JVM heap is not advised: add -XX:+UseTransparentHugePages to the "
-                   "java options (JAVA_TOOL_OPTIONS); ",
-            {"runtime: " + rt.evidence,
-             rt.settings_known ? "no -XX:+UseTransparentHugePages or -XX:+UseLargePages"
-                               : "java options unknown (cmdline or environment unreadable)",
-             "THP enabled=madvise"},
-            "the whole heap is committed in 2 MiB steps (more RSS with a sparse heap)",
-            "JAVA_TOOL_OPTIONS", "-XX:+UseTransparentHugePages", java_options));
-      } else if (rt.asks_for_huge && frag.fragmented && fallbacks_matter(s)) {
+      } else if (enabled == "madvise" && a.environ_overwritten && !a.asks_for_huge) {
+        out.push_back({"allocator_settings_unknown",
+                       advice_level::note,
+                       head + fmt::format("the process wrote its title over its environment, so "
+                                          "{}'s settings are unknown",
+                                          a.guess.name),
+                       {"/proc/PID/environ holds no NAME=value pairs"},
+                       "",
+                       {}});
+      } else if (enabled == "madvise" && !a.asks_for_huge) {
+        advise_allocator(p, head, out);
+      } else if (p.thp_eligible_anon > 0 && frag.fragmented && fallbacks_matter(s)) {
+        // Ranges that could be huge were not, and the machine shows why: fragmentation with
+        // fallbacks. Without both, compaction would not help.
         out.push_back({"huge_pages_not_obtained",
                        advice_level::warning,
-                       head + "the JVM asks for huge pages, but free memory is fragmented and "
-                              "THP faults fall back",
-                       {"runtime: " + rt.evidence},
-                       "",
+                       head + fmt::format("THP is {} and {} asks for huge pages, but free memory "
+                                          "is fragmented and THP faults fall back",
+                                          enabled, a.guess.name),
+                       {fmt::format("{} in THP-eligible ranges", format_bytes(p.thp_eligible_anon)),
+                        fmt::format("{} free, {} in {} blocks", format_bytes(frag.free),
+                                    format_bytes(frag.ready), format_bytes(s.thp_bytes))},
+                       "one compaction pass stalls the machine briefly",
                        {write_command("1", "/proc/sys/vm/compact_memory")}});
       }
-    } else if (enabled == "madvise" && !a.environ_readable) {
-      out.push_back({"allocator_settings_unknown",
-                     advice_level::note,
-                     head + fmt::format("{}'s settings cannot be read (environment "
-                                        "unreadable), so the doctor cannot say why",
-                                        a.guess.name),
-                     {a.hugepage_mode},
-                     "",
-                     {}});
-    } else if (enabled == "madvise" && a.environ_overwritten && !a.asks_for_huge) {
-      out.push_back({"allocator_settings_unknown",
-                     advice_level::note,
-                     head + fmt::format("the process wrote its title over its environment, so "
-                                        "{}'s settings are unknown",
-                                        a.guess.name),
-                     {"/proc/PID/environ holds no NAME=value pairs"},
-                     "",
-                     {}});
-    } else if (enabled == "madvise" && !a.asks_for_huge) {
-      advise_allocator(p, head, out);
-    } else if (p.thp_eligible_anon > 0 && frag.fragmented && fallbacks_matter(s)) {
-      // Ranges that could be huge were not, and the machine shows why: fragmentation with
-      // fallbacks. Without both, compaction would not help.
-      out.push_back({"huge_pages_not_obtained",
-                     advice_level::warning,
-                     head + fmt::format("THP is {} and {} asks for huge pages, but free memory "
-                                        "is fragmented and THP faults fall back",
-                                        enabled, a.guess.name),
-                     {fmt::format("{} in THP-eligible ranges", format_bytes(p.thp_eligible_anon)),
-                      fmt::format("{} free, {} in {} blocks", format_bytes(frag.free),
-                                  format_bytes(frag.ready), format_bytes(s.thp_bytes))},
-                     "one compaction pass stalls the machine briefly",
-                     {write_command("1", "/proc/sys/vm/compact_memory")}});
     }
   }
 

@@ -51,6 +51,9 @@ struct advice {
   std::vector<std::string> evidence;  ///< the facts it rests on (files, counters, ranges)
   std::string trade;                  ///< what the fix costs; "" when nothing
   std::vector<std::string> commands;  ///< shell lines that apply it, in order; may be empty
+  /// The memory classes (name_of(memory_class)) the fix reaches; empty when it is not about a
+  /// class of the process's memory.
+  std::vector<std::string> reaches{};
 };
 
 /// True when `list` holds a warning (exit status 1).
@@ -216,7 +219,9 @@ struct allocator_report {
 
 /// The language runtime or server a process is, where the doctor knows its huge page settings.
 struct runtime_report {
-  std::string kind;      ///< "jvm", "postgres", "redis" or "" (none recognised)
+  /// "jvm", "postgres", "redis", "mariadb", "memcached", "node", "python" or "" (none
+  /// recognised)
+  std::string kind;
   std::string version;   ///< from a library or binary path ("17"), "" when unknown
   std::string evidence;  ///< what it was recognised by (a mapped file the kernel names)
   std::string file;      ///< that file

@@ -1,5 +1,5 @@
-// tools/doctor/runtime_detect.cpp - recognising a JVM, PostgreSQL or Redis and its huge page
-// settings.
+// tools/doctor/runtime_detect.cpp - recognising a runtime or server (JVM, PostgreSQL, Redis,
+// MariaDB/MySQL, memcached, Node.js, Python with numpy) and its huge page settings.
 #include <optional>
 #include <string_view>
 
@@ -19,6 +19,66 @@ std::string number_after(std::string_view path, std::string_view marker) {
     out += path[i];
   }
   return out;
+}
+
+// The words of a NUL-separated command line.
+std::vector<std::string_view> cmdline_words(std::string_view cmdline) {
+  std::vector<std::string_view> words;
+  while (!cmdline.empty()) {
+    const auto nul = cmdline.find('\0');
+    words.push_back(cmdline.substr(0, nul));
+    cmdline.remove_prefix(nul == std::string_view::npos ? cmdline.size() : nul + 1);
+  }
+  return words;
+}
+
+bool starts_with(std::string_view text, std::string_view prefix) {
+  return text.substr(0, prefix.size()) == prefix;
+}
+
+// memcached's large pages: -L or --enable-largepages, alone or among other flags without an
+// argument ("-vL"), read as getopt does: an option that takes a value ends its word's flags, and
+// takes the next word when nothing follows it in its own.
+bool memcached_large_pages(std::string_view cmdline) {
+  const std::vector<std::string_view> words = cmdline_words(cmdline);
+  for (std::size_t i = 1; i < words.size(); ++i) {
+    const std::string_view w = words[i];
+    if (w == "--") break;
+    if (w == "--enable-largepages") return true;
+    if (starts_with(w, "--")) {
+      // A long option with its value in the next word ("--memory-limit 64").
+      if (w.find('=') == std::string_view::npos && i + 1 < words.size() &&
+          !starts_with(words[i + 1], "-")) {
+        ++i;
+      }
+      continue;
+    }
+    if (w.size() < 2 || w[0] != '-') continue;
+    for (std::size_t j = 1; j < w.size(); ++j) {
+      if (w[j] == 'L') return true;
+      if (std::string_view("apsUmcluPfntDRbBIoeN").find(w[j]) != std::string_view::npos) {
+        if (j + 1 == w.size()) ++i;  // its value is the next word
+        break;
+      }
+    }
+  }
+  return false;
+}
+
+// numpy advises its array buffers of 4 MiB and up MADV_HUGEPAGE on Linux unless
+// NUMPY_MADVISE_HUGEPAGE is 0 (numpy 1.20+: any integer, 0 turns it off).
+void numpy_settings(runtime_report& r,
+                    const std::vector<std::pair<std::string, std::string>>& env) {
+  r.settings_known = true;
+  r.asks_for_huge = true;
+  for (const auto& [name, value] : env) {
+    if (name != "NUMPY_MADVISE_HUGEPAGE") continue;
+    r.settings.push_back(name + "=" + value);
+    const auto first = value.find_first_not_of(' ');
+    if (first != std::string::npos && value.find_first_not_of("0 ", first) == std::string::npos) {
+      r.asks_for_huge = false;
+    }
+  }
 }
 
 }  // namespace
@@ -52,6 +112,48 @@ runtime_report detect_runtime(const std::vector<std::string>& paths, std::string
       r.evidence = "executable " + path;
       break;
     }
+    if (base == "mariadbd" || base == "mysqld") {
+      r.kind = "mariadb";
+      r.file = path;
+      r.evidence = "executable " + path;
+      break;
+    }
+    if (base == "memcached") {
+      r.kind = "memcached";
+      r.file = path;
+      r.evidence = "executable " + path;
+      r.settings_known = true;
+      r.asks_for_huge = memcached_large_pages(cmdline);
+      if (r.asks_for_huge) r.settings.emplace_back("-L");
+      break;
+    }
+    if (base == "node" || base == "nodejs" || starts_with(base, "libnode.so")) {
+      r.kind = "node";
+      r.file = path;
+      r.evidence = (base == "node" || base == "nodejs" ? "executable " : "") + path;
+      break;
+    }
+  }
+  if (r.kind.empty()) {
+    // Python is a runtime the doctor advises on only where numpy is loaded: numpy is what asks.
+    std::string python, numpy;
+    for (const std::string& path : paths) {
+      const std::string_view base = base_name(path);
+      if (python.empty() && starts_with(base, "python") && base.find(".so") == std::string::npos) {
+        python = path;
+      }
+      if (numpy.empty() && starts_with(base, "_multiarray_umath") &&
+          base.find(".so") != std::string_view::npos) {
+        numpy = path;
+      }
+    }
+    if (!python.empty() && !numpy.empty()) {
+      r.kind = "python";
+      r.file = numpy;
+      r.evidence = "executable " + python + ", numpy's " + numpy + " mapped";
+      numpy_settings(r, settings);
+    }
+    return r;
   }
   if (r.kind != "jvm") return r;
   // The JVM's huge page flags: the last of + and - wins, the command line after the options
@@ -68,11 +170,7 @@ runtime_report detect_runtime(const std::vector<std::string>& paths, std::string
       v.remove_prefix(space == std::string_view::npos ? v.size() : space + 1);
     }
   }
-  while (!cmdline.empty()) {
-    const auto nul = cmdline.find('\0');
-    words.push_back(cmdline.substr(0, nul));
-    cmdline.remove_prefix(nul == std::string_view::npos ? cmdline.size() : nul + 1);
-  }
+  for (const std::string_view w : cmdline_words(cmdline)) words.push_back(w);
   r.settings_known = true;
   std::optional<bool> thp, large;
   for (std::string_view w : words) {

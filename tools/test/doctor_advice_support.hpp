@@ -2,6 +2,7 @@
 // tests, and readers of the advice they get.
 #pragma once
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <utility>
@@ -100,6 +101,40 @@ inline process_report big_process(const std::string& allocator,
   p.thp_enabled = true;
   p.allocator = describe_allocator({allocator, "/lib/lib" + allocator + ".so", version}, true,
                                    std::move(environment));
+  return p;
+}
+
+// One class of a process's memory: `resident` bytes of which `huge` on huge pages, all in
+// mappings of at least 2 MiB unless `small` says otherwise.
+inline memory_class_usage usage(memory_class kind, std::size_t resident, std::size_t huge = 0,
+                                std::size_t small = 0, std::size_t advised = 0) {
+  memory_class_usage c;
+  c.kind = kind;
+  c.resident = resident;
+  c.huge = huge;
+  c.mappings = 1;
+  c.advised = advised;
+  c.in_small_mappings = small;
+  c.largest_mapping = resident;
+  return c;
+}
+
+// big_process() whose anonymous memory is the one class `c` (its classes filled, as
+// collect_process fills them).
+inline process_report process_with(process_report p, const memory_class_usage& c) {
+  p.classes = {c};
+  if (c.kind == memory_class::shared_anonymous || c.kind == memory_class::tmpfs_file) {
+    p.anonymous = 0;
+    p.thp = 0;
+    p.shmem = c.resident;
+    p.shmem_huge = c.huge;
+    p.rss = c.resident;
+  } else {
+    p.anonymous = c.resident;
+    p.thp = c.huge;
+    p.rss = c.resident;
+  }
+  p.base = p.rss - std::min(p.rss, c.huge);
   return p;
 }
 

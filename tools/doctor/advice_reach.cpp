@@ -1,0 +1,184 @@
+// tools/doctor/advice_reach.cpp - the table of which fix reaches which memory class.
+#include "advice_reach.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "text.hpp"
+
+namespace hugepage::doctor {
+
+namespace {
+
+bool glibc_class(memory_class kind) noexcept {
+  return kind == memory_class::glibc_main_arena || kind == memory_class::glibc_thread_arenas ||
+         kind == memory_class::glibc_mmapped_chunks;
+}
+
+reach all(const memory_class_usage& c) { return {c.resident, ""}; }
+
+reach none(std::string why) { return {0, std::move(why)}; }
+
+// Only what the program advises MADV_HUGEPAGE.
+reach advised_only(const memory_class_usage& c, const std::string& setting) {
+  const std::size_t advised = std::min(c.advised, c.resident);
+  if (advised >= c.resident) return all(c);
+  return {advised, fmt::format("{} reaches only ranges the program advises MADV_HUGEPAGE, and it "
+                               "advises {} of {}",
+                               setting, format_bytes(advised), format_bytes(c.resident))};
+}
+
+// A huge page needs a whole aligned THP inside one mapping: smaller mappings stay on base pages
+// under any setting.
+reach whole_pmds(const memory_class_usage& c, std::size_t thp_bytes) {
+  const std::size_t small = std::min(c.in_small_mappings, c.resident);
+  if (small == 0) return all(c);
+  return {c.resident - small,
+          fmt::format("{} of it lies in mappings under {}, which no huge page fits",
+                      format_bytes(small), format_bytes(thp_bytes))};
+}
+
+}  // namespace
+
+bool private_anonymous(memory_class kind) noexcept {
+  return glibc_class(kind) || kind == memory_class::allocator_arenas ||
+         kind == memory_class::runtime_heap || kind == memory_class::anonymous_mmap;
+}
+
+reach reach_of(fix_mechanism m, const memory_class_usage& c, const process_report& p,
+               const std::string& value, std::size_t thp_bytes) {
+  const std::string& allocator = p.allocator.guess.name;
+  const std::string& runtime = p.runtime.kind;
+  switch (m) {
+    case fix_mechanism::glibc_hugetlb_tunable: {
+      // glibc advises a chunk, or an arena's growth, only when it spans a whole THP.
+      if (!glibc_class(c.kind)) {
+        return none("glibc.malloc.hugetlb reaches only glibc malloc's own arenas and chunks");
+      }
+      const std::size_t small = std::min(c.in_small_mappings, c.resident);
+      if (small == 0) return all(c);
+      return {c.resident - small,
+              fmt::format("{} of it lies in mappings under {}, which glibc.malloc.hugetlb=1 "
+                          "never advises (it advises chunks of at least {})",
+                          format_bytes(small), format_bytes(thp_bytes), format_bytes(thp_bytes))};
+    }
+    case fix_mechanism::jemalloc_thp:
+      if (c.kind == memory_class::allocator_arenas && allocator == "jemalloc") return all(c);
+      return none("MALLOC_CONF reaches only jemalloc's own arenas");
+    case fix_mechanism::mimalloc_large_pages:
+      if (c.kind == memory_class::allocator_arenas && allocator == "mimalloc") return all(c);
+      return none("mimalloc's large OS pages reach only mimalloc's own segments");
+    case fix_mechanism::tcmalloc: return none("gperftools tcmalloc has no option that advises THP");
+    case fix_mechanism::jvm_thp:
+      if (c.kind == memory_class::runtime_heap && runtime == "jvm") return all(c);
+      return none("-XX:+UseTransparentHugePages reaches only a JVM's own heap");
+    case fix_mechanism::v8_heap:
+      return none("no Node.js option advises V8's heap (--use-largepages remaps its code only)");
+    case fix_mechanism::shmem_enabled:
+      // shmem_enabled governs the kernel's own shmem mount; force and deny override every mount.
+      if (value == "force") {
+        return c.kind == memory_class::shared_anonymous || c.kind == memory_class::tmpfs_file
+                   ? all(c)
+                   : none("shmem_enabled reaches only shared memory");
+      }
+      if (c.kind == memory_class::tmpfs_file) {
+        return none(
+            fmt::format("a file on the tmpfs mount {} follows that mount's huge= ({}), "
+                        "not shmem_enabled (only force and deny override every mount)",
+                        c.mount.empty() ? "(unknown)" : c.mount,
+                        c.mount_huge.empty() ? "never" : c.mount_huge));
+      }
+      if (c.kind != memory_class::shared_anonymous) {
+        return none("shmem_enabled reaches only shared memory");
+      }
+      if (value == "always" || value == "within_size") return all(c);
+      if (value == "advise") return advised_only(c, "shmem_enabled=advise");
+      return none(fmt::format("shmem_enabled={} gives shared memory base pages only", value));
+    case fix_mechanism::tmpfs_huge:
+      if (c.kind != memory_class::tmpfs_file) return none("a mount's huge= reaches only its files");
+      if (value == "always" || value == "within_size") return all(c);
+      if (value == "advise") return advised_only(c, "huge=advise");
+      return none(fmt::format("huge={} gives the mount's files base pages only",
+                              value.empty() ? "never" : value));
+    case fix_mechanism::thp_always:
+      if (!private_anonymous(c.kind)) return none("enabled= governs private anonymous memory only");
+      return whole_pmds(c, thp_bytes);
+    case fix_mechanism::service_setting:
+      if (runtime == "mariadb" &&
+          (c.kind == memory_class::anonymous_mmap || c.kind == memory_class::runtime_heap)) {
+        return all(c);  // large_pages maps the buffer pool from the hugetlb pool
+      }
+      if (runtime == "postgres" && c.kind == memory_class::shared_anonymous) return all(c);
+      if (runtime == "memcached" && glibc_class(c.kind)) return all(c);  // -L: one block
+      if (runtime == "python" && glibc_class(c.kind)) {
+        // numpy advises array buffers of 4 MiB and up.
+        const std::size_t small = std::min(c.in_small_mappings, c.resident);
+        return {c.resident - small, small == 0 ? "" : "numpy advises buffers of 4 MiB and up"};
+      }
+      return none("no setting of this service reaches it");
+    case fix_mechanism::collapse:
+      if (p.thp_enabled && !*p.thp_enabled) {
+        return none("THP is disabled for the process (prctl): MADV_COLLAPSE refuses it too");
+      }
+      if (c.kind == memory_class::hugetlb || c.kind == memory_class::file) {
+        return none("--collapse collapses anonymous and shared memory");
+      }
+      return whole_pmds(c, thp_bytes);
+  }
+  return none("");
+}
+
+std::string class_phrase(memory_class kind) {
+  switch (kind) {
+    case memory_class::glibc_main_arena: return "glibc's main arena";
+    case memory_class::glibc_thread_arenas: return "glibc's thread arenas";
+    case memory_class::glibc_mmapped_chunks: return "glibc's mmapped chunks";
+    case memory_class::allocator_arenas: return "the allocator's arenas";
+    case memory_class::runtime_heap: return "the runtime's own heap";
+    case memory_class::anonymous_mmap: return "the program's own anonymous mappings";
+    case memory_class::shared_anonymous: return "its memfd, SysV or MAP_SHARED anonymous memory";
+    case memory_class::tmpfs_file: return "its files on tmpfs";
+    case memory_class::hugetlb: return "its hugetlb pages";
+    case memory_class::file: return "its file mappings";
+  }
+  return "its memory";
+}
+
+std::string classes_phrase(const std::vector<const memory_class_usage*>& classes) {
+  std::string out;
+  for (std::size_t i = 0; i < classes.size(); ++i) {
+    if (i > 0) out += i + 1 == classes.size() ? " and " : ", ";
+    out +=
+        fmt::format("{} ({})", class_phrase(classes[i]->kind), format_bytes(classes[i]->resident));
+  }
+  return out;
+}
+
+std::vector<std::string> class_names(const std::vector<const memory_class_usage*>& classes) {
+  std::vector<std::string> out;
+  for (const memory_class_usage* c : classes) out.emplace_back(name_of(c->kind));
+  return out;
+}
+
+bool wants_huge(const memory_class_usage& c) noexcept {
+  return c.resident >= process_advice_threshold && c.huge_fraction() < 0.5;
+}
+
+collapse_fallback collapse_of(const process_report& p, const system_report& s) {
+  collapse_fallback out;
+  out.text =
+      "hugepage-doctor --pid PID --collapse raises it now (MADV_COLLAPSE), but nothing keeps it "
+      "huge: khugepaged never collapses unadvised ranges again, and fork copy-on-write, a "
+      "runtime's GC unmapping or MADV_DONTNEED of its pages, and memory freed and mapped again "
+      "split it back to base pages";
+  if (s.collapse != collapse_support::unsupported) {
+    out.commands.push_back(
+        shell_line({"hugepage-doctor", "--pid", std::to_string(p.pid), "--collapse"}));
+  } else {
+    out.text += "; MADV_COLLAPSE does not work on this kernel";
+  }
+  return out;
+}
+
+}  // namespace hugepage::doctor

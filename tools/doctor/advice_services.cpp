@@ -1,0 +1,206 @@
+// tools/doctor/advice_services.cpp - advice through a service's own setting: MariaDB's large
+// pages, memcached's -L, numpy's madvise; what no setting reaches (V8's heap, a linked-in
+// allocator); THP disabled for the process.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "advice_reach.hpp"
+#include "advice_rules.hpp"
+#include "report.hpp"
+#include "text.hpp"
+
+namespace hugepage::doctor {
+
+namespace {
+
+bool glibc_tunable_set(const process_report& p) {
+  for (const auto& [name, value] : p.allocator.settings) {
+    if (name == "GLIBC_TUNABLES" && value.find("glibc.malloc.hugetlb=1") != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// The hugetlb page the kernel hands out by default (meminfo Hugepagesize), else the smallest pool.
+std::size_t default_hugetlb_page(const system_report& s) {
+  if (const auto size = meminfo(s, "Hugepagesize"); size && *size > 0) return *size;
+  return s.pools.empty() ? s.thp_bytes : s.pools.front().page_bytes;
+}
+
+// The size of the mapping a database's buffer pool is: the largest private anonymous mapping.
+std::size_t largest_private_mapping(const process_report& p) {
+  std::size_t largest = 0;
+  for (const anon_mapping& m : p.largest) {
+    if (!m.shared) largest = std::max(largest, m.size);
+  }
+  for (const memory_class_usage& c : p.classes) {
+    if (c.kind == memory_class::anonymous_mmap || c.kind == memory_class::runtime_heap) {
+      largest = std::max(largest, c.largest_mapping);
+    }
+  }
+  return largest;
+}
+
+advice mariadb_large_pages(const process_report& p, const system_report& s) {
+  const std::size_t page = std::max<std::size_t>(default_hugetlb_page(s), 1);
+  const std::size_t pool_bytes = largest_private_mapping(p);
+  const std::uint64_t pages = (pool_bytes + page - 1) / page;
+  std::uint64_t total = 0, available = 0;
+  for (const hugetlb_pool& pool : s.pools) {
+    if (pool.page_bytes != page) continue;
+    total = pool.total.value_or(0);
+    available = pool.available().value_or(0);
+  }
+  const std::uint64_t missing = pages > available ? pages - available : 0;
+  advice a{
+      "mariadb_large_pages",
+      advice_level::warning,
+      fmt::format("{} with prctl(PR_SET_THP_DISABLE), so its buffer pool ({}) is on base "
+                  "pages: set large_pages=ON under [mysqld] in "
+                  "its configuration, which maps the buffer pool from the hugetlb pool (and "
+                  "silently falls back to base pages when the pool is short); it needs {} "
+                  "pages of {}, the pool has {} free{}",
+                  p.thp_disabled_by == thp_disabler::process ? "MariaDB turned THP off for itself"
+                                                             : "THP is off for MariaDB",
+                  format_bytes(pool_bytes), pages, format_bytes(page), available,
+                  missing > 0 ? fmt::format(", {} short", missing) : ", enough"),
+      {"/proc/PID/status THP_enabled: 0",
+       fmt::format("largest private anonymous mapping {} (the buffer pool)",
+                   format_bytes(pool_bytes)),
+       fmt::format("hugetlb pool of {}: {} pages, {} available", format_bytes(page), total,
+                   available),
+       "runtime: " + p.runtime.evidence},
+      fmt::format("{} reserved for the server, unusable for anything else",
+                  format_bytes(pages * page)),
+      {}};
+  a.reaches = {name_of(memory_class::anonymous_mmap)};
+  if (missing > 0) {
+    if (const auto target = capped_pool_target(s, page, total, total + missing)) {
+      a.commands = pool_commands(s, page, *target);
+    }
+  }
+  return a;
+}
+
+}  // namespace
+
+void advise_thp_disabled(const process_report& p, const system_report& s, const std::string& head,
+                         std::vector<advice>& out) {
+  const runtime_report& rt = p.runtime;
+  if (rt.kind == "mariadb" && p.hugetlb_total() == 0) out.push_back(mariadb_large_pages(p, s));
+  if (rt.kind == "redis") return;  // its own choice, noted apart
+  // A database that turns THP off for itself chose to: its own large pages are the fix (above).
+  if (rt.kind == "mariadb" && p.thp_disabled_by == thp_disabler::process) return;
+  std::string who;
+  switch (p.thp_disabled_by) {
+    case thp_disabler::process:
+      who =
+          "the process disabled THP for itself with prctl(PR_SET_THP_DISABLE) (its parent has "
+          "THP on): look for a huge page option of the program";
+      break;
+    case thp_disabler::inherited:
+      who =
+          "THP is disabled by prctl(PR_SET_THP_DISABLE), inherited across fork and exec from "
+          "whatever started it: its launcher, systemd unit or shell set it (its parent has THP "
+          "off too)";
+      break;
+    default:
+      who =
+          "THP is disabled for the process with prctl(PR_SET_THP_DISABLE), by the process or by "
+          "whatever started it (inherited across exec)";
+      break;
+  }
+  out.push_back({"process_thp_disabled",
+                 advice_level::warning,
+                 head + who +
+                     "; its anonymous memory stays on base pages, so every TLB miss on it pays "
+                     "a page walk, and MADV_COLLAPSE (--collapse) refuses it too",
+                 {"/proc/PID/status THP_enabled: 0",
+                  fmt::format("disabled by: {}", name_of(p.thp_disabled_by))},
+                 "",
+                 {}});
+}
+
+advice memcached_advice(const process_report& p, const std::string& head,
+                        const std::vector<const memory_class_usage*>& classes) {
+  advice a{"memcached_large_pages",
+           advice_level::warning,
+           head + fmt::format("memcached's slabs are 1 MiB malloc chunks, which "
+                              "glibc.malloc.hugetlb=1{} never advises (it advises chunks of at "
+                              "least 2 MiB): start memcached with -L (--enable-largepages), which "
+                              "allocates its whole memory limit at start in one block aligned to "
+                              "the huge page and advises it MADV_HUGEPAGE{}",
+                              glibc_tunable_set(p) ? " (in the GLIBC_TUNABLES it has)" : "",
+                              classes.empty() ? "" : "; -L reaches " + classes_phrase(classes)),
+           {"runtime: " + p.runtime.evidence, "no -L on its command line",
+            fmt::format("allocator {}: {}", p.allocator.guess.name, p.allocator.hugepage_mode)},
+           "the whole -m limit is allocated at start, whether the cache fills it or not",
+           {}};
+  a.reaches = class_names(classes);
+  return a;
+}
+
+advice node_advice(const process_report& p, const system_report& s, const std::string& head,
+                   const std::vector<const memory_class_usage*>& classes) {
+  const collapse_fallback fallback = collapse_of(p, s);
+  advice a{"node_heap_unreachable",
+           advice_level::note,
+           head +
+               fmt::format("Node.js maps V8's heap itself, and no setting advises it under THP "
+                           "madvise (node's --use-largepages remaps its code only){}; THP "
+                           "enabled=always (machine-wide) reaches it, and ",
+                           glibc_tunable_set(p) ? "; the GLIBC_TUNABLES it has reaches only "
+                                                  "glibc malloc's chunks, not V8's heap"
+                                                : "") +
+               fallback.text,
+           {"runtime: " + p.runtime.evidence},
+           "enabled=always raises RSS and fault latency for every process",
+           fallback.commands};
+  a.reaches = class_names(classes);
+  return a;
+}
+
+std::optional<advice> numpy_advice(const process_report& p, const std::string& head,
+                                   const std::vector<const memory_class_usage*>& classes) {
+  const runtime_report& rt = p.runtime;
+  if (rt.kind != "python" || rt.asks_for_huge || rt.settings.empty()) return std::nullopt;
+  advice a{"numpy_madvise_disabled",
+           advice_level::warning,
+           head + fmt::format("{} in its environment turns off numpy's own MADV_HUGEPAGE on its "
+                              "array buffers of 4 MiB and up{}: remove it from the environment "
+                              "that starts the process (numpy advises them by default on Linux)",
+                              rt.settings.back(),
+                              classes.empty() ? "" : " (" + classes_phrase(classes) + ")"),
+           {"runtime: " + rt.evidence, rt.settings.back() + " (/proc/PID/environ)"},
+           "more RSS for sparsely written arrays",
+           {}};
+  a.reaches = class_names(classes);
+  return a;
+}
+
+bool linked_in_allocator(const process_report& p) {
+  return p.allocator.guess.name == "unknown" && p.allocator.guess.library.empty();
+}
+
+advice linked_in_allocator_advice(const process_report& p, const system_report& s,
+                                  const std::string& head,
+                                  const std::vector<const memory_class_usage*>& classes) {
+  const collapse_fallback fallback = collapse_of(p, s);
+  advice a{"allocator_linked_in",
+           advice_level::note,
+           head +
+               "no libc or known allocator is mapped, so its allocator is linked into the "
+               "executable (a static binary): the doctor cannot tell which malloc it is, nor "
+               "whether GLIBC_TUNABLES or MALLOC_CONF reach its memory; THP enabled=always "
+               "(machine-wide) reaches it regardless, and " +
+               fallback.text,
+           {"no libc.so, libjemalloc, libtcmalloc or libmimalloc in its mappings"},
+           "enabled=always raises RSS and fault latency for every process",
+           fallback.commands};
+  a.reaches = class_names(classes);
+  return a;
+}
+
+}  // namespace hugepage::doctor

@@ -1,0 +1,439 @@
+// tools/doctor/advise_classes.cpp - advice per class of a process's memory, each through a
+// mechanism that reaches it (advice_reach.hpp). A setting already in place that does not reach a
+// class is a warning that says why and what would; where no setting reaches it, a note with
+// --collapse and what undoes it.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "advice_reach.hpp"
+#include "advice_rules.hpp"
+#include "report.hpp"
+#include "text.hpp"
+
+namespace hugepage::doctor {
+
+namespace {
+
+using classes_t = std::vector<const memory_class_usage*>;
+
+std::size_t resident_of(const classes_t& classes) {
+  std::size_t total = 0;
+  for (const memory_class_usage* c : classes) total += c->resident;
+  return total;
+}
+
+std::size_t huge_of(const classes_t& classes) {
+  std::size_t total = 0;
+  for (const memory_class_usage* c : classes) total += std::min(c->huge, c->resident);
+  return total;
+}
+
+// "glibc's thread arenas (1.20 GiB), 0.3% huge; "
+std::string head_of(const classes_t& classes) {
+  if (classes.empty()) return "";  // a report without classes: the caller's head
+  return fmt::format("{}, {} huge; ", classes_phrase(classes),
+                     percent(process_report::share(huge_of(classes), resident_of(classes))));
+}
+
+// The allocator's advice (advise_allocator) for `classes`, saying what it reaches.
+void allocator_advice(const process_report& p, const classes_t& classes, std::vector<advice>& out) {
+  std::vector<advice> list;
+  advise_allocator(p, head_of(classes), list);
+  for (advice& one : list) {
+    if (one.level == advice_level::warning) {
+      one.message += "; the setting reaches " + classes_phrase(classes);
+    }
+    one.reaches = class_names(classes);
+    out.push_back(std::move(one));
+  }
+}
+
+// The classes of which `m` reaches at least half (`reached`), and the others (`missed`), with the
+// first reason it gives for what it misses.
+struct split {
+  classes_t reached, missed;
+  std::string limit;
+};
+
+split split_by(fix_mechanism m, const classes_t& classes, const process_report& p,
+               const system_report& s, const std::string& value = "") {
+  split out;
+  for (const memory_class_usage* c : classes) {
+    const reach r = reach_of(m, *c, p, value, s.thp_bytes);
+    if (r.bytes * 2 >= c->resident) {
+      out.reached.push_back(c);
+    } else {
+      out.missed.push_back(c);
+      if (out.limit.empty()) out.limit = r.limit;
+    }
+  }
+  return out;
+}
+
+advice with_reach(advice a, const classes_t& classes) {
+  a.reaches = class_names(classes);
+  return a;
+}
+
+// What reaches `classes` when no setting of the process does: THP enabled=always and --collapse
+// for what lies in mappings of at least the THP size; nothing for smaller mappings.
+collapse_fallback fallback_for(const process_report& p, const system_report& s,
+                               const classes_t& classes) {
+  const split by_collapse = split_by(fix_mechanism::collapse, classes, p, s);
+  collapse_fallback out;
+  if (!by_collapse.reached.empty()) {
+    out = collapse_of(p, s);
+    out.text = "THP enabled=always (machine-wide) reaches it, or " + out.text;
+  }
+  if (!by_collapse.missed.empty()) {
+    if (!out.text.empty()) out.text += "; ";
+    out.text += fmt::format(
+        "{}: neither THP enabled=always nor MADV_COLLAPSE makes such a mapping huge, only "
+        "allocating in blocks of at least {} (hugepage::thp_allocator for large containers)",
+        by_collapse.limit, format_bytes(s.thp_bytes));
+  }
+  return out;
+}
+
+// No setting of the process reaches these classes: a note with the fallback.
+advice out_of_reach(const process_report& p, const system_report& s, std::string id,
+                    const std::string& why, const classes_t& classes) {
+  const collapse_fallback fallback = fallback_for(p, s, classes);
+  return with_reach({std::move(id),
+                     advice_level::note,
+                     head_of(classes) + why + "; " + fallback.text,
+                     {},
+                     "",
+                     fallback.commands},
+                    classes);
+}
+
+void advise_glibc(const process_report& p, const system_report& s, const classes_t& classes,
+                  std::vector<advice>& out) {
+  const allocator_report& a = p.allocator;
+  const std::string head = head_of(classes);
+  if (!a.environ_readable || a.environ_overwritten) {
+    out.push_back(with_reach({"allocator_settings_unknown",
+                              advice_level::note,
+                              head + "glibc's settings are unknown (its environment is "
+                                     "unreadable or overwritten by its title)",
+                              {a.hugepage_mode},
+                              "",
+                              {}},
+                             classes));
+    return;
+  }
+  const split by_tunable = split_by(fix_mechanism::glibc_hugetlb_tunable, classes, p, s);
+  if (!a.asks_for_huge) {
+    if (!by_tunable.reached.empty()) allocator_advice(p, by_tunable.reached, out);
+    if (!by_tunable.missed.empty()) {
+      out.push_back(out_of_reach(p, s, "glibc_chunks_out_of_reach",
+                                 by_tunable.limit + ", and no other malloc setting reaches it",
+                                 by_tunable.missed));
+    }
+    return;
+  }
+  if (!by_tunable.reached.empty()) {
+    out.push_back(not_obtained(p, s, a.hugepage_mode, by_tunable.reached));
+  }
+  if (!by_tunable.missed.empty()) {
+    // The tunable is set and does not reach this memory: no all-clear.
+    const collapse_fallback fallback = fallback_for(p, s, by_tunable.missed);
+    out.push_back(with_reach(
+        {"glibc_tunable_does_not_reach",
+         advice_level::warning,
+         head_of(by_tunable.missed) +
+             fmt::format("the process has {}, but {}; ", a.hugepage_mode, by_tunable.limit) +
+             fallback.text,
+         {fmt::format("allocator glibc: {}", a.hugepage_mode)},
+         "enabled=always raises RSS and fault latency for every process",
+         fallback.commands},
+        by_tunable.missed));
+  }
+}
+
+void advise_allocator_arenas(const process_report& p, const system_report& s,
+                             const classes_t& classes, std::vector<advice>& out) {
+  const allocator_report& a = p.allocator;
+  const std::string head = head_of(classes);
+  if (!a.environ_readable || a.environ_overwritten) {
+    out.push_back(with_reach({"allocator_settings_unknown",
+                              advice_level::note,
+                              head + fmt::format("{}'s settings are unknown (its environment is "
+                                                 "unreadable or overwritten by its title)",
+                                                 a.guess.name),
+                              {a.hugepage_mode},
+                              "",
+                              {}},
+                             classes));
+    return;
+  }
+  if (a.asks_for_huge) {
+    out.push_back(not_obtained(p, s, a.hugepage_mode, classes));
+    return;
+  }
+  allocator_advice(p, classes, out);
+}
+
+void advise_runtime_heap(const process_report& p, const system_report& s, const classes_t& classes,
+                         std::vector<advice>& out) {
+  const runtime_report& rt = p.runtime;
+  const std::string head = head_of(classes);
+  if (rt.kind == "jvm") {
+    if (rt.asks_for_huge) {
+      out.push_back(not_obtained(p, s, "the JVM's huge page flag", classes));
+      return;
+    }
+    out.push_back(with_reach(
+        environment_advice(
+            p, "jvm_without_thp",
+            head + "the JVM heap is not advised: add -XX:+UseTransparentHugePages to the java "
+                   "options (JAVA_TOOL_OPTIONS), which reaches it; ",
+            {"runtime: " + rt.evidence,
+             rt.settings_known ? "no -XX:+UseTransparentHugePages or -XX:+UseLargePages"
+                               : "java options unknown (cmdline or environment unreadable)",
+             "THP enabled=madvise"},
+            "the whole heap is committed in 2 MiB steps (more RSS with a sparse heap)",
+            "JAVA_TOOL_OPTIONS", "-XX:+UseTransparentHugePages", java_options),
+        classes));
+    return;
+  }
+  if (rt.kind == "node") {
+    out.push_back(node_advice(p, s, head, classes));
+    return;
+  }
+  out.push_back(out_of_reach(p, s, "runtime_heap_out_of_reach",
+                             "the runtime maps its own heap, which no malloc setting reaches and "
+                             "the doctor knows no setting of this runtime for",
+                             classes));
+}
+
+void advise_private(const process_report& p, const system_report& s, const classes_t& classes,
+                    std::vector<advice>& out) {
+  const std::string enabled = effective_enabled(s, "unknown");
+  if (enabled == "never") {
+    thp_off off = thp_off_of(s);
+    out.push_back(with_reach(
+        {"thp_never", advice_level::warning, head_of(classes) + off.why, std::move(off.evidence),
+         "madvise gives huge pages only to ranges that ask for them", std::move(off.commands)},
+        classes));
+    return;
+  }
+  if (enabled == "always") {
+    // THP reaches every private class already; what misses is in mappings too small.
+    const split by_always = split_by(fix_mechanism::thp_always, classes, p, s);
+    if (!by_always.reached.empty()) {
+      out.push_back(not_obtained(p, s, "THP enabled=always", by_always.reached));
+    }
+    if (!by_always.missed.empty() && p.runtime.kind == "memcached" && !p.runtime.asks_for_huge) {
+      // memcached's slabs: its own -L reaches them where THP cannot.
+      out.push_back(memcached_advice(p, head_of(by_always.missed), by_always.missed));
+    } else if (!by_always.missed.empty()) {
+      out.push_back(
+          with_reach({"small_mappings_out_of_reach",
+                      advice_level::note,
+                      head_of(by_always.missed) + by_always.limit + ": no setting makes them huge",
+                      {},
+                      "",
+                      {}},
+                     by_always.missed));
+    }
+    return;
+  }
+  if (enabled != "madvise") return;
+  const runtime_report& rt = p.runtime;
+  if (linked_in_allocator(p) && rt.kind.empty()) {
+    out.push_back(linked_in_allocator_advice(p, s, head_of(classes), classes));
+    return;
+  }
+  // A JVM's or V8's heap is its own anonymous mmap: where no class of the report says
+  // runtime_heap, the runtime's anonymous mappings are taken for it.
+  const bool heap_in_mmap =
+      (rt.kind == "jvm" || rt.kind == "node") &&
+      std::none_of(p.classes.begin(), p.classes.end(), [](const memory_class_usage& c) {
+        return c.kind == memory_class::runtime_heap;
+      });
+  classes_t glibc, arenas, heap, own;
+  for (const memory_class_usage* c : classes) {
+    if (heap_in_mmap && c->kind == memory_class::anonymous_mmap) {
+      heap.push_back(c);
+      continue;
+    }
+    switch (c->kind) {
+      case memory_class::glibc_main_arena:
+      case memory_class::glibc_thread_arenas:
+      case memory_class::glibc_mmapped_chunks: glibc.push_back(c); break;
+      case memory_class::allocator_arenas: arenas.push_back(c); break;
+      case memory_class::runtime_heap: heap.push_back(c); break;
+      default: own.push_back(c); break;
+    }
+  }
+  if (!glibc.empty()) {
+    if (rt.kind == "memcached") {
+      out.push_back(rt.asks_for_huge ? not_obtained(p, s, "memcached -L", glibc)
+                                     : memcached_advice(p, head_of(glibc), glibc));
+    } else if (auto numpy = numpy_advice(p, head_of(glibc), glibc)) {
+      out.push_back(std::move(*numpy));
+    } else {
+      advise_glibc(p, s, glibc, out);
+    }
+  }
+  if (!arenas.empty()) advise_allocator_arenas(p, s, arenas, out);
+  if (!heap.empty()) advise_runtime_heap(p, s, heap, out);
+  if (!own.empty()) {
+    std::size_t advised = 0;
+    for (const memory_class_usage* c : own) advised += std::min(c->advised, c->resident);
+    if (advised * 2 >= resident_of(own)) {
+      out.push_back(not_obtained(p, s, "the program's MADV_HUGEPAGE", own));
+    } else {
+      out.push_back(out_of_reach(p, s, "anonymous_mmap_out_of_reach",
+                                 "the program maps it itself without MADV_HUGEPAGE: no malloc "
+                                 "or runtime setting reaches it, only the program's own madvise",
+                                 own));
+    }
+  }
+}
+
+void advise_shared(const process_report& p, const system_report& s, const memory_class_usage& c,
+                   std::vector<advice>& out) {
+  const std::string value = s.thp.shmem_enabled.value_or("");
+  const classes_t classes{&c};
+  const reach r = reach_of(fix_mechanism::shmem_enabled, c, p, value, s.thp_bytes);
+  if (r.bytes * 2 >= c.resident) {
+    out.push_back(not_obtained(p, s, "shmem_enabled=" + value, classes));
+    return;
+  }
+  // advise is enough where the program advises; within_size reaches the rest.
+  const bool advised = std::min(c.advised, c.resident) * 2 >= c.resident;
+  const std::string target = advised ? "advise" : "within_size";
+  const std::string file = fmt::format("{}/shmem_enabled", thp_dir);
+  out.push_back(with_reach(
+      {value == "advise" ? "shmem_not_advised" : "shmem_without_thp",
+       advice_level::warning,
+       head_of(classes) +
+           fmt::format("{}: shmem_enabled={} reaches it; what it holds now stays on base pages "
+                       "until the program maps it again (restart it)",
+                       r.limit, target),
+       {fmt::format("{}: {}", file, value.empty() ? "unknown" : value),
+        fmt::format("{} of it advised MADV_HUGEPAGE", format_bytes(c.advised))},
+       target == "advise"
+           ? "advise: only ranges with MADV_HUGEPAGE get huge pages"
+           : "machine-wide: every shared anonymous mapping and memfd grows in 2 MiB steps up to "
+             "its size, more memory for sparse ones",
+       sysfs_setting(target, file)},
+      classes));
+}
+
+void advise_tmpfs(const process_report& p, const system_report& s, const memory_class_usage& c,
+                  std::vector<advice>& out) {
+  const std::string shmem = s.thp.shmem_enabled.value_or("");
+  const classes_t classes{&c};
+  const std::string huge = c.mount_huge.empty() ? "never" : c.mount_huge;
+  const std::string mount = c.mount.empty() ? "its tmpfs mount" : printable(c.mount);
+  if (shmem == "force") {
+    out.push_back(not_obtained(p, s, "shmem_enabled=force", classes));
+    return;
+  }
+  const reach by_mount = reach_of(fix_mechanism::tmpfs_huge, c, p, huge, s.thp_bytes);
+  if (shmem != "deny" && by_mount.bytes * 2 >= c.resident) {
+    out.push_back(with_reach(
+        {"tmpfs_pages_predate_huge",
+         advice_level::warning,
+         head_of(classes) +
+             fmt::format("{} has huge={}, which reaches these files, but pages written before "
+                         "it was set stay small until the files are written again: restart the "
+                         "program or re-create the files",
+                         mount, huge),
+         {fmt::format("{} mounted with huge={}", mount, huge)},
+         "",
+         {}},
+        classes));
+    return;
+  }
+  advice a{"tmpfs_mount_without_huge", advice_level::warning, head_of(classes), {}, "", {}};
+  a.evidence.push_back(fmt::format("{} mounted with huge={}", mount, huge));
+  if (!shmem.empty()) a.evidence.push_back(fmt::format("{}/shmem_enabled: {}", thp_dir, shmem));
+  if (shmem == "deny") {
+    a.message += "shmem_enabled=deny overrides every tmpfs mount's huge=; ";
+    a.commands = sysfs_setting("never", fmt::format("{}/shmem_enabled", thp_dir));
+  } else {
+    a.message += by_mount.limit + "; ";
+    if (!shmem.empty() && shmem != "never") {
+      a.message += fmt::format(
+          "shmem_enabled={} does not reach them: a file on a tmpfs mount follows the mount's "
+          "huge= (only force and deny override every mount); ",
+          shmem);
+    }
+  }
+  const bool safe_mount = !c.mount.empty() && c.mount[0] == '/' && printable_ascii(c.mount) &&
+                          c.mount.find_first_of(" \\'\"#") == std::string::npos;
+  a.message += fmt::format(
+      "remount {} with huge=within_size, which reaches them; pages already in the files stay on "
+      "base pages until the files are written again: restart the program or re-create the files "
+      "after the remount",
+      mount);
+  if (safe_mount) {
+    a.commands.push_back(shell_line({"mount", "-o", "remount,huge=within_size", c.mount}));
+    if (c.mount == "/dev/shm") {
+      a.commands.push_back(dev_shm_fstab_command(s));
+    } else {
+      a.message += fmt::format(
+          "; to keep it after a reboot, add huge=within_size to {}'s line in /etc/fstab by hand",
+          c.mount);
+    }
+  }
+  a.trade = "files on the mount grow in 2 MiB steps up to their size: more memory for sparse ones";
+  out.push_back(with_reach(std::move(a), classes));
+}
+
+}  // namespace
+
+advice not_obtained(const process_report& p, const system_report& s, const std::string& setting,
+                    const std::vector<const memory_class_usage*>& classes) {
+  const fragmentation frag = fragmentation_of(s);
+  if (frag.fragmented && fallbacks_matter(s)) {
+    return with_reach(
+        {"huge_pages_not_obtained",
+         advice_level::warning,
+         head_of(classes) + fmt::format("{} reaches it, but free memory is fragmented and THP "
+                                        "faults fall back",
+                                        setting),
+         {fmt::format("{} free, {} in {} blocks", format_bytes(frag.free), format_bytes(frag.ready),
+                      format_bytes(s.thp_bytes))},
+         "one compaction pass stalls the machine briefly",
+         {write_command("1", "/proc/sys/vm/compact_memory")}},
+        classes);
+  }
+  const collapse_fallback fallback = collapse_of(p, s);
+  return with_reach({"advised_but_not_huge",
+                     advice_level::warning,
+                     head_of(classes) +
+                         fmt::format("{} reaches it, yet it is not huge: pages faulted before "
+                                     "the setting took effect stay small until khugepaged "
+                                     "collapses them; ",
+                                     setting) +
+                         fallback.text,
+                     {},
+                     "",
+                     fallback.commands},
+                    classes);
+}
+
+void advise_classes(const process_report& p, const system_report& s, std::vector<advice>& out) {
+  if (p.thp_enabled && !*p.thp_enabled) return;  // advise_thp_disabled
+  classes_t priv;
+  for (const memory_class_usage& c : p.classes) {
+    if (!wants_huge(c)) continue;
+    if (private_anonymous(c.kind)) {
+      priv.push_back(&c);
+    } else if (c.kind == memory_class::shared_anonymous && p.runtime.kind != "postgres") {
+      advise_shared(p, s, c, out);  // PostgreSQL's is better on the hugetlb pool
+    } else if (c.kind == memory_class::tmpfs_file) {
+      advise_tmpfs(p, s, c, out);
+    }
+  }
+  if (!priv.empty()) advise_private(p, s, priv, out);
+}
+
+}  // namespace hugepage::doctor

@@ -1,0 +1,480 @@
+// tools/test/doctor_advice_reach_test.cpp - advice by reach: each class of a process's memory is
+// advised through a mechanism that reaches it, a setting in place that does not reach it is a
+// warning saying why, and no all-clear is given while a reachable class is on base pages.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "advice_reach.hpp"
+#include "advice_rules.hpp"
+#include "doctor_advice_support.hpp"
+#include "proc_text.hpp"
+#include "report.hpp"
+
+namespace hugepage::doctor {
+namespace {
+
+using namespace advice_test;
+
+const std::string collapse_command = "hugepage-doctor --pid 4242 --collapse";
+const std::string shmem_file = "/sys/kernel/mm/transparent_hugepage/shmem_enabled";
+
+// A command line with its NULs, as /proc/PID/cmdline holds it.
+template <std::size_t n>
+std::string cmdline_of(const char (&text)[n]) {
+  return std::string(text, n - 1);
+}
+
+bool mentions(const advice& a, const std::string& text) {
+  return a.message.find(text) != std::string::npos;
+}
+
+TEST(DoctorReach, TheTable) {
+  const process_report glibc = big_process("glibc", {}, "2.36");
+  // The malloc tunable: glibc's chunks of 2 MiB and up, nothing in smaller mappings.
+  auto chunks = usage(memory_class::glibc_mmapped_chunks, 1 * gib, 0, 1 * gib);
+  reach r = reach_of(fix_mechanism::glibc_hugetlb_tunable, chunks, glibc);
+  EXPECT_EQ(r.bytes, 0u);
+  EXPECT_NE(r.limit.find("under 2 MiB"), std::string::npos) << r.limit;
+  chunks.in_small_mappings = 256 * mib;
+  EXPECT_EQ(reach_of(fix_mechanism::glibc_hugetlb_tunable, chunks, glibc).bytes, 768 * mib);
+  EXPECT_EQ(reach_of(fix_mechanism::glibc_hugetlb_tunable,
+                     usage(memory_class::glibc_thread_arenas, 1 * gib), glibc)
+                .bytes,
+            1 * gib);
+  for (const memory_class kind :
+       {memory_class::runtime_heap, memory_class::allocator_arenas, memory_class::anonymous_mmap,
+        memory_class::shared_anonymous, memory_class::tmpfs_file}) {
+    EXPECT_EQ(reach_of(fix_mechanism::glibc_hugetlb_tunable, usage(kind, 1 * gib), glibc).bytes, 0u)
+        << name_of(kind);
+  }
+  // shmem_enabled: advise reaches what the program advises, within_size and always all of it;
+  // never a file on a tmpfs mount, except force.
+  const auto memfd = usage(memory_class::shared_anonymous, 1 * gib, 0, 0, 256 * mib);
+  EXPECT_EQ(reach_of(fix_mechanism::shmem_enabled, memfd, glibc, "advise").bytes, 256 * mib);
+  EXPECT_EQ(reach_of(fix_mechanism::shmem_enabled, memfd, glibc, "within_size").bytes, 1 * gib);
+  EXPECT_EQ(reach_of(fix_mechanism::shmem_enabled, memfd, glibc, "never").bytes, 0u);
+  auto shm = usage(memory_class::tmpfs_file, 1 * gib);
+  shm.mount = "/dev/shm";
+  shm.mount_huge = "never";
+  EXPECT_EQ(reach_of(fix_mechanism::shmem_enabled, shm, glibc, "always").bytes, 0u);
+  EXPECT_EQ(reach_of(fix_mechanism::shmem_enabled, shm, glibc, "force").bytes, 1 * gib);
+  EXPECT_EQ(reach_of(fix_mechanism::tmpfs_huge, shm, glibc, "within_size").bytes, 1 * gib);
+  EXPECT_EQ(reach_of(fix_mechanism::tmpfs_huge, shm, glibc, "never").bytes, 0u);
+  // THP always: every private class, no shared memory.
+  EXPECT_EQ(
+      reach_of(fix_mechanism::thp_always, usage(memory_class::runtime_heap, 1 * gib), glibc).bytes,
+      1 * gib);
+  EXPECT_EQ(reach_of(fix_mechanism::thp_always, memfd, glibc).bytes, 0u);
+  // Allocators and runtimes reach only their own.
+  EXPECT_EQ(reach_of(fix_mechanism::jemalloc_thp, usage(memory_class::allocator_arenas, 1 * gib),
+                     big_process("jemalloc"))
+                .bytes,
+            1 * gib);
+  EXPECT_EQ(reach_of(fix_mechanism::jemalloc_thp, usage(memory_class::allocator_arenas, 1 * gib),
+                     big_process("tcmalloc"))
+                .bytes,
+            0u);
+  EXPECT_EQ(
+      reach_of(fix_mechanism::jvm_thp, usage(memory_class::runtime_heap, 1 * gib), glibc).bytes,
+      0u);
+  // --collapse: anything but where THP is off for the process.
+  process_report off = glibc;
+  off.thp_enabled = false;
+  r = reach_of(fix_mechanism::collapse, usage(memory_class::runtime_heap, 1 * gib), off);
+  EXPECT_EQ(r.bytes, 0u);
+  EXPECT_NE(r.limit.find("MADV_COLLAPSE refuses"), std::string::npos);
+  EXPECT_EQ(
+      reach_of(fix_mechanism::collapse, usage(memory_class::runtime_heap, 1 * gib), glibc).bytes,
+      1 * gib);
+}
+
+TEST(DoctorReach, MemcachedGetsItsOwnLargePagesNotTheTunable) {
+  process_report p = big_process("glibc", {{"GLIBC_TUNABLES", "glibc.malloc.hugetlb=1"}}, "2.36");
+  ASSERT_TRUE(p.allocator.asks_for_huge);
+  p.runtime = detect_runtime({"/usr/bin/memcached"}, cmdline_of("memcached\0-m\0002048"), {});
+  ASSERT_EQ(p.runtime.kind, "memcached");
+  EXPECT_FALSE(p.runtime.asks_for_huge);
+  // 1 MiB slabs: mmapped chunks in mappings under 2 MiB, 0.3% huge.
+  p = process_with(p, usage(memory_class::glibc_mmapped_chunks, 2 * gib, 6 * mib, 2 * gib));
+  const auto list = advise_process(p, healthy_system());
+  const advice& a = only(list, "memcached_large_pages");
+  EXPECT_EQ(a.level, advice_level::warning);
+  EXPECT_TRUE(mentions(a, "start memcached with -L")) << a.message;
+  EXPECT_TRUE(mentions(a, "glibc.malloc.hugetlb=1 (in the GLIBC_TUNABLES it has) never advises"))
+      << a.message;
+  EXPECT_TRUE(mentions(a, "-L reaches glibc's mmapped chunks (2 GiB)")) << a.message;
+  EXPECT_NE(a.trade.find("whole -m limit is allocated at start"), std::string::npos);
+  EXPECT_EQ(a.reaches, std::vector<std::string>{"glibc_mmapped_chunks"});
+  EXPECT_TRUE(a.commands.empty());
+  EXPECT_EQ(find(list, "glibc_tunable_does_not_reach"), std::nullopt) << ids(list);
+  EXPECT_EQ(find(list, "glibc_without_hugetlb_tunable"), std::nullopt) << ids(list);
+  EXPECT_EQ(all_commands(list).find("GLIBC_TUNABLES"), std::string::npos);
+  EXPECT_TRUE(has_warning(list));
+  // Under THP always the slabs stay small too: -L again.
+  EXPECT_NE(find(advise_process(p, stock_system("always")), "memcached_large_pages"), std::nullopt);
+  // Without the classes (a report from stored files) the same advice.
+  process_report totals = p;
+  totals.classes.clear();
+  EXPECT_NE(find(advise_process(totals, healthy_system()), "memcached_large_pages"), std::nullopt);
+  // Started with -L (alone or among other flags): it asks; still on base pages is a warning.
+  for (const std::string& cmdline :
+       {cmdline_of("memcached\0-vL"), cmdline_of("memcached\0--enable-largepages"),
+        cmdline_of("memcached\0-m\0002048\0-L")}) {
+    p.runtime = detect_runtime({"/usr/bin/memcached"}, cmdline, {});
+    EXPECT_TRUE(p.runtime.asks_for_huge) << cmdline;
+    const auto with_l = advise_process(p, healthy_system());
+    EXPECT_EQ(find(with_l, "memcached_large_pages"), std::nullopt) << ids(with_l);
+    EXPECT_EQ(only(with_l, "advised_but_not_huge").commands,
+              std::vector<std::string>{collapse_command});
+    totals.runtime = p.runtime;
+    const auto totals_list = advise_process(totals, healthy_system());
+    EXPECT_EQ(
+        only(totals_list, "advised_but_not_huge").message.rfind("2 GiB anonymous memory, ", 0), 0u)
+        << only(totals_list, "advised_but_not_huge").message;
+  }
+  // A value that holds an L, or is -L, is not the flag.
+  for (const std::string& cmdline :
+       {cmdline_of("memcached\0-lLOCAL"), cmdline_of("memcached\0-l\0-L"),
+        cmdline_of("memcached\0--listen\0L")}) {
+    EXPECT_FALSE(detect_runtime({"/usr/bin/memcached"}, cmdline, {}).asks_for_huge) << cmdline;
+  }
+  // -L and the slabs huge: nothing.
+  p.runtime = detect_runtime({"/usr/bin/memcached"}, cmdline_of("memcached\0-L"), {});
+  p = process_with(p, usage(memory_class::glibc_mmapped_chunks, 2 * gib, 2 * gib));
+  EXPECT_TRUE(advise_process(p, healthy_system()).empty())
+      << ids(advise_process(p, healthy_system()));
+}
+
+TEST(DoctorReach, NodeHeapIsANoteWithCollapseNotTheTunable) {
+  process_report p = big_process("glibc", {{"GLIBC_TUNABLES", "glibc.malloc.hugetlb=1"}}, "2.36");
+  p.runtime = detect_runtime({"/usr/bin/node"}, "", {});
+  ASSERT_EQ(p.runtime.kind, "node");
+  p = process_with(p, usage(memory_class::runtime_heap, 741 * mib, 2 * mib));
+  const auto list = advise_process(p, healthy_system());
+  const advice& a = only(list, "node_heap_unreachable");
+  EXPECT_EQ(a.level, advice_level::note);
+  EXPECT_EQ(a.commands, std::vector<std::string>{collapse_command});
+  EXPECT_TRUE(mentions(a, "reaches only glibc malloc's chunks, not V8's heap")) << a.message;
+  EXPECT_TRUE(mentions(a, "khugepaged never collapses unadvised ranges again")) << a.message;
+  EXPECT_TRUE(mentions(a, "fork copy-on-write")) << a.message;
+  EXPECT_EQ(a.reaches, std::vector<std::string>{"runtime_heap"});
+  EXPECT_EQ(all_commands(list).find("GLIBC_TUNABLES"), std::string::npos);
+  EXPECT_EQ(list.size(), 1u) << ids(list);
+  // Where MADV_COLLAPSE does not work, no command.
+  system_report s = healthy_system();
+  s.collapse = collapse_support::unsupported;
+  EXPECT_TRUE(only(advise_process(p, s), "node_heap_unreachable").commands.empty());
+}
+
+TEST(DoctorReach, MemfdUnderShmemAdviseThatTheProgramNeverAdvises) {
+  process_report p = process_with(big_process("glibc", {}, "2.36"),
+                                  usage(memory_class::shared_anonymous, 1 * gib, 0, 0, 0));
+  system_report s = healthy_system();
+  s.thp.shmem_enabled = "advise";
+  auto list = advise_process(p, s);
+  const advice a = only(list, "shmem_not_advised");
+  EXPECT_EQ(a.level, advice_level::warning);
+  ASSERT_EQ(a.commands.size(), 2u);
+  EXPECT_EQ(a.commands[0], "echo within_size > " + shmem_file);
+  EXPECT_TRUE(mentions(a, "advises 0 B of 1 GiB")) << a.message;
+  EXPECT_TRUE(mentions(a, "shmem_enabled=within_size reaches it")) << a.message;
+  EXPECT_EQ(a.reaches, std::vector<std::string>{"shared_anonymous"});
+  // The program advises it: advise reaches it; huge, nothing.
+  p.classes[0].advised = 1 * gib;
+  list = advise_process(p, s);
+  EXPECT_EQ(find(list, "shmem_not_advised"), std::nullopt) << ids(list);
+  EXPECT_EQ(only(list, "advised_but_not_huge").level, advice_level::warning);
+  p.classes[0].huge = 1 * gib;
+  EXPECT_TRUE(advise_process(p, s).empty());
+  // shmem_enabled never and the program advises: advise is enough.
+  p.classes[0].huge = 0;
+  s.thp.shmem_enabled = "never";
+  EXPECT_EQ(only(advise_process(p, s), "shmem_without_thp").commands.at(0),
+            "echo advise > " + shmem_file);
+}
+
+TEST(DoctorReach, DevShmFileFollowsItsMountNotShmemEnabled) {
+  auto shm = usage(memory_class::tmpfs_file, 1 * gib);
+  shm.mount = "/dev/shm";
+  shm.mount_huge = "never";
+  process_report p = process_with(big_process("glibc", {}, "2.36"), shm);
+  system_report s = healthy_system();
+  s.thp.shmem_enabled = "advise";
+  s.dev_shm_options = "rw,nosuid,nodev,inode64";
+  auto list = advise_process(p, s);
+  const advice a = only(list, "tmpfs_mount_without_huge");
+  EXPECT_EQ(a.level, advice_level::warning);
+  EXPECT_EQ(a.commands, (std::vector<std::string>{"mount -o remount,huge=within_size /dev/shm",
+                                                  dev_shm_fstab_command(s)}));
+  ASSERT_EQ(a.commands.size(), 2u);
+  EXPECT_NE(a.commands[1].find("huge=within_size"), std::string::npos);
+  EXPECT_TRUE(mentions(a, "shmem_enabled=advise does not reach them")) << a.message;
+  EXPECT_TRUE(mentions(a,
+                       "pages already in the files stay on base pages until the files are "
+                       "written again: restart the program or re-create the files"))
+      << a.message;
+  EXPECT_EQ(a.reaches, std::vector<std::string>{"tmpfs_file"});
+  EXPECT_EQ(find(list, "shmem_not_advised"), std::nullopt) << ids(list);
+  EXPECT_EQ(all_commands(list).find("shmem_enabled"), std::string::npos);
+  // Another mount: the remount, and fstab by hand.
+  p.classes[0].mount = "/mnt/scratch";
+  list = advise_process(p, s);
+  EXPECT_EQ(only(list, "tmpfs_mount_without_huge").commands,
+            std::vector<std::string>{"mount -o remount,huge=within_size /mnt/scratch"});
+  EXPECT_TRUE(mentions(only(list, "tmpfs_mount_without_huge"),
+                       "add huge=within_size to /mnt/scratch's line in /etc/fstab by hand"));
+  // A mount point with shell syntax is quoted; one with control bytes is in no command.
+  p.classes[0].mount = "/mnt/x;reboot";
+  EXPECT_EQ(only(advise_process(p, s), "tmpfs_mount_without_huge").commands,
+            std::vector<std::string>{"mount -o remount,huge=within_size '/mnt/x;reboot'"});
+  p.classes[0].mount = "/mnt/\x1b[2J";
+  EXPECT_TRUE(only(advise_process(p, s), "tmpfs_mount_without_huge").commands.empty());
+  // The mount has huge= already: the pages predate it.
+  p.classes[0].mount = "/dev/shm";
+  p.classes[0].mount_huge = "within_size";
+  list = advise_process(p, s);
+  EXPECT_EQ(find(list, "tmpfs_mount_without_huge"), std::nullopt) << ids(list);
+  EXPECT_TRUE(mentions(only(list, "tmpfs_pages_predate_huge"), "re-create the files"));
+  // shmem_enabled=deny overrides every mount.
+  s.thp.shmem_enabled = "deny";
+  EXPECT_EQ(only(advise_process(p, s), "tmpfs_mount_without_huge").commands.at(0),
+            "echo never > " + shmem_file);
+}
+
+process_report mariadb(thp_disabler who) {
+  process_report p = big_process("glibc", {}, "2.36");
+  p.runtime = detect_runtime({"/usr/sbin/mariadbd"}, "", {});
+  p.thp_enabled = false;
+  p.thp_disabled_by = who;
+  p.anonymous = 2200 * mib;
+  p.thp = 0;
+  p.rss = 2300 * mib;
+  // The buffer pool: one private anonymous mapping of 2 GiB + 1 MiB.
+  p.largest.push_back({0x7f0000000000, 2 * gib + 1 * mib, 2 * gib, 0, 4096, "", "", false, {}, 1});
+  return p;
+}
+
+TEST(DoctorReach, MariadbThatDisablesThpGetsLargePagesAndThePoolItNeeds) {
+  EXPECT_EQ(detect_runtime({"/usr/sbin/mysqld"}, "", {}).kind, "mariadb");
+  process_report p = mariadb(thp_disabler::process);
+  ASSERT_EQ(p.runtime.kind, "mariadb");
+  const system_report s = healthy_system();  // 600 pages of 2 MiB, 500 free
+  auto list = advise_process(p, s);
+  const advice& a = only(list, "mariadb_large_pages");
+  EXPECT_EQ(a.level, advice_level::warning);
+  EXPECT_TRUE(mentions(a, "large_pages=ON")) << a.message;
+  // 2 GiB + 1 MiB in 2 MiB pages: 1025; 500 free: 525 short.
+  EXPECT_TRUE(mentions(a, "it needs 1025 pages of 2 MiB, the pool has 500 free, 525 short"))
+      << a.message;
+  EXPECT_EQ(a.commands.at(0), "sysctl -w vm.nr_hugepages=1125");
+  EXPECT_EQ(find(list, "process_thp_disabled"), std::nullopt) << ids(list);
+  // A pool with room: the setting, no pool command.
+  system_report roomy = s;
+  roomy.pools[0].total = 2000;
+  roomy.pools[0].free = 2000;
+  const advice b = only(advise_process(p, roomy), "mariadb_large_pages");
+  EXPECT_TRUE(mentions(b, "the pool has 2000 free, enough")) << b.message;
+  EXPECT_TRUE(b.commands.empty());
+  // Already on hugetlb pages: nothing.
+  p.hugetlb[2 * mib] = 2 * gib + 2 * mib;
+  EXPECT_TRUE(advise_process(p, s).empty()) << ids(advise_process(p, s));
+  // Set by its launcher: the large pages, and who set it.
+  EXPECT_TRUE(mentions(a, "MariaDB turned THP off for itself")) << a.message;
+  list = advise_process(mariadb(thp_disabler::inherited), s);
+  EXPECT_TRUE(mentions(only(list, "mariadb_large_pages"), "THP is off for MariaDB"));
+  EXPECT_TRUE(mentions(only(list, "process_thp_disabled"), "launcher, systemd unit or shell"));
+}
+
+TEST(DoctorReach, ThpDisabledSaysWhoAndWhatItCosts) {
+  process_report p = big_process("glibc", {}, "2.36");
+  p.thp_enabled = false;
+  p.thp_disabled_by = thp_disabler::inherited;
+  p = process_with(p, usage(memory_class::glibc_thread_arenas, 4 * gib));
+  p.thp_enabled = false;
+  const auto list = advise_process(p, healthy_system());
+  const advice& a = only(list, "process_thp_disabled");
+  EXPECT_EQ(a.level, advice_level::warning);
+  EXPECT_TRUE(a.commands.empty());
+  EXPECT_TRUE(mentions(a, "inherited across fork and exec")) << a.message;
+  EXPECT_TRUE(mentions(a, "launcher, systemd unit or shell")) << a.message;
+  EXPECT_TRUE(mentions(a, "every TLB miss on it pays a page walk")) << a.message;
+  EXPECT_TRUE(mentions(a, "MADV_COLLAPSE (--collapse) refuses it too")) << a.message;
+  // Nothing reaches it: no malloc advice, no --collapse.
+  EXPECT_EQ(list.size(), 1u) << ids(list);
+  p.thp_disabled_by = thp_disabler::process;
+  EXPECT_TRUE(mentions(only(advise_process(p, healthy_system()), "process_thp_disabled"),
+                       "disabled THP for itself"));
+}
+
+TEST(DoctorReach, GlibcTunableMergedAndNamingTheClassItReaches) {
+  process_report p = big_process("glibc", {{"GLIBC_TUNABLES", "glibc.malloc.arena_max=2"}}, "2.36");
+  p = process_with(p, usage(memory_class::glibc_thread_arenas, 2 * gib, 4 * mib));
+  const auto list = advise_process(p, healthy_system());
+  const advice& a = only(list, "glibc_without_hugetlb_tunable");
+  EXPECT_EQ(a.commands,
+            std::vector<std::string>{
+                "export GLIBC_TUNABLES=glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"});
+  EXPECT_TRUE(mentions(a, "; the setting reaches glibc's thread arenas (2 GiB)")) << a.message;
+  EXPECT_EQ(a.reaches, std::vector<std::string>{"glibc_thread_arenas"});
+  EXPECT_EQ(list.size(), 1u) << ids(list);
+}
+
+TEST(DoctorReach, TunableInPlaceThatDoesNotReachIsAWarning) {
+  process_report p = big_process("glibc", {{"GLIBC_TUNABLES", "glibc.malloc.hugetlb=1"}}, "2.36");
+  p = process_with(p, usage(memory_class::glibc_thread_arenas, 1 * gib, 3 * mib, 1 * gib));
+  auto list = advise_process(p, healthy_system());
+  const advice a = only(list, "glibc_tunable_does_not_reach");
+  EXPECT_EQ(a.level, advice_level::warning);
+  EXPECT_TRUE(mentions(a, "1 GiB of it lies in mappings under 2 MiB")) << a.message;
+  // A mapping under 2 MiB holds no huge page whatever the setting: no --collapse either.
+  EXPECT_TRUE(mentions(a, "neither THP enabled=always nor MADV_COLLAPSE makes such a mapping huge"))
+      << a.message;
+  EXPECT_TRUE(a.commands.empty());
+  EXPECT_EQ(all_commands(list).find("GLIBC_TUNABLES"), std::string::npos);
+  // The tunable absent and nothing it could reach: a note, not the tunable.
+  p = process_with(big_process("glibc", {}, "2.36"),
+                   usage(memory_class::glibc_thread_arenas, 1 * gib, 3 * mib, 1 * gib));
+  list = advise_process(p, healthy_system());
+  EXPECT_EQ(find(list, "glibc_without_hugetlb_tunable"), std::nullopt) << ids(list);
+  EXPECT_EQ(only(list, "glibc_chunks_out_of_reach").level, advice_level::note);
+  EXPECT_TRUE(only(list, "glibc_chunks_out_of_reach").commands.empty());
+  // The tunable reaches the memory and it is huge: nothing (exit 0 is right).
+  p = process_with(big_process("glibc", {{"GLIBC_TUNABLES", "glibc.malloc.hugetlb=1"}}, "2.36"),
+                   usage(memory_class::glibc_mmapped_chunks, 1 * gib, 1 * gib));
+  EXPECT_TRUE(advise_process(p, healthy_system()).empty());
+}
+
+TEST(DoctorReach, NumpyWithItsMadviseTurnedOff) {
+  EXPECT_EQ(parse_allocator_environ(std::string("NUMPY_MADVISE_HUGEPAGE=0\0HOME=/\0", 31)),
+            (std::vector<std::pair<std::string, std::string>>{{"NUMPY_MADVISE_HUGEPAGE", "0"}}));
+  const std::vector<std::string> paths{"/usr/bin/python3.11",
+                                       "/usr/lib/python3/dist-packages/numpy/core/"
+                                       "_multiarray_umath.cpython-311-x86_64-linux-gnu.so"};
+  process_report p = big_process("glibc", {{"NUMPY_MADVISE_HUGEPAGE", "0"}}, "2.36");
+  p.runtime = detect_runtime(paths, "", p.allocator.settings);
+  ASSERT_EQ(p.runtime.kind, "python");
+  EXPECT_FALSE(p.runtime.asks_for_huge);
+  p = process_with(p, usage(memory_class::glibc_mmapped_chunks, 2 * gib));
+  auto list = advise_process(p, healthy_system());
+  const advice& a = only(list, "numpy_madvise_disabled");
+  EXPECT_EQ(a.level, advice_level::warning);
+  EXPECT_TRUE(mentions(a, "NUMPY_MADVISE_HUGEPAGE=0 in its environment")) << a.message;
+  EXPECT_EQ(a.reaches, std::vector<std::string>{"glibc_mmapped_chunks"});
+  // numpy without the variable asks; python without numpy is no runtime of the doctor's.
+  EXPECT_TRUE(detect_runtime(paths, "", {}).asks_for_huge);
+  EXPECT_EQ(detect_runtime({"/usr/bin/python3.11"}, "", {}).kind, "");
+  p.runtime = detect_runtime(paths, "", {{"NUMPY_MADVISE_HUGEPAGE", "1"}});
+  EXPECT_EQ(find(advise_process(p, healthy_system()), "numpy_madvise_disabled"), std::nullopt);
+}
+
+TEST(DoctorReach, StaticBinaryAllocatorIsUnknown) {
+  process_report p = big_process("glibc");
+  p.allocator = describe_allocator({"unknown", "", ""}, true, {});
+  p = process_with(p, usage(memory_class::anonymous_mmap, 1 * gib));
+  auto list = advise_process(p, healthy_system());
+  const advice& a = only(list, "allocator_linked_in");
+  EXPECT_EQ(a.level, advice_level::note);
+  EXPECT_TRUE(mentions(a, "linked into the executable")) << a.message;
+  EXPECT_TRUE(mentions(a, "GLIBC_TUNABLES or MALLOC_CONF")) << a.message;
+  EXPECT_EQ(a.commands, std::vector<std::string>{collapse_command});
+  EXPECT_EQ(list.size(), 1u) << ids(list);
+  // Without the classes, the same.
+  p.classes.clear();
+  EXPECT_NE(find(advise_process(p, healthy_system()), "allocator_linked_in"), std::nullopt);
+}
+
+TEST(DoctorReach, JvmHeapFromItsAnonymousMappingsWhereNoClassSaysHeap) {
+  process_report p = big_process("glibc", {}, "2.36");
+  p.runtime = detect_runtime({"/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so"},
+                             cmdline_of("java\0Main"), {});
+  p = process_with(p, usage(memory_class::anonymous_mmap, 4 * gib));
+  auto list = advise_process(p, healthy_system());
+  EXPECT_EQ(only(list, "jvm_without_thp").reaches, std::vector<std::string>{"anonymous_mmap"});
+  EXPECT_EQ(find(list, "anonymous_mmap_out_of_reach"), std::nullopt) << ids(list);
+  // With a runtime_heap class, the rest is the program's own.
+  p.classes.push_back(usage(memory_class::runtime_heap, 1 * gib));
+  list = advise_process(p, healthy_system());
+  EXPECT_EQ(only(list, "jvm_without_thp").reaches, std::vector<std::string>{"runtime_heap"});
+  EXPECT_NE(find(list, "anonymous_mmap_out_of_reach"), std::nullopt) << ids(list);
+}
+
+TEST(DoctorReach, JvmFlagInPlaceButHeapNotHuge) {
+  process_report p = big_process("glibc", {}, "2.36");
+  p.runtime = detect_runtime({"/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so"},
+                             std::string("java\0-XX:+UseTransparentHugePages\0Main", 39), {});
+  ASSERT_TRUE(p.runtime.asks_for_huge);
+  p = process_with(p, usage(memory_class::runtime_heap, 4 * gib, 100 * mib));
+  const auto list = advise_process(p, healthy_system());
+  EXPECT_EQ(only(list, "advised_but_not_huge").commands,
+            std::vector<std::string>{collapse_command});
+  EXPECT_EQ(find(list, "jvm_without_thp"), std::nullopt);
+}
+
+TEST(DoctorReach, ProgramsOwnMappingsAreANoteWithCollapse) {
+  process_report p =
+      process_with(big_process("glibc", {}, "2.36"), usage(memory_class::anonymous_mmap, 1 * gib));
+  auto list = advise_process(p, healthy_system());
+  const advice a = only(list, "anonymous_mmap_out_of_reach");
+  EXPECT_EQ(a.level, advice_level::note);
+  EXPECT_EQ(a.commands, std::vector<std::string>{collapse_command});
+  EXPECT_TRUE(mentions(a, "THP enabled=always (machine-wide) reaches it, or hugepage-doctor"))
+      << a.message;
+  EXPECT_FALSE(has_warning(list)) << ids(list);
+  EXPECT_EQ(all_commands(list).find("GLIBC_TUNABLES"), std::string::npos);
+  // The program advises it: the setting is its own; not huge is a warning.
+  p.classes[0].advised = 1 * gib;
+  list = advise_process(p, healthy_system());
+  EXPECT_EQ(only(list, "advised_but_not_huge").level, advice_level::warning);
+}
+
+// No all-clear while a class a fix reaches is on base pages: for every class with its setting in
+// place (or none to set), something is said; with the class huge, nothing.
+TEST(DoctorReach, NoAllClearWhileAReachableClassIsOnBasePages) {
+  struct scenario {
+    memory_class kind;
+    process_report p;
+  };
+  std::vector<scenario> all{
+      {memory_class::glibc_main_arena,
+       big_process("glibc", {{"GLIBC_TUNABLES", "glibc.malloc.hugetlb=1"}}, "2.36")},
+      {memory_class::glibc_thread_arenas, big_process("glibc", {}, "2.36")},
+      {memory_class::glibc_mmapped_chunks,
+       big_process("glibc", {{"GLIBC_TUNABLES", "glibc.malloc.hugetlb=1"}}, "2.36")},
+      {memory_class::allocator_arenas, big_process("jemalloc", {{"MALLOC_CONF", "thp:always"}})},
+      {memory_class::allocator_arenas, big_process("mimalloc", {}, "2.1")},
+      {memory_class::anonymous_mmap, big_process("glibc", {}, "2.36")},
+      {memory_class::shared_anonymous, big_process("glibc", {}, "2.36")},
+      {memory_class::tmpfs_file, big_process("glibc", {}, "2.36")},
+  };
+  for (const char* shmem : {"never", "advise", "within_size"}) {
+    for (const scenario& one : all) {
+      SCOPED_TRACE(std::string(name_of(one.kind)) + " shmem_enabled=" + shmem);
+      system_report s = healthy_system();
+      s.thp.shmem_enabled = shmem;
+      auto c = usage(one.kind, 1 * gib);
+      c.mount = "/dev/shm";
+      const auto low = advise_process(process_with(one.p, c), s);
+      EXPECT_FALSE(low.empty());
+      for (const advice& a : low) EXPECT_FALSE(a.reaches.empty()) << a.id;
+      c.huge = 1 * gib;
+      EXPECT_TRUE(advise_process(process_with(one.p, c), s).empty());
+    }
+  }
+}
+
+TEST(DoctorReach, ThpNeverReachesEveryPrivateClass) {
+  system_report s = healthy_system();
+  s.thp.enabled = "never";
+  process_report p = big_process("glibc", {}, "2.36");
+  p.classes = {usage(memory_class::runtime_heap, 1 * gib),
+               usage(memory_class::glibc_thread_arenas, 1 * gib)};
+  const auto list = advise_process(p, s);
+  EXPECT_EQ(only(list, "thp_never").reaches,
+            (std::vector<std::string>{"runtime_heap", "glibc_thread_arenas"}));
+  EXPECT_EQ(list.size(), 1u) << ids(list);
+}
+
+}  // namespace
+}  // namespace hugepage::doctor
