@@ -275,8 +275,9 @@ std::vector<memory_class_usage> classify_memory(const std::vector<mapping_info>&
         kind == memory_class::glibc_mmapped_chunks ? chunks_of(m) : nullptr;
     if (chunks != nullptr && chunks->chunks.size() > 1) {
       std::size_t small = 0;
-      for (const std::size_t bytes : chunks->chunks)
-        small += bytes < facts.thp_page_bytes ? bytes : 0;
+      for (const std::size_t bytes : chunks->chunks) {
+        if (bytes < facts.thp_page_bytes) small += bytes;
+      }
       c.in_small_mappings +=
           static_cast<std::size_t>(static_cast<double>(resident) * static_cast<double>(small) /
                                    static_cast<double>(m.size()));
