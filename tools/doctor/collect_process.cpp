@@ -103,7 +103,8 @@ chunk_headers read_chunk_headers(pid_t pid, const std::vector<mapping_info>& map
       ++reads;
       if (::process_vm_readv(pid, &local, 1, &remote, 1, 0) != sizeof header) {
         if (!out.read) {
-          out.evidence = std::string("chunk headers unreadable: ") + std::strerror(errno);
+          // The errno name keeps the table row within 100 columns.
+          out.evidence = std::string("chunk headers unreadable (") + ::strerrorname_np(errno) + ")";
           return out;
         }
         break;  // the mapping changed under the read: not counted as chunks
@@ -121,8 +122,7 @@ chunk_headers read_chunk_headers(pid_t pid, const std::vector<mapping_info>& map
     }
   }
   if (unread > 0) {
-    out.evidence =
-        std::to_string(unread) + " mappings past " + std::to_string(max_reads) + " header reads";
+    out.evidence = std::to_string(unread) + " past " + std::to_string(max_reads) + " reads";
   }
   return out;  // ascending: smaps lists mappings in address order
 }

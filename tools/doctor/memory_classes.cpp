@@ -303,9 +303,7 @@ std::vector<memory_class_usage> classify_memory(const std::vector<mapping_info>&
                 : "no chunk header" +
                       (facts.chunks.evidence.empty() ? "" : "; " + facts.chunks.evidence);
         break;
-      case memory_class::shared_anonymous:
-        c.evidence = "memfd, SysV or MAP_SHARED anonymous";
-        break;
+      case memory_class::shared_anonymous: c.evidence = "memfd, SysV, MAP_SHARED"; break;
       case memory_class::tmpfs_file:
         c.evidence = facts.mounts ? "tmpfs mount (mountinfo)" : "path under /dev/shm";
         break;

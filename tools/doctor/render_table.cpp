@@ -231,7 +231,7 @@ std::string render_process(const process_report& p, const system_report& s,
     for (const memory_class_usage& c : p.classes) {
       std::string note = printable(c.evidence);
       if (c.kind == memory_class::tmpfs_file) {
-        note = printable(c.mount) + " huge=" + c.mount_huge;
+        note = printable(c.mount) + " huge=" + printable(c.mount_huge);
       } else if (c.kind == memory_class::glibc_mmapped_chunks &&
                  c.in_small_mappings * 2 > c.resident) {
         // Most bytes in chunks smaller than a THP: nothing that advises whole chunks helps.
