@@ -90,6 +90,7 @@ std::string glibc_version_of(pid_t pid, const std::string& library) {
 chunk_headers read_chunk_headers(pid_t pid, const std::vector<mapping_info>& mappings,
                                  std::size_t max_reads = 4096) {
   chunk_headers out;
+  out.read = true;  // with no candidate, no chunk is left among the anonymous mappings
   const std::size_t page = os::base_page_size();
   std::size_t reads = 0, unread = 0;
   for (const std::size_t i : chunk_candidates(mappings)) {
@@ -102,14 +103,14 @@ chunk_headers read_chunk_headers(pid_t pid, const std::vector<mapping_info>& map
       iovec remote{reinterpret_cast<void*>(m.start + offset), sizeof header};
       ++reads;
       if (::process_vm_readv(pid, &local, 1, &remote, 1, 0) != sizeof header) {
-        if (!out.read) {
-          // The errno name keeps the table row within 100 columns.
-          out.evidence = std::string("chunk headers unreadable (") + ::strerrorname_np(errno) + ")";
-          return out;
-        }
-        break;  // the mapping changed under the read: not counted as chunks
+        if (errno == EFAULT) break;  // unmapped since smaps was read: not counted as chunks
+        // EPERM (no ptrace attach right), ESRCH: none can be read. The errno name keeps the
+        // table row within 100 columns.
+        out.read = false;
+        out.mappings.clear();
+        out.evidence = std::string("chunk headers unreadable (") + ::strerrorname_np(errno) + ")";
+        return out;
       }
-      out.read = true;
       const std::size_t span = mmapped_chunk_span(header[0], header[1], page);
       if (span == 0 || span > m.size() - offset) break;
       offset += span;
