@@ -277,8 +277,7 @@ std::optional<process_report> collect_process(pid_t pid, std::size_t top,
   for (const mapping_info& m : mappings) {
     if (!m.name.empty() && m.name.front() == '/') paths.push_back(m.name);
   }
-  const std::string malloc_name = detect_allocator(paths).name;
-  if (malloc_name != "jemalloc" && malloc_name != "tcmalloc" && malloc_name != "mimalloc") {
+  if (mallocs_with_glibc(detect_allocator(paths).name)) {
     files.chunks = read_chunk_headers(pid, mappings);
   }
   process_report p = build_process_report(pid, files, mappings, top, "");

@@ -135,10 +135,6 @@ std::vector<bool> thread_arena_parts(const std::vector<mapping_info>& mappings) 
   return part;
 }
 
-bool other_malloc(std::string_view allocator) {
-  return allocator == "jemalloc" || allocator == "tcmalloc" || allocator == "mimalloc";
-}
-
 // A runtime with its own heap: the kinds runtime detection names, or Node recognised here by
 // its binary or libnode, which the kind may not name.
 std::string runtime_of(const std::vector<mapping_info>& mappings, const std::string& kind) {
@@ -155,6 +151,10 @@ std::string runtime_of(const std::vector<mapping_info>& mappings, const std::str
 }
 
 }  // namespace
+
+bool mallocs_with_glibc(std::string_view allocator) noexcept {
+  return allocator != "jemalloc" && allocator != "tcmalloc" && allocator != "mimalloc";
+}
 
 std::vector<mount_entry> parse_mountinfo(std::string_view text) {
   std::vector<mount_entry> out;
@@ -206,7 +206,7 @@ std::size_t mmapped_chunk_span(std::uint64_t prev_size, std::uint64_t size,
 std::vector<memory_class_usage> classify_memory(const std::vector<mapping_info>& mappings,
                                                 const class_facts& facts) {
   const std::vector<bool> arena = thread_arena_parts(mappings);
-  const bool glibc = !other_malloc(facts.allocator);
+  const bool glibc = mallocs_with_glibc(facts.allocator);
   const std::string runtime = runtime_of(mappings, facts.runtime);
   std::vector<memory_class_usage> classes;
   const auto usage = [&](memory_class kind, const std::string& mount) -> memory_class_usage& {

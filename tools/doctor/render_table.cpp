@@ -216,10 +216,11 @@ std::string render_process(const process_report& p, const system_report& s,
   out += fmt::format("  {:<26} {:>12}\n", "THP allowed (prctl)",
                      p.thp_enabled ? (*p.thp_enabled ? "yes" : "no") : "unknown");
   if (p.thp_enabled && !*p.thp_enabled) {
-    out += fmt::format("  {:<26} {:>12}\n", "THP disabled by",
-                       p.thp_disabled_by == thp_disabler::process     ? "the process"
-                       : p.thp_disabled_by == thp_disabler::inherited ? "its launcher"
-                                                                      : "unknown");
+    out +=
+        fmt::format("  {:<26} {:>12}\n", "THP disabled by",
+                    p.thp_disabled_by == thp_disabler::process     ? "the process"
+                    : p.thp_disabled_by == thp_disabler::inherited ? "inherited from its launcher"
+                                                                   : "unknown");
   }
 
   out += "\nMemory by mechanism (what maps it decides which setting reaches it)\n";

@@ -312,6 +312,10 @@ struct chunk_headers {
   std::vector<chunk_mapping> mappings;  ///< ascending start
 };
 
+/// Whether a process whose allocator_guess names `allocator` mallocs with glibc: anything but
+/// jemalloc, tcmalloc and mimalloc (a static binary reads as "unknown" and links glibc's).
+bool mallocs_with_glibc(std::string_view allocator) noexcept;
+
 /// What classify_memory() needs besides the mappings.
 struct class_facts {
   std::string allocator;  ///< allocator_report.guess.name
