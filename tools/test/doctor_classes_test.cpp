@@ -404,7 +404,11 @@ std::size_t bytes_of(const nlohmann::json* c, const char* key = "resident_bytes"
   return c == nullptr ? 0 : c->at(key).get<std::size_t>();
 }
 
+// Under ASan the target's malloc is the sanitizer's: no glibc chunk or arena to find.
+constexpr const char* asan_malloc = "the target's malloc is ASan's allocator, not glibc's";
+
 TEST(DoctorClassesLive, GlibcChunksAreToldByTheirHeaders) {
+  if (hugepage::test::under_asan()) GTEST_SKIP() << asan_malloc;
   target t({"--malloc-chunks", "8", "--chunk-kib", "1024", "--malloc-chunks", "4", "--chunk-kib",
             "4096"});
   ASSERT_TRUE(t.ready()) << t.line();
@@ -422,6 +426,7 @@ TEST(DoctorClassesLive, GlibcChunksAreToldByTheirHeaders) {
 }
 
 TEST(DoctorClassesLive, ThreadArenasFromMallocInThreads) {
+  if (hugepage::test::under_asan()) GTEST_SKIP() << asan_malloc;
   target t({"--threads", "3", "--thread-kib", "8192"});
   ASSERT_TRUE(t.ready()) << t.line();
   const nlohmann::json p = process_json(t.pid());
@@ -516,6 +521,7 @@ TEST(DoctorClassesLive, TmpfsOptionComesFromTheTargetsMounts) {
 }
 
 TEST(DoctorClassesLive, SmallChunksAreSaidInTheTable) {
+  if (hugepage::test::under_asan()) GTEST_SKIP() << asan_malloc;
   target t({"--malloc-chunks", "6", "--chunk-kib", "1024"});
   ASSERT_TRUE(t.ready()) << t.line();
   const result table = doctor({"--pid", std::to_string(t.pid())});
