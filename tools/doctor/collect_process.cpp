@@ -2,12 +2,14 @@
 // stayed the same process throughout.
 #include <gnu/libc-version.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <string_view>
 #include <system_error>
 
@@ -82,6 +84,50 @@ std::string glibc_version_of(pid_t pid, const std::string& library) {
   return {};
 }
 
+// Reads the header of each glibc chunk candidate in `pid` (process_vm_readv, one 16-byte read
+// per chunk, at most `max_reads` in all): a mapping is chunks when its headers tile it exactly (the
+// kernel merges adjacent chunk mappings into one).
+chunk_headers read_chunk_headers(pid_t pid, const std::vector<mapping_info>& mappings,
+                                 std::size_t max_reads = 4096) {
+  chunk_headers out;
+  out.read = true;  // with no candidate, no chunk is left among the anonymous mappings
+  const std::size_t page = os::base_page_size();
+  std::size_t reads = 0, unread = 0;
+  for (const std::size_t i : chunk_candidates(mappings)) {
+    const mapping_info& m = mappings[i];
+    std::size_t offset = 0;
+    chunk_mapping found{m.start, {}};
+    while (offset < m.size() && reads < max_reads) {
+      std::uint64_t header[2] = {0, 0};
+      iovec local{header, sizeof header};
+      iovec remote{reinterpret_cast<void*>(m.start + offset), sizeof header};
+      ++reads;
+      if (::process_vm_readv(pid, &local, 1, &remote, 1, 0) != sizeof header) {
+        if (errno == EFAULT) break;  // unmapped since smaps was read: not counted as chunks
+        // EPERM (no ptrace attach right), ESRCH: none can be read. The errno name keeps the
+        // table row within 100 columns.
+        out.read = false;
+        out.mappings.clear();
+        out.evidence = std::string("chunk headers unreadable (") + ::strerrorname_np(errno) + ")";
+        return out;
+      }
+      const std::size_t span = mmapped_chunk_span(header[0], header[1], page);
+      if (span == 0 || span > m.size() - offset) break;
+      offset += span;
+      found.chunks.push_back(span);
+    }
+    if (offset == m.size()) {
+      out.mappings.push_back(std::move(found));
+    } else if (reads >= max_reads) {
+      ++unread;
+    }
+  }
+  if (unread > 0) {
+    out.evidence = std::to_string(unread) + " past " + std::to_string(max_reads) + " reads";
+  }
+  return out;  // ascending: smaps lists mappings in address order
+}
+
 }  // namespace
 
 process_report build_process_report(pid_t pid, const process_files& files, std::size_t top,
@@ -131,6 +177,21 @@ process_report build_process_report(pid_t pid, const process_files& files,
     p.runtime.settings_known = false;
   }
   if (files.numa_maps) p.numa = parse_numa_maps(*files.numa_maps);
+  class_facts facts;
+  facts.allocator = p.allocator.guess.name;
+  facts.runtime = p.runtime.kind;
+  if (files.mountinfo) facts.mounts = parse_mountinfo(*files.mountinfo);
+  facts.chunks = files.chunks;
+  facts.thp_page_bytes = thp_page_bytes();
+  p.classes = classify_memory(mappings, facts);
+  std::optional<bool> parent_thp;
+  if (files.parent_status) {
+    const auto fields = parse_meminfo(*files.parent_status);
+    if (const auto it = fields.find("THP_enabled"); it != fields.end()) {
+      parent_thp = it->second != 0;
+    }
+  }
+  p.thp_disabled_by = thp_disabler_of(p.thp_enabled, parent_thp);
   std::vector<std::size_t> sizes;
   for (const std::size_t bytes : pool_page_sizes()) sizes.push_back(bytes);
   if (files.cgroup) {
@@ -202,6 +263,23 @@ std::optional<process_report> collect_process(pid_t pid, std::size_t top,
   files.environ = read_text("", dir + "/environ");
   files.cgroup = read_text("", dir + "/cgroup");
   files.numa_maps = read_text("", dir + "/numa_maps");
+  files.mountinfo = read_text("", dir + "/mountinfo");
+  if (status) {
+    const auto fields = parse_meminfo(*status);
+    const auto ppid = fields.find("PPid");
+    // PPid 0: no parent in this pid namespace to ask.
+    if (ppid != fields.end() && ppid->second != 0) {
+      files.parent_status = read_text("", "/proc/" + std::to_string(ppid->second) + "/status");
+    }
+  }
+  // Only glibc's chunks carry its headers: another malloc's mappings are not read.
+  std::vector<std::string> paths;
+  for (const mapping_info& m : mappings) {
+    if (!m.name.empty() && m.name.front() == '/') paths.push_back(m.name);
+  }
+  if (mallocs_with_glibc(detect_allocator(paths).name)) {
+    files.chunks = read_chunk_headers(pid, mappings);
+  }
   process_report p = build_process_report(pid, files, mappings, top, "");
   p.coverage = top_coverage(coverage_of(pid, mappings), top);
   if (p.allocator.guess.name == "glibc" && p.allocator.guess.version.empty()) {

@@ -1,4 +1,12 @@
 // tools/doctor/memory_classes.cpp - the classes of a process's memory by what maps it.
+//
+// The class decides which setting can reach the memory, so each rule rests on evidence smaps
+// (and a few facts collect_process reads) gives: glibc's thread heaps are 64 MiB reservations
+// on 64 MiB boundaries, its mmapped chunks carry a header naming their own length, tmpfs files
+// follow the huge= option of the mount they lie on.
+#include <algorithm>
+#include <string_view>
+
 #include "report.hpp"
 
 namespace hugepage::doctor {
@@ -27,6 +35,290 @@ const char* name_of(thp_disabler who) noexcept {
     case thp_disabler::unknown: return "unknown";
   }
   return "unknown";
+}
+
+thp_disabler thp_disabler_of(std::optional<bool> thp_enabled,
+                             std::optional<bool> parent_thp_enabled) noexcept {
+  if (!thp_enabled) return thp_disabler::unknown;
+  if (*thp_enabled) return thp_disabler::none;
+  // PR_SET_THP_DISABLE survives fork and exec: a parent with it set passed it down.
+  if (!parent_thp_enabled) return thp_disabler::unknown;
+  return *parent_thp_enabled ? thp_disabler::process : thp_disabler::inherited;
+}
+
+namespace {
+
+// mountinfo writes space, tab, newline and backslash as \ooo.
+std::string unescape(std::string_view text) {
+  std::string out;
+  const auto octal = [](char c) { return c >= '0' && c <= '7'; };
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\\' && i + 3 < text.size() && octal(text[i + 1]) && octal(text[i + 2]) &&
+        octal(text[i + 3])) {
+      out += static_cast<char>((text[i + 1] - '0') * 64 + (text[i + 2] - '0') * 8 +
+                               (text[i + 3] - '0'));
+      i += 3;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
+// The non-empty pieces of `text` between `separator`s.
+std::vector<std::string_view> split(std::string_view text, char separator) {
+  std::vector<std::string_view> out;
+  while (!text.empty()) {
+    const auto at = text.find(separator);
+    if (at != 0) out.push_back(text.substr(0, at));
+    text.remove_prefix(at == std::string_view::npos ? text.size() : at + 1);
+  }
+  return out;
+}
+
+bool is_anonymous_name(std::string_view name) {
+  return name.empty() || name == "[heap]" || name == "[stack]" || name.rfind("[anon:", 0) == 0;
+}
+
+bool is_shared(const mapping_info& m) {
+  return m.permissions.size() >= 4 && m.permissions[3] == 's';
+}
+
+// Shared memory on the kernel's internal shmem mount: it follows shmem_enabled.
+bool is_internal_shmem(const mapping_info& m) {
+  const std::string_view name = m.name;
+  return name.rfind("/memfd:", 0) == 0 || name.rfind("/SYSV", 0) == 0 ||
+         name == "/dev/zero (deleted)" || name.rfind("[anon_shmem:", 0) == 0 ||
+         (is_shared(m) && is_anonymous_name(name));
+}
+
+// The mount `path` lies on: the longest mount point that holds it, the later of two on one point.
+const mount_entry* mount_of(std::string_view path, const std::vector<mount_entry>& mounts) {
+  constexpr std::string_view deleted = " (deleted)";
+  if (path.size() > deleted.size() && path.substr(path.size() - deleted.size()) == deleted) {
+    path.remove_suffix(deleted.size());
+  }
+  const mount_entry* best = nullptr;
+  for (const mount_entry& m : mounts) {
+    const std::string_view point = m.point;
+    const bool holds =
+        point == "/" || path == point ||
+        (path.rfind(point, 0) == 0 && path.size() > point.size() && path[point.size()] == '/');
+    if (holds && (best == nullptr || point.size() >= best->point.size())) best = &m;
+  }
+  return best;
+}
+
+constexpr std::size_t heap_max = 64 * units::mib;  // glibc HEAP_MAX_SIZE on 64-bit
+
+bool is_plain_anonymous(const mapping_info& m) {
+  return m.name.empty() && !m.is_hugetlb() && !is_shared(m);
+}
+
+// Marks the mappings of glibc's thread heaps: each is a HEAP_MAX reservation on a HEAP_MAX
+// boundary, its used part rw-p and the rest ---p right after it, or all of it rw-p.
+std::vector<bool> thread_arena_parts(const std::vector<mapping_info>& mappings) {
+  std::vector<bool> part(mappings.size(), false);
+  for (std::size_t i = 0; i < mappings.size(); ++i) {
+    const mapping_info& m = mappings[i];
+    if (m.permissions != "rw-p" || !is_plain_anonymous(m) || m.start % heap_max != 0) continue;
+    if (m.size() == heap_max) {
+      part[i] = true;
+    } else if (m.size() < heap_max && i + 1 < mappings.size()) {
+      const mapping_info& rest = mappings[i + 1];
+      if (rest.start == m.end && rest.permissions == "---p" && is_plain_anonymous(rest) &&
+          m.size() + rest.size() == heap_max) {
+        part[i] = part[i + 1] = true;
+      }
+    }
+  }
+  return part;
+}
+
+// A runtime with its own heap: the kinds runtime detection names, or Node recognised here by
+// its binary or libnode, which the kind may not name.
+std::string runtime_of(const std::vector<mapping_info>& mappings, const std::string& kind) {
+  if (kind == "jvm" || kind == "node") return kind;
+  for (const mapping_info& m : mappings) {
+    const std::string_view name = m.name;
+    const std::string_view base = name.substr(name.rfind('/') + 1);
+    if (!name.empty() && name.front() == '/' &&
+        (base == "node" || base == "nodejs" || base.rfind("libnode.so", 0) == 0)) {
+      return "node";
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+bool mallocs_with_glibc(std::string_view allocator) noexcept {
+  return allocator != "jemalloc" && allocator != "tcmalloc" && allocator != "mimalloc";
+}
+
+std::vector<mount_entry> parse_mountinfo(std::string_view text) {
+  std::vector<mount_entry> out;
+  while (!text.empty()) {
+    const auto newline = text.find('\n');
+    const std::vector<std::string_view> w = split(text.substr(0, newline), ' ');
+    text.remove_prefix(newline == std::string_view::npos ? text.size() : newline + 1);
+    // id parent dev root point options [optional...] - fstype source super-options
+    const auto dash = std::find(w.begin(), w.end(), "-");
+    if (w.size() < 5 || dash == w.end() || w.end() - dash < 4 || dash - w.begin() < 6) continue;
+    mount_entry m;
+    m.point = unescape(w[4]);
+    m.fstype = std::string(dash[1]);
+    if (m.fstype == "tmpfs") {
+      m.huge = "never";  // tmpfs's default, which mountinfo leaves out
+      for (const std::string_view option : split(dash[3], ',')) {
+        if (option.rfind("huge=", 0) == 0) m.huge = std::string(option.substr(5));
+      }
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+std::vector<std::size_t> chunk_candidates(const std::vector<mapping_info>& mappings) {
+  const std::vector<bool> arena = thread_arena_parts(mappings);
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < mappings.size(); ++i) {
+    const mapping_info& m = mappings[i];
+    if (!arena[i] && m.permissions == "rw-p" && is_plain_anonymous(m) &&
+        m.size() >= 128 * units::kib && m.rss > 0) {
+      out.push_back(i);
+    }
+  }
+  return out;
+}
+
+std::size_t mmapped_chunk_span(std::uint64_t prev_size, std::uint64_t size,
+                               std::size_t page_bytes) noexcept {
+  constexpr std::uint64_t is_mmapped = 0x2, flags = 0x7;
+  // An mmapped chunk has IS_MMAPPED and neither PREV_INUSE nor NON_MAIN_ARENA; prev_size is the
+  // offset memalign left before it, and both together are whole pages.
+  if ((size & flags) != is_mmapped || size < page_bytes || prev_size % 16 != 0) return 0;
+  const std::uint64_t span = prev_size + (size & ~flags);
+  if (span < prev_size || span % page_bytes != 0) return 0;
+  return static_cast<std::size_t>(span);
+}
+
+std::vector<memory_class_usage> classify_memory(const std::vector<mapping_info>& mappings,
+                                                const class_facts& facts) {
+  const std::vector<bool> arena = thread_arena_parts(mappings);
+  const bool glibc = mallocs_with_glibc(facts.allocator);
+  const std::string runtime = runtime_of(mappings, facts.runtime);
+  std::vector<memory_class_usage> classes;
+  const auto usage = [&](memory_class kind, const std::string& mount) -> memory_class_usage& {
+    for (auto& c : classes) {
+      if (c.kind == kind && c.mount == mount) return c;
+    }
+    classes.emplace_back();
+    classes.back().kind = kind;
+    classes.back().mount = mount;
+    return classes.back();
+  };
+  const auto chunks_of = [&](const mapping_info& m) -> const chunk_mapping* {
+    const auto& list = facts.chunks.mappings;
+    const auto at = std::lower_bound(
+        list.begin(), list.end(), m.start,
+        [](const chunk_mapping& c, std::uintptr_t start) { return c.start < start; });
+    return at != list.end() && at->start == m.start ? &*at : nullptr;
+  };
+  for (std::size_t i = 0; i < mappings.size(); ++i) {
+    const mapping_info& m = mappings[i];
+    const std::string_view name = m.name;
+    std::string mount, mount_huge;
+    memory_class kind = memory_class::anonymous_mmap;
+    if (m.is_hugetlb()) {
+      kind = memory_class::hugetlb;
+    } else if (is_internal_shmem(m)) {
+      kind = memory_class::shared_anonymous;
+    } else if (!is_anonymous_name(name)) {
+      kind = memory_class::file;
+      const mount_entry* on =
+          facts.mounts && name.front() == '/' ? mount_of(name, *facts.mounts) : nullptr;
+      if (on != nullptr && on->fstype == "tmpfs") {
+        kind = memory_class::tmpfs_file;
+        mount = on->point;
+        mount_huge = on->huge;
+      } else if (!facts.mounts && name.rfind("/dev/shm/", 0) == 0) {
+        // Stored files carry no mountinfo: /dev/shm is tmpfs everywhere, its option unknown.
+        kind = memory_class::tmpfs_file;
+        mount = "/dev/shm";
+        mount_huge = "unknown";
+      }
+    } else if (name == "[stack]") {
+      kind = memory_class::anonymous_mmap;
+    } else if (glibc && name == "[heap]") {
+      kind = memory_class::glibc_main_arena;
+    } else if (glibc && (arena[i] || name.rfind("[anon: glibc: malloc arena]", 0) == 0)) {
+      kind = memory_class::glibc_thread_arenas;
+    } else if (glibc && (name == "[anon: glibc: malloc]" || chunks_of(m) != nullptr)) {
+      kind = memory_class::glibc_mmapped_chunks;
+    } else if (!glibc && name == "[heap]") {
+      kind = memory_class::allocator_arenas;
+    } else if (!runtime.empty()) {
+      kind = memory_class::runtime_heap;
+    } else if (!glibc) {
+      kind = memory_class::allocator_arenas;
+    }
+    memory_class_usage& c = usage(kind, mount);
+    const std::size_t hugetlb = m.private_hugetlb + m.shared_hugetlb;
+    // Rss leaves hugetlb pages out; both are added so the classes sum to Rss plus hugetlb.
+    const std::size_t resident = m.rss + (m.is_hugetlb() ? hugetlb : 0);
+    c.resident += resident;
+    c.huge += m.is_hugetlb() ? hugetlb : m.anon_huge + m.shmem_huge + m.file_huge;
+    c.mappings += 1;
+    if (m.advised_huge()) c.advised += resident;
+    const chunk_mapping* chunks =
+        kind == memory_class::glibc_mmapped_chunks ? chunks_of(m) : nullptr;
+    if (chunks != nullptr && chunks->chunks.size() > 1) {
+      std::size_t small = 0;
+      for (const std::size_t bytes : chunks->chunks) {
+        if (bytes < facts.thp_page_bytes) small += bytes;
+      }
+      c.in_small_mappings +=
+          static_cast<std::size_t>(static_cast<double>(resident) * static_cast<double>(small) /
+                                   static_cast<double>(m.size()));
+    } else if (m.size() < facts.thp_page_bytes) {
+      c.in_small_mappings += resident;
+    }
+    c.largest_mapping = std::max(c.largest_mapping, m.size());
+    if (kind == memory_class::tmpfs_file) c.mount_huge = mount_huge;
+  }
+  for (memory_class_usage& c : classes) {
+    switch (c.kind) {
+      case memory_class::glibc_main_arena: c.evidence = "[heap]"; break;
+      case memory_class::glibc_thread_arenas: c.evidence = "64 MiB-aligned heaps"; break;
+      case memory_class::glibc_mmapped_chunks: c.evidence = "chunk headers"; break;
+      case memory_class::allocator_arenas: c.evidence = "malloc is " + facts.allocator; break;
+      case memory_class::runtime_heap: c.evidence = "runtime " + runtime; break;
+      case memory_class::anonymous_mmap:
+        // What kept glibc's mmapped chunks from being told apart, if anything did.
+        c.evidence =
+            !glibc ? "[stack]"
+            : !facts.chunks.read
+                ? (facts.chunks.evidence.empty() ? "chunk headers not read" : facts.chunks.evidence)
+                : "no chunk header" +
+                      (facts.chunks.evidence.empty() ? "" : "; " + facts.chunks.evidence);
+        break;
+      case memory_class::shared_anonymous: c.evidence = "memfd, SysV, MAP_SHARED"; break;
+      case memory_class::tmpfs_file:
+        c.evidence = facts.mounts ? "tmpfs mount (mountinfo)" : "path under /dev/shm";
+        break;
+      case memory_class::hugetlb: c.evidence = "KernelPageSize"; break;
+      case memory_class::file: c.evidence = "page cache"; break;
+    }
+  }
+  classes.erase(std::remove_if(classes.begin(), classes.end(),
+                               [](const memory_class_usage& c) { return c.resident == 0; }),
+                classes.end());
+  std::stable_sort(classes.begin(), classes.end(),
+                   [](const memory_class_usage& a, const memory_class_usage& b) {
+                     return a.resident > b.resident;
+                   });
+  return classes;
 }
 
 }  // namespace hugepage::doctor

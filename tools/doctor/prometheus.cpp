@@ -202,6 +202,15 @@ std::string prometheus_process(const process_report& p, const system_report& s,
     mapping("huge", c.exact.huge_bytes());
     mapping("smaps_huge", c.smaps_huge);
   }
+  for (const memory_class_usage& c : p.classes) {
+    labels l{{"pid", pid}, {"class", name_of(c.kind)}};
+    if (c.kind == memory_class::tmpfs_file) l.emplace_back("mount", c.mount);
+    e.gauge("hugepage_doctor_process_class_resident_bytes",
+            "resident bytes of the process by what maps them (memory class; tmpfs per mount)", l,
+            static_cast<double>(c.resident));
+    e.gauge("hugepage_doctor_process_class_huge_bytes",
+            "of them on huge pages (PMD-mapped THP or hugetlb)", l, static_cast<double>(c.huge));
+  }
   if (p.thp_enabled) {
     e.gauge("hugepage_doctor_process_thp_allowed", "0 when the process set PR_SET_THP_DISABLE",
             {{"pid", pid}}, *p.thp_enabled ? 1 : 0);

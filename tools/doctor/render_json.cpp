@@ -205,6 +205,22 @@ std::string json_process(const process_report& p, const system_report& s,
                       .set("source", name_of(c.exact.source))
                       .set("exact", c.exact.exact));
   }
+  json classes = json::array();
+  for (const memory_class_usage& c : p.classes) {
+    json entry = json::object()
+                     .set("class", name_of(c.kind))
+                     .set("resident_bytes", c.resident)
+                     .set("huge_bytes", c.huge)
+                     .set("huge_fraction", c.huge_fraction())
+                     .set("mappings", c.mappings)
+                     .set("advised_bytes", c.advised)
+                     .set("small_mapping_bytes", c.in_small_mappings)
+                     .set("largest_mapping_bytes", c.largest_mapping)
+                     .set("evidence", c.evidence);
+    if (c.kind == memory_class::tmpfs_file)
+      entry.set("mount", c.mount).set("mount_huge", c.mount_huge);
+    classes.push(entry);
+  }
   json settings = json::object();
   for (const auto& [key, value] : p.allocator.settings) settings.set(key, value);
   json numa = json::array();
@@ -239,6 +255,7 @@ std::string json_process(const process_report& p, const system_report& s,
                      .set("thp_advised_bytes", p.thp_advised)
                      .set("huge_fraction", p.huge_fraction())
                      .set("thp_enabled", p.thp_enabled)
+                     .set("thp_disabled_by", name_of(p.thp_disabled_by))
                      .set("shmem_bytes", p.shmem)
                      .set("shmem_huge_bytes", p.shmem_huge)
                      .set("shmem_huge_fraction", p.shmem_huge_fraction())
@@ -260,6 +277,7 @@ std::string json_process(const process_report& p, const system_report& s,
                                                .set("asks_for_huge", p.runtime.asks_for_huge))
                      .set("systemd_unit", p.unit.empty() ? json() : json(p.unit))
                      .set("numa", numa)
+                     .set("memory_classes", classes)
                      .set("largest_anonymous", largest)
                      .set("mapping_coverage", coverage)
                      .set("allocator", allocator)

@@ -215,6 +215,34 @@ std::string render_process(const process_report& p, const system_report& s,
   out += fmt::format("  {:<26} {:>12}\n", "huge share of files", percent(p.file_huge_fraction()));
   out += fmt::format("  {:<26} {:>12}\n", "THP allowed (prctl)",
                      p.thp_enabled ? (*p.thp_enabled ? "yes" : "no") : "unknown");
+  if (p.thp_enabled && !*p.thp_enabled) {
+    out +=
+        fmt::format("  {:<26} {:>12}\n", "THP disabled by",
+                    p.thp_disabled_by == thp_disabler::process     ? "the process"
+                    : p.thp_disabled_by == thp_disabler::inherited ? "inherited from its launcher"
+                                                                   : "unknown");
+  }
+
+  out += "\nMemory by mechanism (what maps it decides which setting reaches it)\n";
+  if (p.classes.empty()) {
+    out += "  none\n";
+  } else {
+    out += fmt::format("  {:<21} {:>11} {:>7} {:>8} {:>11}  {}\n", "class", "resident", "huge%",
+                       "mappings", "advised", "note");
+    for (const memory_class_usage& c : p.classes) {
+      std::string note = printable(c.evidence);
+      if (c.kind == memory_class::tmpfs_file) {
+        note = printable(c.mount) + " huge=" + printable(c.mount_huge);
+      } else if (c.kind == memory_class::glibc_mmapped_chunks &&
+                 c.in_small_mappings * 2 > c.resident) {
+        // Most bytes in chunks smaller than a THP: nothing that advises whole chunks helps.
+        note = "chunks under " + format_bytes(s.thp_bytes) + ", " + note;
+      }
+      out += fmt::format("  {:<21} {:>11} {:>7} {:>8} {:>11}  {}\n", name_of(c.kind),
+                         format_bytes(c.resident), percent(c.huge_fraction()), c.mappings,
+                         format_bytes(c.advised), note);
+    }
+  }
 
   if (p.numa.size() > 1) {
     out += "\nNUMA placement (/proc/PID/numa_maps; THP counts as base pages there)\n";

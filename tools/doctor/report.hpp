@@ -242,11 +242,11 @@ enum class memory_class {
   allocator_arenas,      ///< another malloc's memory (jemalloc, mimalloc, tcmalloc), [heap] too
   runtime_heap,          ///< a JIT or garbage-collected runtime's own heap (JVM, V8, Go)
   anonymous_mmap,        ///< other private anonymous memory: the program's own mmap(2), stacks
-  shared_anonymous,  ///< shmem on the kernel's own mount (MAP_SHARED anonymous, memfd, SysV):
-                     ///< follows shmem_enabled
-  tmpfs_file,        ///< a file on a tmpfs mount (/dev/shm, ...): follows that mount's huge=
-  hugetlb,           ///< hugetlb pool pages, whatever mapped them
-  file,              ///< page cache of regular files
+  shared_anonymous,      ///< shmem on the kernel's own mount (MAP_SHARED anonymous, memfd, SysV):
+                         ///< follows shmem_enabled
+  tmpfs_file,            ///< a file on a tmpfs mount (/dev/shm, ...): follows that mount's huge=
+  hugetlb,               ///< hugetlb pool pages, whatever mapped them
+  file,                  ///< page cache of regular files
 };
 
 /// "glibc_main_arena", "runtime_heap", ...: the names JSON and Prometheus carry.
@@ -261,15 +261,17 @@ struct memory_class_usage {
   std::size_t advised = 0;   ///< resident bytes in MADV_HUGEPAGE mappings
   /// Resident bytes in mappings smaller than the PMD THP size: no setting that advises whole
   /// mappings (glibc.malloc.hugetlb=1 advises a chunk only from 2 MiB up) makes these huge.
+  /// For glibc's mmapped chunks, per chunk: a record of merged chunks shares its resident bytes
+  /// out by their sizes.
   std::size_t in_small_mappings = 0;
   std::size_t largest_mapping = 0;  ///< size of the class's largest mapping
   std::string evidence;  ///< how the class was told ("chunk headers", "64 MiB-aligned heaps", ...)
   std::string mount;     ///< tmpfs_file: the mount point
   std::string mount_huge;  ///< tmpfs_file: the mount's huge= option ("never" when absent)
   double huge_fraction() const noexcept {
-    return resident == 0 ? 0.0
-                         : static_cast<double>(std::min(huge, resident)) /
-                               static_cast<double>(resident);
+    return resident == 0
+               ? 0.0
+               : static_cast<double>(std::min(huge, resident)) / static_cast<double>(resident);
   }
 };
 
@@ -284,6 +286,66 @@ enum class thp_disabler {
 
 /// "none", "process", "inherited" or "unknown".
 const char* name_of(thp_disabler who) noexcept;
+
+/// Who disabled THP, from status THP_enabled of the process and of its parent (nullopt:
+/// unreadable or not known, as for stored files). Pure.
+thp_disabler thp_disabler_of(std::optional<bool> thp_enabled,
+                             std::optional<bool> parent_thp_enabled) noexcept;
+
+/// One mount of a process's mount namespace (/proc/PID/mountinfo).
+struct mount_entry {
+  std::string point;   ///< mount point, escapes decoded
+  std::string fstype;  ///< "tmpfs", "ext4", ...
+  std::string huge;    ///< tmpfs: the huge= super option, "never" when absent; else ""
+};
+
+/// The mounts in mountinfo text, in its order (a later mount on one point hides an earlier).
+/// Pure.
+std::vector<mount_entry> parse_mountinfo(std::string_view text);
+
+/// A mapping made of glibc mmapped chunks: the kernel merges adjacent ones into one record.
+struct chunk_mapping {
+  std::uintptr_t start = 0;
+  std::vector<std::size_t> chunks;  ///< each chunk's bytes, in address order
+};
+
+/// The glibc mmapped chunks collect_process found by reading chunk headers in the target
+/// (process_vm_readv); not read for stored files.
+struct chunk_headers {
+  bool read = false;                    ///< false: nothing was read; `evidence` says why
+  std::string evidence;                 ///< why not read, or how many candidates were left unread
+  std::vector<chunk_mapping> mappings;  ///< ascending start
+};
+
+/// Whether a process whose allocator_guess names `allocator` mallocs with glibc: anything but
+/// jemalloc, tcmalloc and mimalloc (a static binary reads as "unknown" and links glibc's).
+bool mallocs_with_glibc(std::string_view allocator) noexcept;
+
+/// What classify_memory() needs besides the mappings.
+struct class_facts {
+  std::string allocator;  ///< allocator_report.guess.name
+  std::string runtime;    ///< runtime_report.kind ("jvm" and "node" have their own heaps)
+  std::optional<std::vector<mount_entry>> mounts;  ///< nullopt: mountinfo not read
+  chunk_headers chunks;
+  std::size_t thp_page_bytes = 2 * units::mib;
+};
+
+/// The private anonymous mappings whose first 16 bytes may be a glibc mmapped chunk's header:
+/// unnamed rw-p, at least 128 KiB, something resident, not part of a thread arena. Indexes into
+/// `mappings`. Pure.
+std::vector<std::size_t> chunk_candidates(const std::vector<mapping_info>& mappings);
+
+/// The bytes the glibc chunk whose header holds `prev_size` and `size` spans from the start of
+/// its mapping (prev_size + size without the flag bits), or 0 when it is no mmapped chunk
+/// (IS_MMAPPED clear, other flags set, or not whole pages of `page_bytes`). Pure.
+std::size_t mmapped_chunk_span(std::uint64_t prev_size, std::uint64_t size,
+                               std::size_t page_bytes) noexcept;
+
+/// A process's resident memory by what maps it (memory_class), largest first, classes with
+/// nothing resident left out; their resident bytes sum to the mappings' Rss plus their hugetlb
+/// pages. Pure.
+std::vector<memory_class_usage> classify_memory(const std::vector<mapping_info>& mappings,
+                                                const class_facts& facts);
 
 /// A process as the doctor sees it. Bytes.
 ///
@@ -307,8 +369,8 @@ struct process_report {
   std::size_t base = 0;                        ///< rss - all PMD-mapped THP
   std::size_t thp_advised = 0;                 ///< bytes in MADV_HUGEPAGE mappings
   std::size_t thp_eligible_anon = 0;           ///< anonymous resident bytes in THPeligible ranges
-  std::size_t largest_shared = 0;  ///< size of the largest shared-memory mapping (not hugetlb)
-  std::size_t dev_shm = 0;  ///< resident bytes of shared memory in files under /dev/shm
+  std::size_t largest_shared = 0;   ///< size of the largest shared-memory mapping (not hugetlb)
+  std::size_t dev_shm = 0;          ///< resident bytes of shared memory in files under /dev/shm
   std::optional<bool> thp_enabled;  ///< status THP_enabled (false: PR_SET_THP_DISABLE)
   std::vector<anon_mapping> largest;
   /// Resident memory by what maps it (memory_class), largest first; classes with nothing
@@ -362,6 +424,9 @@ allocator_report describe_allocator(const allocator_guess& guess, bool environ_r
 struct process_files {
   std::string smaps;
   std::optional<std::string> status, cmdline, environ, cgroup, numa_maps;
+  std::optional<std::string> mountinfo;      ///< the target's: which files lie on tmpfs
+  std::optional<std::string> parent_status;  ///< its parent's status: who disabled THP
+  chunk_headers chunks;                      ///< not a file: read from the target's memory
 };
 
 /// Builds a process report from the texts of its files: mappings, name, allocator, runtime,

@@ -2,7 +2,9 @@
 //
 //   hugepage-doctor-target [--thp MIB] [--hugetlb MIB] [--mappings N --mapping-kib KIB
 //                          [--touch-kib KIB]] [--anon MIB] [--memfd-name NAME] [--comm NAME]
-//                          [--block-1g MIB] [--cgroup DIR]
+//                          [--block-1g MIB] [--cgroup DIR] [--malloc-chunks N --chunk-kib KIB]...
+//                          [--threads N --thread-kib KIB] [--memfd MIB] [--dev-shm MIB]
+//                          [--shm-mount OPTIONS] [--thp-disable 1]
 //
 // Maps MIB of THP through hugepage::thp_allocator and MIB of 2 MiB hugetlb pages through
 // hugepage::huge_page_allocator (touching every page), and/or N separate anonymous mappings of
@@ -14,25 +16,38 @@
 // --block-1g allocates one block of MIB through the 1 GiB allocator (strict policy: whole 1 GiB
 // pages over its head, the rest on 2 MiB pages, as the cascade lays it out), after joining the
 // cgroup DIR first where --cgroup names one (a hugetlb limit there empties the 2 MiB pool for this
-// process only). Then prints one line
+// process only). --malloc-chunks N --chunk-kib KIB (repeatable) mallocs N blocks of KIB each,
+// above glibc's mmap threshold, so each is an mmapped chunk; --threads N starts N threads that
+// each malloc KIB in 4 KiB blocks while all are alive, so each gets its own arena; --memfd maps
+// MIB of a memfd shared, --dev-shm MIB of a POSIX shm file (unlinked at once, so a killed
+// target leaves nothing behind); all touched. --shm-mount mounts a tmpfs with OPTIONS over
+// /dev/shm in a mount namespace of its own first (root), --thp-disable sets PR_SET_THP_DISABLE.
+// Then prints one line
 //   ready thp_bytes=T hugetlb_bytes=H mapped_bytes=M block_start=S block_1g=G block_2m=B
 //         block_thp=P block_base=L
 // where T and H are what backing_of() found, S the block's address (decimal) and G, B, P, L what
 // backing_of() found in it, and waits until stdin closes. On failure it prints "error <reason>"
 // and exits with 3.
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "hugepage/allocator.hpp"
@@ -50,13 +65,30 @@ void touch(char* p, std::size_t bytes) {
   for (std::size_t i = 0; i < bytes; i += 4096) p[i] = 1;
 }
 
+// Maps `mib` of `fd` shared and touches it; false with errno set on failure.
+bool map_shared(int fd, std::size_t mib) {
+  const std::size_t bytes = mib << 20;
+  if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(bytes)) != 0) return false;
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return false;
+  touch(static_cast<char*>(p), bytes);
+  return true;
+}
+
+// The malloc'd blocks, held to the end and freed then (so a leak checker stays quiet).
+std::vector<void*> kept;
+std::mutex kept_mutex;
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::size_t thp_mib = 0, hugetlb_mib = 0, mappings = 0, mapping_kib = 0, anon_mib = 0,
-              block_mib = 0, touch_kib = SIZE_MAX;
+              block_mib = 0, touch_kib = SIZE_MAX, chunk_count = 0, threads = 0, thread_kib = 0,
+              memfd_mib = 0, shm_mib = 0;
+  std::vector<std::pair<std::size_t, std::size_t>> chunks;  // count, KiB
   const char* memfd_name = nullptr;
   const char* cgroup = nullptr;
+  const char* shm_mount = nullptr;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::size_t value = std::strtoull(argv[i + 1], nullptr, 10);
     if (std::strcmp(argv[i], "--memfd-name") == 0) {
@@ -80,6 +112,22 @@ int main(int argc, char** argv) {
       mapping_kib = value;
     } else if (std::strcmp(argv[i], "--touch-kib") == 0) {
       touch_kib = value;
+    } else if (std::strcmp(argv[i], "--malloc-chunks") == 0) {
+      chunk_count = value;
+    } else if (std::strcmp(argv[i], "--chunk-kib") == 0) {
+      chunks.emplace_back(chunk_count, value);
+    } else if (std::strcmp(argv[i], "--threads") == 0) {
+      threads = value;
+    } else if (std::strcmp(argv[i], "--thread-kib") == 0) {
+      thread_kib = value;
+    } else if (std::strcmp(argv[i], "--memfd") == 0) {
+      memfd_mib = value;
+    } else if (std::strcmp(argv[i], "--dev-shm") == 0) {
+      shm_mib = value;
+    } else if (std::strcmp(argv[i], "--shm-mount") == 0) {
+      shm_mount = argv[i + 1];
+    } else if (std::strcmp(argv[i], "--thp-disable") == 0) {
+      if (::prctl(PR_SET_THP_DISABLE, value, 0, 0, 0) != 0) return fail("PR_SET_THP_DISABLE");
     } else {
       return fail(std::string("unknown argument ") + argv[i]);
     }
@@ -92,6 +140,11 @@ int main(int argc, char** argv) {
     const int err = errno;
     if (fd >= 0) ::close(fd);
     if (!joined) return fail("cannot join " + procs + ": " + std::strerror(err));
+  }
+  if (shm_mount != nullptr && (::unshare(CLONE_NEWNS) != 0 ||
+                               ::mount("", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+                               ::mount("tmpfs", "/dev/shm", "tmpfs", 0, shm_mount) != 0)) {
+    return fail("tmpfs on /dev/shm: " + std::string(std::strerror(errno)));
   }
   std::size_t thp_bytes = 0, hugetlb_bytes = 0, mapped_bytes = 0;
   hugepage::backing_report block;
@@ -146,6 +199,46 @@ int main(int argc, char** argv) {
     if (p == MAP_FAILED) return fail("mmap memfd: " + std::string(std::strerror(errno)));
     touch(static_cast<char*>(p), 2 << 20);
   }
+  for (const auto& [count, kib] : chunks) {
+    for (std::size_t i = 0; i < count; ++i) {
+      char* p = static_cast<char*>(std::malloc(kib * 1024));
+      if (p == nullptr) return fail("malloc failed");
+      kept.push_back(p);
+      touch(p, kib * 1024);
+    }
+  }
+  if (threads != 0) {
+    // Every thread allocates before any ends: a thread that found an ended thread's arena free
+    // would take it instead of making its own.
+    std::atomic<std::size_t> allocated{0};
+    kept.reserve(kept.size() + threads * (thread_kib / 4 + 1));  // no growth in the arenas
+    std::vector<std::thread> running;
+    for (std::size_t t = 0; t < threads; ++t) {
+      running.emplace_back([&] {
+        for (std::size_t done = 0; done < thread_kib; done += 4) {
+          char* p = static_cast<char*>(std::malloc(4096 - 16));
+          touch(p, 4096 - 16);
+          const std::lock_guard<std::mutex> lock(kept_mutex);
+          kept.push_back(p);
+        }
+        ++allocated;
+        while (allocated.load() < threads) std::this_thread::yield();
+      });
+    }
+    for (auto& t : running) t.join();
+  }
+  if (memfd_mib != 0 &&
+      !map_shared(::memfd_create("hugepage-doctor-target", MFD_CLOEXEC), memfd_mib)) {
+    return fail("memfd: " + std::string(std::strerror(errno)));
+  }
+  if (shm_mib != 0) {
+    const std::string name = "/hugepage-doctor-target-" + std::to_string(::getpid());
+    const int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    const int err = errno;
+    ::shm_unlink(name.c_str());
+    errno = err;
+    if (!map_shared(fd, shm_mib)) return fail("shm_open: " + std::string(std::strerror(errno)));
+  }
   std::printf(
       "ready thp_bytes=%zu hugetlb_bytes=%zu mapped_bytes=%zu block_start=%ju block_1g=%zu "
       "block_2m=%zu block_thp=%zu block_base=%zu\n",
@@ -155,5 +248,6 @@ int main(int argc, char** argv) {
   char buffer[64];
   while (::read(STDIN_FILENO, buffer, sizeof buffer) > 0) {
   }
+  for (void* p : kept) std::free(p);
   return 0;
 }
