@@ -1141,7 +1141,7 @@ std::string refusal(const hugepage::test::scratch_cgroup& cgroup, const char* pa
   return std::string("hugepage: hugetlb mmap of 1 page of ") + page_text + " (" + page_bytes_text +
          ") failed: Cannot allocate memory: hugetlb cgroup limit: " + cgroup.path() + "/hugetlb." +
          cgroup_size + ".rsvd.max = " + limit_text + ", " + limit_text +
-         " charged, room for 0 of the 1 pages asked; raise the limit or ask for less";
+         " charged, room for 0 of the 1 page asked; raise the limit or ask for less";
 }
 
 // Whether `e` is exactly hugetlb_limit_exceeded with the message `expected`; says what it got.

@@ -280,6 +280,17 @@ TEST(Explain, ReservationLimitNamesTheFileAndTheRoomLeft) {
   EXPECT_EQ(cause_of(f), refusal_cause::pool_refilled);
 }
 
+TEST(Explain, ReservationLimitOfOnePageIsSingular) {
+  hugetlb_refusal f = refused(1, 100, 100);
+  f.cgroup.tightest = limit_of("/sys/fs/cgroup/app/hugetlb.2MB.rsvd.max", 2 * mib, 2 * mib);
+  EXPECT_EQ(cause_of(f), refusal_cause::cgroup_limit);
+  EXPECT_EQ(explain(f),
+            "hugepage: hugetlb mmap of 1 page of 2 MiB (2 MiB) failed: " + text_of(ENOMEM) +
+                ": hugetlb cgroup limit: /sys/fs/cgroup/app/hugetlb.2MB.rsvd.max = 2 "
+                "MiB, 2 MiB charged, room for 0 of the 1 page asked; raise the limit or "
+                "ask for less");
+}
+
 TEST(Explain, AddressSpaceLimit) {
   hugetlb_refusal f = refused(32, 100, 100);
   f.address_space_limit = 128 * mib;  // 64 MiB used + 64 MiB asked: fits exactly

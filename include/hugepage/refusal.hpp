@@ -240,7 +240,8 @@ inline std::string explain(const hugetlb_refusal& f) {
       return what + ": hugetlb cgroup limit: " + limit.file + " = " +
              detail::format_bytes(limit.limit) + ", " + detail::format_bytes(limit.usage) +
              " charged, room for " + std::to_string(limit.headroom() / bytes_of(f.size)) +
-             " of the " + std::to_string(f.pages) + " pages asked; raise the limit or ask for less";
+             " of the " + std::to_string(f.pages) + " page" + plural +
+             " asked; raise the limit or ask for less";
     }
     case refusal_cause::address_space_limit:
       return what + "; the address-space limit (RLIMIT_AS, ulimit -v) leaves no room for it";

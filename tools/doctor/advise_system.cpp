@@ -90,6 +90,44 @@ std::vector<advice> advise_system(const system_report& s) {
                    sysfs_setting("madvise", fmt::format("{}/defrag", thp_dir))});
   }
 
+  // A pool nothing has faulted in or reserved holds memory no other use can have. It is worth
+  // saying once it is big: 512 MiB, or 5% of MemTotal on a small machine; from 10% of MemTotal
+  // it is a cost to fix. Surplus pages exist only while in use, so any surplus is use.
+  const auto mem_total = meminfo(s, "MemTotal");
+  for (const hugetlb_pool& pool : s.pools) {
+    const std::uint64_t total = pool.total.value_or(0);
+    if (total == 0 || !pool.free || *pool.free < total || pool.reserved.value_or(0) != 0 ||
+        pool.surplus.value_or(0) != 0) {
+      continue;
+    }
+    const std::uint64_t bytes = total * pool.page_bytes;
+    const bool large = mem_total && bytes >= *mem_total / 10;
+    if (bytes < 512 * hugepage::units::mib && !(mem_total && bytes >= *mem_total / 20)) continue;
+    std::vector<std::string> evidence{fmt::format(
+        "{}: nr_hugepages {}, free {}, reserved {}, surplus {}", pool_file(pool.page_bytes), total,
+        *pool.free, pool.reserved.value_or(0), pool.surplus.value_or(0))};
+    if (mem_total) {
+      evidence.push_back(fmt::format(
+          "MemTotal {} (/proc/meminfo): the pool holds {} of it", format_bytes(*mem_total),
+          percent(static_cast<double>(bytes) / static_cast<double>(*mem_total))));
+    }
+    const bool one_gib = pool.page_bytes >= hugepage::units::gib;
+    out.push_back(
+        {"pool_idle", large ? advice_level::warning : advice_level::note,
+         fmt::format("the {} hugetlb pool holds {} ({} page{}) that no process uses (none "
+                     "faulted in, none reserved): memory nothing else can use",
+                     format_bytes(pool.page_bytes), format_bytes(bytes), total,
+                     total == 1 ? "" : "s"),
+         std::move(evidence),
+         fmt::format("a service that takes its pages from the pool when it starts (PostgreSQL "
+                     "huge_pages=on, MariaDB large_pages) would find it empty; shrink it only if "
+                     "none is meant to run here{}",
+                     one_gib ? ", since 1 GiB pages are rarely found again once memory is in use "
+                               "(reserve them at boot: hugepagesz=1G hugepages=N)"
+                             : ""),
+         pool_commands(s, pool.page_bytes, 0)});
+  }
+
   for (const hugetlb_pool& pool : s.pools) {
     const std::uint64_t total = pool.total.value_or(0);
     const auto available = pool.available();

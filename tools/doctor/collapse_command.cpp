@@ -125,9 +125,8 @@ std::string explain_refusal(int error, pid_t pid) {
     case EACCES:
       return fmt::format(
           "{}: process_madvise(MADV_COLLAPSE) needs CAP_SYS_NICE and ptrace access to {} "
-          "(PTRACE_MODE_READ: the same user and no more privileged, or CAP_SYS_PTRACE; "
-          "kernel.yama.ptrace_scope may restrict it further). Run as root, or as a user with "
-          "both capabilities.",
+          "(PTRACE_MODE_READ: the same user and no more privileged, or CAP_SYS_PTRACE). Run "
+          "as root, or as a user with both capabilities.",
           std::strerror(error), who);
     case EINVAL:
       return "EINVAL: the kernel refused the range: a kernel before 6.1 has no MADV_COLLAPSE; or "
@@ -159,7 +158,15 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
     if (ec == std::errc::no_such_file_or_directory) {
       error = "no process with pid " + std::to_string(o.pid);
     } else if (ec == std::errc::permission_denied || ec == std::errc::operation_not_permitted) {
-      error = "cannot read " + smaps + ": " + explain_refusal(ec.value(), o.pid);
+      // Reading smaps and pagemap is all a dry run does and the first step of a collapse: the
+      // access rules of the process report. The collapse itself needs more.
+      error = explain_unreadable(o.pid, ec.value(), read_access_facts(o.pid));
+      if (!o.dry_run) {
+        error +=
+            "; the collapse (process_madvise MADV_COLLAPSE) needs CAP_SYS_NICE and ptrace "
+            "access to pid " +
+            std::to_string(o.pid) + " besides";
+      }
     } else {
       error = "cannot read " + smaps + ": " + ec.message();
     }

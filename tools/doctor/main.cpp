@@ -117,7 +117,8 @@ int parse(int argc, char** argv, options& o, int& code) {
   auto* format =
       app.add_option("--format", o.format)->check(CLI::IsMember({"table", "json", "prometheus"}));
   auto* pid_option = app.add_option("--pid", pid)->type_name("PID");
-  auto* top_option = app.add_option("--top", top)->type_name("N");
+  // --top shapes the process report: alone it would be ignored, so it is a usage error.
+  auto* top_option = app.add_option("--top", top)->type_name("N")->needs(pid_option);
   auto* probe = app.add_flag("--probe", o.probe)->disable_flag_override();
   probe->excludes(pid_option);
   format->excludes(app.get_option("--json"));

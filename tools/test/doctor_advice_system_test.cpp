@@ -191,6 +191,95 @@ TEST(DoctorAdvice, PoolAdviceCapCountsThePoolsOfOtherSizes) {
   EXPECT_TRUE(a.commands.empty()) << all_commands({a});
 }
 
+// A pool nothing faulted in or reserved: a note with the bytes and the command that shrinks it
+// (now and at boot), a warning from 10% of MemTotal.
+TEST(DoctorAdvice, IdlePoolIsFlaggedWithTheCommandThatShrinksIt) {
+  system_report s = healthy_system();  // 32 GiB
+  s.pools[0].total = 600;
+  s.pools[0].free = 600;
+  auto list = advise_system(s);
+  const advice a = only(list, "pool_idle");
+  EXPECT_EQ(a.level, advice_level::note);
+  EXPECT_FALSE(has_warning(list)) << ids(list);
+  EXPECT_EQ(a.message,
+            "the 2 MiB hugetlb pool holds 1.17 GiB (600 pages) that no process uses (none "
+            "faulted in, none reserved): memory nothing else can use");
+  EXPECT_EQ(a.evidence,
+            (std::vector<std::string>{
+                "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages: nr_hugepages 600, free "
+                "600, reserved 0, surplus 0",
+                "MemTotal 32 GiB (/proc/meminfo): the pool holds 3.7% of it"}));
+  EXPECT_NE(a.trade.find("PostgreSQL huge_pages=on, MariaDB large_pages) would find it empty"),
+            std::string::npos)
+      << a.trade;
+  EXPECT_EQ(a.commands,
+            (std::vector<std::string>{pool_resize_command(2 * mib, 0, 2 * mib),
+                                      "printf '%s\\n' 'vm.nr_hugepages = 0' > "
+                                      "/etc/sysctl.d/90-hugepage-doctor-nr_hugepages.conf"}));
+  EXPECT_EQ(a.commands.at(0), "sysctl -w vm.nr_hugepages=0");
+  // 10% of MemTotal and more: a warning.
+  s.pools[0].total = s.pools[0].free = 1639;  // 3.2 GiB of 32 GiB
+  EXPECT_EQ(only(advise_system(s), "pool_idle").level, advice_level::warning);
+  s.pools[0].total = s.pools[0].free = 1638;
+  EXPECT_EQ(only(advise_system(s), "pool_idle").level, advice_level::note);
+}
+
+TEST(DoctorAdvice, PoolInUseOrSmallIsNotIdle) {
+  system_report s = healthy_system();  // 32 GiB
+  s.pools[0].total = s.pools[0].free = 600;
+  s.pools[0].reserved = 1;  // promised to a mapping: in use
+  EXPECT_EQ(find(advise_system(s), "pool_idle"), std::nullopt);
+  s.pools[0].reserved = 0;
+  s.pools[0].free = 599;  // one page faulted in
+  EXPECT_EQ(find(advise_system(s), "pool_idle"), std::nullopt);
+  s.pools[0].free = 601;  // a surplus page exists only while something holds it
+  s.pools[0].surplus = 1;
+  s.pools[0].overcommit = 4;
+  EXPECT_EQ(find(advise_system(s), "pool_idle"), std::nullopt);
+  s.pools[0].surplus = 0;
+  s.pools[0].overcommit = 0;
+  // Small: below 512 MiB and below 5% of MemTotal.
+  s.pools[0].total = s.pools[0].free = 255;
+  EXPECT_EQ(find(advise_system(s), "pool_idle"), std::nullopt);
+  s.pools[0].total = s.pools[0].free = 256;  // 512 MiB
+  EXPECT_EQ(only(advise_system(s), "pool_idle").level, advice_level::note);
+  // On a 2 GiB machine 5% is enough (120 MiB), 10% a warning (210 MiB).
+  s.meminfo["MemTotal"] = 2 * gib;
+  s.pools[0].total = s.pools[0].free = 51;
+  EXPECT_EQ(find(advise_system(s), "pool_idle"), std::nullopt);
+  s.pools[0].total = s.pools[0].free = 60;
+  EXPECT_EQ(only(advise_system(s), "pool_idle").level, advice_level::note);
+  s.pools[0].total = s.pools[0].free = 105;
+  EXPECT_EQ(only(advise_system(s), "pool_idle").level, advice_level::warning);
+  // An empty pool holds nothing.
+  s.pools[0].total = s.pools[0].free = 0;
+  EXPECT_EQ(find(advise_system(s), "pool_idle"), std::nullopt);
+}
+
+TEST(DoctorAdvice, IdleGiganticPoolSaysItIsHardToGetBack) {
+  system_report s = healthy_system();  // 32 GiB; its 2 MiB pool is in use
+  hugetlb_pool gigantic;
+  gigantic.page_bytes = gib;
+  gigantic.total = 2;
+  gigantic.free = 2;
+  gigantic.reserved = 0;
+  gigantic.surplus = 0;
+  s.pools.push_back(gigantic);
+  const advice a = only(advise_system(s), "pool_idle");
+  EXPECT_EQ(a.level, advice_level::note);
+  EXPECT_NE(a.message.find("the 1 GiB hugetlb pool holds 2 GiB (2 pages)"), std::string::npos);
+  EXPECT_NE(a.trade.find("1 GiB pages are rarely found again"), std::string::npos) << a.trade;
+  EXPECT_EQ(a.commands,
+            (std::vector<std::string>{
+                "echo 0 > /sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages",
+                "printf '%s\\n' 'w /sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages - "
+                "- - - 0' > /etc/tmpfiles.d/hugepage-doctor-1048576kB-nr_hugepages.conf"}));
+  gigantic.total = gigantic.free = 1;
+  s.pools.back() = gigantic;
+  EXPECT_NE(only(advise_system(s), "pool_idle").message.find("holds 1 GiB (1 page) that"),
+            std::string::npos);
+}
+
 TEST(DoctorAdvice, CompactionOnlyWithFragmentationAndFallbacks) {
   system_report s = healthy_system();
   s.zones = std::vector<zone_readiness>{{0, "DMA", 15 * mib, 14 * mib, 7},

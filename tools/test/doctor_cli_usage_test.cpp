@@ -58,6 +58,16 @@ TEST(DoctorCli, GarbageFlags) {
   expect_usage_error({"--format", "xml"}, "--format: xml not in {table,json,prometheus}");
 }
 
+TEST(DoctorCli, ProcessOnlyFlagsWithoutPid) {
+  // Each shapes a --pid run; without one it would change nothing, silently.
+  expect_usage_error({"--top", "5"}, "hugepage-doctor: --top requires --pid (try --help)");
+  expect_usage_error({"--top", "5", "--probe"}, "--top requires --pid");
+  expect_usage_error({"--collapse"}, "--collapse requires --pid");
+  expect_usage_error({"--dry-run", "--pid", "1"}, "--dry-run requires --collapse");
+  expect_usage_error({"--budget-ms", "10", "--pid", "1"}, "--budget-ms requires --collapse");
+  expect_usage_error({"--max-bytes", "4096", "--pid", "1"}, "--max-bytes requires --collapse");
+}
+
 TEST(DoctorCli, PidWithoutValue) {
   expect_usage_error({"--pid"}, "--pid: 1 required PID missing");
   expect_usage_error({"--pid="}, "--pid: 1 required PID missing");
@@ -103,6 +113,25 @@ TEST(DoctorCli, PidItMayNotRead) {
                          "as uid 0)"),
               std::string::npos)
         << r.err;
+  }
+}
+
+TEST(DoctorCli, DryRunItMayNotReadNamesTheOwnerNotPtrace) {
+  // A dry run reads /proc/PID/smaps and pagemap only: what stops it is who owns the process, as
+  // for the report, not the capabilities process_madvise needs, nor Yama's ptrace_scope (which
+  // governs ptrace attach, never reading).
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to run the doctor as nobody against pid 1";
+  if (::access(HUGEPAGE_DOCTOR_BINARY, X_OK) != 0) GTEST_SKIP() << "binary not executable";
+  for (const bool json : {false, true}) {
+    std::vector<std::string> args{"--collapse", "--dry-run", "--pid", "1"};
+    if (json) args.insert(args.begin(), "--json");
+    const result r = doctor(args, 65534);
+    if (r.code == 98 || r.code == 99) GTEST_SKIP() << "cannot exec the doctor as nobody";
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_EQ(r.err,
+              "hugepage-doctor: cannot read /proc/1/smaps: Permission denied (pid 1 belongs to "
+              "uid 0 and the doctor runs as uid 65534: run it as root or as uid 0)\n");
   }
 }
 
