@@ -187,8 +187,8 @@ TEST(DoctorCli, HostileTargetCannotReachACommandOrTheTerminal) {
                                      "JAVA_TOOL_OPTIONS=HOSTILE `reboot`",
                                      "PATH=/usr/bin:/bin",
                                      std::string("HOSTILE_VAR=") + hostile_title};
-  target t({"--anon", "600", "--memfd-name", hostile_title.substr(0, 200), "--comm",
-            "H\x1b[2J\"\\;$(x)\xff"},
+  target t({"--malloc-chunks", "150", "--chunk-kib", "4096", "--memfd-name",
+            hostile_title.substr(0, 200), "--comm", "H\x1b[2J\"\\;$(x)\xff"},
            hostile_title, &env);
   ASSERT_TRUE(t.ready()) << t.line();
   std::size_t commands_seen = 0, kept_seen = 0;
@@ -254,7 +254,7 @@ TEST(DoctorCli, CommandKeepsTheTargetsGlibcTunables) {
   }
   const std::vector<std::string> env{"GLIBC_TUNABLES=glibc.malloc.arena_max=2",
                                      "PATH=/usr/bin:/bin"};
-  target t({"--anon", "600"}, "", &env);
+  target t({"--malloc-chunks", "150", "--chunk-kib", "4096"}, "", &env);
   ASSERT_TRUE(t.ready()) << t.line();
   const result r = doctor({"--pid", std::to_string(t.pid()), "--json"});
   ASSERT_EQ(r.code, 1) << r.err << r.out;
@@ -274,7 +274,7 @@ TEST(DoctorCli, ServiceUnitFromCgroupGoesIntoTheDropIn) {
   if (unit_hierarchy().empty()) {
     HUGEPAGE_SKIP_OR_FAIL("no cgroup v2 at /sys/fs/cgroup and no v1 name=systemd hierarchy");
   }
-  target t({"--anon", "600"}, "HOSTILE;reboot");
+  target t({"--malloc-chunks", "150", "--chunk-kib", "4096"}, "HOSTILE;reboot");
   ASSERT_TRUE(t.ready()) << t.line();
   const std::string unit = "hugepage-doctor-test-" + std::to_string(::getpid()) + ".service";
   test_cgroup group(unit);
@@ -299,7 +299,7 @@ TEST(DoctorCli, ServiceNamedCgroupBelowAUserManagerIsNoUnit) {
   if (unit_hierarchy().empty()) {
     HUGEPAGE_SKIP_OR_FAIL("no cgroup v2 at /sys/fs/cgroup and no v1 name=systemd hierarchy");
   }
-  target t({"--anon", "600"}, "HOSTILE;reboot");
+  target t({"--malloc-chunks", "150", "--chunk-kib", "4096"}, "HOSTILE;reboot");
   ASSERT_TRUE(t.ready()) << t.line();
   const std::string top = "hugepage-doctor-test-" + std::to_string(::getpid()) + ".slice";
   test_cgroup slice(top);
