@@ -12,6 +12,7 @@
 #include <cstring>
 #include <string_view>
 #include <system_error>
+#include <utility>
 
 #include "hugepage/smaps.hpp"
 #include "hugepage/system.hpp"
@@ -240,8 +241,8 @@ bool is_reportable_target(pid_t pid, collect_failure& failure) {
   return stat && reportable(pid, *stat, failure);
 }
 
-std::optional<process_report> collect_process(pid_t pid, std::size_t top,
-                                              collect_failure& failure) {
+std::optional<process_report> collect_process(pid_t pid, std::size_t top, collect_failure& failure,
+                                              process_files* files_out) {
   const auto started = std::chrono::steady_clock::now();
   const std::string dir = "/proc/" + std::to_string(pid);
   const std::string who = "pid " + std::to_string(pid);
@@ -251,12 +252,15 @@ std::optional<process_report> collect_process(pid_t pid, std::size_t top,
   // smaps is read once (the library's reader): the page-table walk behind it is most of the
   // cost on a large process.
   std::error_code ec;
-  const std::vector<mapping_info> mappings = read_smaps(pid, ec);
+  process_files files;
+  files.smaps = detail::read_file(detail::proc_path(pid, "smaps").c_str(), ec);
   if (ec) {
     failure.message = explain_unreadable(pid, ec.value(), read_access_facts(pid));
     return std::nullopt;
   }
-  process_files files;
+  const std::vector<mapping_info> mappings = parse_smaps(files.smaps);
+  // The text is kept only for a capture (files_out): a large process's smaps is megabytes.
+  if (files_out == nullptr) files.smaps = std::string();
   const auto status = read_text("", dir + "/status");
   files.status = status;
   files.cmdline = read_text("", dir + "/cmdline");
@@ -322,6 +326,7 @@ std::optional<process_report> collect_process(pid_t pid, std::size_t top,
     return std::nullopt;
   }
   p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (files_out != nullptr) *files_out = std::move(files);
   return p;
 }
 

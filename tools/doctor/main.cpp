@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 
+#include "capture.hpp"
 #include "collapse_command.hpp"
 #include "exit_codes.hpp"
 #include "json.hpp"
@@ -27,7 +28,7 @@ using namespace hugepage::doctor;
 
 // --help: the text, the schema name and the exit statuses from their homes.
 std::string usage_text() {
-  return R"(Usage: hugepage-doctor [--json | --format FORMAT] [--pid PID [--top N] | --probe]
+  return R"(Usage: hugepage-doctor [--json | --format FORMAT] [--pid PID [--top N] [--capture DIR] | --probe]
 
 Says whether a Linux machine, or one process on it, gets the huge pages it could, and how to fix
 what is missing. Each piece of advice names the facts it rests on, what the fix costs, and the
@@ -55,6 +56,10 @@ Options:
          std::string(json_schema) + R"(") or prometheus (the
                 node_exporter textfile format); both documented in tools/README.md
   --top N       with --pid: how many of the largest mappings to list (default 10)
+  --capture DIR with --pid: also store the files the report is built from in DIR (created 0700,
+                or empty; files 0600): its smaps, status, stat, cmdline, environ, cgroup,
+                numa_maps, mounts, parent's status and the glibc chunk headers read from its
+                memory. They hold the process's command line and environment, secrets included
   --collapse    with --pid: collapse its mappings into huge pages now (process_madvise
                 MADV_COLLAPSE, Linux 6.1; needs CAP_SYS_NICE and ptrace access), largest gain
                 first; --dry-run lists them and changes nothing; --budget-ms N (default 1000)
@@ -70,6 +75,7 @@ struct options {
   bool probe = false;
   std::optional<pid_t> pid;
   std::size_t top = 10;
+  std::string capture;    // --capture DIR; "" when not asked
   bool collapse = false;  // see collapse_command.hpp
   collapse_options collapse_with;
 };
@@ -119,12 +125,15 @@ int parse(int argc, char** argv, options& o, int& code) {
   auto* pid_option = app.add_option("--pid", pid)->type_name("PID");
   // --top shapes the process report: alone it would be ignored, so it is a usage error.
   auto* top_option = app.add_option("--top", top)->type_name("N")->needs(pid_option);
+  auto* capture_option =
+      app.add_option("--capture", o.capture)->type_name("DIR")->needs(pid_option);
   auto* probe = app.add_flag("--probe", o.probe)->disable_flag_override();
   probe->excludes(pid_option);
   format->excludes(app.get_option("--json"));
   std::string budget_ms, max_bytes;
   auto* collapse = app.add_flag("--collapse", o.collapse)->disable_flag_override();
   collapse->needs(pid_option);
+  collapse->excludes(capture_option);
   app.add_flag("--dry-run", o.collapse_with.dry_run)->disable_flag_override()->needs(collapse);
   auto* budget_option = app.add_option("--budget-ms", budget_ms)->type_name("N")->needs(collapse);
   auto* max_bytes_option =
@@ -165,6 +174,7 @@ int parse(int argc, char** argv, options& o, int& code) {
       return fail("--max-bytes: '" + max_bytes + "' is not a positive number (try --help)");
     o.collapse_with.max_bytes = static_cast<std::size_t>(*value);
   }
+  if (*capture_option && o.capture.empty()) return fail("--capture: an empty path (try --help)");
   if (*top_option) {
     const auto value = positive(top, 100000);
     if (!value) return fail("--top: '" + top + "' is not a positive count (try --help)");
@@ -210,10 +220,20 @@ int run(const options& o) {
   }
   if (o.pid) {
     collect_failure failure;
-    const std::optional<process_report> process = collect_process(*o.pid, o.top, failure);
+    process_files files;
+    const std::optional<process_report> process =
+        collect_process(*o.pid, o.top, failure, o.capture.empty() ? nullptr : &files);
     if (!process) {
       fail(failure.message);
       return failure.exit_code;
+    }
+    if (!o.capture.empty()) {
+      // stat as it is now: the process was checked to be the same one at the end of reading.
+      const auto stat = read_text("", "/proc/" + std::to_string(*o.pid) + "/stat");
+      if (!stat)
+        return fail("pid " + std::to_string(*o.pid) + " exited while being read; no report");
+      const std::string error = write_capture(o.capture, files, *stat);
+      if (!error.empty()) return fail(error);
     }
     const system_report system = collect_system();
     const std::vector<advice> advice = advise_process(*process, system);

@@ -459,8 +459,10 @@ struct collect_failure {
 /// Collects the report for `pid`, or says why not. The target's start time is read before and
 /// after the other files: a target that exited, or a pid reused meanwhile, is a failure ("exited
 /// while being read"), never a partial report. Permission failures name the cause (another
-/// user, hidepid, a user namespace, a missing capability).
-std::optional<process_report> collect_process(pid_t pid, std::size_t top, collect_failure& failure);
+/// user, hidepid, a user namespace, a missing capability). `files`, when given, receives the
+/// files the report was built from (for --capture, capture.hpp).
+std::optional<process_report> collect_process(pid_t pid, std::size_t top, collect_failure& failure,
+                                              process_files* files = nullptr);
 
 /// Whether `pid` is a process with user memory to report or collapse; otherwise fills `failure`:
 /// no such process or unreadable (exit_error), a zombie (exit_zombie), a kernel thread

@@ -1,16 +1,22 @@
 // tools/test/doctor_classes_test.cpp - a process's memory by the mechanism that maps it: the
 // classifier on hand-made mappings and stored captures, and the real doctor on a child whose
 // glibc chunks, thread arenas, memfd and /dev/shm file are known.
+#include <dirent.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 
+#include <algorithm>
+#include <csignal>
 #include <cstddef>
 #include <fstream>
 #include <iterator>
 #include <sstream>
 
+#include "capture.hpp"
 #include "doctor_cli_support.hpp"
 #include "report.hpp"
 
@@ -331,14 +337,6 @@ TEST(DoctorClasses, WhoDisabledThp) {
             hd::thp_disabler::unknown);
 }
 
-std::optional<std::string> slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // The captures of real services: classes from smaps and names alone, summing exactly.
 TEST(DoctorClasses, StoredServicesSumToRssAndHugetlb) {
   const std::string services = std::string(HUGEPAGE_DOCTOR_DATA) + "/services/";
@@ -346,12 +344,11 @@ TEST(DoctorClasses, StoredServicesSumToRssAndHugetlb) {
   for (const std::string name :
        {"glibc", "jemalloc", "jvm-plain", "postgres-huge-pages-on", "redis", "mimalloc-2.0"}) {
     SCOPED_TRACE(name);
-    hd::process_files files;
-    const auto smaps = slurp(services + name + "/smaps");
-    ASSERT_TRUE(smaps.has_value()) << services + name;
-    files.smaps = *smaps;
-    files.status = slurp(services + name + "/status");
-    const hd::process_report p = hd::build_process_report(1, files, 10, "/nonexistent");
+    std::string error;
+    const auto captured = hd::read_capture(services + name, error);
+    ASSERT_TRUE(captured.has_value()) << error;
+    const hd::process_report p =
+        hd::build_process_report(captured->pid, captured->files, 10, "/nonexistent");
     ASSERT_FALSE(p.classes.empty());
     EXPECT_EQ(resident_sum(p.classes), p.rss + p.hugetlb_total());
     for (std::size_t i = 0; i < p.classes.size(); ++i) {
@@ -366,7 +363,8 @@ TEST(DoctorClasses, StoredServicesSumToRssAndHugetlb) {
     return find(reports[name].classes, kind) != nullptr;
   };
   EXPECT_TRUE(has("glibc", memory_class::glibc_main_arena));
-  EXPECT_FALSE(has("glibc", memory_class::glibc_mmapped_chunks));  // no headers in a capture
+  // The capture holds the chunk headers the live doctor read: perl's 600 MiB string is a chunk.
+  EXPECT_TRUE(has("glibc", memory_class::glibc_mmapped_chunks));
   EXPECT_TRUE(has("jemalloc", memory_class::allocator_arenas));
   EXPECT_FALSE(has("jemalloc", memory_class::glibc_main_arena));
   EXPECT_TRUE(has("jvm-plain", memory_class::runtime_heap));
@@ -584,6 +582,163 @@ TEST(DoctorClassesLive, SaysWhoDisabledThp) {
     EXPECT_EQ(p.at("thp_enabled"), false);
     EXPECT_EQ(p.at("thp_disabled_by"), "inherited");
   }
+}
+
+// ---- --capture ---------------------------------------------------------------------------------
+
+// A fresh directory under /tmp, removed with what is in it (one level) at the end.
+class scratch_dir {
+ public:
+  scratch_dir() {
+    char path[] = "/tmp/hugepage-capture.XXXXXX";
+    if (::mkdtemp(path) != nullptr) path_ = path;
+  }
+  ~scratch_dir() { remove_tree(path_); }
+  scratch_dir(const scratch_dir&) = delete;
+  scratch_dir& operator=(const scratch_dir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  static void remove_tree(const std::string& dir) {
+    if (dir.empty()) return;
+    for (const std::string& name : entries(dir)) {
+      const std::string p = dir + "/" + name;
+      struct stat st {};
+      if (::lstat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+        remove_tree(p);
+      } else {
+        ::unlink(p.c_str());
+      }
+    }
+    ::rmdir(dir.c_str());
+  }
+  std::string path_;
+
+ public:
+  // The names in `dir` but . and .., sorted; empty when it cannot be read.
+  static std::vector<std::string> entries(const std::string& dir) {
+    std::vector<std::string> out;
+    if (DIR* d = ::opendir(dir.c_str())) {
+      while (const dirent* e = ::readdir(d)) {
+        const std::string name = e->d_name;
+        if (name != "." && name != "..") out.push_back(name);
+      }
+      ::closedir(d);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+};
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(DoctorCapture, ALiveCaptureRebuildsTheLiveClasses) {
+  if (hugepage::test::under_asan()) GTEST_SKIP() << asan_malloc;
+  const std::vector<std::string> env{"PATH=/usr/bin:/bin", "CAPTURE_TEST_SECRET=s3cret"};
+  target t({"--malloc-chunks", "8", "--chunk-kib", "4096"}, "", &env);
+  ASSERT_TRUE(t.ready()) << t.line();
+  scratch_dir scratch;
+  ASSERT_FALSE(scratch.path().empty());
+  const std::string dir = scratch.path() + "/capture";  // not there yet: the doctor creates it
+  const result captured = doctor({"--pid", std::to_string(t.pid()), "--json", "--capture", dir});
+  ASSERT_TRUE(captured.code == 0 || captured.code == 1) << captured.err;
+  EXPECT_TRUE(nlohmann::json::accept(captured.out)) << captured.out;  // printed as usual
+  const nlohmann::json live = process_json(t.pid());
+
+  std::string error;
+  const auto loaded = hd::read_capture(dir, error);
+  ASSERT_TRUE(loaded.has_value()) << error;
+  EXPECT_EQ(loaded->pid, t.pid());
+  ASSERT_TRUE(loaded->files.chunks.read) << loaded->files.chunks.evidence;
+  const hd::process_report p = hd::build_process_report(loaded->pid, loaded->files, 10, "");
+  ASSERT_EQ(p.classes.size(), live.at("memory_classes").size())
+      << live.at("memory_classes").dump(1);
+  for (const auto& c : live.at("memory_classes")) {
+    const std::string name = c.at("class");
+    SCOPED_TRACE(name);
+    const hd::memory_class_usage* mine = nullptr;
+    for (const auto& m : p.classes) {
+      if (name == hd::name_of(m.kind) && m.mount == c.value("mount", "")) mine = &m;
+    }
+    ASSERT_NE(mine, nullptr);
+    EXPECT_NEAR(static_cast<double>(mine->resident),
+                static_cast<double>(c.at("resident_bytes").get<std::size_t>()), 8.0 * page);
+    EXPECT_EQ(mine->evidence, c.at("evidence"));
+  }
+  const auto* chunks = find(p.classes, memory_class::glibc_mmapped_chunks);
+  ASSERT_NE(chunks, nullptr);
+  EXPECT_GE(chunks->resident, 32 * mib);
+  EXPECT_EQ(chunks->evidence, "chunk headers");
+
+  // The files, private: the environment holds secrets.
+  struct stat st {};
+  ASSERT_EQ(::stat(dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  const std::vector<std::string> names = scratch_dir::entries(dir);
+  for (const char* expected : {"smaps", "status", "stat", "cmdline", "environ", "cgroup",
+                               "mountinfo", "parent_status", "chunks"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end()) << expected;
+  }
+  for (const std::string& name : names) {
+    ASSERT_EQ(::lstat((dir + "/" + name).c_str(), &st), 0) << name;
+    EXPECT_TRUE(S_ISREG(st.st_mode)) << name;
+    EXPECT_EQ(st.st_mode & 07777, 0600u) << name;
+  }
+  EXPECT_NE(read_all(dir + "/environ").find("CAPTURE_TEST_SECRET=s3cret"), std::string::npos);
+  EXPECT_EQ(read_all(dir + "/chunks").rfind("read\n", 0), 0u) << read_all(dir + "/chunks");
+}
+
+TEST(DoctorCapture, RefusesWhatItCannotWriteWhollyAndKeepsNothing) {
+  target t({"--anon", "1"});
+  ASSERT_TRUE(t.ready()) << t.line();
+  const std::string pid = std::to_string(t.pid());
+  scratch_dir scratch;
+  ASSERT_FALSE(scratch.path().empty());
+  const auto expect_refused = [&](const std::string& dir, const std::string& why,
+                                  const doctor_cli::run_options& o = {}) {
+    const result r = doctor({"--pid", pid, "--capture", dir}, o);
+    EXPECT_EQ(r.code, hd::exit_error) << r.out << r.err;
+    EXPECT_EQ(r.out, "");
+    EXPECT_NE(r.err.find("hugepage-doctor: --capture " + dir + ": " + why), std::string::npos)
+        << r.err;
+  };
+  // Not empty: one process per capture, never files of two mixed.
+  const std::string full = scratch.path() + "/full";
+  ASSERT_EQ(::mkdir(full.c_str(), 0700), 0);
+  std::ofstream(full + "/mine") << "x";
+  expect_refused(full, "not empty");
+  EXPECT_EQ(scratch_dir::entries(full), std::vector<std::string>{"mine"});
+  // A symbolic link planted where the directory goes is not followed.
+  const std::string real = scratch.path() + "/real", link = scratch.path() + "/link";
+  ASSERT_EQ(::mkdir(real.c_str(), 0700), 0);
+  ASSERT_EQ(::symlink(real.c_str(), link.c_str()), 0);
+  expect_refused(link, "not a directory (a symbolic link is refused)");
+  EXPECT_TRUE(scratch_dir::entries(real).empty());
+  // A parent that is a file.
+  expect_refused(full + "/mine/capture", "Not a directory");
+  // A write that fails midway (files limited to 4 KiB, smaps is larger): nothing is kept, and
+  // the directory the doctor made is gone; an empty directory it was given stays, empty.
+  doctor_cli::run_options small;
+  small.in_child = [] {
+    const rlimit limit{4096, 4096};
+    return std::signal(SIGXFSZ, SIG_IGN) != SIG_ERR && ::setrlimit(RLIMIT_FSIZE, &limit) == 0;
+  };
+  const std::string fresh = scratch.path() + "/fresh";
+  expect_refused(fresh, "cannot write smaps: File too large (nothing kept)", small);
+  EXPECT_NE(::access(fresh.c_str(), F_OK), 0);
+  const std::string given = scratch.path() + "/given";
+  ASSERT_EQ(::mkdir(given.c_str(), 0700), 0);
+  expect_refused(given, "cannot write smaps: File too large (nothing kept)", small);
+  EXPECT_TRUE(scratch_dir::entries(given).empty());
+  // --capture without --pid is a usage error.
+  const result alone = doctor({"--capture", given});
+  EXPECT_EQ(alone.code, hd::exit_error);
+  EXPECT_NE(alone.err.find("--capture requires --pid"), std::string::npos) << alone.err;
 }
 
 }  // namespace

@@ -1,9 +1,10 @@
 // tools/test/doctor_services_test.cpp - the /proc files of real services (captured by
-// scripts/field --capture from Debian's Redis, PostgreSQL, OpenJDK, memcached, MariaDB, Node.js,
-// numpy, busybox, shared memory, and perl under glibc, jemalloc, tcmalloc and mimalloc), each
-// checked against the expectations scripts/field checks on the live process: advice ids it must
-// and must not give, exact command lines, table lines, exit status. (live-table and raises lines
-// are for scripts/field only.)
+// scripts/field --capture, that is hugepage-doctor --capture, from Debian's Redis, PostgreSQL,
+// OpenJDK, memcached, MariaDB, Node.js, numpy, busybox, shared memory, and perl under glibc,
+// jemalloc, tcmalloc and mimalloc), each read back with the doctor's own reader (capture.hpp:
+// chunk headers, mounts and parent status included) and checked against the expectations
+// scripts/field checks on the live process: advice ids it must and must not give, exact command
+// lines, table lines, exit status. (live-table and raises lines are for scripts/field only.)
 #include <dirent.h>
 #include <gtest/gtest.h>
 
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "capture.hpp"
 #include "hugepage/page_size.hpp"
 #include "report.hpp"
 
@@ -75,18 +77,11 @@ TEST(DoctorServices, EveryCaptureMeetsItsExpectations) {
   for (const std::string& name : all) {
     SCOPED_TRACE(name);
     const std::string dir = services + "/" + name + "/";
-    process_files files;
-    const auto smaps = slurp(dir + "smaps");
-    ASSERT_TRUE(smaps.has_value());
-    files.smaps = *smaps;
-    files.status = slurp(dir + "status");
-    files.cmdline = slurp(dir + "cmdline");
-    files.environ = slurp(dir + "environ");
-    files.cgroup = slurp(dir + "cgroup");
-    const auto stat = slurp(dir + "stat");
-    ASSERT_TRUE(stat.has_value());
-    const auto pid = static_cast<pid_t>(std::strtol(stat->c_str(), nullptr, 10));
-    const process_report p = build_process_report(pid, files, 10, "/nonexistent");
+    std::string error;
+    const auto captured = read_capture(dir, error);
+    ASSERT_TRUE(captured.has_value()) << error;
+    const process_report p =
+        build_process_report(captured->pid, captured->files, 10, "/nonexistent");
     const system_report s = field_system();
     const std::vector<advice> list = advise_process(p, s);
     const std::string table = render_process(p, s, list);

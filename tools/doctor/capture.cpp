@@ -1,0 +1,262 @@
+// tools/doctor/capture.cpp - writing and reading a process's capture (capture.hpp).
+#include "capture.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "hugepage/smaps.hpp"
+
+namespace hugepage::doctor {
+
+std::string chunks_text(const chunk_headers& chunks) {
+  std::string out = chunks.read ? "read" : "unread";
+  if (!chunks.evidence.empty()) out += " " + chunks.evidence;
+  out += "\n";
+  for (const chunk_mapping& m : chunks.mappings) {
+    char start[32];
+    std::snprintf(start, sizeof start, "%llx", static_cast<unsigned long long>(m.start));
+    out += start;
+    for (const std::size_t bytes : m.chunks) out += " " + std::to_string(bytes);
+    out += "\n";
+  }
+  return out;
+}
+
+namespace {
+
+// Splits `text` at '\n' (a last line without one counts).
+std::vector<std::string_view> lines_of(std::string_view text) {
+  std::vector<std::string_view> out;
+  while (!text.empty()) {
+    const auto newline = text.find('\n');
+    out.push_back(text.substr(0, newline));
+    text.remove_prefix(newline == std::string_view::npos ? text.size() : newline + 1);
+  }
+  return out;
+}
+
+// A whole unsigned number in `base`; nullopt for anything else.
+std::optional<unsigned long long> number(std::string_view word, int base) {
+  if (word.empty() || word.size() > 20) return std::nullopt;
+  const std::string text(word);
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long value = std::strtoull(text.c_str(), &end, base);
+  if (errno != 0 || end != text.c_str() + text.size() || text[0] == '-' || text[0] == '+') {
+    return std::nullopt;
+  }
+  return value;
+}
+
+}  // namespace
+
+std::optional<chunk_headers> parse_chunks(std::string_view text) {
+  const auto lines = lines_of(text);
+  if (lines.empty()) return std::nullopt;
+  chunk_headers out;
+  const std::string_view first = lines[0];
+  const std::string_view word = first.substr(0, first.find(' '));
+  if (word != "read" && word != "unread") return std::nullopt;
+  out.read = word == "read";
+  if (first.size() > word.size()) out.evidence = std::string(first.substr(word.size() + 1));
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    std::string_view rest = lines[i];
+    std::vector<std::string_view> words;
+    while (!rest.empty()) {
+      const auto space = rest.find(' ');
+      words.push_back(rest.substr(0, space));
+      rest.remove_prefix(space == std::string_view::npos ? rest.size() : space + 1);
+    }
+    if (words.size() < 2) return std::nullopt;
+    const auto start = number(words[0], 16);
+    if (!start) return std::nullopt;
+    chunk_mapping m{static_cast<std::uintptr_t>(*start), {}};
+    for (std::size_t w = 1; w < words.size(); ++w) {
+      const auto bytes = number(words[w], 10);
+      if (!bytes || *bytes == 0) return std::nullopt;
+      m.chunks.push_back(static_cast<std::size_t>(*bytes));
+    }
+    if (!out.mappings.empty() && out.mappings.back().start >= m.start) return std::nullopt;
+    out.mappings.push_back(std::move(m));
+  }
+  return out;
+}
+
+std::string mounts_used(std::string_view mountinfo, std::string_view smaps) {
+  std::vector<std::string> paths;
+  for (const mapping_info& m : parse_smaps(smaps)) {
+    if (!m.name.empty() && m.name.front() == '/') paths.push_back(m.name);
+  }
+  std::string out;
+  for (const std::string_view line : lines_of(mountinfo)) {
+    const auto entries = parse_mountinfo(line);
+    if (entries.size() != 1) continue;
+    const mount_entry& e = entries[0];
+    bool keep = e.point == "/" || e.point == "/dev/shm" || e.fstype == "hugetlbfs";
+    const std::string prefix = e.point + "/";
+    for (std::size_t i = 0; i < paths.size() && !keep; ++i) {
+      keep = paths[i].compare(0, prefix.size(), prefix) == 0;
+    }
+    if (keep) {
+      out += line;
+      out += "\n";
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// Writes all of `text` to a new file `name` in `dir_fd` (never through a link: O_EXCL).
+int write_file(int dir_fd, const char* name, const std::string& text) {
+  const int fd = ::openat(dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return errno;
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      ::close(fd);
+      return err;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  return ::close(fd) == 0 ? 0 : errno;
+}
+
+// Whether the directory `dir_fd` has no entry but . and ..; sets `err` when it cannot be read.
+bool empty_directory(int dir_fd, int& err) {
+  const int fd = ::dup(dir_fd);
+  DIR* d = fd < 0 ? nullptr : ::fdopendir(fd);
+  if (d == nullptr) {
+    err = errno;
+    if (fd >= 0) ::close(fd);
+    return false;
+  }
+  bool empty = true;
+  while (const dirent* e = ::readdir(d)) {
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) empty = false;
+  }
+  ::closedir(d);
+  return empty;
+}
+
+}  // namespace
+
+std::string write_capture(const std::string& dir, const process_files& files,
+                          const std::string& stat) {
+  const std::string where = "--capture " + dir + ": ";
+  if (dir.empty()) return where + "no directory given";
+  bool created = false;
+  if (::mkdir(dir.c_str(), 0700) == 0) {
+    created = true;
+  } else if (errno != EEXIST) {
+    return where + std::strerror(errno);
+  }
+  // O_NOFOLLOW: a symbolic link planted at DIR is refused (ELOOP or ENOTDIR), not followed.
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir_fd < 0) {
+    const int err = errno;
+    return where + (err == ELOOP || err == ENOTDIR ? "not a directory (a symbolic link is refused)"
+                                                   : std::strerror(err));
+  }
+  int err = 0;
+  if (!empty_directory(dir_fd, err)) {
+    ::close(dir_fd);
+    return where + (err != 0 ? std::strerror(err)
+                             : "not empty (a capture is written to a new or empty directory)");
+  }
+  std::vector<std::pair<const char*, const std::string*>> parts;
+  const std::string mountinfo = files.mountinfo ? mounts_used(*files.mountinfo, files.smaps) : "";
+  const std::string chunks = chunks_text(files.chunks);
+  parts.emplace_back("smaps", &files.smaps);
+  const std::pair<const char*, const std::optional<std::string>*> optional_parts[] = {
+      {"status", &files.status},       {"cmdline", &files.cmdline},
+      {"environ", &files.environ},     {"cgroup", &files.cgroup},
+      {"numa_maps", &files.numa_maps}, {"parent_status", &files.parent_status}};
+  for (const auto& [name, text] : optional_parts) {
+    if (text->has_value()) parts.emplace_back(name, &**text);
+  }
+  if (files.mountinfo) parts.emplace_back("mountinfo", &mountinfo);
+  parts.emplace_back("chunks", &chunks);
+  parts.emplace_back("stat", &stat);  // last: a capture without stat is no capture
+  std::vector<const char*> written;
+  for (const auto& [name, text] : parts) {
+    err = write_file(dir_fd, name, *text);
+    if (err != 0) {
+      // The file that failed is ours too (created exclusively), unless it was there already
+      // (EEXIST: put there meanwhile, not ours to remove).
+      if (err != EEXIST) written.push_back(name);
+      for (const char* w : written) ::unlinkat(dir_fd, w, 0);
+      ::close(dir_fd);
+      if (created) ::rmdir(dir.c_str());
+      return where + "cannot write " + name + ": " + std::strerror(err) + " (nothing kept)";
+    }
+    written.push_back(name);
+  }
+  ::close(dir_fd);
+  return "";
+}
+
+namespace {
+
+std::optional<std::string> slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+std::optional<process_capture> read_capture(const std::string& dir, std::string& error) {
+  const std::string base = dir + "/";
+  process_capture out;
+  const auto smaps = slurp(base + "smaps");
+  const auto stat = slurp(base + "stat");
+  if (!smaps || !stat) {
+    error = dir + ": no " + (smaps ? "stat" : "smaps") + " (not a capture)";
+    return std::nullopt;
+  }
+  const auto pid = number(stat->substr(0, stat->find(' ')), 10);
+  if (!pid || *pid == 0 || *pid > 0x7fffffff) {
+    error = dir + "/stat: no process id";
+    return std::nullopt;
+  }
+  out.pid = static_cast<pid_t>(*pid);
+  process_files& f = out.files;
+  f.smaps = *smaps;
+  f.status = slurp(base + "status");
+  f.cmdline = slurp(base + "cmdline");
+  f.environ = slurp(base + "environ");
+  f.cgroup = slurp(base + "cgroup");
+  f.numa_maps = slurp(base + "numa_maps");
+  f.mountinfo = slurp(base + "mountinfo");
+  f.parent_status = slurp(base + "parent_status");
+  if (const auto chunks = slurp(base + "chunks")) {
+    const auto parsed = parse_chunks(*chunks);
+    if (!parsed) {
+      error = dir + "/chunks: not the chunks format";
+      return std::nullopt;
+    }
+    f.chunks = *parsed;
+  } else {
+    f.chunks.evidence = "not in the capture";
+  }
+  return out;
+}
+
+}  // namespace hugepage::doctor

@@ -1,0 +1,52 @@
+// tools/doctor/capture.hpp - a process's capture: the inputs its report was built from, stored
+// in a directory (hugepage-doctor --pid PID --capture DIR), and read back to build the same
+// report offline (tools/test/data/services, the DoctorServices test).
+//
+// One file per input, named as in /proc/PID: smaps, status, cmdline, environ, cgroup, numa_maps,
+// mountinfo (cut to the mounts the report uses: /, /dev/shm, hugetlbfs and those holding a mapped
+// file), stat, the parent's status as parent_status, and chunks: the glibc chunk headers read
+// from the target's memory, which no stored file holds (format: chunks_text). A file the doctor
+// could not read is absent. The capture holds the process's command line and environment, which
+// may hold secrets: every file is mode 0600 in a directory created 0700.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "report.hpp"
+
+namespace hugepage::doctor {
+
+/// What a capture holds: the pid (from stat) and the files the report is built from.
+struct process_capture {
+  pid_t pid = 0;
+  process_files files;
+};
+
+/// The chunks file: a first line "read" or "unread", then a space and the evidence when there
+/// is any ("unread chunk headers unreadable (EPERM)"); then one line per chunk mapping, its start
+/// in hex and each chunk's bytes in decimal ("7f3a2c000000 4198400 4198400"). Pure.
+std::string chunks_text(const chunk_headers& chunks);
+/// The chunk headers in `text` (chunks_text's format); nullopt when it is not that format. Pure.
+std::optional<chunk_headers> parse_chunks(std::string_view text);
+
+/// The mountinfo lines the report uses (see above) of `mountinfo`, for a process whose smaps is
+/// `smaps`. Pure.
+std::string mounts_used(std::string_view mountinfo, std::string_view smaps);
+
+/// Writes the capture of the process whose files are `files` and whose /proc/PID/stat is `stat`
+/// into `dir`, which must be an empty directory or not exist (it is then created, its
+/// parent must). Never follows a symbolic link at `dir` or inside it; files are created
+/// exclusively, mode 0600, stat last. Returns "" on success, else one line saying why; then
+/// nothing it wrote is left (a directory it created is removed too).
+std::string write_capture(const std::string& dir, const process_files& files,
+                          const std::string& stat);
+
+/// Reads the capture in `dir`; nullopt, with `error` saying why, when it has no smaps or no
+/// stat, or its chunks file is malformed.
+std::optional<process_capture> read_capture(const std::string& dir, std::string& error);
+
+}  // namespace hugepage::doctor
