@@ -161,8 +161,13 @@ std::vector<std::string> class_names(const std::vector<const memory_class_usage*
   return out;
 }
 
-bool wants_huge(const memory_class_usage& c) noexcept {
-  return c.resident >= process_advice_threshold && c.huge_fraction() < 0.5;
+std::size_t advice_threshold(const process_report& p) noexcept {
+  const std::string& kind = p.runtime.kind;
+  return kind == "memcached" || kind == "mariadb" ? 64 * units::mib : process_advice_threshold;
+}
+
+bool wants_huge(const memory_class_usage& c, const process_report& p) noexcept {
+  return c.resident >= advice_threshold(p) && c.huge_fraction() < 0.5;
 }
 
 collapse_fallback collapse_of(const process_report& p, const system_report& s) {

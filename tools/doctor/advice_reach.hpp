@@ -53,8 +53,13 @@ std::string classes_phrase(const std::vector<const memory_class_usage*>& classes
 /// The names (name_of) of `classes`, for advice::reaches.
 std::vector<std::string> class_names(const std::vector<const memory_class_usage*>& classes);
 
-/// A class large enough to advise on (process_advice_threshold) and under half on huge pages.
-bool wants_huge(const memory_class_usage& c) noexcept;
+/// How much anonymous memory (or of one class) is worth advice for `p`: process_advice_threshold,
+/// or 64 MiB for a service whose own setting puts its cache or buffer pool on huge pages
+/// (memcached -L, MariaDB large_pages): its size is its configuration's, and one flag fixes it.
+std::size_t advice_threshold(const process_report& p) noexcept;
+
+/// A class large enough to advise on (advice_threshold of `p`) and under half on huge pages.
+bool wants_huge(const memory_class_usage& c, const process_report& p) noexcept;
 
 /// The fallback that reaches any class of a process whose THP is on: the --collapse command for
 /// `p`, and what undoes a collapse. Empty commands where MADV_COLLAPSE does not work here.

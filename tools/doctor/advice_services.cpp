@@ -54,6 +54,37 @@ advice mariadb_large_pages(const process_report& p, const system_report& s) {
     available = pool.available().value_or(0);
   }
   const std::uint64_t missing = pages > available ? pages - available : 0;
+  if (p.runtime.asks_for_huge) {
+    // --large-pages without pool pages: MariaDB falls back to base pages and still starts.
+    advice a{
+        "mariadb_pool_short",
+        advice_level::warning,
+        fmt::format("MariaDB has {}, yet its buffer pool ({}) is on base pages: when the "
+                    "hugetlb pool is short at start it falls back to base pages and runs on (only "
+                    "its error log says so); it needs {} pages of {}, the pool has {} free{}; "
+                    "then restart it",
+                    p.runtime.settings.back(), format_bytes(pool_bytes), pages, format_bytes(page),
+                    available,
+                    missing > 0
+                        ? fmt::format(", {} short: grow the pool by {} pages", missing, missing)
+                        : " now, enough"),
+        {"no hugetlb pages resident (smaps)",
+         fmt::format("largest private anonymous mapping {} (the buffer pool)",
+                     format_bytes(pool_bytes)),
+         fmt::format("hugetlb pool of {}: {} pages, {} available", format_bytes(page), total,
+                     available),
+         "runtime: " + p.runtime.evidence},
+        fmt::format("{} reserved for the server, unusable for anything else",
+                    format_bytes(pages * page)),
+        {}};
+    a.reaches = {name_of(memory_class::anonymous_mmap)};
+    if (missing > 0) {
+      if (const auto target = capped_pool_target(s, page, total, total + missing)) {
+        a.commands = pool_commands(s, page, *target);
+      }
+    }
+    return a;
+  }
   advice a{
       "mariadb_large_pages",
       advice_level::warning,
@@ -192,9 +223,11 @@ advice linked_in_allocator_advice(const process_report& p, const system_report& 
            advice_level::note,
            head +
                "no libc or known allocator is mapped, so its allocator is linked into the "
-               "executable (a static binary): the doctor cannot tell which malloc it is, nor "
-               "whether GLIBC_TUNABLES or MALLOC_CONF reach its memory; THP enabled=always "
-               "(machine-wide) reaches it regardless, and " +
+               "executable (a static binary): the doctor cannot tell which malloc it is; a "
+               "static glibc (Debian's busybox-static, for one) reads GLIBC_TUNABLES as a shared "
+               "one does, so GLIBC_TUNABLES=glibc.malloc.hugetlb=1 in its environment reaches its "
+               "malloc chunks of 2 MiB and up, and MALLOC_CONF a linked-in jemalloc; THP "
+               "enabled=always (machine-wide) reaches it regardless, and " +
                fallback.text,
            {"no libc.so, libjemalloc, libtcmalloc or libmimalloc in its mappings"},
            "enabled=always raises RSS and fault latency for every process",

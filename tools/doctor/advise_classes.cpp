@@ -269,12 +269,23 @@ void advise_private(const process_report& p, const system_report& s, const class
       default: own.push_back(c); break;
     }
   }
+  if (rt.kind == "python") {
+    // numpy's array buffers: malloc'd, in glibc's chunks or where their headers were not told
+    // (anonymous mappings of their own); its madvise reaches both.
+    classes_t buffers = glibc;
+    buffers.insert(buffers.end(), own.begin(), own.end());
+    if (!buffers.empty()) {
+      if (auto numpy = numpy_advice(p, head_of(buffers), buffers)) {
+        out.push_back(std::move(*numpy));
+        glibc.clear();
+        own.clear();
+      }
+    }
+  }
   if (!glibc.empty()) {
     if (rt.kind == "memcached") {
       out.push_back(rt.asks_for_huge ? not_obtained(p, s, "memcached -L", glibc)
                                      : memcached_advice(p, head_of(glibc), glibc));
-    } else if (auto numpy = numpy_advice(p, head_of(glibc), glibc)) {
-      out.push_back(std::move(*numpy));
     } else {
       advise_glibc(p, s, glibc, out);
     }
@@ -424,7 +435,7 @@ void advise_classes(const process_report& p, const system_report& s, std::vector
   if (p.thp_enabled && !*p.thp_enabled) return;  // advise_thp_disabled
   classes_t priv;
   for (const memory_class_usage& c : p.classes) {
-    if (!wants_huge(c)) continue;
+    if (!wants_huge(c, p)) continue;
     if (private_anonymous(c.kind)) {
       priv.push_back(&c);
     } else if (c.kind == memory_class::shared_anonymous && p.runtime.kind != "postgres") {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "advice_reach.hpp"
 #include "advice_rules.hpp"
 #include "report.hpp"
 #include "text.hpp"
@@ -30,8 +31,7 @@ std::vector<advice> advise_process(const process_report& p, const system_report&
                    {}});
   }
 
-  if (p.thp_enabled && !*p.thp_enabled && anon >= process_advice_threshold &&
-      p.huge_fraction() < 0.5) {
+  if (p.thp_enabled && !*p.thp_enabled && anon >= advice_threshold(p) && p.huge_fraction() < 0.5) {
     advise_thp_disabled(p, s,
                         fmt::format("{} anonymous memory, {} huge; ", format_bytes(anon),
                                     percent(p.huge_fraction())),
@@ -101,7 +101,7 @@ std::vector<advice> advise_process(const process_report& p, const system_report&
       out.push_back(std::move(a));
     }
 
-    if (anon >= process_advice_threshold && p.huge_fraction() < 0.5) {
+    if (anon >= advice_threshold(p) && p.huge_fraction() < 0.5) {
       const std::string head = fmt::format("{} anonymous memory, {} huge; ", format_bytes(anon),
                                            percent(p.huge_fraction()));
       const allocator_report& a = p.allocator;

@@ -1,6 +1,8 @@
 // tools/doctor/runtime_detect.cpp - recognising a runtime or server (JVM, PostgreSQL, Redis,
 // MariaDB/MySQL, memcached, Node.js, Python with numpy) and its huge page settings.
+#include <algorithm>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "report.hpp"
@@ -116,6 +118,30 @@ runtime_report detect_runtime(const std::vector<std::string>& paths, std::string
       r.kind = "mariadb";
       r.file = path;
       r.evidence = "executable " + path;
+      // large_pages on the command line (the last one wins); a configuration file can set it
+      // too, which the doctor does not read.
+      std::optional<bool> large;
+      for (std::string_view w : cmdline_words(cmdline)) {
+        if (starts_with(w, "--loose-"))
+          w.remove_prefix(8);
+        else if (starts_with(w, "--"))
+          w.remove_prefix(2);
+        else
+          continue;
+        std::string option(w.substr(0, w.find('=')));
+        std::replace(option.begin(), option.end(), '_', '-');
+        const std::string_view value =
+            w.find('=') == std::string_view::npos ? "1" : w.substr(w.find('=') + 1);
+        if (option == "skip-large-pages" || option == "disable-large-pages") large = false;
+        if (option == "large-pages" || option == "enable-large-pages") {
+          large =
+              value == "1" || value == "ON" || value == "on" || value == "TRUE" || value == "true";
+        }
+      }
+      if (large) {
+        r.settings.emplace_back(*large ? "--large-pages" : "--skip-large-pages");
+        r.asks_for_huge = *large;
+      }
       break;
     }
     if (base == "memcached") {

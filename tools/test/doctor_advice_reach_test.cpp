@@ -377,12 +377,96 @@ TEST(DoctorReach, StaticBinaryAllocatorIsUnknown) {
   const advice& a = only(list, "allocator_linked_in");
   EXPECT_EQ(a.level, advice_level::note);
   EXPECT_TRUE(mentions(a, "linked into the executable")) << a.message;
-  EXPECT_TRUE(mentions(a, "GLIBC_TUNABLES or MALLOC_CONF")) << a.message;
+  // A static glibc reads GLIBC_TUNABLES (busybox-static with glibc.malloc.hugetlb=1 measured
+  // 0% -> 99.7% huge): the note says so rather than that it cannot tell.
+  EXPECT_TRUE(mentions(a,
+                       "a static glibc (Debian's busybox-static, for one) reads GLIBC_TUNABLES "
+                       "as a shared one does, so GLIBC_TUNABLES=glibc.malloc.hugetlb=1 in its "
+                       "environment reaches its malloc chunks of 2 MiB and up"))
+      << a.message;
   EXPECT_EQ(a.commands, std::vector<std::string>{collapse_command});
   EXPECT_EQ(list.size(), 1u) << ids(list);
   // Without the classes, the same.
   p.classes.clear();
   EXPECT_NE(find(advise_process(p, healthy_system()), "allocator_linked_in"), std::nullopt);
+}
+
+TEST(DoctorReach, NumpyBuffersWhoseChunkHeadersWereNotToldGetNumpysSetting) {
+  // numpy-no-madvise: its 600 MiB array reads as the program's own mapping (no chunk header
+  // told); numpy's madvise reaches it all the same (0% -> 97% without the variable).
+  const std::vector<std::string> paths{"/usr/bin/python3.11",
+                                       "/usr/lib/python3/dist-packages/numpy/core/"
+                                       "_multiarray_umath.cpython-311-x86_64-linux-gnu.so"};
+  process_report p = big_process("glibc", {{"NUMPY_MADVISE_HUGEPAGE", "0"}}, "2.36");
+  p.runtime = detect_runtime(paths, "", p.allocator.settings);
+  p = process_with(p, usage(memory_class::anonymous_mmap, 600 * mib));
+  const auto list = advise_process(p, healthy_system());
+  const advice& a = only(list, "numpy_madvise_disabled");
+  EXPECT_EQ(a.reaches, std::vector<std::string>{"anonymous_mmap"});
+  EXPECT_EQ(find(list, "anonymous_mmap_out_of_reach"), std::nullopt) << ids(list);
+  EXPECT_EQ(list.size(), 1u) << ids(list);
+}
+
+TEST(DoctorReach, ServicesUnderHalfAGibStillGetTheirOwnSetting) {
+  // memcached -m 600 holding 480 MiB of slabs: -L, not an all-clear.
+  process_report m = big_process("glibc", {}, "2.36");
+  m.runtime = detect_runtime({"/usr/bin/memcached"}, cmdline_of("memcached\0-m\000600"), {});
+  m = process_with(m, usage(memory_class::glibc_mmapped_chunks, 480 * mib, 0, 480 * mib));
+  auto list = advise_process(m, healthy_system());
+  EXPECT_EQ(only(list, "memcached_large_pages").level, advice_level::warning);
+  EXPECT_TRUE(has_warning(list));
+  // A plain program of that size is under the threshold: nothing.
+  process_report plain = m;
+  plain.runtime = {};
+  EXPECT_TRUE(advise_process(plain, healthy_system()).empty())
+      << ids(advise_process(plain, healthy_system()));
+  // MariaDB with 400 MiB of its 528 MiB buffer pool resident, THP off by itself.
+  process_report d = mariadb(thp_disabler::process);
+  d.anonymous = 400 * mib;
+  d.rss = 430 * mib;
+  d.largest = {{0x7f0000000000, 528 * mib, 312 * mib, 0, 4096, "", "", false, {}, 1}};
+  list = advise_process(d, healthy_system());
+  EXPECT_TRUE(mentions(only(list, "mariadb_large_pages"), "it needs 264 pages of 2 MiB"))
+      << only(list, "mariadb_large_pages").message;
+}
+
+TEST(DoctorReach, MariadbWithLargePagesAndAShortPoolSaysByHowMuch) {
+  for (const std::string& cmdline :
+       {cmdline_of("mariadbd\0--large-pages"), cmdline_of("mariadbd\0--large_pages=ON"),
+        cmdline_of("mariadbd\0--loose-large-pages=1")}) {
+    const runtime_report r = detect_runtime({"/usr/sbin/mariadbd"}, cmdline, {});
+    EXPECT_TRUE(r.asks_for_huge) << cmdline;
+  }
+  EXPECT_FALSE(detect_runtime({"/usr/sbin/mariadbd"},
+                              cmdline_of("mariadbd\0--large-pages\0--skip-large-pages"), {})
+                   .asks_for_huge);
+  EXPECT_FALSE(detect_runtime({"/usr/sbin/mariadbd"}, cmdline_of("mariadbd\0--large-pages=OFF"), {})
+                   .asks_for_huge);
+  process_report p = mariadb(thp_disabler::process);
+  p.runtime = detect_runtime({"/usr/sbin/mariadbd"}, cmdline_of("mariadbd\0--large-pages"), {});
+  p.anonymous = 400 * mib;
+  p.largest = {{0x7f0000000000, 528 * mib, 312 * mib, 0, 4096, "", "", false, {}, 1}};
+  // The pool shrunk to 64 pages, 53 of them reserved by another of its mappings: 11 free.
+  system_report s = healthy_system();
+  s.pools[0].total = 64;
+  s.pools[0].free = 64;
+  s.pools[0].reserved = 53;
+  const auto list = advise_process(p, s);
+  EXPECT_EQ(find(list, "mariadb_large_pages"), std::nullopt) << ids(list);
+  const advice& a = only(list, "mariadb_pool_short");
+  EXPECT_EQ(a.level, advice_level::warning);
+  EXPECT_TRUE(mentions(a,
+                       "MariaDB has --large-pages, yet its buffer pool (528 MiB) is on base "
+                       "pages"))
+      << a.message;
+  EXPECT_TRUE(mentions(a,
+                       "it needs 264 pages of 2 MiB, the pool has 11 free, 253 short: grow "
+                       "the pool by 253 pages"))
+      << a.message;
+  EXPECT_EQ(a.commands.at(0), "sysctl -w vm.nr_hugepages=317");
+  // On hugetlb pages (a pool with room at start): nothing.
+  p.hugetlb[2 * mib] = 528 * mib;
+  EXPECT_TRUE(advise_process(p, s).empty()) << ids(advise_process(p, s));
 }
 
 TEST(DoctorReach, JvmHeapFromItsAnonymousMappingsWhereNoClassSaysHeap) {
