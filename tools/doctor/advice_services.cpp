@@ -29,12 +29,15 @@ std::size_t default_hugetlb_page(const system_report& s) {
   return s.pools.empty() ? s.thp_bytes : s.pools.front().page_bytes;
 }
 
-// The size of the mapping a database's buffer pool is: the largest private anonymous mapping.
+// The size of the mapping a database's buffer pool is: the largest private anonymous mapping
+// among those with the most resident bytes (MariaDB also reserves terabytes of address space it
+// never touches), else of the classes.
 std::size_t largest_private_mapping(const process_report& p) {
   std::size_t largest = 0;
   for (const anon_mapping& m : p.largest) {
-    if (!m.shared) largest = std::max(largest, m.size);
+    if (!m.shared && m.resident > 0) largest = std::max(largest, m.size);
   }
+  if (largest > 0) return largest;
   for (const memory_class_usage& c : p.classes) {
     if (c.kind == memory_class::anonymous_mmap || c.kind == memory_class::runtime_heap) {
       largest = std::max(largest, c.largest_mapping);

@@ -425,6 +425,10 @@ TEST(DoctorReach, ServicesUnderHalfAGibStillGetTheirOwnSetting) {
   d.anonymous = 400 * mib;
   d.rss = 430 * mib;
   d.largest = {{0x7f0000000000, 528 * mib, 312 * mib, 0, 4096, "", "", false, {}, 1}};
+  // It also reserves terabytes of address space it never touches: not the buffer pool.
+  auto reserved = usage(memory_class::anonymous_mmap, 400 * mib);
+  reserved.largest_mapping = 8192 * gib;
+  d.classes = {reserved};
   list = advise_process(d, healthy_system());
   EXPECT_TRUE(mentions(only(list, "mariadb_large_pages"), "it needs 264 pages of 2 MiB"))
       << only(list, "mariadb_large_pages").message;
