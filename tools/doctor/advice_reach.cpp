@@ -56,6 +56,14 @@ reach reach_of(fix_mechanism m, const memory_class_usage& c, const process_repor
       if (!glibc_class(c.kind)) {
         return none("glibc.malloc.hugetlb reaches only glibc malloc's own arenas and chunks");
       }
+      // A thread arena's heap is advised once, when glibc creates it (under 2 MiB, so not at
+      // all), and never as it grows; =2 maps the whole heap from the hugetlb pool instead.
+      if (c.kind == memory_class::glibc_thread_arenas &&
+          p.allocator.hugepage_mode.rfind("glibc.malloc.hugetlb=2", 0) != 0) {
+        return none(
+            "glibc.malloc.hugetlb=1 does not reach glibc's thread arenas: glibc advises a thread "
+            "arena's heap only when it creates it, while it is under 2 MiB, and never as it grows");
+      }
       const std::size_t small = std::min(c.in_small_mappings, c.resident);
       if (small == 0) return all(c);
       return {c.resident - small,

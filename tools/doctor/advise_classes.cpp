@@ -135,7 +135,8 @@ void advise_glibc(const process_report& p, const system_report& s, const classes
     return;
   }
   if (!by_tunable.reached.empty()) {
-    out.push_back(not_obtained(p, s, a.hugepage_mode, by_tunable.reached));
+    out.push_back(not_obtained(p, s, a.hugepage_mode, by_tunable.reached,
+                               a.hugepage_mode.rfind("glibc.malloc.hugetlb=1", 0) == 0));
   }
   if (!by_tunable.missed.empty()) {
     // The tunable is set and does not reach this memory: no all-clear.
@@ -169,8 +170,31 @@ void advise_allocator_arenas(const process_report& p, const system_report& s,
                              classes));
     return;
   }
+  if (a.asks_for_huge && a.guess.name == "jemalloc" &&
+      std::none_of(classes.begin(), classes.end(),
+                   [](const memory_class_usage* c) { return c->advised > 0; })) {
+    // thp:always advises every extent jemalloc maps: memory it left unadvised is not its own,
+    // but a program's direct mmap taken for its arenas.
+    const collapse_fallback fallback = fallback_for(p, s, classes);
+    out.push_back(with_reach(
+        {"setting_does_not_reach",
+         advice_level::warning,
+         head +
+             fmt::format("the process has MALLOC_CONF {}, which advises every extent of "
+                         "jemalloc's own arenas, yet none of this memory is advised: it is "
+                         "not jemalloc's, the program maps it itself, and no MALLOC_CONF "
+                         "setting reaches it; ",
+                         a.hugepage_mode) +
+             fallback.text,
+         {fmt::format("allocator jemalloc: {}", a.hugepage_mode),
+          fmt::format("0 B of {} advised", format_bytes(resident_of(classes)))},
+         "",
+         fallback.commands},
+        classes));
+    return;
+  }
   if (a.asks_for_huge) {
-    out.push_back(not_obtained(p, s, a.hugepage_mode, classes));
+    out.push_back(not_obtained(p, s, a.hugepage_mode, classes, a.guess.name == "jemalloc"));
     return;
   }
   allocator_advice(p, classes, out);
@@ -182,7 +206,7 @@ void advise_runtime_heap(const process_report& p, const system_report& s, const 
   const std::string head = head_of(classes);
   if (rt.kind == "jvm") {
     if (rt.asks_for_huge) {
-      out.push_back(not_obtained(p, s, "the JVM's huge page flag", classes));
+      out.push_back(not_obtained(p, s, "the JVM's huge page flag", classes, true));
       return;
     }
     out.push_back(with_reach(
@@ -354,6 +378,21 @@ void advise_tmpfs(const process_report& p, const system_report& s, const memory_
   advice a{"tmpfs_mount_without_huge", advice_level::warning, head_of(classes), {}, "", {}};
   a.evidence.push_back(fmt::format("{} mounted with huge={}", mount, huge));
   if (!shmem.empty()) a.evidence.push_back(fmt::format("{}/shmem_enabled: {}", thp_dir, shmem));
+  if (shmem == "deny" && by_mount.bytes * 2 >= c.resident) {
+    // The mount is already right: only deny stands in the way.
+    a.id = "shmem_deny_overrides_mount";
+    a.message += fmt::format(
+        "{} already has huge={}, which would reach these files, but shmem_enabled=deny "
+        "overrides every tmpfs mount's huge=: set shmem_enabled to never (or advise, "
+        "within_size, always: anything but deny and force leaves each mount its own huge=); "
+        "pages already in the files stay on base pages until the files are written again: "
+        "restart the program or re-create the files",
+        mount, huge);
+    a.commands = sysfs_setting("never", fmt::format("{}/shmem_enabled", thp_dir));
+    a.trade = "never: shared anonymous memory and memfd get base pages (as under deny)";
+    out.push_back(with_reach(std::move(a), classes));
+    return;
+  }
   if (shmem == "deny") {
     a.message += "shmem_enabled=deny overrides every tmpfs mount's huge=; ";
     a.commands = sysfs_setting("never", fmt::format("{}/shmem_enabled", thp_dir));
@@ -390,7 +429,24 @@ void advise_tmpfs(const process_report& p, const system_report& s, const memory_
 }  // namespace
 
 advice not_obtained(const process_report& p, const system_report& s, const std::string& setting,
-                    const std::vector<const memory_class_usage*>& classes) {
+                    const std::vector<const memory_class_usage*>& classes, bool by_madvise) {
+  std::size_t advised = 0;
+  for (const memory_class_usage* c : classes) advised += std::min(c->advised, c->resident);
+  if (by_madvise && !classes.empty() && advised == 0) {
+    // Nothing of it is advised: the setting is in place and did not reach this memory.
+    const collapse_fallback fallback = fallback_for(p, s, classes);
+    return with_reach({"setting_does_not_reach",
+                       advice_level::warning,
+                       head_of(classes) +
+                           fmt::format("{} is set, but none of this memory is advised "
+                                       "MADV_HUGEPAGE: the setting does not reach it; ",
+                                       setting) +
+                           fallback.text,
+                       {fmt::format("0 B of {} advised", format_bytes(resident_of(classes)))},
+                       "",
+                       fallback.commands},
+                      classes);
+  }
   const fragmentation frag = fragmentation_of(s);
   if (frag.fragmented && fallbacks_matter(s)) {
     return with_reach(
@@ -405,19 +461,30 @@ advice not_obtained(const process_report& p, const system_report& s, const std::
          {write_command("1", "/proc/sys/vm/compact_memory")}},
         classes);
   }
+  // Advised and not all huge. A range holds huge pages only in its whole aligned THP-sized
+  // parts (a chunk of 4 MiB + 4 KiB holds one or two), so advised memory may be partly huge at
+  // best: from 40% on a note, not a warning.
+  const double share =
+      classes.empty() ? 0.0 : process_report::share(huge_of(classes), resident_of(classes));
   const collapse_fallback fallback = collapse_of(p, s);
-  return with_reach({"advised_but_not_huge",
-                     advice_level::warning,
-                     head_of(classes) +
-                         fmt::format("{} reaches it, yet it is not huge: pages faulted before "
-                                     "the setting took effect stay small until khugepaged "
-                                     "collapses them; ",
-                                     setting) +
-                         fallback.text,
-                     {},
-                     "",
-                     fallback.commands},
-                    classes);
+  advice a{"advised_but_not_huge",
+           share >= 0.4 ? advice_level::note : advice_level::warning,
+           head_of(classes) +
+               fmt::format("{} reaches it, yet it is not all huge: a range advised MADV_HUGEPAGE "
+                           "is huge only in its whole {}-aligned parts (a range not aligned to "
+                           "{} holds fewer), THP faults that found no free {} block fell back "
+                           "to base pages, and khugepaged collapses the rest only slowly; ",
+                           setting, format_bytes(s.thp_bytes), format_bytes(s.thp_bytes),
+                           format_bytes(s.thp_bytes)) +
+               fallback.text,
+           {},
+           "",
+           fallback.commands};
+  if (!classes.empty()) {
+    a.evidence.push_back(
+        fmt::format("{} of {} advised", format_bytes(advised), format_bytes(resident_of(classes))));
+  }
+  return with_reach(std::move(a), classes);
 }
 
 void advise_classes(const process_report& p, const system_report& s, std::vector<advice>& out) {
