@@ -29,6 +29,24 @@ std::size_t huge_of(const classes_t& classes) {
   return total;
 }
 
+std::size_t advised_of(const classes_t& classes) {
+  std::size_t total = 0;
+  for (const memory_class_usage* c : classes) total += std::min(c->advised, c->resident);
+  return total;
+}
+
+// A setting that works by MADV_HUGEPAGE advised under half of `classes`: most of it is memory
+// the setting never reached.
+bool mostly_unadvised(const classes_t& classes) {
+  return !classes.empty() && advised_of(classes) * 2 < resident_of(classes);
+}
+
+// "0 B of 700 MiB advised".
+std::string advised_evidence(const classes_t& classes) {
+  return fmt::format("{} of {} advised", format_bytes(advised_of(classes)),
+                     format_bytes(resident_of(classes)));
+}
+
 // "glibc's thread arenas (1.20 GiB), 0.3% huge; "
 std::string head_of(const classes_t& classes) {
   if (classes.empty()) return "";  // a report without classes: the caller's head
@@ -170,9 +188,7 @@ void advise_allocator_arenas(const process_report& p, const system_report& s,
                              classes));
     return;
   }
-  if (a.asks_for_huge && a.guess.name == "jemalloc" &&
-      std::none_of(classes.begin(), classes.end(),
-                   [](const memory_class_usage* c) { return c->advised > 0; })) {
+  if (a.asks_for_huge && a.guess.name == "jemalloc" && mostly_unadvised(classes)) {
     // thp:always advises every extent jemalloc maps: memory it left unadvised is not its own,
     // but a program's direct mmap taken for its arenas.
     const collapse_fallback fallback = fallback_for(p, s, classes);
@@ -181,13 +197,12 @@ void advise_allocator_arenas(const process_report& p, const system_report& s,
          advice_level::warning,
          head +
              fmt::format("the process has MALLOC_CONF {}, which advises every extent of "
-                         "jemalloc's own arenas, yet none of this memory is advised: it is "
-                         "not jemalloc's, the program maps it itself, and no MALLOC_CONF "
-                         "setting reaches it; ",
-                         a.hugepage_mode) +
+                         "jemalloc's own arenas, yet only {} of this memory is advised: the "
+                         "rest is not jemalloc's, the program maps it itself, and no "
+                         "MALLOC_CONF setting reaches it; ",
+                         a.hugepage_mode, format_bytes(advised_of(classes))) +
              fallback.text,
-         {fmt::format("allocator jemalloc: {}", a.hugepage_mode),
-          fmt::format("0 B of {} advised", format_bytes(resident_of(classes)))},
+         {fmt::format("allocator jemalloc: {}", a.hugepage_mode), advised_evidence(classes)},
          "",
          fallback.commands},
         classes));
@@ -430,19 +445,17 @@ void advise_tmpfs(const process_report& p, const system_report& s, const memory_
 
 advice not_obtained(const process_report& p, const system_report& s, const std::string& setting,
                     const std::vector<const memory_class_usage*>& classes, bool by_madvise) {
-  std::size_t advised = 0;
-  for (const memory_class_usage* c : classes) advised += std::min(c->advised, c->resident);
-  if (by_madvise && !classes.empty() && advised == 0) {
-    // Nothing of it is advised: the setting is in place and did not reach this memory.
+  if (by_madvise && mostly_unadvised(classes)) {
+    // The setting is in place and advised under half of this memory: it did not reach the rest.
     const collapse_fallback fallback = fallback_for(p, s, classes);
     return with_reach({"setting_does_not_reach",
                        advice_level::warning,
                        head_of(classes) +
-                           fmt::format("{} is set, but none of this memory is advised "
-                                       "MADV_HUGEPAGE: the setting does not reach it; ",
-                                       setting) +
+                           fmt::format("{} is set, but only {} of this memory is advised "
+                                       "MADV_HUGEPAGE: the setting does not reach the rest; ",
+                                       setting, format_bytes(advised_of(classes))) +
                            fallback.text,
-                       {fmt::format("0 B of {} advised", format_bytes(resident_of(classes)))},
+                       {advised_evidence(classes)},
                        "",
                        fallback.commands},
                       classes);
@@ -480,10 +493,7 @@ advice not_obtained(const process_report& p, const system_report& s, const std::
            {},
            "",
            fallback.commands};
-  if (!classes.empty()) {
-    a.evidence.push_back(
-        fmt::format("{} of {} advised", format_bytes(advised), format_bytes(resident_of(classes))));
-  }
+  if (!classes.empty()) a.evidence.push_back(advised_evidence(classes));
   return with_reach(std::move(a), classes);
 }
 

@@ -400,9 +400,10 @@ TEST(DoctorReach, AdvisedBytesSayWhetherTheSettingReachedTheMemory) {
   const advice none = only(list, "setting_does_not_reach");
   EXPECT_EQ(none.level, advice_level::warning);
   EXPECT_TRUE(mentions(none,
-                       "glibc.malloc.hugetlb=1 (THP madvise) is set, but none of this "
-                       "memory is advised MADV_HUGEPAGE: the setting does not reach it"))
+                       "glibc.malloc.hugetlb=1 (THP madvise) is set, but only 0 B of this "
+                       "memory is advised MADV_HUGEPAGE: the setting does not reach the rest"))
       << none.message;
+  EXPECT_EQ(none.evidence, std::vector<std::string>{"0 B of 700 MiB advised"});
   EXPECT_EQ(none.commands, std::vector<std::string>{collapse_command});
   for (const advice& a : list) EXPECT_FALSE(mentions(a, "faulted before")) << a.message;
   // 4 MiB chunks at 4 KiB offsets: 343 of 700 MiB huge, all advised: a note.
@@ -426,17 +427,22 @@ TEST(DoctorReach, AdvisedBytesSayWhetherTheSettingReachedTheMemory) {
 // Under jemalloc a program's own direct mmap is taken for jemalloc's arenas; thp:always advises
 // every extent of jemalloc's, so unadvised memory under thp:always is not jemalloc's.
 TEST(DoctorReach, JemallocThpAlwaysAndUnadvisedMemoryIsNotJemallocs) {
-  process_report p = process_with(big_process("jemalloc", {{"MALLOC_CONF", "thp:always"}}),
-                                  usage(memory_class::allocator_arenas, 700 * mib, 6 * mib));
+  // As seen live: jemalloc's own 6 MiB advised and huge, the program's 700 MiB mmap not.
+  process_report p =
+      process_with(big_process("jemalloc", {{"MALLOC_CONF", "thp:always"}}),
+                   usage(memory_class::allocator_arenas, 706 * mib, 6 * mib, 0, 6 * mib));
   auto list = advise_process(p, healthy_system());
   const advice a = only(list, "setting_does_not_reach");
   EXPECT_EQ(a.level, advice_level::warning);
-  EXPECT_TRUE(mentions(a, "it is not jemalloc's, the program maps it itself")) << a.message;
+  EXPECT_TRUE(mentions(a,
+                       "yet only 6 MiB of this memory is advised: the rest is not "
+                       "jemalloc's, the program maps it itself"))
+      << a.message;
   EXPECT_EQ(a.commands, std::vector<std::string>{collapse_command});
   EXPECT_EQ(find(list, "advised_but_not_huge"), std::nullopt) << ids(list);
   EXPECT_EQ(all_commands(list).find("MALLOC_CONF"), std::string::npos);
   // jemalloc's own arenas, advised: the setting reached them.
-  p.classes[0].advised = 700 * mib;
+  p.classes[0].advised = 706 * mib;
   list = advise_process(p, healthy_system());
   EXPECT_EQ(find(list, "setting_does_not_reach"), std::nullopt) << ids(list);
   EXPECT_NE(find(list, "advised_but_not_huge"), std::nullopt) << ids(list);
