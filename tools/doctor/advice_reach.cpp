@@ -30,7 +30,9 @@ reach advised_only(const memory_class_usage& c, const std::string& setting) {
 }
 
 // A huge page needs a whole aligned THP inside one mapping: smaller mappings stay on base pages
-// under any setting.
+// under any setting. The test is per mapping (VMA), not per malloc chunk: chunks under the THP
+// size that the kernel merged into one larger VMA are reached by THP always and MADV_COLLAPSE,
+// while glibc.malloc.hugetlb=1 never advises them (it judges each chunk).
 reach whole_pmds(const memory_class_usage& c, std::size_t thp_bytes) {
   const std::size_t small = std::min(c.in_small_mappings, c.resident);
   if (small == 0) return all(c);
