@@ -64,7 +64,9 @@ reach reach_of(fix_mechanism m, const memory_class_usage& c, const process_repor
           p.allocator.hugepage_mode.rfind("glibc.malloc.hugetlb=2", 0) != 0) {
         return none(
             "glibc.malloc.hugetlb=1 does not reach glibc's thread arenas: glibc advises a thread "
-            "arena's heap only when it creates it, while it is under 2 MiB, and never as it grows");
+            "arena's heap only when it creates it, while it is under 2 MiB, and never as it grows "
+            "(glibc.malloc.arena_max=1 moves every thread's allocations into the main arena, "
+            "which it does advise, at the price of lock contention between threads)");
       }
       const std::size_t small = std::min(c.in_small_mappings, c.resident);
       if (small == 0) return all(c);

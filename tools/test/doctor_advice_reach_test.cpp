@@ -371,6 +371,11 @@ TEST(DoctorReach, TunableDoesNotReachThreadArenas) {
       << note.message;
   EXPECT_TRUE(mentions(note, "THP enabled=always (machine-wide) reaches it, or hugepage-doctor"))
       << note.message;
+  EXPECT_TRUE(mentions(note,
+                       "glibc.malloc.arena_max=1 moves every thread's allocations into "
+                       "the main arena, which it does advise, at the price of lock "
+                       "contention"))
+      << note.message;
   EXPECT_EQ(note.commands, std::vector<std::string>{collapse_command});
   // The tunable set: it did not reach them, a warning with --collapse, no "faulted before".
   p = process_with(big_process("glibc", {{"GLIBC_TUNABLES", "glibc.malloc.hugetlb=1"}}, "2.36"),
