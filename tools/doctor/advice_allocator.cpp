@@ -35,8 +35,9 @@ void advise_allocator(const process_report& p, const std::string& head, std::vec
   if (a.guess.name == "jemalloc") {
     out.push_back(environment_advice(
         p, "jemalloc_without_thp",
-        head + "jemalloc runs without thp:always, so its heap is never advised; ", evidence, trade,
-        "MALLOC_CONF", "thp:always,metadata_thp:auto", malloc_conf));
+        head + "jemalloc runs without thp:always, so its heap is never advised (thp:always "
+               "reaches jemalloc's own arenas, not memory the program maps itself); ",
+        evidence, trade, "MALLOC_CONF", "thp:always,metadata_thp:auto", malloc_conf));
   } else if (a.guess.name == "glibc") {
     const auto v = version_pair(a.guess.version);
     if (v && *v < std::make_pair(2, 35)) {

@@ -30,7 +30,9 @@ reach advised_only(const memory_class_usage& c, const std::string& setting) {
 }
 
 // A huge page needs a whole aligned THP inside one mapping: smaller mappings stay on base pages
-// under any setting.
+// under any setting. The test is per mapping (VMA), not per malloc chunk: chunks under the THP
+// size that the kernel merged into one larger VMA are reached by THP always and MADV_COLLAPSE,
+// while glibc.malloc.hugetlb=1 never advises them (it judges each chunk).
 reach whole_pmds(const memory_class_usage& c, std::size_t thp_bytes) {
   const std::size_t small = std::min(c.in_small_mappings, c.resident);
   if (small == 0) return all(c);
@@ -55,6 +57,16 @@ reach reach_of(fix_mechanism m, const memory_class_usage& c, const process_repor
       // glibc advises a chunk, or an arena's growth, only when it spans a whole THP.
       if (!glibc_class(c.kind)) {
         return none("glibc.malloc.hugetlb reaches only glibc malloc's own arenas and chunks");
+      }
+      // A thread arena's heap is advised once, when glibc creates it (under 2 MiB, so not at
+      // all), and never as it grows; =2 maps the whole heap from the hugetlb pool instead.
+      if (c.kind == memory_class::glibc_thread_arenas &&
+          p.allocator.hugepage_mode.rfind("glibc.malloc.hugetlb=2", 0) != 0) {
+        return none(
+            "glibc.malloc.hugetlb=1 does not reach glibc's thread arenas: glibc advises a thread "
+            "arena's heap only when it creates it, while it is under 2 MiB, and never as it grows "
+            "(glibc.malloc.arena_max=1 moves every thread's allocations into the main arena, "
+            "which it does advise, at the price of lock contention between threads)");
       }
       const std::size_t small = std::min(c.in_small_mappings, c.resident);
       if (small == 0) return all(c);

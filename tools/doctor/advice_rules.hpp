@@ -110,9 +110,11 @@ void advise_classes(const process_report& p, const system_report& s, std::vector
 
 // A setting that reaches `classes` is in place, yet they are under half huge: compaction where
 // free memory is fragmented and THP faults fall back, else --collapse. With no classes the
-// message has no head: the caller puts its own first.
+// message has no head: the caller puts its own first. `by_madvise`: the setting works by
+// advising MADV_HUGEPAGE (glibc.malloc.hugetlb=1, thp:always, the JVM's flag), so memory that
+// is not advised is memory it did not reach.
 advice not_obtained(const process_report& p, const system_report& s, const std::string& setting,
-                    const std::vector<const memory_class_usage*>& classes);
+                    const std::vector<const memory_class_usage*>& classes, bool by_madvise = false);
 
 // ---- services (advice_services.cpp) ------------------------------------------------------------
 

@@ -130,9 +130,11 @@ void advise_thp_disabled(const process_report& p, const system_report& s, const 
   std::string who;
   switch (p.thp_disabled_by) {
     case thp_disabler::process:
+      // Its parent has THP on. A launcher that called prctl and then exec'd it looks the same.
       who =
-          "the process disabled THP for itself with prctl(PR_SET_THP_DISABLE) (its parent has "
-          "THP on): look for a huge page option of the program";
+          "THP is off for the process (prctl(PR_SET_THP_DISABLE)) but not for its parent: the "
+          "process turned it off, or a launcher that exec'd it did (the setting survives "
+          "exec): look for a huge page option of the program or of its launcher";
       break;
     case thp_disabler::inherited:
       who =
@@ -143,7 +145,8 @@ void advise_thp_disabled(const process_report& p, const system_report& s, const 
     default:
       who =
           "THP is disabled for the process with prctl(PR_SET_THP_DISABLE), by the process or by "
-          "whatever started it (inherited across exec)";
+          "whatever started it (inherited across exec); its parent cannot tell which (unreadable, "
+          "or PID 1, which also adopts orphans)";
       break;
   }
   out.push_back({"process_thp_disabled",

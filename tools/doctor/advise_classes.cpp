@@ -29,6 +29,24 @@ std::size_t huge_of(const classes_t& classes) {
   return total;
 }
 
+std::size_t advised_of(const classes_t& classes) {
+  std::size_t total = 0;
+  for (const memory_class_usage* c : classes) total += std::min(c->advised, c->resident);
+  return total;
+}
+
+// A setting that works by MADV_HUGEPAGE advised under half of `classes`: most of it is memory
+// the setting never reached.
+bool mostly_unadvised(const classes_t& classes) {
+  return !classes.empty() && advised_of(classes) * 2 < resident_of(classes);
+}
+
+// "0 B of 700 MiB advised".
+std::string advised_evidence(const classes_t& classes) {
+  return fmt::format("{} of {} advised", format_bytes(advised_of(classes)),
+                     format_bytes(resident_of(classes)));
+}
+
 // "glibc's thread arenas (1.20 GiB), 0.3% huge; "
 std::string head_of(const classes_t& classes) {
   if (classes.empty()) return "";  // a report without classes: the caller's head
@@ -135,7 +153,8 @@ void advise_glibc(const process_report& p, const system_report& s, const classes
     return;
   }
   if (!by_tunable.reached.empty()) {
-    out.push_back(not_obtained(p, s, a.hugepage_mode, by_tunable.reached));
+    out.push_back(not_obtained(p, s, a.hugepage_mode, by_tunable.reached,
+                               a.hugepage_mode.rfind("glibc.malloc.hugetlb=1", 0) == 0));
   }
   if (!by_tunable.missed.empty()) {
     // The tunable is set and does not reach this memory: no all-clear.
@@ -169,8 +188,28 @@ void advise_allocator_arenas(const process_report& p, const system_report& s,
                              classes));
     return;
   }
+  if (a.asks_for_huge && a.guess.name == "jemalloc" && mostly_unadvised(classes)) {
+    // thp:always advises every extent jemalloc maps: memory it left unadvised is not its own,
+    // but a program's direct mmap taken for its arenas.
+    const collapse_fallback fallback = fallback_for(p, s, classes);
+    out.push_back(with_reach(
+        {"setting_does_not_reach",
+         advice_level::warning,
+         head +
+             fmt::format("the process has MALLOC_CONF {}, which advises every extent of "
+                         "jemalloc's own arenas, yet only {} of this memory is advised: the "
+                         "rest is not jemalloc's, the program maps it itself, and no "
+                         "MALLOC_CONF setting reaches it; ",
+                         a.hugepage_mode, format_bytes(advised_of(classes))) +
+             fallback.text,
+         {fmt::format("allocator jemalloc: {}", a.hugepage_mode), advised_evidence(classes)},
+         "",
+         fallback.commands},
+        classes));
+    return;
+  }
   if (a.asks_for_huge) {
-    out.push_back(not_obtained(p, s, a.hugepage_mode, classes));
+    out.push_back(not_obtained(p, s, a.hugepage_mode, classes, a.guess.name == "jemalloc"));
     return;
   }
   allocator_advice(p, classes, out);
@@ -182,7 +221,7 @@ void advise_runtime_heap(const process_report& p, const system_report& s, const 
   const std::string head = head_of(classes);
   if (rt.kind == "jvm") {
     if (rt.asks_for_huge) {
-      out.push_back(not_obtained(p, s, "the JVM's huge page flag", classes));
+      out.push_back(not_obtained(p, s, "the JVM's huge page flag", classes, true));
       return;
     }
     out.push_back(with_reach(
@@ -365,6 +404,21 @@ void advise_tmpfs(const process_report& p, const system_report& s, const memory_
   advice a{"tmpfs_mount_without_huge", advice_level::warning, head_of(classes), {}, "", {}};
   a.evidence.push_back(fmt::format("{} mounted with huge={}", mount, huge));
   if (!shmem.empty()) a.evidence.push_back(fmt::format("{}/shmem_enabled: {}", thp_dir, shmem));
+  if (shmem == "deny" && by_mount.bytes * 2 >= c.resident) {
+    // The mount is already right: only deny stands in the way.
+    a.id = "shmem_deny_overrides_mount";
+    a.message += fmt::format(
+        "{} already has huge={}, which would reach these files, but shmem_enabled=deny "
+        "overrides every tmpfs mount's huge=: set shmem_enabled to never (or advise, "
+        "within_size, always: anything but deny and force leaves each mount its own huge=); "
+        "pages already in the files stay on base pages until the files are written again: "
+        "restart the program or re-create the files",
+        mount, huge);
+    a.commands = sysfs_setting("never", fmt::format("{}/shmem_enabled", thp_dir));
+    a.trade = "never: shared anonymous memory and memfd get base pages (as under deny)";
+    out.push_back(with_reach(std::move(a), classes));
+    return;
+  }
   if (shmem == "deny") {
     a.message += "shmem_enabled=deny overrides every tmpfs mount's huge=; ";
     a.commands = sysfs_setting("never", fmt::format("{}/shmem_enabled", thp_dir));
@@ -401,7 +455,22 @@ void advise_tmpfs(const process_report& p, const system_report& s, const memory_
 }  // namespace
 
 advice not_obtained(const process_report& p, const system_report& s, const std::string& setting,
-                    const std::vector<const memory_class_usage*>& classes) {
+                    const std::vector<const memory_class_usage*>& classes, bool by_madvise) {
+  if (by_madvise && mostly_unadvised(classes)) {
+    // The setting is in place and advised under half of this memory: it did not reach the rest.
+    const collapse_fallback fallback = fallback_for(p, s, classes);
+    return with_reach({"setting_does_not_reach",
+                       advice_level::warning,
+                       head_of(classes) +
+                           fmt::format("{} is set, but only {} of this memory is advised "
+                                       "MADV_HUGEPAGE: the setting does not reach the rest; ",
+                                       setting, format_bytes(advised_of(classes))) +
+                           fallback.text,
+                       {advised_evidence(classes)},
+                       "",
+                       fallback.commands},
+                      classes);
+  }
   const fragmentation frag = fragmentation_of(s);
   if (frag.fragmented && fallbacks_matter(s)) {
     return with_reach(
@@ -416,19 +485,27 @@ advice not_obtained(const process_report& p, const system_report& s, const std::
          {write_command("1", "/proc/sys/vm/compact_memory")}},
         classes);
   }
+  // Advised and not all huge. A range holds huge pages only in its whole aligned THP-sized
+  // parts (a chunk of 4 MiB + 4 KiB holds one or two), so advised memory may be partly huge at
+  // best: from 40% on a note, not a warning.
+  const double share =
+      classes.empty() ? 0.0 : process_report::share(huge_of(classes), resident_of(classes));
   const collapse_fallback fallback = collapse_of(p, s);
-  return with_reach({"advised_but_not_huge",
-                     advice_level::warning,
-                     head_of(classes) +
-                         fmt::format("{} reaches it, yet it is not huge: pages faulted before "
-                                     "the setting took effect stay small until khugepaged "
-                                     "collapses them; ",
-                                     setting) +
-                         fallback.text,
-                     {},
-                     "",
-                     fallback.commands},
-                    classes);
+  advice a{"advised_but_not_huge",
+           share >= 0.4 ? advice_level::note : advice_level::warning,
+           head_of(classes) +
+               fmt::format("{} reaches it, yet it is not all huge: a range advised MADV_HUGEPAGE "
+                           "is huge only in its whole {}-aligned parts (a range not aligned to "
+                           "{} holds fewer), THP faults that found no free {} block fell back "
+                           "to base pages, and khugepaged collapses the rest only slowly; ",
+                           setting, format_bytes(s.thp_bytes), format_bytes(s.thp_bytes),
+                           format_bytes(s.thp_bytes)) +
+               fallback.text,
+           {},
+           "",
+           fallback.commands};
+  if (!classes.empty()) a.evidence.push_back(advised_evidence(classes));
+  return with_reach(std::move(a), classes);
 }
 
 void advise_classes(const process_report& p, const system_report& s, std::vector<advice>& out) {

@@ -92,17 +92,29 @@ std::vector<advice> advise_system(const system_report& s) {
 
   // A pool nothing has faulted in or reserved holds memory no other use can have. It is worth
   // saying once it is big: 512 MiB, or 5% of MemTotal on a small machine; from 10% of MemTotal
-  // it is a cost to fix. Surplus pages exist only while in use, so any surplus is use.
+  // idle in all pools together it is a cost to fix. Surplus pages exist only while in use, so
+  // any surplus is use.
   const auto mem_total = meminfo(s, "MemTotal");
-  for (const hugetlb_pool& pool : s.pools) {
+  const auto idle = [](const hugetlb_pool& pool) {
     const std::uint64_t total = pool.total.value_or(0);
-    if (total == 0 || !pool.free || *pool.free < total || pool.reserved.value_or(0) != 0 ||
-        pool.surplus.value_or(0) != 0) {
+    return total != 0 && pool.free && *pool.free >= total && pool.reserved.value_or(0) == 0 &&
+           pool.surplus.value_or(0) == 0;
+  };
+  std::uint64_t idle_bytes = 0;
+  std::size_t idle_pools = 0;
+  for (const hugetlb_pool& pool : s.pools) {
+    if (!idle(pool)) continue;
+    idle_bytes += pool.total.value_or(0) * pool.page_bytes;
+    ++idle_pools;
+  }
+  const bool large = mem_total && idle_bytes >= *mem_total / 10;
+  for (const hugetlb_pool& pool : s.pools) {
+    if (!idle(pool)) continue;
+    const std::uint64_t total = pool.total.value_or(0);
+    const std::uint64_t bytes = total * pool.page_bytes;
+    if (!large && bytes < 512 * hugepage::units::mib && !(mem_total && bytes >= *mem_total / 20)) {
       continue;
     }
-    const std::uint64_t bytes = total * pool.page_bytes;
-    const bool large = mem_total && bytes >= *mem_total / 10;
-    if (bytes < 512 * hugepage::units::mib && !(mem_total && bytes >= *mem_total / 20)) continue;
     std::vector<std::string> evidence{fmt::format(
         "{}: nr_hugepages {}, free {}, reserved {}, surplus {}", pool_file(pool.page_bytes), total,
         *pool.free, pool.reserved.value_or(0), pool.surplus.value_or(0))};
@@ -110,6 +122,11 @@ std::vector<advice> advise_system(const system_report& s) {
       evidence.push_back(fmt::format(
           "MemTotal {} (/proc/meminfo): the pool holds {} of it", format_bytes(*mem_total),
           percent(static_cast<double>(bytes) / static_cast<double>(*mem_total))));
+      if (idle_pools > 1) {
+        evidence.push_back(fmt::format(
+            "idle in all pools together: {}, {} of MemTotal", format_bytes(idle_bytes),
+            percent(static_cast<double>(idle_bytes) / static_cast<double>(*mem_total))));
+      }
     }
     const bool one_gib = pool.page_bytes >= hugepage::units::gib;
     out.push_back(

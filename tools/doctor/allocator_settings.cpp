@@ -9,10 +9,6 @@ namespace hugepage::doctor {
 
 namespace {
 
-bool contains(std::string_view haystack, std::string_view needle) {
-  return haystack.find(needle) != std::string_view::npos;
-}
-
 // The value of `key` in a jemalloc option string ("thp:always,metadata_thp:auto"), or "".
 std::string jemalloc_option(std::string_view conf, std::string_view key) {
   while (!conf.empty()) {
@@ -25,6 +21,22 @@ std::string jemalloc_option(std::string_view conf, std::string_view key) {
     }
   }
   return {};
+}
+
+// The value glibc takes for `name` from a GLIBC_TUNABLES string ("a=1:b=2"): the last entry for
+// it wins, as glibc sets each entry in turn. "" when absent.
+std::string glibc_tunable(std::string_view tunables, std::string_view name) {
+  std::string value;
+  while (!tunables.empty()) {
+    const auto colon = tunables.find(':');
+    const std::string_view item = tunables.substr(0, colon);
+    tunables.remove_prefix(colon == std::string_view::npos ? tunables.size() : colon + 1);
+    const auto equals = item.find('=');
+    if (equals != std::string_view::npos && item.substr(0, equals) == name) {
+      value = std::string(item.substr(equals + 1));
+    }
+  }
+  return value;
 }
 
 }  // namespace
@@ -61,11 +73,12 @@ allocator_report describe_allocator(const allocator_guess& guess, bool environ_r
   } else if (guess.name == "glibc") {
     // glibc 2.35+: glibc.malloc.hugetlb=1 madvises THP for the heap and large mmaps, =2 maps
     // from the hugetlb pool.
-    const std::string tunables = env("GLIBC_TUNABLES").value_or("");
-    if (contains(tunables, "glibc.malloc.hugetlb=1")) {
+    const std::string hugetlb =
+        glibc_tunable(env("GLIBC_TUNABLES").value_or(""), "glibc.malloc.hugetlb");
+    if (hugetlb == "1") {
       a.hugepage_mode = "glibc.malloc.hugetlb=1 (THP madvise)";
       a.asks_for_huge = true;
-    } else if (contains(tunables, "glibc.malloc.hugetlb=2")) {
+    } else if (hugetlb == "2") {
       a.hugepage_mode = "glibc.malloc.hugetlb=2 (hugetlb pool)";
       a.asks_for_huge = true;
     } else {

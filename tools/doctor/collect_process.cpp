@@ -271,8 +271,9 @@ std::optional<process_report> collect_process(pid_t pid, std::size_t top, collec
   if (status) {
     const auto fields = parse_meminfo(*status);
     const auto ppid = fields.find("PPid");
-    // PPid 0: no parent in this pid namespace to ask.
-    if (ppid != fields.end() && ppid->second != 0) {
+    // PPid 0: no parent in this pid namespace to ask. PPid 1 (init, or the adopter of an
+    // orphan) tells nothing about who set the process's THP: unknown.
+    if (ppid != fields.end() && ppid->second > 1) {
       files.parent_status = read_text("", "/proc/" + std::to_string(ppid->second) + "/status");
     }
   }

@@ -63,7 +63,8 @@ std::optional<std::string> status_text_field(std::string_view text, std::string_
 /// Splits /proc/<pid>/environ (NUL-separated NAME=value) and keeps the variables that configure
 /// an allocator's use of huge pages: MALLOC_CONF, _RJEM_MALLOC_CONF, GLIBC_TUNABLES, MIMALLOC_*,
 /// TCMALLOC_*, LD_PRELOAD, JAVA_TOOL_OPTIONS, JDK_JAVA_OPTIONS, _JAVA_OPTIONS, and numpy's
-/// NUMPY_MADVISE_HUGEPAGE. In the order found.
+/// NUMPY_MADVISE_HUGEPAGE. In the order found. GLIBC_TUNABLES is put back whole from the
+/// fragments glibc before 2.39 leaves after it (it splits the value at each ':' in place).
 std::vector<std::pair<std::string, std::string>> parse_allocator_environ(std::string_view text);
 
 /// True when /proc/<pid>/environ text is not NAME=value pairs: the process wrote its title over

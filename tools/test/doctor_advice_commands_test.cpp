@@ -10,6 +10,7 @@
 #include <string>
 
 #include "doctor_advice_support.hpp"
+#include "proc_text.hpp"
 #include "report.hpp"
 #include "text.hpp"
 
@@ -101,6 +102,20 @@ TEST(DoctorAdvice, EnvironmentSettingKeepsWhatIsThere) {
   EXPECT_NE(java.message.find("add -XX:+UseTransparentHugePages to JAVA_TOOL_OPTIONS by hand"),
             std::string::npos)
       << java.message;
+}
+
+TEST(DoctorAdvice, GlibcTunablesSplitByGlibcKeepEveryEntry) {
+  // /proc/PID/environ as glibc 2.36 leaves it for
+  // GLIBC_TUNABLES=glibc.malloc.arena_max=2:glibc.malloc.hugetlb=0:glibc.malloc.trim_threshold=1.
+  static constexpr char text[] =
+      "GLIBC_TUNABLES=glibc.malloc.arena_max=2\0glibc.malloc.hugetlb=0\0"
+      "glibc.malloc.trim_threshold=1\0HOME=/root\0";
+  const auto list =
+      advise_process(big_process("glibc", parse_allocator_environ({text, sizeof text - 1}), "2.36"),
+                     healthy_system());
+  EXPECT_EQ(only(list, "glibc_without_hugetlb_tunable").commands,
+            std::vector<std::string>{"export GLIBC_TUNABLES=glibc.malloc.arena_max=2:"
+                                     "glibc.malloc.hugetlb=1:glibc.malloc.trim_threshold=1"});
 }
 
 TEST(DoctorAdvice, EnvironmentValueFromTheProcessIsQuotedOrRefused) {

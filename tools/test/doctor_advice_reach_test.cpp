@@ -40,9 +40,21 @@ TEST(DoctorReach, TheTable) {
   chunks.in_small_mappings = 256 * mib;
   EXPECT_EQ(reach_of(fix_mechanism::glibc_hugetlb_tunable, chunks, glibc).bytes, 768 * mib);
   EXPECT_EQ(reach_of(fix_mechanism::glibc_hugetlb_tunable,
-                     usage(memory_class::glibc_thread_arenas, 1 * gib), glibc)
+                     usage(memory_class::glibc_main_arena, 1 * gib), glibc)
                 .bytes,
             1 * gib);
+  // Not the thread arenas (advised only at creation, under 2 MiB), unless =2 maps them from the
+  // pool; --collapse and THP always reach them.
+  const auto threads = usage(memory_class::glibc_thread_arenas, 1 * gib);
+  r = reach_of(fix_mechanism::glibc_hugetlb_tunable, threads, glibc);
+  EXPECT_EQ(r.bytes, 0u);
+  EXPECT_NE(r.limit.find("never as it grows"), std::string::npos) << r.limit;
+  EXPECT_EQ(reach_of(fix_mechanism::glibc_hugetlb_tunable, threads,
+                     big_process("glibc", {{"GLIBC_TUNABLES", "glibc.malloc.hugetlb=2"}}, "2.36"))
+                .bytes,
+            1 * gib);
+  EXPECT_EQ(reach_of(fix_mechanism::collapse, threads, glibc).bytes, 1 * gib);
+  EXPECT_EQ(reach_of(fix_mechanism::thp_always, threads, glibc).bytes, 1 * gib);
   for (const memory_class kind :
        {memory_class::runtime_heap, memory_class::allocator_arenas, memory_class::anonymous_mmap,
         memory_class::shared_anonymous, memory_class::tmpfs_file}) {
@@ -237,10 +249,22 @@ TEST(DoctorReach, DevShmFileFollowsItsMountNotShmemEnabled) {
   list = advise_process(p, s);
   EXPECT_EQ(find(list, "tmpfs_mount_without_huge"), std::nullopt) << ids(list);
   EXPECT_TRUE(mentions(only(list, "tmpfs_pages_predate_huge"), "re-create the files"));
-  // shmem_enabled=deny overrides every mount.
+  // shmem_enabled=deny overrides every mount; this one is already right, so no remount.
   s.thp.shmem_enabled = "deny";
-  EXPECT_EQ(only(advise_process(p, s), "tmpfs_mount_without_huge").commands.at(0),
-            "echo never > " + shmem_file);
+  list = advise_process(p, s);
+  EXPECT_EQ(find(list, "tmpfs_mount_without_huge"), std::nullopt) << ids(list);
+  const advice deny = only(list, "shmem_deny_overrides_mount");
+  EXPECT_EQ(deny.level, advice_level::warning);
+  EXPECT_EQ(deny.commands.at(0), "echo never > " + shmem_file);
+  EXPECT_TRUE(mentions(deny, "/dev/shm already has huge=within_size")) << deny.message;
+  EXPECT_TRUE(mentions(deny, "set shmem_enabled to never")) << deny.message;
+  EXPECT_FALSE(mentions(deny, "remount")) << deny.message;
+  EXPECT_EQ(all_commands(list).find("mount -o"), std::string::npos) << all_commands(list);
+  // Under deny a mount without huge= needs both: never, then the remount.
+  p.classes[0].mount_huge = "never";
+  const advice both = only(advise_process(p, s), "tmpfs_mount_without_huge");
+  EXPECT_EQ(both.commands.at(0), "echo never > " + shmem_file);
+  EXPECT_TRUE(mentions(both, "remount /dev/shm with huge=within_size")) << both.message;
 }
 
 process_report mariadb(thp_disabler who) {
@@ -303,22 +327,135 @@ TEST(DoctorReach, ThpDisabledSaysWhoAndWhatItCosts) {
   EXPECT_TRUE(mentions(a, "MADV_COLLAPSE (--collapse) refuses it too")) << a.message;
   // Nothing reaches it: no malloc advice, no --collapse.
   EXPECT_EQ(list.size(), 1u) << ids(list);
+  // Off for it but not for its parent: the process, or a launcher that exec'd it.
   p.thp_disabled_by = thp_disabler::process;
+  const advice own = only(advise_process(p, healthy_system()), "process_thp_disabled");
+  EXPECT_TRUE(mentions(own,
+                       "THP is off for the process (prctl(PR_SET_THP_DISABLE)) but not for "
+                       "its parent: the process turned it off, or a launcher that exec'd "
+                       "it did (the setting survives exec)"))
+      << own.message;
+  EXPECT_FALSE(mentions(own, "disabled THP for itself")) << own.message;
+  // A parent that cannot tell (unreadable, or PID 1): says so.
+  p.thp_disabled_by = thp_disabler::unknown;
   EXPECT_TRUE(mentions(only(advise_process(p, healthy_system()), "process_thp_disabled"),
-                       "disabled THP for itself"));
+                       "its parent cannot tell which (unreadable, or PID 1"));
 }
 
 TEST(DoctorReach, GlibcTunableMergedAndNamingTheClassItReaches) {
   process_report p = big_process("glibc", {{"GLIBC_TUNABLES", "glibc.malloc.arena_max=2"}}, "2.36");
-  p = process_with(p, usage(memory_class::glibc_thread_arenas, 2 * gib, 4 * mib));
+  p = process_with(p, usage(memory_class::glibc_main_arena, 2 * gib, 4 * mib));
   const auto list = advise_process(p, healthy_system());
   const advice& a = only(list, "glibc_without_hugetlb_tunable");
   EXPECT_EQ(a.commands,
             std::vector<std::string>{
                 "export GLIBC_TUNABLES=glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"});
-  EXPECT_TRUE(mentions(a, "; the setting reaches glibc's thread arenas (2 GiB)")) << a.message;
-  EXPECT_EQ(a.reaches, std::vector<std::string>{"glibc_thread_arenas"});
+  EXPECT_TRUE(mentions(a, "; the setting reaches glibc's main arena (2 GiB)")) << a.message;
+  EXPECT_EQ(a.reaches, std::vector<std::string>{"glibc_main_arena"});
   EXPECT_EQ(list.size(), 1u) << ids(list);
+}
+
+// glibc advises a thread arena's heap when it creates it (under 2 MiB) and never as it grows:
+// glibc.malloc.hugetlb=1 leaves thread arenas on base pages. --collapse and THP always reach them.
+TEST(DoctorReach, TunableDoesNotReachThreadArenas) {
+  process_report p = process_with(big_process("glibc", {}, "2.36"),
+                                  usage(memory_class::glibc_thread_arenas, 700 * mib));
+  auto list = advise_process(p, healthy_system());
+  EXPECT_EQ(find(list, "glibc_without_hugetlb_tunable"), std::nullopt) << ids(list);
+  EXPECT_EQ(all_commands(list).find("GLIBC_TUNABLES"), std::string::npos) << all_commands(list);
+  const advice note = only(list, "glibc_chunks_out_of_reach");
+  EXPECT_EQ(note.level, advice_level::note);
+  EXPECT_TRUE(mentions(note,
+                       "glibc.malloc.hugetlb=1 does not reach glibc's thread arenas: glibc "
+                       "advises a thread arena's heap only when it creates it"))
+      << note.message;
+  EXPECT_TRUE(mentions(note, "THP enabled=always (machine-wide) reaches it, or hugepage-doctor"))
+      << note.message;
+  EXPECT_TRUE(mentions(note,
+                       "glibc.malloc.arena_max=1 moves every thread's allocations into "
+                       "the main arena, which it does advise, at the price of lock "
+                       "contention"))
+      << note.message;
+  EXPECT_EQ(note.commands, std::vector<std::string>{collapse_command});
+  // The tunable set: it did not reach them, a warning with --collapse, no "faulted before".
+  p = process_with(big_process("glibc", {{"GLIBC_TUNABLES", "glibc.malloc.hugetlb=1"}}, "2.36"),
+                   usage(memory_class::glibc_thread_arenas, 700 * mib));
+  list = advise_process(p, healthy_system());
+  const advice warn = only(list, "glibc_tunable_does_not_reach");
+  EXPECT_EQ(warn.level, advice_level::warning);
+  EXPECT_EQ(warn.commands, std::vector<std::string>{collapse_command});
+  EXPECT_EQ(find(list, "advised_but_not_huge"), std::nullopt) << ids(list);
+  // =2 maps a thread arena's whole heap from the hugetlb pool: that reaches them.
+  p = process_with(big_process("glibc", {{"GLIBC_TUNABLES", "glibc.malloc.hugetlb=2"}}, "2.36"),
+                   usage(memory_class::glibc_thread_arenas, 700 * mib));
+  list = advise_process(p, healthy_system());
+  EXPECT_EQ(find(list, "glibc_tunable_does_not_reach"), std::nullopt) << ids(list);
+}
+
+// A setting in place that advises MADV_HUGEPAGE, and none of the class is advised: the setting
+// did not reach it (not "pages faulted before it took effect"). Advised and partly huge: the
+// honest reasons, and a note from 40% huge (alignment permits no more for unaligned chunks).
+TEST(DoctorReach, AdvisedBytesSayWhetherTheSettingReachedTheMemory) {
+  const process_report tuned =
+      big_process("glibc", {{"GLIBC_TUNABLES", "glibc.malloc.hugetlb=1"}}, "2.36");
+  auto list = advise_process(
+      process_with(tuned, usage(memory_class::glibc_mmapped_chunks, 700 * mib, 0, 0, 0)),
+      healthy_system());
+  EXPECT_EQ(find(list, "advised_but_not_huge"), std::nullopt) << ids(list);
+  const advice none = only(list, "setting_does_not_reach");
+  EXPECT_EQ(none.level, advice_level::warning);
+  EXPECT_TRUE(mentions(none,
+                       "glibc.malloc.hugetlb=1 (THP madvise) is set, but only 0 B of this "
+                       "memory is advised MADV_HUGEPAGE: the setting does not reach the rest"))
+      << none.message;
+  EXPECT_EQ(none.evidence, std::vector<std::string>{"0 B of 700 MiB advised"});
+  EXPECT_EQ(none.commands, std::vector<std::string>{collapse_command});
+  for (const advice& a : list) EXPECT_FALSE(mentions(a, "faulted before")) << a.message;
+  // 4 MiB chunks at 4 KiB offsets: 343 of 700 MiB huge, all advised: a note.
+  list = advise_process(process_with(tuned, usage(memory_class::glibc_mmapped_chunks, 700 * mib,
+                                                  343 * mib, 0, 700 * mib)),
+                        healthy_system());
+  const advice partly = only(list, "advised_but_not_huge");
+  EXPECT_EQ(partly.level, advice_level::note);
+  EXPECT_FALSE(has_warning(list)) << ids(list);
+  EXPECT_TRUE(mentions(partly, "is huge only in its whole 2 MiB-aligned parts")) << partly.message;
+  EXPECT_FALSE(mentions(partly, "faulted before")) << partly.message;
+  EXPECT_EQ(partly.evidence, std::vector<std::string>{"700 MiB of 700 MiB advised"});
+  // Advised and barely huge: a warning, with the same reasons.
+  list = advise_process(process_with(tuned, usage(memory_class::glibc_mmapped_chunks, 700 * mib,
+                                                  20 * mib, 0, 700 * mib)),
+                        healthy_system());
+  EXPECT_EQ(only(list, "advised_but_not_huge").level, advice_level::warning);
+  EXPECT_TRUE(mentions(only(list, "advised_but_not_huge"), "THP faults that found no free"));
+}
+
+// Under jemalloc a program's own direct mmap is taken for jemalloc's arenas; thp:always advises
+// every extent of jemalloc's, so unadvised memory under thp:always is not jemalloc's.
+TEST(DoctorReach, JemallocThpAlwaysAndUnadvisedMemoryIsNotJemallocs) {
+  // As seen live: jemalloc's own 6 MiB advised and huge, the program's 700 MiB mmap not.
+  process_report p =
+      process_with(big_process("jemalloc", {{"MALLOC_CONF", "thp:always"}}),
+                   usage(memory_class::allocator_arenas, 706 * mib, 6 * mib, 0, 6 * mib));
+  auto list = advise_process(p, healthy_system());
+  const advice a = only(list, "setting_does_not_reach");
+  EXPECT_EQ(a.level, advice_level::warning);
+  EXPECT_TRUE(mentions(a,
+                       "yet only 6 MiB of this memory is advised: the rest is not "
+                       "jemalloc's, the program maps it itself"))
+      << a.message;
+  EXPECT_EQ(a.commands, std::vector<std::string>{collapse_command});
+  EXPECT_EQ(find(list, "advised_but_not_huge"), std::nullopt) << ids(list);
+  EXPECT_EQ(all_commands(list).find("MALLOC_CONF"), std::string::npos);
+  // jemalloc's own arenas, advised: the setting reached them.
+  p.classes[0].advised = 706 * mib;
+  list = advise_process(p, healthy_system());
+  EXPECT_EQ(find(list, "setting_does_not_reach"), std::nullopt) << ids(list);
+  EXPECT_NE(find(list, "advised_but_not_huge"), std::nullopt) << ids(list);
+  // Before the setting: it reaches jemalloc's own arenas, not the program's own mappings.
+  p = process_with(big_process("jemalloc"), usage(memory_class::allocator_arenas, 700 * mib));
+  EXPECT_TRUE(mentions(only(advise_process(p, healthy_system()), "jemalloc_without_thp"),
+                       "thp:always reaches jemalloc's own arenas, not memory the program maps "
+                       "itself"));
 }
 
 TEST(DoctorReach, TunableInPlaceThatDoesNotReachIsAWarning) {
@@ -493,7 +630,7 @@ TEST(DoctorReach, JvmFlagInPlaceButHeapNotHuge) {
   p.runtime = detect_runtime({"/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so"},
                              std::string("java\0-XX:+UseTransparentHugePages\0Main", 39), {});
   ASSERT_TRUE(p.runtime.asks_for_huge);
-  p = process_with(p, usage(memory_class::runtime_heap, 4 * gib, 100 * mib));
+  p = process_with(p, usage(memory_class::runtime_heap, 4 * gib, 100 * mib, 0, 4 * gib));
   const auto list = advise_process(p, healthy_system());
   EXPECT_EQ(only(list, "advised_but_not_huge").commands,
             std::vector<std::string>{collapse_command});

@@ -224,6 +224,32 @@ TEST(DoctorAdvice, IdlePoolIsFlaggedWithTheCommandThatShrinksIt) {
   EXPECT_EQ(only(advise_system(s), "pool_idle").level, advice_level::note);
 }
 
+TEST(DoctorAdvice, IdlePoolsAreJudgedOnTheirTotal) {
+  // A 2 MiB pool with 9.1% of MemTotal and a 1 GiB pool with 9.4%, each idle: 18.5% of RAM is
+  // idle, a warning on each, though neither reaches 10% alone.
+  system_report s = healthy_system();  // 32 GiB
+  s.pools[0].total = s.pools[0].free = 1490;
+  hugetlb_pool gig;
+  gig.page_bytes = 1 * gib;
+  gig.total = gig.free = 3;
+  gig.reserved = gig.surplus = gig.overcommit = 0;
+  s.pools.push_back(gig);
+  auto list = advise_system(s);
+  ASSERT_EQ(std::count_if(list.begin(), list.end(),
+                          [](const advice& a) {
+                            return a.id == "pool_idle" && a.level == advice_level::warning;
+                          }),
+            2)
+      << ids(list);
+  EXPECT_EQ(only(list, "pool_idle").evidence.back(),
+            "idle in all pools together: 5.91 GiB, 18.5% of MemTotal");
+  // One of them in use: the other alone, under 10%, is a note.
+  s.pools[1].free = 2;
+  list = advise_system(s);
+  EXPECT_EQ(only(list, "pool_idle").level, advice_level::note);
+  EXPECT_FALSE(has_warning(list)) << ids(list);
+}
+
 TEST(DoctorAdvice, PoolInUseOrSmallIsNotIdle) {
   system_report s = healthy_system();  // 32 GiB
   s.pools[0].total = s.pools[0].free = 600;

@@ -186,6 +186,47 @@ TEST(DoctorAllocator, EnvironKeepsOnlyAllocatorVariables) {
   EXPECT_EQ(vars[3].second, "0");
 }
 
+TEST(DoctorAllocator, GlibcTunablesArePutBackFromTheFragmentsGlibcLeaves) {
+  // The bytes /proc/PID/environ holds on glibc 2.36 for
+  // GLIBC_TUNABLES=glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1:glibc.malloc.trim_threshold=1
+  // (glibc wrote a NUL over each ':' after a tunable it knows).
+  static constexpr char text[] =
+      "A=1\0GLIBC_TUNABLES=glibc.malloc.arena_max=2\0glibc.malloc.hugetlb=1\0"
+      "glibc.malloc.trim_threshold=1\0B=2\0MALLOC_CONF=thp:always\0";
+  const auto vars = parse_allocator_environ(std::string(text, sizeof text - 1));
+  ASSERT_EQ(vars.size(), 2u);
+  EXPECT_EQ(vars[0].first, "GLIBC_TUNABLES");
+  EXPECT_EQ(vars[0].second,
+            "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1:glibc.malloc.trim_threshold=1");
+  EXPECT_EQ(vars[1].first, "MALLOC_CONF");
+  // hugetlb=1 in second place reads as set; the last entry for a tunable wins, as in glibc.
+  const auto a = describe_allocator({"glibc", "/lib/libc.so.6", "2.36"}, true, vars);
+  EXPECT_TRUE(a.asks_for_huge);
+  EXPECT_EQ(a.hugepage_mode, "glibc.malloc.hugetlb=1 (THP madvise)");
+  const auto later =
+      describe_allocator({"glibc", "/lib/libc.so.6", "2.36"}, true,
+                         {{"GLIBC_TUNABLES", "glibc.malloc.hugetlb=1:glibc.malloc.hugetlb=0"}});
+  EXPECT_FALSE(later.asks_for_huge);
+  const auto ten = describe_allocator({"glibc", "/lib/libc.so.6", "2.36"}, true,
+                                      {{"GLIBC_TUNABLES", "glibc.malloc.hugetlb=10"}});
+  EXPECT_FALSE(ten.asks_for_huge);
+  // An unknown entry keeps its ':' and one without '=' stands alone (glibc 2.36, from
+  // GLIBC_TUNABLES=glibc.malloc.arena_max=2:foo=3:glibc.malloc.hugetlb=1:bar): all put back,
+  // and the entry without '=' is no process title.
+  static constexpr char odd[] =
+      "A=1\0GLIBC_TUNABLES=glibc.malloc.arena_max=2\0foo=3:glibc.malloc.hugetlb=1\0bar\0B=2\0";
+  const std::string odd_text(odd, sizeof odd - 1);
+  EXPECT_FALSE(environ_overwritten(odd_text));
+  const auto odd_vars = parse_allocator_environ(odd_text);
+  ASSERT_EQ(odd_vars.size(), 1u);
+  EXPECT_EQ(odd_vars[0].second, "glibc.malloc.arena_max=2:foo=3:glibc.malloc.hugetlb=1:bar");
+  // A variable after GLIBC_TUNABLES is no fragment; a title without '=' elsewhere still is one.
+  static constexpr char path[] = "GLIBC_TUNABLES=glibc.malloc.hugetlb=1\0PATH=/usr/bin:/bin\0";
+  EXPECT_EQ(parse_allocator_environ(std::string(path, sizeof path - 1)).at(0).second,
+            "glibc.malloc.hugetlb=1");
+  EXPECT_TRUE(environ_overwritten(std::string("redis-server *:6379\0\0\0", 22)));
+}
+
 TEST(DoctorAllocator, SettingsSayWhetherItAsksForHugePages) {
   const auto je = describe_allocator({"jemalloc", "/lib/libjemalloc.so.2", ""}, true,
                                      {{"MALLOC_CONF", "narenas:4,thp:always"}});
