@@ -415,6 +415,11 @@ struct process_report {
 process_report summarize_mappings(const std::vector<mapping_info>& mappings, std::size_t top,
                                   std::size_t thp_page_bytes = 2 * units::mib);
 
+/// The per-node split numa_maps gives on a machine with the one NUMA node `node`, from the smaps
+/// counters of `mappings` (numa_maps walks the page tables again: on a large process as long as
+/// smaps). All resident pages and hugetlb pages; empty when nothing is resident. Pure.
+std::map<int, numa_usage> numa_of_one_node(const std::vector<mapping_info>& mappings, int node);
+
 /// Works out the allocator's hugepage settings from its name and environment. Pure.
 allocator_report describe_allocator(const allocator_guess& guess, bool environ_readable,
                                     std::vector<std::pair<std::string, std::string>> settings,
