@@ -193,8 +193,9 @@ struct mapping_coverage {
   bool smaps_disagrees = false;  ///< smaps' huge bytes differ from the exact ones
 };
 
-/// The exact coverage of each of `mappings` (the parsed smaps of `pid`), from the page tables,
-/// without reading smaps again.
+/// The exact coverage of each of `mappings` (the parsed smaps of `pid`), without reading smaps
+/// again: from the page tables where smaps counts a huge page or the mapping is hugetlb, from
+/// smaps itself elsewhere (nothing huge to find: resident is Rss, source smaps).
 std::vector<mapping_coverage> coverage_of(pid_t pid, const std::vector<mapping_info>& mappings);
 
 /// The `top` entries of `coverage` with the most resident bytes (exact), largest first; entries
