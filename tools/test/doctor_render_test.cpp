@@ -1,6 +1,6 @@
 // tools/test/doctor_render_test.cpp - what the table and JSON print of an advice: the classes of
 // memory its fix reaches ("reaches:" under its message, with the process's bytes; "reaches" in
-// JSON, always present).
+// JSON, always present); the title of the per-mapping coverage table.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -82,6 +82,43 @@ TEST(DoctorRender, JsonCarriesReachesOnEveryAdvice) {
     EXPECT_TRUE(advice[1].at("reaches").is_array()) << text;
     EXPECT_TRUE(advice[1].at("reaches").empty()) << text;
   }
+}
+
+// A coverage row of `resident` bytes, `huge` of them huge, from `source`; smaps counts
+// `smaps_huge`.
+mapping_coverage row(std::uintptr_t start, std::size_t resident, std::size_t huge,
+                     std::size_t smaps_huge, backing_source source) {
+  mapping_coverage c;
+  c.mapping.start = start;
+  c.mapping.end = start + 64 * mib;
+  c.exact.bytes = 64 * mib;
+  c.exact.thp = huge;
+  c.exact.base = resident - huge;
+  c.exact.source = source;
+  c.exact.exact = true;
+  c.smaps_huge = smaps_huge;
+  c.smaps_disagrees = huge != smaps_huge;
+  return c;
+}
+
+TEST(DoctorRender, CoverageTitleNamesEverySourceOfItsRows) {
+  // Rows of mappings smaps counts no huge page in come from smaps; the title says so beside the
+  // page tables' source, and the '!' stays with the walked row that disagrees.
+  const std::vector<mapping_coverage> mixed = {
+      row(0x100000000, 32 * mib, 0, 0, backing_source::smaps),
+      row(0x200000000, 16 * mib, 4 * mib, 2 * mib, backing_source::pagemap_scan)};
+  const std::string table = render_coverage(mixed, 10);
+  EXPECT_NE(
+      table.find("Huge pages per mapping (exact, from pagemap_scan; smaps where it counts no huge "
+                 "page):\n"),
+      std::string::npos)
+      << table;
+  EXPECT_NE(table.find("     32 MiB        0 B        0 B  [anon]\n"), std::string::npos) << table;
+  EXPECT_NE(table.find("     16 MiB      4 MiB      2 MiB! [anon]\n"), std::string::npos) << table;
+  // Only smaps rows: smaps alone.
+  const std::string only = render_coverage({mixed[0]}, 10);
+  EXPECT_NE(only.find("Huge pages per mapping (exact, from smaps):\n"), std::string::npos) << only;
+  EXPECT_EQ(only.find('!'), std::string::npos) << only;
 }
 
 }  // namespace
