@@ -266,7 +266,9 @@ std::optional<process_report> collect_process(pid_t pid, std::size_t top, collec
   files.cmdline = read_text("", dir + "/cmdline");
   files.environ = read_text("", dir + "/environ");
   files.cgroup = read_text("", dir + "/cgroup");
-  files.numa_maps = read_text("", dir + "/numa_maps");
+  // One NUMA node: numa_maps would say that all of it is there (numa_of_one_node).
+  const std::vector<int> nodes = numa_nodes("");
+  if (nodes.size() != 1) files.numa_maps = read_text("", dir + "/numa_maps");
   files.mountinfo = read_text("", dir + "/mountinfo");
   if (status) {
     const auto fields = parse_meminfo(*status);
@@ -286,6 +288,7 @@ std::optional<process_report> collect_process(pid_t pid, std::size_t top, collec
     files.chunks = read_chunk_headers(pid, mappings);
   }
   process_report p = build_process_report(pid, files, mappings, top, "");
+  if (nodes.size() == 1) p.numa = numa_of_one_node(mappings, nodes.front());
   p.coverage = top_coverage(coverage_of(pid, mappings), top);
   if (p.allocator.guess.name == "glibc" && p.allocator.guess.version.empty()) {
     p.allocator.guess.version = glibc_version_of(pid, p.allocator.guess.library);

@@ -156,4 +156,24 @@ process_report summarize_mappings(const std::vector<mapping_info>& mappings, std
   return p;
 }
 
+std::map<int, numa_usage> numa_of_one_node(const std::vector<mapping_info>& mappings, int node) {
+  // numa_maps counts the pages of each mapping that have a struct page of their own: what smaps
+  // counts in Rss (the zero page and VM_PFNMAP left out in both), and hugetlb pages at their
+  // size (smaps: Private_Hugetlb + Shared_Hugetlb). It leaves out reserved pages, which smaps
+  // counts: in a process, the vdso's, which are the kernel's own. THP counts as base pages in
+  // numa_maps; as bytes it is the same.
+  numa_usage u;
+  for (const mapping_info& m : mappings) {
+    if (m.is_hugetlb()) {
+      u.bytes += m.private_hugetlb + m.shared_hugetlb;
+      u.hugetlb_bytes += m.private_hugetlb + m.shared_hugetlb;
+    } else if (m.name != "[vdso]") {
+      u.bytes += m.rss;
+    }
+  }
+  std::map<int, numa_usage> nodes;
+  if (u.bytes != 0) nodes[node] = u;
+  return nodes;
+}
+
 }  // namespace hugepage::doctor

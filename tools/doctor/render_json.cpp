@@ -57,6 +57,7 @@ json advice_json(const std::vector<advice>& advice) {
                   .set("level", name_of(a.level))
                   .set("message", a.message)
                   .set("evidence", strings(a.evidence))
+                  .set("reaches", strings(a.reaches))
                   .set("trade", a.trade)
                   .set("commands", strings(a.commands))
                   .set("command", a.commands.empty() ? std::string() : a.commands.front()));

@@ -193,8 +193,9 @@ struct mapping_coverage {
   bool smaps_disagrees = false;  ///< smaps' huge bytes differ from the exact ones
 };
 
-/// The exact coverage of each of `mappings` (the parsed smaps of `pid`), from the page tables,
-/// without reading smaps again.
+/// The exact coverage of each of `mappings` (the parsed smaps of `pid`), without reading smaps
+/// again: from the page tables where smaps counts a huge page or the mapping is hugetlb, from
+/// smaps itself elsewhere (nothing huge to find: resident is Rss, source smaps).
 std::vector<mapping_coverage> coverage_of(pid_t pid, const std::vector<mapping_info>& mappings);
 
 /// The `top` entries of `coverage` with the most resident bytes (exact), largest first; entries
@@ -414,6 +415,11 @@ struct process_report {
 /// Pure.
 process_report summarize_mappings(const std::vector<mapping_info>& mappings, std::size_t top,
                                   std::size_t thp_page_bytes = 2 * units::mib);
+
+/// The per-node split numa_maps gives on a machine with the one NUMA node `node`, from the smaps
+/// counters of `mappings` (numa_maps walks the page tables again: on a large process as long as
+/// smaps). All resident pages and hugetlb pages; empty when nothing is resident. Pure.
+std::map<int, numa_usage> numa_of_one_node(const std::vector<mapping_info>& mappings, int node);
 
 /// Works out the allocator's hugepage settings from its name and environment. Pure.
 allocator_report describe_allocator(const allocator_guess& guess, bool environ_readable,

@@ -1,6 +1,9 @@
 // tools/test/doctor_cli_report_test.cpp - the system and process reports of the real binary: a
 // process with known memory (hugepage-doctor-target) reported within 1%, large processes.
+#include <fstream>
+
 #include "doctor_cli_support.hpp"
+#include "hugepage/backing.hpp"
 
 namespace {
 
@@ -108,6 +111,73 @@ TEST_F(DoctorKnownProcess, JsonWithinOnePercent) {
   EXPECT_NE(r.out.find("\"name\": \"glibc\""), std::string::npos);
 }
 
+// node -> {all bytes, hugetlb bytes} as /proc/PID/numa_maps of `pid` counts them; empty when
+// unreadable.
+std::map<int, std::pair<std::size_t, std::size_t>> numa_maps_of(pid_t pid) {
+  std::map<int, std::pair<std::size_t, std::size_t>> nodes;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/numa_maps");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string word;
+    std::size_t page_kib = 4;
+    std::vector<std::pair<int, std::size_t>> counts;
+    while (words >> word) {
+      if (word.rfind("kernelpagesize_kB=", 0) == 0) page_kib = std::stoul(word.substr(18));
+      if (word.size() > 2 && word[0] == 'N' && std::isdigit(static_cast<unsigned char>(word[1])) &&
+          word.find('=') != std::string::npos) {
+        counts.emplace_back(std::stoi(word.substr(1)), std::stoul(word.substr(word.find('=') + 1)));
+      }
+    }
+    for (const auto& [node, pages] : counts) {
+      nodes[node].first += pages * page_kib * 1024;
+      if (page_kib > 4) nodes[node].second += pages * page_kib * 1024;
+    }
+  }
+  return nodes;
+}
+
+TEST_F(DoctorKnownProcess, NumaPlacementIsWhatNumaMapsSays) {
+  // On a machine with one node the doctor takes the split from smaps instead of walking the
+  // page tables again for numa_maps: the numbers must be numa_maps' all the same (THP,
+  // hugetlb, and the vdso, which numa_maps leaves out), in JSON and in Prometheus.
+  const pid_t pid = process_->pid();
+  // The target waits, but a sanitizer's runtime in it may still fault in a page now and then:
+  // the doctor's runs are taken again until numa_maps is the same before and after them.
+  std::map<int, std::pair<std::size_t, std::size_t>> expected;
+  result json, prom;
+  bool stable = false;
+  for (int attempt = 0; attempt < 10 && !stable; ++attempt) {
+    expected = numa_maps_of(pid);
+    json = doctor({"--pid", std::to_string(pid), "--json"});
+    prom = doctor({"--pid", std::to_string(pid), "--format", "prometheus"});
+    stable = numa_maps_of(pid) == expected;
+  }
+  ASSERT_TRUE(stable) << "the target's memory changed during each of 10 attempts";
+  ASSERT_FALSE(expected.empty()) << "/proc/" << pid << "/numa_maps unreadable or empty";
+  ASSERT_TRUE(json.code == 0 || json.code == 1) << json.err;
+  std::map<int, std::pair<std::size_t, std::size_t>> reported;
+  const nlohmann::json doc = nlohmann::json::parse(json.out);
+  for (const auto& n : doc.at("process").at("numa")) {
+    reported[n.at("node").get<int>()] = {n.at("bytes").get<std::size_t>(),
+                                         n.at("hugetlb_bytes").get<std::size_t>()};
+  }
+  EXPECT_EQ(reported, expected);
+  EXPECT_GE(expected.begin()->second.second, 16 * hugepage::units::mib);
+  for (const auto& [node, bytes] : expected) {
+    const std::string labels =
+        "{pid=\"" + std::to_string(pid) + "\",node=\"" + std::to_string(node) + "\",kind=\"";
+    EXPECT_NE(prom.out.find("hugepage_doctor_process_node_bytes" + labels + "all\"} " +
+                            std::to_string(bytes.first) + "\n"),
+              std::string::npos)
+        << prom.out;
+    EXPECT_NE(prom.out.find("hugepage_doctor_process_node_bytes" + labels + "hugetlb\"} " +
+                            std::to_string(bytes.second) + "\n"),
+              std::string::npos)
+        << prom.out;
+  }
+}
+
 TEST(DoctorCli, LargeProcessIsFast) {
   // 4000 separate mappings, 1 GiB touched: smaps is read once, pagemap not at all.
   target big({"--mappings", "4000", "--mapping-kib", "256"});
@@ -199,8 +269,21 @@ TEST(DoctorCli, TenThousandMappingsInEveryFormatReadSmapsOnce) {
   for (const auto& row : process.at("mapping_coverage")) {
     json_rows.push_back(std::strtoull(row.at("start").get<std::string>().c_str(), nullptr, 16));
     EXPECT_GT(row.at("resident_bytes").get<std::size_t>(), 0u);
-    EXPECT_EQ(row.at("source").get<std::string>(), "pagemap_scan");
+    // A mapping smaps counts no huge page in is taken from smaps, its page tables not walked
+    // again; the others come from PAGEMAP_SCAN.
+    const bool none_huge = row.at("smaps_huge_bytes").get<std::size_t>() == 0;
+    EXPECT_EQ(row.at("source").get<std::string>(), none_huge ? "smaps" : "pagemap_scan");
+    EXPECT_EQ(row.at("huge_bytes").get<std::size_t>(),
+              row.at("smaps_huge_bytes").get<std::size_t>());
+    EXPECT_FALSE(row.at("smaps_disagrees").get<bool>());
     EXPECT_TRUE(row.at("exact").get<bool>());
+    // What the page tables say now (the target waits): the same resident and huge bytes.
+    const std::uintptr_t start = json_rows.back();
+    const std::uintptr_t end = std::strtoull(row.at("end").get<std::string>().c_str(), nullptr, 16);
+    const hugepage::backing_report walked =
+        hugepage::backing_of(big.pid(), reinterpret_cast<const void*>(start), end - start);
+    EXPECT_EQ(row.at("resident_bytes").get<std::size_t>(), walked.resident_bytes());
+    EXPECT_EQ(row.at("huge_bytes").get<std::size_t>(), walked.huge_bytes());
   }
   // Each run reads the process anew; the largest mappings do not change while the target waits.
   EXPECT_EQ(json_rows, rows);
