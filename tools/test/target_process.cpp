@@ -75,6 +75,11 @@ bool map_shared(int fd, std::size_t mib) {
   return true;
 }
 
+// glibc's malloc itself: under a sanitizer std::malloc is the sanitizer's, whose blocks carry no
+// glibc chunk header and live in no glibc arena, while the doctor's tests need glibc's layout.
+extern "C" void* __libc_malloc(std::size_t bytes);
+extern "C" void __libc_free(void* p);
+
 // The malloc'd blocks, held to the end and freed then (so a leak checker stays quiet).
 std::vector<void*> kept;
 std::mutex kept_mutex;
@@ -201,7 +206,7 @@ int main(int argc, char** argv) {
   }
   for (const auto& [count, kib] : chunks) {
     for (std::size_t i = 0; i < count; ++i) {
-      char* p = static_cast<char*>(std::malloc(kib * 1024));
+      char* p = static_cast<char*>(__libc_malloc(kib * 1024));
       if (p == nullptr) return fail("malloc failed");
       kept.push_back(p);
       touch(p, kib * 1024);
@@ -216,7 +221,7 @@ int main(int argc, char** argv) {
     for (std::size_t t = 0; t < threads; ++t) {
       running.emplace_back([&] {
         for (std::size_t done = 0; done < thread_kib; done += 4) {
-          char* p = static_cast<char*>(std::malloc(4096 - 16));
+          char* p = static_cast<char*>(__libc_malloc(4096 - 16));
           touch(p, 4096 - 16);
           const std::lock_guard<std::mutex> lock(kept_mutex);
           kept.push_back(p);
@@ -248,6 +253,6 @@ int main(int argc, char** argv) {
   char buffer[64];
   while (::read(STDIN_FILENO, buffer, sizeof buffer) > 0) {
   }
-  for (void* p : kept) std::free(p);
+  for (void* p : kept) __libc_free(p);
   return 0;
 }
