@@ -225,11 +225,13 @@ std::vector<memory_class_usage> classify_memory(const std::vector<mapping_info>&
         [](const chunk_mapping& c, std::uintptr_t start) { return c.start < start; });
     return at != list.end() && at->start == m.start ? &*at : nullptr;
   };
+  std::size_t split_records = 0;
   for (std::size_t i = 0; i < mappings.size(); ++i) {
     const mapping_info& m = mappings[i];
     const std::string_view name = m.name;
     std::string mount, mount_huge;
     memory_class kind = memory_class::anonymous_mmap;
+    const chunk_mapping* chunks = nullptr;
     if (m.is_hugetlb()) {
       kind = memory_class::hugetlb;
     } else if (is_internal_shmem(m)) {
@@ -254,44 +256,79 @@ std::vector<memory_class_usage> classify_memory(const std::vector<mapping_info>&
       kind = memory_class::glibc_main_arena;
     } else if (glibc && (arena[i] || name.rfind("[anon: glibc: malloc arena]", 0) == 0)) {
       kind = memory_class::glibc_thread_arenas;
-    } else if (glibc && (name == "[anon: glibc: malloc]" || chunks_of(m) != nullptr)) {
+    } else if (glibc && name == "[anon: glibc: malloc]") {
       kind = memory_class::glibc_mmapped_chunks;
     } else if (!glibc && name == "[heap]") {
       kind = memory_class::allocator_arenas;
-    } else if (!runtime.empty()) {
-      kind = memory_class::runtime_heap;
-    } else if (!glibc) {
-      kind = memory_class::allocator_arenas;
+    } else {
+      if (glibc) chunks = chunks_of(m);
+      kind = !runtime.empty() ? memory_class::runtime_heap
+             : !glibc         ? memory_class::allocator_arenas
+                              : memory_class::anonymous_mmap;
     }
-    memory_class_usage& c = usage(kind, mount);
     const std::size_t hugetlb = m.private_hugetlb + m.shared_hugetlb;
     // Rss leaves hugetlb pages out; both are added so the classes sum to Rss plus hugetlb.
     const std::size_t resident = m.rss + (m.is_hugetlb() ? hugetlb : 0);
-    c.resident += resident;
-    c.huge += m.is_hugetlb() ? hugetlb : m.anon_huge + m.shmem_huge + m.file_huge;
-    c.mappings += 1;
-    if (m.advised_huge()) c.advised += resident;
-    const chunk_mapping* chunks =
-        kind == memory_class::glibc_mmapped_chunks ? chunks_of(m) : nullptr;
-    if (chunks != nullptr && chunks->chunks.size() > 1) {
-      std::size_t small = 0;
+    const std::size_t huge = m.is_hugetlb() ? hugetlb : m.anon_huge + m.shmem_huge + m.file_huge;
+    // The bytes of the record in glibc chunks, and of them in chunks under the PMD size.
+    std::size_t chunk_bytes = kind == memory_class::glibc_mmapped_chunks ? m.size() : 0;
+    std::size_t small_chunk_bytes = 0;
+    if (chunks != nullptr) {
+      chunk_bytes = 0;
       for (const std::size_t bytes : chunks->chunks) {
-        if (bytes < facts.thp_page_bytes) small += bytes;
+        chunk_bytes += bytes;
+        if (bytes < facts.thp_page_bytes) small_chunk_bytes += bytes;
       }
-      c.in_small_mappings +=
-          static_cast<std::size_t>(static_cast<double>(resident) * static_cast<double>(small) /
-                                   static_cast<double>(m.size()));
-    } else if (m.size() < facts.thp_page_bytes) {
-      c.in_small_mappings += resident;
+      chunk_bytes = std::min(chunk_bytes, m.size());
+      small_chunk_bytes = std::min(small_chunk_bytes, chunk_bytes);
+    } else if (kind == memory_class::glibc_mmapped_chunks && m.size() < facts.thp_page_bytes) {
+      small_chunk_bytes = m.size();
     }
-    c.largest_mapping = std::max(c.largest_mapping, m.size());
-    if (kind == memory_class::tmpfs_file) c.mount_huge = mount_huge;
+    // smaps counts per record: a record only partly chunks shares its bytes out by size.
+    const auto share = [&](std::size_t bytes, std::size_t part) {
+      return static_cast<std::size_t>(static_cast<double>(bytes) * static_cast<double>(part) /
+                                      static_cast<double>(m.size()));
+    };
+    const std::size_t advised = m.advised_huge() ? resident : 0;
+    const std::size_t small = m.size() < facts.thp_page_bytes ? resident : 0;
+    const auto add = [&](memory_class as, std::size_t part) {
+      memory_class_usage& c = usage(as, mount);
+      const bool whole = part == m.size();
+      c.resident += whole ? resident : share(resident, part);
+      c.huge += whole ? huge : share(huge, part);
+      c.advised += whole ? advised : share(advised, part);
+      c.in_small_mappings += whole ? small : share(small, part);
+      c.mappings += 1;
+      c.largest_mapping = std::max(c.largest_mapping, m.size());
+      if (as == memory_class::tmpfs_file) c.mount_huge = mount_huge;
+      return &c;
+    };
+    if (chunk_bytes == 0) {
+      add(kind, m.size());
+    } else {
+      memory_class_usage* c = add(memory_class::glibc_mmapped_chunks, chunk_bytes);
+      c->in_small_chunks += share(resident, small_chunk_bytes);
+      if (chunk_bytes < m.size()) {
+        // The rest gets what the chunk part did not, so the classes still sum to Rss.
+        memory_class_usage& rest = usage(kind, mount);
+        rest.resident += resident - share(resident, chunk_bytes);
+        rest.huge += huge - share(huge, chunk_bytes);
+        rest.advised += advised - share(advised, chunk_bytes);
+        rest.in_small_mappings += small - share(small, chunk_bytes);
+        rest.mappings += 1;
+        rest.largest_mapping = std::max(rest.largest_mapping, m.size());
+        ++split_records;
+      }
+    }
   }
   for (memory_class_usage& c : classes) {
     switch (c.kind) {
       case memory_class::glibc_main_arena: c.evidence = "[heap]"; break;
       case memory_class::glibc_thread_arenas: c.evidence = "64 MiB-aligned heaps"; break;
-      case memory_class::glibc_mmapped_chunks: c.evidence = "chunk headers"; break;
+      case memory_class::glibc_mmapped_chunks:
+        // A record only partly chunks: its Rss is shared out by size, an estimate.
+        c.evidence = split_records == 0 ? "chunk headers" : "chunk headers, by size";
+        break;
       case memory_class::allocator_arenas: c.evidence = "malloc is " + facts.allocator; break;
       case memory_class::runtime_heap: c.evidence = "runtime " + runtime; break;
       case memory_class::anonymous_mmap:

@@ -259,11 +259,14 @@ struct memory_class_usage {
   std::size_t huge = 0;      ///< of them on huge pages (PMD-mapped THP or hugetlb)
   std::size_t mappings = 0;  ///< smaps records in the class
   std::size_t advised = 0;   ///< resident bytes in MADV_HUGEPAGE mappings
-  /// Resident bytes in mappings smaller than the PMD THP size: no setting that advises whole
-  /// mappings (glibc.malloc.hugetlb=1 advises a chunk only from 2 MiB up) makes these huge.
-  /// For glibc's mmapped chunks, per chunk: a record of merged chunks shares its resident bytes
-  /// out by their sizes.
+  /// Resident bytes in smaps records (VMAs) smaller than the PMD THP size: neither THP
+  /// enabled=always nor MADV_COLLAPSE makes these huge. Chunks the kernel merged into one larger
+  /// record are not counted here.
   std::size_t in_small_mappings = 0;
+  /// glibc_mmapped_chunks: resident bytes in chunks smaller than the PMD THP size, a record's
+  /// resident bytes shared out by chunk size: glibc.malloc.hugetlb=1 advises a chunk only when
+  /// it maps it, and only from that size up, so it never reaches these.
+  std::size_t in_small_chunks = 0;
   std::size_t largest_mapping = 0;  ///< size of the class's largest mapping
   std::string evidence;  ///< how the class was told ("chunk headers", "64 MiB-aligned heaps", ...)
   std::string mount;     ///< tmpfs_file: the mount point
@@ -303,7 +306,9 @@ struct mount_entry {
 /// Pure.
 std::vector<mount_entry> parse_mountinfo(std::string_view text);
 
-/// A mapping made of glibc mmapped chunks: the kernel merges adjacent ones into one record.
+/// A mapping holding glibc mmapped chunks: the kernel merges adjacent ones into one record, and
+/// with a neighbouring anonymous mapping (ld.so's below libc), so the chunks may fill only part
+/// of it.
 struct chunk_mapping {
   std::uintptr_t start = 0;
   std::vector<std::size_t> chunks;  ///< each chunk's bytes, in address order

@@ -128,6 +128,7 @@ TEST(DoctorClasses, HeapStackAndChunksByAllocatorAndRuntime) {
   ASSERT_NE(chunks, nullptr);
   EXPECT_EQ(chunks->resident, 1024 * kib);
   EXPECT_EQ(chunks->in_small_mappings, 1024 * kib);
+  EXPECT_EQ(chunks->in_small_chunks, 1024 * kib);
   EXPECT_EQ(chunks->evidence, "chunk headers");
   EXPECT_EQ(resident_of(classes, memory_class::anonymous_mmap), 3 * mib + 12 * kib);
 
@@ -176,8 +177,49 @@ TEST(DoctorClasses, MergedChunksShareTheirSmallBytesOutBySize) {
   const auto classes = hd::classify_memory(maps, f);
   const auto* chunks = find(classes, memory_class::glibc_mmapped_chunks);
   ASSERT_NE(chunks, nullptr);
-  EXPECT_EQ(chunks->in_small_mappings, 2 * mib);  // the 2 MiB chunk is a THP's size: not small
+  EXPECT_EQ(chunks->in_small_chunks, 2 * mib);  // the 2 MiB chunk is a THP's size: not small
+  // One 8 MiB record: THP always or a collapse reaches all of it, small chunks or not.
+  EXPECT_EQ(chunks->in_small_mappings, 0u);
   EXPECT_EQ(chunks->mappings, 1u);
+  EXPECT_EQ(chunks->evidence, "chunk headers");
+}
+
+// The kernel merges a chunk with any anonymous neighbour of its flags (ld.so's small mapping
+// below libc, the program's own mmap): the chunks fill part of the record, whose bytes are shared
+// out by size, the rest going where it would without chunks.
+TEST(DoctorClasses, ChunksInPartOfARecordShareItBySize) {
+  mapping_info merged = mapping(base, 4 * mib + 64 * kib, "rw-p", "", 4 * mib + 64 * kib);
+  merged.anon_huge = 2 * mib + 32 * kib;  // not a real count: only to see it shared out
+  const std::vector<mapping_info> maps = {
+      merged, mapping(base + 100 * mib, 1 * mib, "rw-p", "", 1 * mib),  // the program's own, small
+  };
+  hd::class_facts f = glibc_facts();
+  f.chunks.read = true;
+  f.chunks.mappings = {{base, {1 * mib, 3 * mib}}};  // 64 KiB of the record is no chunk
+  auto classes = hd::classify_memory(maps, f);
+  const auto* chunks = find(classes, memory_class::glibc_mmapped_chunks);
+  ASSERT_NE(chunks, nullptr);
+  EXPECT_EQ(chunks->resident, 4 * mib);
+  EXPECT_EQ(chunks->huge, 2 * mib);
+  EXPECT_EQ(chunks->in_small_chunks, 1 * mib);
+  EXPECT_EQ(chunks->in_small_mappings, 0u);
+  EXPECT_EQ(chunks->mappings, 1u);
+  EXPECT_EQ(chunks->evidence, "chunk headers, by size");
+  const auto* other = find(classes, memory_class::anonymous_mmap);
+  ASSERT_NE(other, nullptr);
+  EXPECT_EQ(other->resident, 1 * mib + 64 * kib);
+  EXPECT_EQ(other->huge, 32 * kib);
+  EXPECT_EQ(other->in_small_mappings, 1 * mib);
+  EXPECT_EQ(other->in_small_chunks, 0u);
+  EXPECT_EQ(other->mappings, 2u);
+  EXPECT_EQ(resident_sum(classes), 5 * mib + 64 * kib);
+
+  // Node: glibc's chunks beside V8's memory; the rest is the runtime's.
+  f.runtime = "node";
+  classes = hd::classify_memory(maps, f);
+  EXPECT_EQ(resident_of(classes, memory_class::glibc_mmapped_chunks), 4 * mib);
+  EXPECT_EQ(resident_of(classes, memory_class::runtime_heap), 1 * mib + 64 * kib);
+  EXPECT_EQ(resident_sum(classes), 5 * mib + 64 * kib);
 }
 
 TEST(DoctorClasses, ChunkHeaderAndCandidates) {
@@ -419,10 +461,28 @@ TEST(DoctorClassesLive, GlibcChunksAreToldByTheirHeaders) {
   EXPECT_GE(bytes_of(chunks), 24 * mib);
   EXPECT_LE(bytes_of(chunks), 24 * mib + 12 * page);
   // The eight 1 MiB chunks are under the THP size, the four 4 MiB ones not.
-  EXPECT_NEAR(static_cast<double>(bytes_of(chunks, "small_mapping_bytes")), 8.0 * mib, 16.0 * page);
-  EXPECT_EQ(chunks->at("evidence"), "chunk headers");
+  EXPECT_NEAR(static_cast<double>(bytes_of(chunks, "small_chunk_bytes")), 8.0 * mib, 16.0 * page);
   EXPECT_FALSE(chunks->contains("mount"));
   EXPECT_LT(bytes_of(json_class(p, "anonymous_mmap")), 1 * mib);
+}
+
+// Chunks the kernel merged with anonymous neighbours, one below the lowest chunk (the headers
+// start past a piece that is none) and one above the highest: still chunks, the neighbours not.
+TEST(DoctorClassesLive, ChunksMergedWithNeighboursAreFound) {
+  if (hugepage::test::under_asan()) GTEST_SKIP() << asan_malloc;
+  target t({"--malloc-chunks", "6", "--chunk-kib", "1024", "--beside-kib", "40"});
+  ASSERT_TRUE(t.ready()) << t.line();
+  const nlohmann::json p = process_json(t.pid());
+  const auto* chunks = json_class(p, "glibc_mmapped_chunks");
+  ASSERT_NE(chunks, nullptr) << p.at("memory_classes").dump(1);
+  EXPECT_GE(bytes_of(chunks), 6 * mib);
+  EXPECT_LE(bytes_of(chunks), 6 * mib + 12 * page);
+  EXPECT_EQ(chunks->at("evidence"), "chunk headers, by size");
+  // Six 1 MiB chunks in one record over 2 MiB: under the size the tunable advises, not under
+  // the size THP always or a collapse needs.
+  EXPECT_EQ(bytes_of(chunks, "small_chunk_bytes"), bytes_of(chunks));
+  EXPECT_EQ(bytes_of(chunks, "small_mapping_bytes"), 0u);
+  EXPECT_GE(bytes_of(json_class(p, "anonymous_mmap")), 40 * kib);
 }
 
 TEST(DoctorClassesLive, ThreadArenasFromMallocInThreads) {

@@ -4,7 +4,7 @@
 //                          [--touch-kib KIB]] [--anon MIB] [--memfd-name NAME] [--comm NAME]
 //                          [--block-1g MIB] [--cgroup DIR] [--malloc-chunks N --chunk-kib KIB]...
 //                          [--threads N --thread-kib KIB] [--memfd MIB] [--dev-shm MIB]
-//                          [--shm-mount OPTIONS] [--thp-disable 1]
+//                          [--shm-mount OPTIONS] [--thp-disable 1] [--beside-kib KIB]
 //
 // Maps MIB of THP through hugepage::thp_allocator and MIB of 2 MiB hugetlb pages through
 // hugepage::huge_page_allocator (touching every page), and/or N separate anonymous mappings of
@@ -22,6 +22,9 @@
 // MIB of a memfd shared, --dev-shm MIB of a POSIX shm file (unlinked at once, so a killed
 // target leaves nothing behind); all touched. --shm-mount mounts a tmpfs with OPTIONS over
 // /dev/shm in a mount namespace of its own first (root), --thp-disable sets PR_SET_THP_DISABLE.
+// --beside-kib maps KIB of anonymous memory (touched) right below the lowest malloc'd chunk and
+// KIB right above the highest where that is free, so the kernel merges them with the chunks into
+// one record, as it merges ld.so's small mapping below libc with the first chunk.
 // Then prints one line
 //   ready thp_bytes=T hugetlb_bytes=H mapped_bytes=M block_start=S block_1g=G block_2m=B
 //         block_thp=P block_base=L
@@ -84,7 +87,7 @@ std::mutex kept_mutex;
 int main(int argc, char** argv) {
   std::size_t thp_mib = 0, hugetlb_mib = 0, mappings = 0, mapping_kib = 0, anon_mib = 0,
               block_mib = 0, touch_kib = SIZE_MAX, chunk_count = 0, threads = 0, thread_kib = 0,
-              memfd_mib = 0, shm_mib = 0;
+              memfd_mib = 0, shm_mib = 0, beside_kib = 0;
   std::vector<std::pair<std::size_t, std::size_t>> chunks;  // count, KiB
   const char* memfd_name = nullptr;
   const char* cgroup = nullptr;
@@ -124,6 +127,8 @@ int main(int argc, char** argv) {
       memfd_mib = value;
     } else if (std::strcmp(argv[i], "--dev-shm") == 0) {
       shm_mib = value;
+    } else if (std::strcmp(argv[i], "--beside-kib") == 0) {
+      beside_kib = value;
     } else if (std::strcmp(argv[i], "--shm-mount") == 0) {
       shm_mount = argv[i + 1];
     } else if (std::strcmp(argv[i], "--thp-disable") == 0) {
@@ -205,6 +210,24 @@ int main(int argc, char** argv) {
       if (p == nullptr) return fail("malloc failed");
       kept.push_back(p);
       touch(p, kib * 1024);
+    }
+  }
+  if (beside_kib != 0 && !kept.empty()) {
+    // An mmapped chunk's mapping starts at its header (16 bytes before the block) and its size
+    // field holds the mapping's length.
+    std::uintptr_t low = UINTPTR_MAX, high = 0;
+    for (void* p : kept) {
+      const auto* header = static_cast<const std::uint64_t*>(p) - 2;
+      const auto start = reinterpret_cast<std::uintptr_t>(header);
+      low = std::min(low, start);
+      high = std::max(high, start + (header[1] & ~std::uint64_t{7}));
+    }
+    const std::size_t bytes = beside_kib * 1024;
+    for (const std::uintptr_t at : {low - bytes, high}) {
+      void* p = ::mmap(reinterpret_cast<void*>(at), bytes, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+      if (p == MAP_FAILED && at == low - bytes) return fail("mmap below the chunks");
+      if (p != MAP_FAILED) touch(static_cast<char*>(p), bytes);
     }
   }
   if (threads != 0) {
