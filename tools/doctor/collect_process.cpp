@@ -115,6 +115,28 @@ chunk_headers read_chunk_headers(pid_t pid, const std::vector<mapping_info>& map
   std::size_t reads = 0, unread = 0;
   std::vector<std::uintptr_t> at;
   std::vector<std::array<std::uint64_t, 2>> headers;
+  const auto unreadable = [&out] {
+    // EPERM (no ptrace attach right), ESRCH: none can be read. The errno name keeps the table
+    // row within 100 columns.
+    out = chunk_headers{};
+    out.evidence = std::string("chunk headers unreadable (") + ::strerrorname_np(errno) + ")";
+    return out;
+  };
+  // A thread heap's heap_info: the 64 MiB-aligned layout alone is also a program's own blocks.
+  for (const std::size_t i : thread_heap_candidates(mappings)) {
+    std::uint64_t words[4] = {0, 0, 0, 0};
+    iovec local{words, sizeof words};
+    iovec remote{reinterpret_cast<void*>(mappings[i].start), sizeof words};
+    ++reads;
+    if (::process_vm_readv(pid, &local, 1, &remote, 1, 0) != sizeof words) {
+      if (errno == EFAULT) continue;  // unmapped since smaps was read
+      return unreadable();
+    }
+    if (is_heap_info(words, mappings[i].start, mappings[i].size(), page)) {
+      out.heaps.push_back(mappings[i].start);
+    }
+  }
+  out.heaps_read = true;
   for (const std::size_t i : chunk_candidates(mappings)) {
     const mapping_info& m = mappings[i];
     chunk_mapping found{m.start, {}};
@@ -128,14 +150,7 @@ chunk_headers read_chunk_headers(pid_t pid, const std::vector<mapping_info>& map
       }
       ++reads;
       const long got = read_headers(pid, at, headers);
-      if (got < 0 && errno != EFAULT) {
-        // EPERM (no ptrace attach right), ESRCH: none can be read. The errno name keeps the
-        // table row within 100 columns.
-        out.read = false;
-        out.mappings.clear();
-        out.evidence = std::string("chunk headers unreadable (") + ::strerrorname_np(errno) + ")";
-        return out;
-      }
+      if (got < 0 && errno != EFAULT) return unreadable();
       std::size_t next = m.size();  // where the next chunk starts; none found: the record's end
       for (long k = 0; k < got; ++k) {
         const std::size_t o = at[static_cast<std::size_t>(k)] - m.start;

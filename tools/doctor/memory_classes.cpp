@@ -115,22 +115,18 @@ bool is_plain_anonymous(const mapping_info& m) {
   return m.name.empty() && !m.is_hugetlb() && !is_shared(m);
 }
 
-// Marks the mappings of glibc's thread heaps: each is a HEAP_MAX reservation on a HEAP_MAX
-// boundary, its used part rw-p and the rest ---p right after it, or all of it rw-p.
-std::vector<bool> thread_arena_parts(const std::vector<mapping_info>& mappings) {
+// Marks the mappings of glibc's thread heaps: the layout of thread_heap_candidates(), and where
+// the heap_info headers were read, a header that checks out.
+std::vector<bool> thread_arena_parts(const std::vector<mapping_info>& mappings,
+                                     const chunk_headers& headers) {
   std::vector<bool> part(mappings.size(), false);
-  for (std::size_t i = 0; i < mappings.size(); ++i) {
-    const mapping_info& m = mappings[i];
-    if (m.permissions != "rw-p" || !is_plain_anonymous(m) || m.start % heap_max != 0) continue;
-    if (m.size() == heap_max) {
-      part[i] = true;
-    } else if (m.size() < heap_max && i + 1 < mappings.size()) {
-      const mapping_info& rest = mappings[i + 1];
-      if (rest.start == m.end && rest.permissions == "---p" && is_plain_anonymous(rest) &&
-          m.size() + rest.size() == heap_max) {
-        part[i] = part[i + 1] = true;
-      }
+  for (const std::size_t i : thread_heap_candidates(mappings)) {
+    if (headers.heaps_read &&
+        !std::binary_search(headers.heaps.begin(), headers.heaps.end(), mappings[i].start)) {
+      continue;
     }
+    part[i] = true;
+    if (mappings[i].size() < heap_max) part[i + 1] = true;
   }
   return part;
 }
@@ -179,8 +175,38 @@ std::vector<mount_entry> parse_mountinfo(std::string_view text) {
   return out;
 }
 
+std::vector<std::size_t> thread_heap_candidates(const std::vector<mapping_info>& mappings) {
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < mappings.size(); ++i) {
+    const mapping_info& m = mappings[i];
+    if (m.permissions != "rw-p" || !is_plain_anonymous(m) || m.start % heap_max != 0) continue;
+    if (m.size() == heap_max) {
+      out.push_back(i);
+    } else if (m.size() < heap_max && i + 1 < mappings.size()) {
+      const mapping_info& rest = mappings[i + 1];
+      if (rest.start == m.end && rest.permissions == "---p" && is_plain_anonymous(rest) &&
+          m.size() + rest.size() == heap_max) {
+        out.push_back(i);
+      }
+    }
+  }
+  return out;
+}
+
+bool is_heap_info(const std::uint64_t (&words)[4], std::uintptr_t start, std::size_t rw_bytes,
+                  std::size_t page_bytes) noexcept {
+  const std::uint64_t ar_ptr = words[0], prev = words[1], size = words[2], mprotect = words[3];
+  if (size == 0 || size > mprotect || mprotect > heap_max || page_bytes == 0) return false;
+  if ((mprotect + page_bytes - 1) / page_bytes * page_bytes != rw_bytes) return false;
+  // The arena sits right after the heap_info of its first heap.
+  const std::uint64_t in_heap = ar_ptr % heap_max;
+  if (in_heap != 32 && in_heap != 48) return false;
+  if (prev == 0) return ar_ptr - in_heap == start;
+  return prev % heap_max == 0 && prev != start && ar_ptr - in_heap != start;
+}
+
 std::vector<std::size_t> chunk_candidates(const std::vector<mapping_info>& mappings) {
-  const std::vector<bool> arena = thread_arena_parts(mappings);
+  const std::vector<bool> arena = thread_arena_parts(mappings, chunk_headers{});
   std::vector<std::size_t> out;
   for (std::size_t i = 0; i < mappings.size(); ++i) {
     const mapping_info& m = mappings[i];
@@ -205,7 +231,7 @@ std::size_t mmapped_chunk_span(std::uint64_t prev_size, std::uint64_t size,
 
 std::vector<memory_class_usage> classify_memory(const std::vector<mapping_info>& mappings,
                                                 const class_facts& facts) {
-  const std::vector<bool> arena = thread_arena_parts(mappings);
+  const std::vector<bool> arena = thread_arena_parts(mappings, facts.chunks);
   const bool glibc = mallocs_with_glibc(facts.allocator);
   const std::string runtime = runtime_of(mappings, facts.runtime);
   std::vector<memory_class_usage> classes;
@@ -324,7 +350,10 @@ std::vector<memory_class_usage> classify_memory(const std::vector<mapping_info>&
   for (memory_class_usage& c : classes) {
     switch (c.kind) {
       case memory_class::glibc_main_arena: c.evidence = "[heap]"; break;
-      case memory_class::glibc_thread_arenas: c.evidence = "64 MiB-aligned heaps"; break;
+      case memory_class::glibc_thread_arenas:
+        c.evidence = facts.chunks.heaps_read ? "64 MiB-aligned heaps, heap_info"
+                                             : "64 MiB heaps, heap_info unchecked";
+        break;
       case memory_class::glibc_mmapped_chunks:
         // A record only partly chunks: its Rss is shared out by size, an estimate.
         c.evidence = split_records == 0 ? "chunk headers" : "chunk headers, by size";

@@ -320,6 +320,10 @@ struct chunk_headers {
   bool read = false;                    ///< false: nothing was read; `evidence` says why
   std::string evidence;                 ///< why not read, or how many candidates were left unread
   std::vector<chunk_mapping> mappings;  ///< ascending start
+  /// The 64 MiB-aligned blocks laid out as glibc thread heaps whose heap_info header was read
+  /// too (false for stored files, or where reading failed: the layout alone then decides).
+  bool heaps_read = false;
+  std::vector<std::uintptr_t> heaps;  ///< of them, the starts whose heap_info checks out
 };
 
 /// Whether a process whose allocator_guess names `allocator` mallocs with glibc: anything but
@@ -339,6 +343,19 @@ struct class_facts {
 /// unnamed rw-p, at least 128 KiB, something resident, not part of a thread arena. Indexes into
 /// `mappings`. Pure.
 std::vector<std::size_t> chunk_candidates(const std::vector<mapping_info>& mappings);
+
+/// The mappings laid out as glibc thread heaps: a 64 MiB reservation on a 64 MiB boundary, its
+/// used part rw-p and the rest ---p right after it, or all of it rw-p. Indexes of the rw-p parts
+/// into `mappings`. Pure.
+std::vector<std::size_t> thread_heap_candidates(const std::vector<mapping_info>& mappings);
+
+/// Whether the first words of a thread heap candidate starting at `start` with `rw_bytes` rw-p
+/// are glibc's heap_info { ar_ptr, prev, size, mprotect_size }: mprotect_size is the rw-p part
+/// (page-rounded), 0 < size <= mprotect_size, and the arena lies right after the heap_info of
+/// its first heap (32 bytes before glibc 2.35, 48 since): at `start` when prev is null, else in
+/// another 64 MiB-aligned heap with prev pointing at one. Pure.
+bool is_heap_info(const std::uint64_t (&words)[4], std::uintptr_t start, std::size_t rw_bytes,
+                  std::size_t page_bytes) noexcept;
 
 /// The bytes the glibc chunk whose header holds `prev_size` and `size` spans from the start of
 /// its mapping (prev_size + size without the flag bits), or 0 when it is no mmapped chunk

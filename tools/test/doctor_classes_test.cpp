@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 
 #include <cstddef>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -96,11 +97,20 @@ TEST(DoctorClasses, ThreadArenaIsA64MiBReservationOnA64MiBBoundary) {
   EXPECT_EQ(arenas->resident, 11 * mib);
   EXPECT_EQ(arenas->mappings, 3u);
   EXPECT_EQ(arenas->largest_mapping, 64 * mib);
-  EXPECT_EQ(arenas->evidence, "64 MiB-aligned heaps");
+  EXPECT_EQ(arenas->evidence, "64 MiB heaps, heap_info unchecked");  // stored files
   const auto* other = find(classes, memory_class::anonymous_mmap);
   ASSERT_NE(other, nullptr);
   EXPECT_EQ(other->resident, 7 * mib);
   EXPECT_EQ(other->mappings, 3u);
+  // With the heap_info headers read: only a heap whose header checks out is glibc's.
+  hd::class_facts read = glibc_facts();
+  read.chunks.read = read.chunks.heaps_read = true;
+  read.chunks.heaps = {base + 64 * mib};
+  const auto checked = hd::classify_memory(maps, read);
+  EXPECT_EQ(resident_of(checked, memory_class::glibc_thread_arenas), 3 * mib);
+  EXPECT_EQ(evidence_of(checked, memory_class::glibc_thread_arenas),
+            "64 MiB-aligned heaps, heap_info");
+  EXPECT_EQ(resident_of(checked, memory_class::anonymous_mmap), 15 * mib);
   // Another malloc's 64 MiB-aligned mappings are its own, not glibc arenas.
   hd::class_facts jemalloc;
   jemalloc.allocator = "jemalloc";
@@ -109,6 +119,37 @@ TEST(DoctorClasses, ThreadArenaIsA64MiBReservationOnA64MiBBoundary) {
   ASSERT_NE(find(theirs, memory_class::allocator_arenas), nullptr);
   EXPECT_EQ(resident_of(theirs, memory_class::allocator_arenas), 18 * mib);
   EXPECT_EQ(evidence_of(theirs, memory_class::allocator_arenas), "malloc is jemalloc");
+}
+
+// heap_info as glibc 2.36 wrote it in a program whose three threads each filled two heaps.
+TEST(DoctorClasses, HeapInfoHeader) {
+  constexpr std::uintptr_t first = 0x7f4f8c000000, second = 0x7f4f74000000;
+  std::uint64_t arena_head[4] = {first + 48, 0, 64 * mib, 64 * mib};
+  EXPECT_TRUE(hd::is_heap_info(arena_head, first, 64 * mib, page));
+  std::uint64_t later[4] = {first + 48, first, 0x1935000, 0x1935000};
+  EXPECT_TRUE(hd::is_heap_info(later, second, 0x1935000, page));
+  std::uint64_t old_glibc[4] = {first + 32, 0, 8 * mib, 8 * mib};  // before 2.35: 32 bytes
+  EXPECT_TRUE(hd::is_heap_info(old_glibc, first, 8 * mib, page));
+  std::uint64_t shrunk[4] = {first + 48, 0, 4 * mib, 8 * mib};  // size below mprotect_size
+  EXPECT_TRUE(hd::is_heap_info(shrunk, first, 8 * mib, page));
+
+  std::uint64_t zeros[4] = {0, 0, 0, 0};
+  EXPECT_FALSE(hd::is_heap_info(zeros, first, 64 * mib - page, page));
+  std::uint64_t ones[4];
+  std::memset(ones, 1, sizeof ones);
+  EXPECT_FALSE(hd::is_heap_info(ones, first, 64 * mib - page, page));
+  std::uint64_t other_rw[4] = {first + 48, 0, 8 * mib, 8 * mib};  // rw-p part is not 8 MiB
+  EXPECT_FALSE(hd::is_heap_info(other_rw, first, 64 * mib - page, page));
+  std::uint64_t too_big[4] = {first + 48, 0, 9 * mib, 8 * mib};  // size over mprotect_size
+  EXPECT_FALSE(hd::is_heap_info(too_big, first, 8 * mib, page));
+  std::uint64_t elsewhere[4] = {second + 48, 0, 8 * mib, 8 * mib};  // first heap, arena not here
+  EXPECT_FALSE(hd::is_heap_info(elsewhere, first, 8 * mib, page));
+  std::uint64_t off[4] = {first + 64, first, 8 * mib, 8 * mib};  // not right after a heap_info
+  EXPECT_FALSE(hd::is_heap_info(off, second, 8 * mib, page));
+  std::uint64_t self[4] = {second + 48, first, 8 * mib, 8 * mib};  // a later heap's own arena
+  EXPECT_FALSE(hd::is_heap_info(self, second, 8 * mib, page));
+  std::uint64_t prev_off[4] = {first + 48, first + page, 8 * mib, 8 * mib};
+  EXPECT_FALSE(hd::is_heap_info(prev_off, second, 8 * mib, page));
 }
 
 TEST(DoctorClasses, HeapStackAndChunksByAllocatorAndRuntime) {
@@ -496,7 +537,17 @@ TEST(DoctorClassesLive, ThreadArenasFromMallocInThreads) {
   EXPECT_LE(bytes_of(arenas), 24 * mib + 3 * 32 * page);  // each arena's header and top chunk
   EXPECT_EQ(arenas->at("mappings"), 6);                   // a used part and a reserved part each
   EXPECT_LT(arenas->at("largest_mapping_bytes").get<std::size_t>(), 64 * mib);
-  EXPECT_EQ(arenas->at("evidence"), "64 MiB-aligned heaps");
+  EXPECT_EQ(arenas->at("evidence"), "64 MiB-aligned heaps, heap_info");
+}
+
+// A program's own 64 MiB blocks on 64 MiB boundaries with a guard page: glibc's layout, but no
+// heap_info at their start.
+TEST(DoctorClassesLive, AlignedBlocksOfTheProgramAreNoArenas) {
+  target t({"--aligned-blocks", "2"});
+  ASSERT_TRUE(t.ready()) << t.line();
+  const nlohmann::json p = process_json(t.pid());
+  EXPECT_EQ(json_class(p, "glibc_thread_arenas"), nullptr) << p.at("memory_classes").dump(1);
+  EXPECT_GE(bytes_of(json_class(p, "anonymous_mmap")), 4 * mib);
 }
 
 // huge= of the /dev/shm this test sees (the target shares its mounts): read here by hand.

@@ -5,6 +5,7 @@
 //                          [--block-1g MIB] [--cgroup DIR] [--malloc-chunks N --chunk-kib KIB]...
 //                          [--threads N --thread-kib KIB] [--memfd MIB] [--dev-shm MIB]
 //                          [--shm-mount OPTIONS] [--thp-disable 1] [--beside-kib KIB]
+//                          [--aligned-blocks N]
 //
 // Maps MIB of THP through hugepage::thp_allocator and MIB of 2 MiB hugetlb pages through
 // hugepage::huge_page_allocator (touching every page), and/or N separate anonymous mappings of
@@ -25,6 +26,8 @@
 // --beside-kib maps KIB of anonymous memory (touched) right below the lowest malloc'd chunk and
 // KIB right above the highest where that is free, so the kernel merges them with the chunks into
 // one record, as it merges ld.so's small mapping below libc with the first chunk.
+// --aligned-blocks maps N blocks of its own laid out as glibc's thread heaps are (64 MiB on a
+// 64 MiB boundary, a PROT_NONE guard page at the end), the first 2 MiB of each touched.
 // Then prints one line
 //   ready thp_bytes=T hugetlb_bytes=H mapped_bytes=M block_start=S block_1g=G block_2m=B
 //         block_thp=P block_base=L
@@ -87,7 +90,7 @@ std::mutex kept_mutex;
 int main(int argc, char** argv) {
   std::size_t thp_mib = 0, hugetlb_mib = 0, mappings = 0, mapping_kib = 0, anon_mib = 0,
               block_mib = 0, touch_kib = SIZE_MAX, chunk_count = 0, threads = 0, thread_kib = 0,
-              memfd_mib = 0, shm_mib = 0, beside_kib = 0;
+              memfd_mib = 0, shm_mib = 0, beside_kib = 0, aligned_blocks = 0;
   std::vector<std::pair<std::size_t, std::size_t>> chunks;  // count, KiB
   const char* memfd_name = nullptr;
   const char* cgroup = nullptr;
@@ -127,6 +130,8 @@ int main(int argc, char** argv) {
       memfd_mib = value;
     } else if (std::strcmp(argv[i], "--dev-shm") == 0) {
       shm_mib = value;
+    } else if (std::strcmp(argv[i], "--aligned-blocks") == 0) {
+      aligned_blocks = value;
     } else if (std::strcmp(argv[i], "--beside-kib") == 0) {
       beside_kib = value;
     } else if (std::strcmp(argv[i], "--shm-mount") == 0) {
@@ -249,6 +254,18 @@ int main(int argc, char** argv) {
       });
     }
     for (auto& t : running) t.join();
+  }
+  for (std::size_t i = 0; i < aligned_blocks; ++i) {
+    constexpr std::size_t block = 64 * mib;
+    char* reserved = static_cast<char*>(
+        ::mmap(nullptr, 2 * block, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (reserved == MAP_FAILED) return fail("mmap: " + std::string(std::strerror(errno)));
+    const auto at = (reinterpret_cast<std::uintptr_t>(reserved) + block - 1) / block * block;
+    char* p = reinterpret_cast<char*>(at);
+    if (p > reserved) ::munmap(reserved, static_cast<std::size_t>(p - reserved));
+    ::munmap(p + block, static_cast<std::size_t>(reserved + 2 * block - (p + block)));
+    ::mprotect(p + block - 4096, 4096, PROT_NONE);
+    touch(p, 2 * mib);
   }
   if (memfd_mib != 0 &&
       !map_shared(::memfd_create("hugepage-doctor-target", MFD_CLOEXEC), memfd_mib)) {
