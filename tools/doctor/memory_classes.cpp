@@ -131,17 +131,20 @@ std::vector<bool> thread_arena_parts(const std::vector<mapping_info>& mappings,
   return part;
 }
 
-// A runtime with its own heap: the kinds runtime detection names, or Node recognised here by
-// its binary or libnode, which the kind may not name.
+// A runtime with its own heap: a JVM as runtime detection names it, Node by its executable (the
+// first file mapped: the main program lies below the libraries and whatever it maps) or
+// libnode.so, not by any mapped file that happens to be called node.
 std::string runtime_of(const std::vector<mapping_info>& mappings, const std::string& kind) {
-  if (kind == "jvm" || kind == "node") return kind;
+  if (kind == "jvm") return kind;
+  bool first = true;
   for (const mapping_info& m : mappings) {
     const std::string_view name = m.name;
+    if (name.empty() || name.front() != '/') continue;
     const std::string_view base = name.substr(name.rfind('/') + 1);
-    if (!name.empty() && name.front() == '/' &&
-        (base == "node" || base == "nodejs" || base.rfind("libnode.so", 0) == 0)) {
+    if ((first && (base == "node" || base == "nodejs")) || base.rfind("libnode.so", 0) == 0) {
       return "node";
     }
+    first = false;
   }
   return "";
 }

@@ -199,6 +199,23 @@ TEST(DoctorClasses, HeapStackAndChunksByAllocatorAndRuntime) {
   EXPECT_EQ(evidence_of(classes, memory_class::runtime_heap), "runtime node");
   EXPECT_EQ(resident_of(classes, memory_class::file), 30 * mib);
 
+  // A file called node that a program maps is no Node: only its executable, the first file
+  // mapped, or libnode.so is.
+  std::vector<mapping_info> named = maps;
+  named.insert(named.begin(), mapping(0x40000000, 1 * mib, "r-xp", "/usr/bin/prog", 1 * mib));
+  named.push_back(mapping(0x7f9000000000, 4 * kib, "r--p", "/tmp/x/node", 4 * kib));
+  hd::class_facts said_node = glibc_facts();
+  said_node.runtime = "node";  // as runtime detection said before it looked at the executable
+  classes = hd::classify_memory(named, said_node);
+  EXPECT_EQ(find(classes, memory_class::runtime_heap), nullptr);
+  EXPECT_EQ(resident_of(classes, memory_class::anonymous_mmap), 4 * mib + 12 * kib);
+  const std::vector<std::string> paths = {"/usr/bin/prog", "/usr/lib/libc.so.6", "/tmp/x/node"};
+  EXPECT_EQ(hd::detect_runtime(paths, "", {}).kind, "");
+  EXPECT_EQ(hd::detect_runtime({"/usr/bin/node", "/usr/lib/libc.so.6"}, "", {}).kind, "node");
+  named.push_back(mapping(0x7fa000000000, 4 * mib, "r-xp", "/usr/lib/libnode.so.108", 4 * mib));
+  classes = hd::classify_memory(named, glibc_facts());
+  EXPECT_EQ(resident_of(classes, memory_class::runtime_heap), 4 * mib);
+
   // mimalloc: [heap] and every private anonymous mapping but stacks are its own.
   hd::class_facts mi;
   mi.allocator = "mimalloc";
@@ -256,8 +273,10 @@ TEST(DoctorClasses, ChunksInPartOfARecordShareItBySize) {
   EXPECT_EQ(resident_sum(classes), 5 * mib + 64 * kib);
 
   // Node: glibc's chunks beside V8's memory; the rest is the runtime's.
+  std::vector<mapping_info> node = maps;
+  node.insert(node.begin(), mapping(0x400000, 4 * kib, "r-xp", "/usr/bin/node", 0));
   f.runtime = "node";
-  classes = hd::classify_memory(maps, f);
+  classes = hd::classify_memory(node, f);
   EXPECT_EQ(resident_of(classes, memory_class::glibc_mmapped_chunks), 4 * mib);
   EXPECT_EQ(resident_of(classes, memory_class::runtime_heap), 1 * mib + 64 * kib);
   EXPECT_EQ(resident_sum(classes), 5 * mib + 64 * kib);
