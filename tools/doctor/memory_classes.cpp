@@ -165,6 +165,7 @@ std::vector<mount_entry> parse_mountinfo(std::string_view text) {
     const auto dash = std::find(w.begin(), w.end(), "-");
     if (w.size() < 5 || dash == w.end() || w.end() - dash < 4 || dash - w.begin() < 6) continue;
     mount_entry m;
+    m.device = std::string(w[2]);
     m.point = unescape(w[4]);
     m.fstype = std::string(dash[1]);
     if (m.fstype == "tmpfs") {
@@ -375,6 +376,19 @@ std::vector<memory_class_usage> classify_memory(const std::vector<mapping_info>&
       case memory_class::shared_anonymous: c.evidence = "memfd, SysV, MAP_SHARED"; break;
       case memory_class::tmpfs_file:
         c.evidence = facts.mounts ? "tmpfs mount (mountinfo)" : "path under /dev/shm";
+        if (facts.mounts) {
+          std::string device;  // of the later mount on the point, the one that is seen
+          for (const mount_entry& m : *facts.mounts) {
+            if (m.point == c.mount) device = m.device;
+          }
+          for (const mount_entry& m : *facts.mounts) {
+            if (!device.empty() && m.device == device && m.point != c.mount &&
+                std::find(c.same_superblock.begin(), c.same_superblock.end(), m.point) ==
+                    c.same_superblock.end()) {
+              c.same_superblock.push_back(m.point);
+            }
+          }
+        }
         break;
       case memory_class::hugetlb: c.evidence = "KernelPageSize"; break;
       case memory_class::file: c.evidence = "page cache"; break;

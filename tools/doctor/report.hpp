@@ -271,6 +271,9 @@ struct memory_class_usage {
   std::string evidence;  ///< how the class was told ("chunk headers", "64 MiB-aligned heaps", ...)
   std::string mount;     ///< tmpfs_file: the mount point
   std::string mount_huge;  ///< tmpfs_file: the mount's huge= option ("never" when absent)
+  /// tmpfs_file: the other mount points of the mount's superblock (a bind mount of it, or the
+  /// mount it binds): a remount through any of them changes huge= for all.
+  std::vector<std::string> same_superblock;
   double huge_fraction() const noexcept {
     return resident == 0
                ? 0.0
@@ -298,6 +301,7 @@ thp_disabler thp_disabler_of(std::optional<bool> thp_enabled,
 /// One mount of a process's mount namespace (/proc/PID/mountinfo).
 struct mount_entry {
   std::string point;   ///< mount point, escapes decoded
+  std::string device;  ///< major:minor of its superblock: bind mounts of one share it
   std::string fstype;  ///< "tmpfs", "ext4", ...
   std::string huge;    ///< tmpfs: the huge= super option, "never" when absent; else ""
 };

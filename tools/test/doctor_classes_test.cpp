@@ -320,9 +320,11 @@ TEST(DoctorClasses, SharedMemoryAndTmpfsMounts) {
       "26 22 0:25 / /run rw,nosuid - tmpfs tmpfs rw,mode=755\n"
       "27 22 0:26 / /mnt rw - tmpfs tmpfs rw,huge=always\n"
       "28 27 254:1 / /mnt/disk rw - ext4 /dev/vdb rw\n"
-      "29 22 0:27 / /srv/my\\040data rw - tmpfs tmpfs rw,huge=advise\n";
+      "29 22 0:27 / /srv/my\\040data rw - tmpfs tmpfs rw,huge=advise\n"
+      "30 27 0:24 / /mnt/shm rw - tmpfs tmpfs rw,size=8192k,huge=within_size\n";
   const auto mounts = hd::parse_mountinfo(mountinfo);
-  ASSERT_EQ(mounts.size(), 8u);
+  ASSERT_EQ(mounts.size(), 9u);
+  EXPECT_EQ(mounts[8].device, "0:24");
   EXPECT_EQ(mounts[0].fstype, "ext4");
   EXPECT_EQ(mounts[0].huge, "");
   EXPECT_EQ(mounts[2].huge, "never");  // tmpfs without huge=: its default
@@ -355,6 +357,11 @@ TEST(DoctorClasses, SharedMemoryAndTmpfsMounts) {
   ASSERT_NE(find(classes, memory_class::tmpfs_file, "/mnt"), nullptr);
   EXPECT_EQ(resident_of(classes, memory_class::tmpfs_file, "/mnt"), 32 * kib);
   EXPECT_EQ(mount_huge_of(classes, memory_class::tmpfs_file, "/mnt"), "always");
+  // /mnt/shm binds the /dev/shm tmpfs (0:24, the later mount on /dev/shm): one superblock, so a
+  // remount through either changes huge= for both.
+  ASSERT_NE(shm, nullptr);
+  EXPECT_EQ(shm->same_superblock, std::vector<std::string>{"/mnt/shm"});
+  EXPECT_TRUE(find(classes, memory_class::tmpfs_file, "/run")->same_superblock.empty());
   ASSERT_NE(find(classes, memory_class::tmpfs_file, "/srv/my data"), nullptr);
   EXPECT_EQ(resident_of(classes, memory_class::file), 3 * mib);
   const auto* shared = find(classes, memory_class::shared_anonymous);
@@ -641,13 +648,15 @@ TEST(DoctorClassesLive, MemfdIsSharedAnonymousDevShmFollowsItsMount) {
 // mount namespace of the target's.
 TEST(DoctorClassesLive, TmpfsOptionComesFromTheTargetsMounts) {
   if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("mounting a tmpfs needs root");
-  target t({"--shm-mount", "huge=within_size,size=16m", "--dev-shm", "2"});
+  target t({"--shm-mount", "huge=within_size,size=16m", "--shm-bind", "/mnt", "--dev-shm", "2"});
   ASSERT_TRUE(t.ready()) << t.line();
   const nlohmann::json p = process_json(t.pid());
   const auto* shm = json_class(p, "tmpfs_file", "/dev/shm");
   ASSERT_NE(shm, nullptr) << p.at("memory_classes").dump(1);
   EXPECT_EQ(shm->at("mount_huge"), "within_size");
   EXPECT_EQ(bytes_of(shm), 2 * mib);
+  // Bound on /mnt too: a remount there changes this /dev/shm.
+  EXPECT_EQ(shm->at("same_superblock"), nlohmann::json::array({"/mnt"}));
 }
 
 TEST(DoctorClassesLive, SmallChunksAreSaidInTheTable) {

@@ -5,7 +5,7 @@
 //                          [--block-1g MIB] [--cgroup DIR] [--malloc-chunks N --chunk-kib KIB]...
 //                          [--threads N --thread-kib KIB] [--memfd MIB] [--dev-shm MIB]
 //                          [--shm-mount OPTIONS] [--thp-disable 1] [--beside-kib KIB]
-//                          [--aligned-blocks N]
+//                          [--aligned-blocks N] [--shm-bind DIR]
 //
 // Maps MIB of THP through hugepage::thp_allocator and MIB of 2 MiB hugetlb pages through
 // hugepage::huge_page_allocator (touching every page), and/or N separate anonymous mappings of
@@ -26,6 +26,7 @@
 // --beside-kib maps KIB of anonymous memory (touched) right below the lowest malloc'd chunk and
 // KIB right above the highest where that is free, so the kernel merges them with the chunks into
 // one record, as it merges ld.so's small mapping below libc with the first chunk.
+// --shm-bind binds that /dev/shm on DIR too (one superblock, two mount points).
 // --aligned-blocks maps N blocks of its own laid out as glibc's thread heaps are (64 MiB on a
 // 64 MiB boundary, a PROT_NONE guard page at the end), the first 2 MiB of each touched.
 // Then prints one line
@@ -95,6 +96,7 @@ int main(int argc, char** argv) {
   const char* memfd_name = nullptr;
   const char* cgroup = nullptr;
   const char* shm_mount = nullptr;
+  const char* shm_bind = nullptr;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::size_t value = std::strtoull(argv[i + 1], nullptr, 10);
     if (std::strcmp(argv[i], "--memfd-name") == 0) {
@@ -130,6 +132,8 @@ int main(int argc, char** argv) {
       memfd_mib = value;
     } else if (std::strcmp(argv[i], "--dev-shm") == 0) {
       shm_mib = value;
+    } else if (std::strcmp(argv[i], "--shm-bind") == 0) {
+      shm_bind = argv[i + 1];
     } else if (std::strcmp(argv[i], "--aligned-blocks") == 0) {
       aligned_blocks = value;
     } else if (std::strcmp(argv[i], "--beside-kib") == 0) {
@@ -155,6 +159,10 @@ int main(int argc, char** argv) {
                                ::mount("", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
                                ::mount("tmpfs", "/dev/shm", "tmpfs", 0, shm_mount) != 0)) {
     return fail("tmpfs on /dev/shm: " + std::string(std::strerror(errno)));
+  }
+  if (shm_mount != nullptr && shm_bind != nullptr &&
+      ::mount("/dev/shm", shm_bind, nullptr, MS_BIND, nullptr) != 0) {
+    return fail("bind /dev/shm: " + std::string(std::strerror(errno)));
   }
   std::size_t thp_bytes = 0, hugetlb_bytes = 0, mapped_bytes = 0;
   hugepage::backing_report block;
