@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -85,39 +86,103 @@ std::string glibc_version_of(pid_t pid, const std::string& library) {
   return {};
 }
 
-// Reads the header of each glibc chunk candidate in `pid` (process_vm_readv, one 16-byte read
-// per chunk, at most `max_reads` in all): a mapping is chunks when its headers tile it exactly (the
-// kernel merges adjacent chunk mappings into one).
+// Reads 16 bytes at each of `addresses` in `pid` into `out` (one process_vm_readv for all);
+// the number read whole, or -1 with errno set when the first cannot be read.
+long read_headers(pid_t pid, const std::vector<std::uintptr_t>& addresses,
+                  std::vector<std::array<std::uint64_t, 2>>& out) {
+  out.assign(addresses.size(), {0, 0});
+  std::vector<iovec> local(addresses.size()), remote(addresses.size());
+  for (std::size_t i = 0; i < addresses.size(); ++i) {
+    local[i] = {out[i].data(), sizeof out[i]};
+    remote[i] = {reinterpret_cast<void*>(addresses[i]), sizeof out[i]};
+  }
+  const ssize_t got =
+      ::process_vm_readv(pid, local.data(), local.size(), remote.data(), remote.size(), 0);
+  if (got < 0) return -1;
+  return static_cast<long>(static_cast<std::size_t>(got) / sizeof out[0]);
+}
+
+// Reads the headers of glibc chunks in each chunk candidate of `pid` (process_vm_readv, 16 bytes
+// a header, at most `max_reads` calls in all). A record may hold chunks in only part of it: the
+// kernel merges a chunk with any anonymous neighbour of the same flags (ld.so's small mapping below
+// libc, the program's own mmap). So the walk goes chunk by chunk from the record's start, and
+// where a piece is no chunk it looks for the next header at each page within `scan_bytes`.
 chunk_headers read_chunk_headers(pid_t pid, const std::vector<mapping_info>& mappings,
-                                 std::size_t max_reads = 4096) {
+                                 std::size_t max_reads = 4096,
+                                 std::size_t scan_bytes = 256 * units::kib) {
   chunk_headers out;
   out.read = true;  // with no candidate, no chunk is left among the anonymous mappings
   const std::size_t page = os::base_page_size();
   std::size_t reads = 0, unread = 0;
+  std::vector<std::uintptr_t> at;
+  std::vector<std::array<std::uint64_t, 2>> headers;
+  const auto unreadable = [&out] {
+    // EPERM (no ptrace attach right), ESRCH: none can be read. The errno name keeps the table
+    // row within 100 columns.
+    out = chunk_headers{};
+    out.evidence = std::string("chunk headers unreadable (") + ::strerrorname_np(errno) + ")";
+    return out;
+  };
+  // A thread heap's heap_info: the 64 MiB-aligned layout alone is also a program's own blocks.
+  for (const std::size_t i : thread_heap_candidates(mappings)) {
+    std::uint64_t words[4] = {0, 0, 0, 0};
+    iovec local{words, sizeof words};
+    iovec remote{reinterpret_cast<void*>(mappings[i].start), sizeof words};
+    ++reads;
+    if (::process_vm_readv(pid, &local, 1, &remote, 1, 0) != sizeof words) {
+      if (errno == EFAULT) continue;  // unmapped since smaps was read
+      return unreadable();
+    }
+    if (is_heap_info(words, mappings[i].start, mappings[i].size(), page)) {
+      out.heaps.push_back(mappings[i].start);
+    }
+  }
+  out.heaps_read = true;
   for (const std::size_t i : chunk_candidates(mappings)) {
     const mapping_info& m = mappings[i];
-    std::size_t offset = 0;
     chunk_mapping found{m.start, {}};
-    while (offset < m.size() && reads < max_reads) {
-      std::uint64_t header[2] = {0, 0};
-      iovec local{header, sizeof header};
-      iovec remote{reinterpret_cast<void*>(m.start + offset), sizeof header};
-      ++reads;
-      if (::process_vm_readv(pid, &local, 1, &remote, 1, 0) != sizeof header) {
-        if (errno == EFAULT) break;  // unmapped since smaps was read: not counted as chunks
-        // EPERM (no ptrace attach right), ESRCH: none can be read. The errno name keeps the
-        // table row within 100 columns.
-        out.read = false;
-        out.mappings.clear();
-        out.evidence = std::string("chunk headers unreadable (") + ::strerrorname_np(errno) + ")";
-        return out;
+    std::size_t offset = 0;
+    bool gone = false;
+    while (offset < m.size() && reads < max_reads && !gone) {
+      // The page at `offset` and, in the same call, the pages after it up to the scan's reach.
+      at.clear();
+      for (std::size_t o = offset; o < m.size() && o - offset < scan_bytes; o += page) {
+        at.push_back(m.start + o);
       }
-      const std::size_t span = mmapped_chunk_span(header[0], header[1], page);
-      if (span == 0 || span > m.size() - offset) break;
-      offset += span;
-      found.chunks.push_back(span);
+      ++reads;
+      const long got = read_headers(pid, at, headers);
+      if (got < 0 && errno != EFAULT) return unreadable();
+      std::size_t next = m.size();  // where the next chunk starts; none found: the record's end
+      for (long k = 0; k < got; ++k) {
+        const std::size_t o = at[static_cast<std::size_t>(k)] - m.start;
+        const std::size_t span = mmapped_chunk_span(headers[static_cast<std::size_t>(k)][0],
+                                                    headers[static_cast<std::size_t>(k)][1], page);
+        if (span != 0 && span <= m.size() - o) {
+          next = o;
+          break;
+        }
+      }
+      if (got < static_cast<long>(at.size()) && next == m.size()) gone = true;  // unmapped since
+      if (next == m.size() && at.size() * page < m.size() - offset) break;      // beyond the reach
+      offset = next;
+      // From a header on, chunk after chunk, one read each.
+      while (offset < m.size() && reads < max_reads) {
+        std::uint64_t header[2] = {0, 0};
+        iovec local{header, sizeof header};
+        iovec remote{reinterpret_cast<void*>(m.start + offset), sizeof header};
+        ++reads;
+        if (::process_vm_readv(pid, &local, 1, &remote, 1, 0) != sizeof header) {
+          gone = true;
+          break;
+        }
+        const std::size_t span = mmapped_chunk_span(header[0], header[1], page);
+        if (span == 0 || span > m.size() - offset) break;
+        offset += span;
+        found.chunks.push_back(span);
+      }
     }
-    if (offset == m.size()) {
+    if (gone) continue;  // unmapped since smaps was read: not counted as chunks
+    if (!found.chunks.empty()) {
       out.mappings.push_back(std::move(found));
     } else if (reads >= max_reads) {
       ++unread;

@@ -115,37 +115,36 @@ bool is_plain_anonymous(const mapping_info& m) {
   return m.name.empty() && !m.is_hugetlb() && !is_shared(m);
 }
 
-// Marks the mappings of glibc's thread heaps: each is a HEAP_MAX reservation on a HEAP_MAX
-// boundary, its used part rw-p and the rest ---p right after it, or all of it rw-p.
-std::vector<bool> thread_arena_parts(const std::vector<mapping_info>& mappings) {
+// Marks the mappings of glibc's thread heaps: the layout of thread_heap_candidates(), and where
+// the heap_info headers were read, a header that checks out.
+std::vector<bool> thread_arena_parts(const std::vector<mapping_info>& mappings,
+                                     const chunk_headers& headers) {
   std::vector<bool> part(mappings.size(), false);
-  for (std::size_t i = 0; i < mappings.size(); ++i) {
-    const mapping_info& m = mappings[i];
-    if (m.permissions != "rw-p" || !is_plain_anonymous(m) || m.start % heap_max != 0) continue;
-    if (m.size() == heap_max) {
-      part[i] = true;
-    } else if (m.size() < heap_max && i + 1 < mappings.size()) {
-      const mapping_info& rest = mappings[i + 1];
-      if (rest.start == m.end && rest.permissions == "---p" && is_plain_anonymous(rest) &&
-          m.size() + rest.size() == heap_max) {
-        part[i] = part[i + 1] = true;
-      }
+  for (const std::size_t i : thread_heap_candidates(mappings)) {
+    if (headers.heaps_read &&
+        !std::binary_search(headers.heaps.begin(), headers.heaps.end(), mappings[i].start)) {
+      continue;
     }
+    part[i] = true;
+    if (mappings[i].size() < heap_max) part[i + 1] = true;
   }
   return part;
 }
 
-// A runtime with its own heap: the kinds runtime detection names, or Node recognised here by
-// its binary or libnode, which the kind may not name.
+// A runtime with its own heap: a JVM as runtime detection names it, Node by its executable (the
+// first file mapped: the main program lies below the libraries and whatever it maps) or
+// libnode.so, not by any mapped file that happens to be called node.
 std::string runtime_of(const std::vector<mapping_info>& mappings, const std::string& kind) {
-  if (kind == "jvm" || kind == "node") return kind;
+  if (kind == "jvm") return kind;
+  bool first = true;
   for (const mapping_info& m : mappings) {
     const std::string_view name = m.name;
+    if (name.empty() || name.front() != '/') continue;
     const std::string_view base = name.substr(name.rfind('/') + 1);
-    if (!name.empty() && name.front() == '/' &&
-        (base == "node" || base == "nodejs" || base.rfind("libnode.so", 0) == 0)) {
+    if ((first && (base == "node" || base == "nodejs")) || base.rfind("libnode.so", 0) == 0) {
       return "node";
     }
+    first = false;
   }
   return "";
 }
@@ -166,6 +165,7 @@ std::vector<mount_entry> parse_mountinfo(std::string_view text) {
     const auto dash = std::find(w.begin(), w.end(), "-");
     if (w.size() < 5 || dash == w.end() || w.end() - dash < 4 || dash - w.begin() < 6) continue;
     mount_entry m;
+    m.device = std::string(w[2]);
     m.point = unescape(w[4]);
     m.fstype = std::string(dash[1]);
     if (m.fstype == "tmpfs") {
@@ -179,8 +179,38 @@ std::vector<mount_entry> parse_mountinfo(std::string_view text) {
   return out;
 }
 
+std::vector<std::size_t> thread_heap_candidates(const std::vector<mapping_info>& mappings) {
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < mappings.size(); ++i) {
+    const mapping_info& m = mappings[i];
+    if (m.permissions != "rw-p" || !is_plain_anonymous(m) || m.start % heap_max != 0) continue;
+    if (m.size() == heap_max) {
+      out.push_back(i);
+    } else if (m.size() < heap_max && i + 1 < mappings.size()) {
+      const mapping_info& rest = mappings[i + 1];
+      if (rest.start == m.end && rest.permissions == "---p" && is_plain_anonymous(rest) &&
+          m.size() + rest.size() == heap_max) {
+        out.push_back(i);
+      }
+    }
+  }
+  return out;
+}
+
+bool is_heap_info(const std::uint64_t (&words)[4], std::uintptr_t start, std::size_t rw_bytes,
+                  std::size_t page_bytes) noexcept {
+  const std::uint64_t ar_ptr = words[0], prev = words[1], size = words[2], mprotect = words[3];
+  if (size == 0 || size > mprotect || mprotect > heap_max || page_bytes == 0) return false;
+  if ((mprotect + page_bytes - 1) / page_bytes * page_bytes != rw_bytes) return false;
+  // The arena sits right after the heap_info of its first heap.
+  const std::uint64_t in_heap = ar_ptr % heap_max;
+  if (in_heap != 32 && in_heap != 48) return false;
+  if (prev == 0) return ar_ptr - in_heap == start;
+  return prev % heap_max == 0 && prev != start && ar_ptr - in_heap != start;
+}
+
 std::vector<std::size_t> chunk_candidates(const std::vector<mapping_info>& mappings) {
-  const std::vector<bool> arena = thread_arena_parts(mappings);
+  const std::vector<bool> arena = thread_arena_parts(mappings, chunk_headers{});
   std::vector<std::size_t> out;
   for (std::size_t i = 0; i < mappings.size(); ++i) {
     const mapping_info& m = mappings[i];
@@ -205,7 +235,7 @@ std::size_t mmapped_chunk_span(std::uint64_t prev_size, std::uint64_t size,
 
 std::vector<memory_class_usage> classify_memory(const std::vector<mapping_info>& mappings,
                                                 const class_facts& facts) {
-  const std::vector<bool> arena = thread_arena_parts(mappings);
+  const std::vector<bool> arena = thread_arena_parts(mappings, facts.chunks);
   const bool glibc = mallocs_with_glibc(facts.allocator);
   const std::string runtime = runtime_of(mappings, facts.runtime);
   std::vector<memory_class_usage> classes;
@@ -225,11 +255,13 @@ std::vector<memory_class_usage> classify_memory(const std::vector<mapping_info>&
         [](const chunk_mapping& c, std::uintptr_t start) { return c.start < start; });
     return at != list.end() && at->start == m.start ? &*at : nullptr;
   };
+  std::size_t split_records = 0;
   for (std::size_t i = 0; i < mappings.size(); ++i) {
     const mapping_info& m = mappings[i];
     const std::string_view name = m.name;
     std::string mount, mount_huge;
     memory_class kind = memory_class::anonymous_mmap;
+    const chunk_mapping* chunks = nullptr;
     if (m.is_hugetlb()) {
       kind = memory_class::hugetlb;
     } else if (is_internal_shmem(m)) {
@@ -254,44 +286,82 @@ std::vector<memory_class_usage> classify_memory(const std::vector<mapping_info>&
       kind = memory_class::glibc_main_arena;
     } else if (glibc && (arena[i] || name.rfind("[anon: glibc: malloc arena]", 0) == 0)) {
       kind = memory_class::glibc_thread_arenas;
-    } else if (glibc && (name == "[anon: glibc: malloc]" || chunks_of(m) != nullptr)) {
+    } else if (glibc && name == "[anon: glibc: malloc]") {
       kind = memory_class::glibc_mmapped_chunks;
     } else if (!glibc && name == "[heap]") {
       kind = memory_class::allocator_arenas;
-    } else if (!runtime.empty()) {
-      kind = memory_class::runtime_heap;
-    } else if (!glibc) {
-      kind = memory_class::allocator_arenas;
+    } else {
+      if (glibc) chunks = chunks_of(m);
+      kind = !runtime.empty() ? memory_class::runtime_heap
+             : !glibc         ? memory_class::allocator_arenas
+                              : memory_class::anonymous_mmap;
     }
-    memory_class_usage& c = usage(kind, mount);
     const std::size_t hugetlb = m.private_hugetlb + m.shared_hugetlb;
     // Rss leaves hugetlb pages out; both are added so the classes sum to Rss plus hugetlb.
     const std::size_t resident = m.rss + (m.is_hugetlb() ? hugetlb : 0);
-    c.resident += resident;
-    c.huge += m.is_hugetlb() ? hugetlb : m.anon_huge + m.shmem_huge + m.file_huge;
-    c.mappings += 1;
-    if (m.advised_huge()) c.advised += resident;
-    const chunk_mapping* chunks =
-        kind == memory_class::glibc_mmapped_chunks ? chunks_of(m) : nullptr;
-    if (chunks != nullptr && chunks->chunks.size() > 1) {
-      std::size_t small = 0;
+    const std::size_t huge = m.is_hugetlb() ? hugetlb : m.anon_huge + m.shmem_huge + m.file_huge;
+    // The bytes of the record in glibc chunks, and of them in chunks under the PMD size.
+    std::size_t chunk_bytes = kind == memory_class::glibc_mmapped_chunks ? m.size() : 0;
+    std::size_t small_chunk_bytes = 0;
+    if (chunks != nullptr) {
+      chunk_bytes = 0;
       for (const std::size_t bytes : chunks->chunks) {
-        if (bytes < facts.thp_page_bytes) small += bytes;
+        chunk_bytes += bytes;
+        if (bytes < facts.thp_page_bytes) small_chunk_bytes += bytes;
       }
-      c.in_small_mappings +=
-          static_cast<std::size_t>(static_cast<double>(resident) * static_cast<double>(small) /
-                                   static_cast<double>(m.size()));
-    } else if (m.size() < facts.thp_page_bytes) {
-      c.in_small_mappings += resident;
+      chunk_bytes = std::min(chunk_bytes, m.size());
+      small_chunk_bytes = std::min(small_chunk_bytes, chunk_bytes);
+    } else if (kind == memory_class::glibc_mmapped_chunks && m.size() < facts.thp_page_bytes) {
+      small_chunk_bytes = m.size();
     }
-    c.largest_mapping = std::max(c.largest_mapping, m.size());
-    if (kind == memory_class::tmpfs_file) c.mount_huge = mount_huge;
+    // smaps counts per record: a record only partly chunks shares its bytes out by size.
+    const auto share = [&](std::size_t bytes, std::size_t part) {
+      return static_cast<std::size_t>(static_cast<double>(bytes) * static_cast<double>(part) /
+                                      static_cast<double>(m.size()));
+    };
+    const std::size_t advised = m.advised_huge() ? resident : 0;
+    const std::size_t small = m.size() < facts.thp_page_bytes ? resident : 0;
+    const auto add = [&](memory_class as, std::size_t part) {
+      memory_class_usage& c = usage(as, mount);
+      const bool whole = part == m.size();
+      c.resident += whole ? resident : share(resident, part);
+      c.huge += whole ? huge : share(huge, part);
+      c.advised += whole ? advised : share(advised, part);
+      c.in_small_mappings += whole ? small : share(small, part);
+      c.mappings += 1;
+      c.largest_mapping = std::max(c.largest_mapping, m.size());
+      if (as == memory_class::tmpfs_file) c.mount_huge = mount_huge;
+      return &c;
+    };
+    if (chunk_bytes == 0) {
+      add(kind, m.size());
+    } else {
+      memory_class_usage* c = add(memory_class::glibc_mmapped_chunks, chunk_bytes);
+      c->in_small_chunks += share(resident, small_chunk_bytes);
+      if (chunk_bytes < m.size()) {
+        // The rest gets what the chunk part did not, so the classes still sum to Rss.
+        memory_class_usage& rest = usage(kind, mount);
+        rest.resident += resident - share(resident, chunk_bytes);
+        rest.huge += huge - share(huge, chunk_bytes);
+        rest.advised += advised - share(advised, chunk_bytes);
+        rest.in_small_mappings += small - share(small, chunk_bytes);
+        rest.mappings += 1;
+        rest.largest_mapping = std::max(rest.largest_mapping, m.size());
+        ++split_records;
+      }
+    }
   }
   for (memory_class_usage& c : classes) {
     switch (c.kind) {
       case memory_class::glibc_main_arena: c.evidence = "[heap]"; break;
-      case memory_class::glibc_thread_arenas: c.evidence = "64 MiB-aligned heaps"; break;
-      case memory_class::glibc_mmapped_chunks: c.evidence = "chunk headers"; break;
+      case memory_class::glibc_thread_arenas:
+        c.evidence = facts.chunks.heaps_read ? "64 MiB-aligned heaps, heap_info"
+                                             : "64 MiB heaps, heap_info unchecked";
+        break;
+      case memory_class::glibc_mmapped_chunks:
+        // A record only partly chunks: its Rss is shared out by size, an estimate.
+        c.evidence = split_records == 0 ? "chunk headers" : "chunk headers, by size";
+        break;
       case memory_class::allocator_arenas: c.evidence = "malloc is " + facts.allocator; break;
       case memory_class::runtime_heap: c.evidence = "runtime " + runtime; break;
       case memory_class::anonymous_mmap:
@@ -306,6 +376,19 @@ std::vector<memory_class_usage> classify_memory(const std::vector<mapping_info>&
       case memory_class::shared_anonymous: c.evidence = "memfd, SysV, MAP_SHARED"; break;
       case memory_class::tmpfs_file:
         c.evidence = facts.mounts ? "tmpfs mount (mountinfo)" : "path under /dev/shm";
+        if (facts.mounts) {
+          std::string device;  // of the later mount on the point, the one that is seen
+          for (const mount_entry& m : *facts.mounts) {
+            if (m.point == c.mount) device = m.device;
+          }
+          for (const mount_entry& m : *facts.mounts) {
+            if (!device.empty() && m.device == device && m.point != c.mount &&
+                std::find(c.same_superblock.begin(), c.same_superblock.end(), m.point) ==
+                    c.same_superblock.end()) {
+              c.same_superblock.push_back(m.point);
+            }
+          }
+        }
         break;
       case memory_class::hugetlb: c.evidence = "KernelPageSize"; break;
       case memory_class::file: c.evidence = "page cache"; break;

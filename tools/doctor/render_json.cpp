@@ -216,10 +216,13 @@ std::string json_process(const process_report& p, const system_report& s,
                      .set("mappings", c.mappings)
                      .set("advised_bytes", c.advised)
                      .set("small_mapping_bytes", c.in_small_mappings)
+                     .set("small_chunk_bytes", c.in_small_chunks)
                      .set("largest_mapping_bytes", c.largest_mapping)
                      .set("evidence", c.evidence);
     if (c.kind == memory_class::tmpfs_file)
-      entry.set("mount", c.mount).set("mount_huge", c.mount_huge);
+      entry.set("mount", c.mount)
+          .set("mount_huge", c.mount_huge)
+          .set("same_superblock", strings(c.same_superblock));
     classes.push(entry);
   }
   json settings = json::object();

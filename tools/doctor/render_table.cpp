@@ -261,9 +261,11 @@ std::string render_process(const process_report& p, const system_report& s,
       if (c.kind == memory_class::tmpfs_file) {
         note = printable(c.mount) + " huge=" + printable(c.mount_huge);
       } else if (c.kind == memory_class::glibc_mmapped_chunks &&
-                 c.in_small_mappings * 2 > c.resident) {
-        // Most bytes in chunks smaller than a THP: nothing that advises whole chunks helps.
-        note = "chunks under " + format_bytes(s.thp_bytes) + ", " + note;
+                 c.in_small_chunks * 2 > c.resident) {
+        // Most bytes in chunks smaller than a THP: nothing that advises whole chunks helps. That
+        // takes the place of "chunk headers" (the evidence's start), so the row fits 100 columns.
+        note =
+            "chunks under " + format_bytes(s.thp_bytes) + note.substr(std::min(note.size(), 13ul));
       }
       out += fmt::format("  {:<21} {:>11} {:>7} {:>8} {:>11}  {}\n", name_of(c.kind),
                          format_bytes(c.resident), percent(c.huge_fraction()), c.mappings,

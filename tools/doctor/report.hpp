@@ -260,15 +260,21 @@ struct memory_class_usage {
   std::size_t huge = 0;      ///< of them on huge pages (PMD-mapped THP or hugetlb)
   std::size_t mappings = 0;  ///< smaps records in the class
   std::size_t advised = 0;   ///< resident bytes in MADV_HUGEPAGE mappings
-  /// Resident bytes in mappings smaller than the PMD THP size: no setting that advises whole
-  /// mappings (glibc.malloc.hugetlb=1 advises a chunk only from 2 MiB up) makes these huge.
-  /// For glibc's mmapped chunks, per chunk: a record of merged chunks shares its resident bytes
-  /// out by their sizes.
+  /// Resident bytes in smaps records (VMAs) smaller than the PMD THP size: neither THP
+  /// enabled=always nor MADV_COLLAPSE makes these huge. Chunks the kernel merged into one larger
+  /// record are not counted here.
   std::size_t in_small_mappings = 0;
+  /// glibc_mmapped_chunks: resident bytes in chunks smaller than the PMD THP size, a record's
+  /// resident bytes shared out by chunk size: glibc.malloc.hugetlb=1 advises a chunk only when
+  /// it maps it, and only from that size up, so it never reaches these.
+  std::size_t in_small_chunks = 0;
   std::size_t largest_mapping = 0;  ///< size of the class's largest mapping
   std::string evidence;  ///< how the class was told ("chunk headers", "64 MiB-aligned heaps", ...)
   std::string mount;     ///< tmpfs_file: the mount point
   std::string mount_huge;  ///< tmpfs_file: the mount's huge= option ("never" when absent)
+  /// tmpfs_file: the other mount points of the mount's superblock (a bind mount of it, or the
+  /// mount it binds): a remount through any of them changes huge= for all.
+  std::vector<std::string> same_superblock;
   double huge_fraction() const noexcept {
     return resident == 0
                ? 0.0
@@ -296,6 +302,7 @@ thp_disabler thp_disabler_of(std::optional<bool> thp_enabled,
 /// One mount of a process's mount namespace (/proc/PID/mountinfo).
 struct mount_entry {
   std::string point;   ///< mount point, escapes decoded
+  std::string device;  ///< major:minor of its superblock: bind mounts of one share it
   std::string fstype;  ///< "tmpfs", "ext4", ...
   std::string huge;    ///< tmpfs: the huge= super option, "never" when absent; else ""
 };
@@ -304,7 +311,9 @@ struct mount_entry {
 /// Pure.
 std::vector<mount_entry> parse_mountinfo(std::string_view text);
 
-/// A mapping made of glibc mmapped chunks: the kernel merges adjacent ones into one record.
+/// A mapping holding glibc mmapped chunks: the kernel merges adjacent ones into one record, and
+/// with a neighbouring anonymous mapping (ld.so's below libc), so the chunks may fill only part
+/// of it.
 struct chunk_mapping {
   std::uintptr_t start = 0;
   std::vector<std::size_t> chunks;  ///< each chunk's bytes, in address order
@@ -316,6 +325,10 @@ struct chunk_headers {
   bool read = false;                    ///< false: nothing was read; `evidence` says why
   std::string evidence;                 ///< why not read, or how many candidates were left unread
   std::vector<chunk_mapping> mappings;  ///< ascending start
+  /// The 64 MiB-aligned blocks laid out as glibc thread heaps whose heap_info header was read
+  /// too (false for stored files, or where reading failed: the layout alone then decides).
+  bool heaps_read = false;
+  std::vector<std::uintptr_t> heaps;  ///< of them, the starts whose heap_info checks out
 };
 
 /// Whether a process whose allocator_guess names `allocator` mallocs with glibc: anything but
@@ -335,6 +348,19 @@ struct class_facts {
 /// unnamed rw-p, at least 128 KiB, something resident, not part of a thread arena. Indexes into
 /// `mappings`. Pure.
 std::vector<std::size_t> chunk_candidates(const std::vector<mapping_info>& mappings);
+
+/// The mappings laid out as glibc thread heaps: a 64 MiB reservation on a 64 MiB boundary, its
+/// used part rw-p and the rest ---p right after it, or all of it rw-p. Indexes of the rw-p parts
+/// into `mappings`. Pure.
+std::vector<std::size_t> thread_heap_candidates(const std::vector<mapping_info>& mappings);
+
+/// Whether the first words of a thread heap candidate starting at `start` with `rw_bytes` rw-p
+/// are glibc's heap_info { ar_ptr, prev, size, mprotect_size }: mprotect_size is the rw-p part
+/// (page-rounded), 0 < size <= mprotect_size, and the arena lies right after the heap_info of
+/// its first heap (32 bytes before glibc 2.35, 48 since): at `start` when prev is null, else in
+/// another 64 MiB-aligned heap with prev pointing at one. Pure.
+bool is_heap_info(const std::uint64_t (&words)[4], std::uintptr_t start, std::size_t rw_bytes,
+                  std::size_t page_bytes) noexcept;
 
 /// The bytes the glibc chunk whose header holds `prev_size` and `size` spans from the start of
 /// its mapping (prev_size + size without the flag bits), or 0 when it is no mmapped chunk

@@ -153,7 +153,10 @@ runtime_report detect_runtime(const std::vector<std::string>& paths, std::string
       if (r.asks_for_huge) r.settings.emplace_back("-L");
       break;
     }
-    if (base == "node" || base == "nodejs" || starts_with(base, "libnode.so")) {
+    // Node by its executable (the first file mapped, lowest address) or libnode: any other file
+    // may be called node.
+    if (((base == "node" || base == "nodejs") && &path == &paths.front()) ||
+        starts_with(base, "libnode.so")) {
       r.kind = "node";
       r.file = path;
       r.evidence = (base == "node" || base == "nodejs" ? "executable " : "") + path;

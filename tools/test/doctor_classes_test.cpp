@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <csignal>
 #include <cstddef>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -102,11 +103,20 @@ TEST(DoctorClasses, ThreadArenaIsA64MiBReservationOnA64MiBBoundary) {
   EXPECT_EQ(arenas->resident, 11 * mib);
   EXPECT_EQ(arenas->mappings, 3u);
   EXPECT_EQ(arenas->largest_mapping, 64 * mib);
-  EXPECT_EQ(arenas->evidence, "64 MiB-aligned heaps");
+  EXPECT_EQ(arenas->evidence, "64 MiB heaps, heap_info unchecked");  // stored files
   const auto* other = find(classes, memory_class::anonymous_mmap);
   ASSERT_NE(other, nullptr);
   EXPECT_EQ(other->resident, 7 * mib);
   EXPECT_EQ(other->mappings, 3u);
+  // With the heap_info headers read: only a heap whose header checks out is glibc's.
+  hd::class_facts read = glibc_facts();
+  read.chunks.read = read.chunks.heaps_read = true;
+  read.chunks.heaps = {base + 64 * mib};
+  const auto checked = hd::classify_memory(maps, read);
+  EXPECT_EQ(resident_of(checked, memory_class::glibc_thread_arenas), 3 * mib);
+  EXPECT_EQ(evidence_of(checked, memory_class::glibc_thread_arenas),
+            "64 MiB-aligned heaps, heap_info");
+  EXPECT_EQ(resident_of(checked, memory_class::anonymous_mmap), 15 * mib);
   // Another malloc's 64 MiB-aligned mappings are its own, not glibc arenas.
   hd::class_facts jemalloc;
   jemalloc.allocator = "jemalloc";
@@ -115,6 +125,37 @@ TEST(DoctorClasses, ThreadArenaIsA64MiBReservationOnA64MiBBoundary) {
   ASSERT_NE(find(theirs, memory_class::allocator_arenas), nullptr);
   EXPECT_EQ(resident_of(theirs, memory_class::allocator_arenas), 18 * mib);
   EXPECT_EQ(evidence_of(theirs, memory_class::allocator_arenas), "malloc is jemalloc");
+}
+
+// heap_info as glibc 2.36 wrote it in a program whose three threads each filled two heaps.
+TEST(DoctorClasses, HeapInfoHeader) {
+  constexpr std::uintptr_t first = 0x7f4f8c000000, second = 0x7f4f74000000;
+  std::uint64_t arena_head[4] = {first + 48, 0, 64 * mib, 64 * mib};
+  EXPECT_TRUE(hd::is_heap_info(arena_head, first, 64 * mib, page));
+  std::uint64_t later[4] = {first + 48, first, 0x1935000, 0x1935000};
+  EXPECT_TRUE(hd::is_heap_info(later, second, 0x1935000, page));
+  std::uint64_t old_glibc[4] = {first + 32, 0, 8 * mib, 8 * mib};  // before 2.35: 32 bytes
+  EXPECT_TRUE(hd::is_heap_info(old_glibc, first, 8 * mib, page));
+  std::uint64_t shrunk[4] = {first + 48, 0, 4 * mib, 8 * mib};  // size below mprotect_size
+  EXPECT_TRUE(hd::is_heap_info(shrunk, first, 8 * mib, page));
+
+  std::uint64_t zeros[4] = {0, 0, 0, 0};
+  EXPECT_FALSE(hd::is_heap_info(zeros, first, 64 * mib - page, page));
+  std::uint64_t ones[4];
+  std::memset(ones, 1, sizeof ones);
+  EXPECT_FALSE(hd::is_heap_info(ones, first, 64 * mib - page, page));
+  std::uint64_t other_rw[4] = {first + 48, 0, 8 * mib, 8 * mib};  // rw-p part is not 8 MiB
+  EXPECT_FALSE(hd::is_heap_info(other_rw, first, 64 * mib - page, page));
+  std::uint64_t too_big[4] = {first + 48, 0, 9 * mib, 8 * mib};  // size over mprotect_size
+  EXPECT_FALSE(hd::is_heap_info(too_big, first, 8 * mib, page));
+  std::uint64_t elsewhere[4] = {second + 48, 0, 8 * mib, 8 * mib};  // first heap, arena not here
+  EXPECT_FALSE(hd::is_heap_info(elsewhere, first, 8 * mib, page));
+  std::uint64_t off[4] = {first + 64, first, 8 * mib, 8 * mib};  // not right after a heap_info
+  EXPECT_FALSE(hd::is_heap_info(off, second, 8 * mib, page));
+  std::uint64_t self[4] = {second + 48, first, 8 * mib, 8 * mib};  // a later heap's own arena
+  EXPECT_FALSE(hd::is_heap_info(self, second, 8 * mib, page));
+  std::uint64_t prev_off[4] = {first + 48, first + page, 8 * mib, 8 * mib};
+  EXPECT_FALSE(hd::is_heap_info(prev_off, second, 8 * mib, page));
 }
 
 TEST(DoctorClasses, HeapStackAndChunksByAllocatorAndRuntime) {
@@ -134,6 +175,7 @@ TEST(DoctorClasses, HeapStackAndChunksByAllocatorAndRuntime) {
   ASSERT_NE(chunks, nullptr);
   EXPECT_EQ(chunks->resident, 1024 * kib);
   EXPECT_EQ(chunks->in_small_mappings, 1024 * kib);
+  EXPECT_EQ(chunks->in_small_chunks, 1024 * kib);
   EXPECT_EQ(chunks->evidence, "chunk headers");
   EXPECT_EQ(resident_of(classes, memory_class::anonymous_mmap), 3 * mib + 12 * kib);
 
@@ -163,6 +205,23 @@ TEST(DoctorClasses, HeapStackAndChunksByAllocatorAndRuntime) {
   EXPECT_EQ(evidence_of(classes, memory_class::runtime_heap), "runtime node");
   EXPECT_EQ(resident_of(classes, memory_class::file), 30 * mib);
 
+  // A file called node that a program maps is no Node: only its executable, the first file
+  // mapped, or libnode.so is.
+  std::vector<mapping_info> named = maps;
+  named.insert(named.begin(), mapping(0x40000000, 1 * mib, "r-xp", "/usr/bin/prog", 1 * mib));
+  named.push_back(mapping(0x7f9000000000, 4 * kib, "r--p", "/tmp/x/node", 4 * kib));
+  hd::class_facts said_node = glibc_facts();
+  said_node.runtime = "node";  // as runtime detection said before it looked at the executable
+  classes = hd::classify_memory(named, said_node);
+  EXPECT_EQ(find(classes, memory_class::runtime_heap), nullptr);
+  EXPECT_EQ(resident_of(classes, memory_class::anonymous_mmap), 4 * mib + 12 * kib);
+  const std::vector<std::string> paths = {"/usr/bin/prog", "/usr/lib/libc.so.6", "/tmp/x/node"};
+  EXPECT_EQ(hd::detect_runtime(paths, "", {}).kind, "");
+  EXPECT_EQ(hd::detect_runtime({"/usr/bin/node", "/usr/lib/libc.so.6"}, "", {}).kind, "node");
+  named.push_back(mapping(0x7fa000000000, 4 * mib, "r-xp", "/usr/lib/libnode.so.108", 4 * mib));
+  classes = hd::classify_memory(named, glibc_facts());
+  EXPECT_EQ(resident_of(classes, memory_class::runtime_heap), 4 * mib);
+
   // mimalloc: [heap] and every private anonymous mapping but stacks are its own.
   hd::class_facts mi;
   mi.allocator = "mimalloc";
@@ -182,8 +241,51 @@ TEST(DoctorClasses, MergedChunksShareTheirSmallBytesOutBySize) {
   const auto classes = hd::classify_memory(maps, f);
   const auto* chunks = find(classes, memory_class::glibc_mmapped_chunks);
   ASSERT_NE(chunks, nullptr);
-  EXPECT_EQ(chunks->in_small_mappings, 2 * mib);  // the 2 MiB chunk is a THP's size: not small
+  EXPECT_EQ(chunks->in_small_chunks, 2 * mib);  // the 2 MiB chunk is a THP's size: not small
+  // One 8 MiB record: THP always or a collapse reaches all of it, small chunks or not.
+  EXPECT_EQ(chunks->in_small_mappings, 0u);
   EXPECT_EQ(chunks->mappings, 1u);
+  EXPECT_EQ(chunks->evidence, "chunk headers");
+}
+
+// The kernel merges a chunk with any anonymous neighbour of its flags (ld.so's small mapping
+// below libc, the program's own mmap): the chunks fill part of the record, whose bytes are shared
+// out by size, the rest going where it would without chunks.
+TEST(DoctorClasses, ChunksInPartOfARecordShareItBySize) {
+  mapping_info merged = mapping(base, 4 * mib + 64 * kib, "rw-p", "", 4 * mib + 64 * kib);
+  merged.anon_huge = 2 * mib + 32 * kib;  // not a real count: only to see it shared out
+  const std::vector<mapping_info> maps = {
+      merged, mapping(base + 100 * mib, 1 * mib, "rw-p", "", 1 * mib),  // the program's own, small
+  };
+  hd::class_facts f = glibc_facts();
+  f.chunks.read = true;
+  f.chunks.mappings = {{base, {1 * mib, 3 * mib}}};  // 64 KiB of the record is no chunk
+  auto classes = hd::classify_memory(maps, f);
+  const auto* chunks = find(classes, memory_class::glibc_mmapped_chunks);
+  ASSERT_NE(chunks, nullptr);
+  EXPECT_EQ(chunks->resident, 4 * mib);
+  EXPECT_EQ(chunks->huge, 2 * mib);
+  EXPECT_EQ(chunks->in_small_chunks, 1 * mib);
+  EXPECT_EQ(chunks->in_small_mappings, 0u);
+  EXPECT_EQ(chunks->mappings, 1u);
+  EXPECT_EQ(chunks->evidence, "chunk headers, by size");
+  const auto* other = find(classes, memory_class::anonymous_mmap);
+  ASSERT_NE(other, nullptr);
+  EXPECT_EQ(other->resident, 1 * mib + 64 * kib);
+  EXPECT_EQ(other->huge, 32 * kib);
+  EXPECT_EQ(other->in_small_mappings, 1 * mib);
+  EXPECT_EQ(other->in_small_chunks, 0u);
+  EXPECT_EQ(other->mappings, 2u);
+  EXPECT_EQ(resident_sum(classes), 5 * mib + 64 * kib);
+
+  // Node: glibc's chunks beside V8's memory; the rest is the runtime's.
+  std::vector<mapping_info> node = maps;
+  node.insert(node.begin(), mapping(0x400000, 4 * kib, "r-xp", "/usr/bin/node", 0));
+  f.runtime = "node";
+  classes = hd::classify_memory(node, f);
+  EXPECT_EQ(resident_of(classes, memory_class::glibc_mmapped_chunks), 4 * mib);
+  EXPECT_EQ(resident_of(classes, memory_class::runtime_heap), 1 * mib + 64 * kib);
+  EXPECT_EQ(resident_sum(classes), 5 * mib + 64 * kib);
 }
 
 TEST(DoctorClasses, ChunkHeaderAndCandidates) {
@@ -224,9 +326,11 @@ TEST(DoctorClasses, SharedMemoryAndTmpfsMounts) {
       "26 22 0:25 / /run rw,nosuid - tmpfs tmpfs rw,mode=755\n"
       "27 22 0:26 / /mnt rw - tmpfs tmpfs rw,huge=always\n"
       "28 27 254:1 / /mnt/disk rw - ext4 /dev/vdb rw\n"
-      "29 22 0:27 / /srv/my\\040data rw - tmpfs tmpfs rw,huge=advise\n";
+      "29 22 0:27 / /srv/my\\040data rw - tmpfs tmpfs rw,huge=advise\n"
+      "30 27 0:24 / /mnt/shm rw - tmpfs tmpfs rw,size=8192k,huge=within_size\n";
   const auto mounts = hd::parse_mountinfo(mountinfo);
-  ASSERT_EQ(mounts.size(), 8u);
+  ASSERT_EQ(mounts.size(), 9u);
+  EXPECT_EQ(mounts[8].device, "0:24");
   EXPECT_EQ(mounts[0].fstype, "ext4");
   EXPECT_EQ(mounts[0].huge, "");
   EXPECT_EQ(mounts[2].huge, "never");  // tmpfs without huge=: its default
@@ -259,6 +363,11 @@ TEST(DoctorClasses, SharedMemoryAndTmpfsMounts) {
   ASSERT_NE(find(classes, memory_class::tmpfs_file, "/mnt"), nullptr);
   EXPECT_EQ(resident_of(classes, memory_class::tmpfs_file, "/mnt"), 32 * kib);
   EXPECT_EQ(mount_huge_of(classes, memory_class::tmpfs_file, "/mnt"), "always");
+  // /mnt/shm binds the /dev/shm tmpfs (0:24, the later mount on /dev/shm): one superblock, so a
+  // remount through either changes huge= for both.
+  ASSERT_NE(shm, nullptr);
+  EXPECT_EQ(shm->same_superblock, std::vector<std::string>{"/mnt/shm"});
+  EXPECT_TRUE(find(classes, memory_class::tmpfs_file, "/run")->same_superblock.empty());
   ASSERT_NE(find(classes, memory_class::tmpfs_file, "/srv/my data"), nullptr);
   EXPECT_EQ(resident_of(classes, memory_class::file), 3 * mib);
   const auto* shared = find(classes, memory_class::shared_anonymous);
@@ -417,10 +526,28 @@ TEST(DoctorClassesLive, GlibcChunksAreToldByTheirHeaders) {
   EXPECT_GE(bytes_of(chunks), 24 * mib);
   EXPECT_LE(bytes_of(chunks), 24 * mib + 12 * page);
   // The eight 1 MiB chunks are under the THP size, the four 4 MiB ones not.
-  EXPECT_NEAR(static_cast<double>(bytes_of(chunks, "small_mapping_bytes")), 8.0 * mib, 16.0 * page);
-  EXPECT_EQ(chunks->at("evidence"), "chunk headers");
+  EXPECT_NEAR(static_cast<double>(bytes_of(chunks, "small_chunk_bytes")), 8.0 * mib, 16.0 * page);
   EXPECT_FALSE(chunks->contains("mount"));
   EXPECT_LT(bytes_of(json_class(p, "anonymous_mmap")), 1 * mib);
+}
+
+// Chunks the kernel merged with anonymous neighbours, one below the lowest chunk (the headers
+// start past a piece that is none) and one above the highest: still chunks, the neighbours not.
+TEST(DoctorClassesLive, ChunksMergedWithNeighboursAreFound) {
+  if (hugepage::test::under_asan()) GTEST_SKIP() << asan_malloc;
+  target t({"--malloc-chunks", "6", "--chunk-kib", "1024", "--beside-kib", "40"});
+  ASSERT_TRUE(t.ready()) << t.line();
+  const nlohmann::json p = process_json(t.pid());
+  const auto* chunks = json_class(p, "glibc_mmapped_chunks");
+  ASSERT_NE(chunks, nullptr) << p.at("memory_classes").dump(1);
+  EXPECT_GE(bytes_of(chunks), 6 * mib);
+  EXPECT_LE(bytes_of(chunks), 6 * mib + 12 * page);
+  EXPECT_EQ(chunks->at("evidence"), "chunk headers, by size");
+  // Six 1 MiB chunks in one record over 2 MiB: under the size the tunable advises, not under
+  // the size THP always or a collapse needs.
+  EXPECT_EQ(bytes_of(chunks, "small_chunk_bytes"), bytes_of(chunks));
+  EXPECT_EQ(bytes_of(chunks, "small_mapping_bytes"), 0u);
+  EXPECT_GE(bytes_of(json_class(p, "anonymous_mmap")), 40 * kib);
 }
 
 TEST(DoctorClassesLive, ThreadArenasFromMallocInThreads) {
@@ -434,7 +561,17 @@ TEST(DoctorClassesLive, ThreadArenasFromMallocInThreads) {
   EXPECT_LE(bytes_of(arenas), 24 * mib + 3 * 32 * page);  // each arena's header and top chunk
   EXPECT_EQ(arenas->at("mappings"), 6);                   // a used part and a reserved part each
   EXPECT_LT(arenas->at("largest_mapping_bytes").get<std::size_t>(), 64 * mib);
-  EXPECT_EQ(arenas->at("evidence"), "64 MiB-aligned heaps");
+  EXPECT_EQ(arenas->at("evidence"), "64 MiB-aligned heaps, heap_info");
+}
+
+// A program's own 64 MiB blocks on 64 MiB boundaries with a guard page: glibc's layout, but no
+// heap_info at their start.
+TEST(DoctorClassesLive, AlignedBlocksOfTheProgramAreNoArenas) {
+  target t({"--aligned-blocks", "2"});
+  ASSERT_TRUE(t.ready()) << t.line();
+  const nlohmann::json p = process_json(t.pid());
+  EXPECT_EQ(json_class(p, "glibc_thread_arenas"), nullptr) << p.at("memory_classes").dump(1);
+  EXPECT_GE(bytes_of(json_class(p, "anonymous_mmap")), 4 * mib);
 }
 
 // huge= of the /dev/shm this test sees (the target shares its mounts): read here by hand.
@@ -509,13 +646,15 @@ TEST(DoctorClassesLive, MemfdIsSharedAnonymousDevShmFollowsItsMount) {
 // mount namespace of the target's.
 TEST(DoctorClassesLive, TmpfsOptionComesFromTheTargetsMounts) {
   if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("mounting a tmpfs needs root");
-  target t({"--shm-mount", "huge=within_size,size=16m", "--dev-shm", "2"});
+  target t({"--shm-mount", "huge=within_size,size=16m", "--shm-bind", "/mnt", "--dev-shm", "2"});
   ASSERT_TRUE(t.ready()) << t.line();
   const nlohmann::json p = process_json(t.pid());
   const auto* shm = json_class(p, "tmpfs_file", "/dev/shm");
   ASSERT_NE(shm, nullptr) << p.at("memory_classes").dump(1);
   EXPECT_EQ(shm->at("mount_huge"), "within_size");
   EXPECT_EQ(bytes_of(shm), 2 * mib);
+  // Bound on /mnt too: a remount there changes this /dev/shm.
+  EXPECT_EQ(shm->at("same_superblock"), nlohmann::json::array({"/mnt"}));
 }
 
 TEST(DoctorClassesLive, SmallChunksAreSaidInTheTable) {

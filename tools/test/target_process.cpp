@@ -4,7 +4,8 @@
 //                          [--touch-kib KIB]] [--anon MIB] [--memfd-name NAME] [--comm NAME]
 //                          [--block-1g MIB] [--cgroup DIR] [--malloc-chunks N --chunk-kib KIB]...
 //                          [--threads N --thread-kib KIB] [--memfd MIB] [--dev-shm MIB]
-//                          [--shm-mount OPTIONS] [--thp-disable 1]
+//                          [--shm-mount OPTIONS] [--thp-disable 1] [--beside-kib KIB]
+//                          [--aligned-blocks N] [--shm-bind DIR]
 //
 // Maps MIB of THP through hugepage::thp_allocator and MIB of 2 MiB hugetlb pages through
 // hugepage::huge_page_allocator (touching every page), and/or N separate anonymous mappings of
@@ -22,6 +23,12 @@
 // MIB of a memfd shared, --dev-shm MIB of a POSIX shm file (unlinked at once, so a killed
 // target leaves nothing behind); all touched. --shm-mount mounts a tmpfs with OPTIONS over
 // /dev/shm in a mount namespace of its own first (root), --thp-disable sets PR_SET_THP_DISABLE.
+// --beside-kib maps KIB of anonymous memory (touched) right below the lowest malloc'd chunk and
+// KIB right above the highest where that is free, so the kernel merges them with the chunks into
+// one record, as it merges ld.so's small mapping below libc with the first chunk.
+// --shm-bind binds that /dev/shm on DIR too (one superblock, two mount points).
+// --aligned-blocks maps N blocks of its own laid out as glibc's thread heaps are (64 MiB on a
+// 64 MiB boundary, a PROT_NONE guard page at the end), the first 2 MiB of each touched.
 // Then prints one line
 //   ready thp_bytes=T hugetlb_bytes=H mapped_bytes=M block_start=S block_1g=G block_2m=B
 //         block_thp=P block_base=L
@@ -89,11 +96,12 @@ std::mutex kept_mutex;
 int main(int argc, char** argv) {
   std::size_t thp_mib = 0, hugetlb_mib = 0, mappings = 0, mapping_kib = 0, anon_mib = 0,
               block_mib = 0, touch_kib = SIZE_MAX, chunk_count = 0, threads = 0, thread_kib = 0,
-              memfd_mib = 0, shm_mib = 0;
+              memfd_mib = 0, shm_mib = 0, beside_kib = 0, aligned_blocks = 0;
   std::vector<std::pair<std::size_t, std::size_t>> chunks;  // count, KiB
   const char* memfd_name = nullptr;
   const char* cgroup = nullptr;
   const char* shm_mount = nullptr;
+  const char* shm_bind = nullptr;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::size_t value = std::strtoull(argv[i + 1], nullptr, 10);
     if (std::strcmp(argv[i], "--memfd-name") == 0) {
@@ -129,6 +137,12 @@ int main(int argc, char** argv) {
       memfd_mib = value;
     } else if (std::strcmp(argv[i], "--dev-shm") == 0) {
       shm_mib = value;
+    } else if (std::strcmp(argv[i], "--shm-bind") == 0) {
+      shm_bind = argv[i + 1];
+    } else if (std::strcmp(argv[i], "--aligned-blocks") == 0) {
+      aligned_blocks = value;
+    } else if (std::strcmp(argv[i], "--beside-kib") == 0) {
+      beside_kib = value;
     } else if (std::strcmp(argv[i], "--shm-mount") == 0) {
       shm_mount = argv[i + 1];
     } else if (std::strcmp(argv[i], "--thp-disable") == 0) {
@@ -150,6 +164,10 @@ int main(int argc, char** argv) {
                                ::mount("", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
                                ::mount("tmpfs", "/dev/shm", "tmpfs", 0, shm_mount) != 0)) {
     return fail("tmpfs on /dev/shm: " + std::string(std::strerror(errno)));
+  }
+  if (shm_mount != nullptr && shm_bind != nullptr &&
+      ::mount("/dev/shm", shm_bind, nullptr, MS_BIND, nullptr) != 0) {
+    return fail("bind /dev/shm: " + std::string(std::strerror(errno)));
   }
   std::size_t thp_bytes = 0, hugetlb_bytes = 0, mapped_bytes = 0;
   hugepage::backing_report block;
@@ -212,6 +230,24 @@ int main(int argc, char** argv) {
       touch(p, kib * 1024);
     }
   }
+  if (beside_kib != 0 && !kept.empty()) {
+    // An mmapped chunk's mapping starts at its header (16 bytes before the block) and its size
+    // field holds the mapping's length.
+    std::uintptr_t low = UINTPTR_MAX, high = 0;
+    for (void* p : kept) {
+      const auto* header = static_cast<const std::uint64_t*>(p) - 2;
+      const auto start = reinterpret_cast<std::uintptr_t>(header);
+      low = std::min(low, start);
+      high = std::max(high, start + (header[1] & ~std::uint64_t{7}));
+    }
+    const std::size_t bytes = beside_kib * 1024;
+    for (const std::uintptr_t at : {low - bytes, high}) {
+      void* p = ::mmap(reinterpret_cast<void*>(at), bytes, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+      if (p == MAP_FAILED && at == low - bytes) return fail("mmap below the chunks");
+      if (p != MAP_FAILED) touch(static_cast<char*>(p), bytes);
+    }
+  }
   if (threads != 0) {
     // Every thread allocates before any ends: a thread that found an ended thread's arena free
     // would take it instead of making its own.
@@ -231,6 +267,18 @@ int main(int argc, char** argv) {
       });
     }
     for (auto& t : running) t.join();
+  }
+  for (std::size_t i = 0; i < aligned_blocks; ++i) {
+    constexpr std::size_t block = 64 * mib;
+    char* reserved = static_cast<char*>(
+        ::mmap(nullptr, 2 * block, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (reserved == MAP_FAILED) return fail("mmap: " + std::string(std::strerror(errno)));
+    const auto at = (reinterpret_cast<std::uintptr_t>(reserved) + block - 1) / block * block;
+    char* p = reinterpret_cast<char*>(at);
+    if (p > reserved) ::munmap(reserved, static_cast<std::size_t>(p - reserved));
+    ::munmap(p + block, static_cast<std::size_t>(reserved + 2 * block - (p + block)));
+    ::mprotect(p + block - 4096, 4096, PROT_NONE);
+    touch(p, 2 * mib);
   }
   if (memfd_mib != 0 &&
       !map_shared(::memfd_create("hugepage-doctor-target", MFD_CLOEXEC), memfd_mib)) {
