@@ -68,10 +68,11 @@ reach reach_of(fix_mechanism m, const memory_class_usage& c, const process_repor
             "(glibc.malloc.arena_max=1 moves every thread's allocations into the main arena, "
             "which it does advise, at the price of lock contention between threads)");
       }
-      const std::size_t small = std::min(c.in_small_mappings, c.resident);
+      // Judged per chunk: glibc advises each chunk as it maps it, whatever the kernel merges.
+      const std::size_t small = std::min(c.in_small_chunks, c.resident);
       if (small == 0) return all(c);
       return {c.resident - small,
-              fmt::format("{} of it lies in mappings under {}, which glibc.malloc.hugetlb=1 "
+              fmt::format("{} of it lies in chunks under {}, which glibc.malloc.hugetlb=1 "
                           "never advises (it advises chunks of at least {})",
                           format_bytes(small), format_bytes(thp_bytes), format_bytes(thp_bytes))};
     }
@@ -124,8 +125,8 @@ reach reach_of(fix_mechanism m, const memory_class_usage& c, const process_repor
       if (runtime == "postgres" && c.kind == memory_class::shared_anonymous) return all(c);
       if (runtime == "memcached" && glibc_class(c.kind)) return all(c);  // -L: one block
       if (runtime == "python" && glibc_class(c.kind)) {
-        // numpy advises array buffers of 4 MiB and up.
-        const std::size_t small = std::min(c.in_small_mappings, c.resident);
+        // numpy advises array buffers of 4 MiB and up, each as it allocates it.
+        const std::size_t small = std::min(c.in_small_chunks, c.resident);
         return {c.resident - small, small == 0 ? "" : "numpy advises buffers of 4 MiB and up"};
       }
       return none("no setting of this service reaches it");

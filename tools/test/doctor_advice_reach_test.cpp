@@ -37,8 +37,15 @@ TEST(DoctorReach, TheTable) {
   reach r = reach_of(fix_mechanism::glibc_hugetlb_tunable, chunks, glibc);
   EXPECT_EQ(r.bytes, 0u);
   EXPECT_NE(r.limit.find("under 2 MiB"), std::string::npos) << r.limit;
-  chunks.in_small_mappings = 256 * mib;
+  chunks.in_small_mappings = chunks.in_small_chunks = 256 * mib;
   EXPECT_EQ(reach_of(fix_mechanism::glibc_hugetlb_tunable, chunks, glibc).bytes, 768 * mib);
+  // Chunks under 2 MiB that the kernel merged into larger mappings: the tunable judges each chunk
+  // and never advises them, while a collapse or THP always works on the merged mapping.
+  chunks.in_small_chunks = 1 * gib;
+  chunks.in_small_mappings = 0;
+  EXPECT_EQ(reach_of(fix_mechanism::glibc_hugetlb_tunable, chunks, glibc).bytes, 0u);
+  EXPECT_EQ(reach_of(fix_mechanism::collapse, chunks, glibc).bytes, 1 * gib);
+  EXPECT_EQ(reach_of(fix_mechanism::thp_always, chunks, glibc).bytes, 1 * gib);
   EXPECT_EQ(reach_of(fix_mechanism::glibc_hugetlb_tunable,
                      usage(memory_class::glibc_main_arena, 1 * gib), glibc)
                 .bytes,

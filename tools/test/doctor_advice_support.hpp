@@ -105,7 +105,8 @@ inline process_report big_process(const std::string& allocator,
 }
 
 // One class of a process's memory: `resident` bytes of which `huge` on huge pages, all in
-// mappings of at least 2 MiB unless `small` says otherwise.
+// mappings of at least 2 MiB unless `small` says otherwise (for glibc's chunks: chunks under 2 MiB,
+// each its own mapping).
 inline memory_class_usage usage(memory_class kind, std::size_t resident, std::size_t huge = 0,
                                 std::size_t small = 0, std::size_t advised = 0) {
   memory_class_usage c;
@@ -115,6 +116,7 @@ inline memory_class_usage usage(memory_class kind, std::size_t resident, std::si
   c.mappings = 1;
   c.advised = advised;
   c.in_small_mappings = small;
+  if (kind == memory_class::glibc_mmapped_chunks) c.in_small_chunks = small;
   c.largest_mapping = resident;
   return c;
 }

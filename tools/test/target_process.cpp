@@ -269,15 +269,16 @@ int main(int argc, char** argv) {
     for (auto& t : running) t.join();
   }
   for (std::size_t i = 0; i < aligned_blocks; ++i) {
-    constexpr std::size_t block = 64 * mib;
+    constexpr std::size_t heap_span = 64 * mib;
     char* reserved = static_cast<char*>(
-        ::mmap(nullptr, 2 * block, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+        ::mmap(nullptr, 2 * heap_span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     if (reserved == MAP_FAILED) return fail("mmap: " + std::string(std::strerror(errno)));
-    const auto at = (reinterpret_cast<std::uintptr_t>(reserved) + block - 1) / block * block;
+    const auto at =
+        (reinterpret_cast<std::uintptr_t>(reserved) + heap_span - 1) / heap_span * heap_span;
     char* p = reinterpret_cast<char*>(at);
     if (p > reserved) ::munmap(reserved, static_cast<std::size_t>(p - reserved));
-    ::munmap(p + block, static_cast<std::size_t>(reserved + 2 * block - (p + block)));
-    ::mprotect(p + block - 4096, 4096, PROT_NONE);
+    ::munmap(p + heap_span, static_cast<std::size_t>(reserved + 2 * heap_span - (p + heap_span)));
+    ::mprotect(p + heap_span - 4096, 4096, PROT_NONE);
     touch(p, 2 * mib);
   }
   if (memfd_mib != 0 &&
