@@ -29,15 +29,29 @@ std::size_t default_hugetlb_page(const system_report& s) {
   return s.pools.empty() ? s.thp_bytes : s.pools.front().page_bytes;
 }
 
-// The size of the mapping a database's buffer pool is: the largest private anonymous mapping
-// among those with the most resident bytes (MariaDB also reserves terabytes of address space it
-// never touches), else of the classes.
-std::size_t largest_private_mapping(const process_report& p) {
-  std::size_t largest = 0;
+// The mapping a database's buffer pool is: the largest private anonymous mapping among those
+// with the most resident bytes (MariaDB also reserves terabytes of address space it never
+// touches); nullptr when none is listed.
+const anon_mapping* buffer_pool_mapping(const process_report& p) {
+  const anon_mapping* pool = nullptr;
   for (const anon_mapping& m : p.largest) {
-    if (!m.shared && m.resident > 0) largest = std::max(largest, m.size);
+    if (!m.shared && m.resident > 0 && (pool == nullptr || m.size > pool->size)) pool = &m;
   }
-  if (largest > 0) return largest;
+  return pool;
+}
+
+// Whether the buffer pool is on base pages. Another hugetlb mapping of the server (MariaDB maps
+// a smaller one for its log buffer) says nothing about the buffer pool's.
+bool buffer_pool_on_base_pages(const process_report& p, const system_report& s) {
+  const anon_mapping* pool = buffer_pool_mapping(p);
+  if (pool == nullptr) return p.hugetlb_total() == 0;
+  return pool->kernel_page_bytes <= s.base_page_bytes;
+}
+
+// The size of the buffer pool's mapping, else the largest of the classes.
+std::size_t largest_private_mapping(const process_report& p) {
+  if (const anon_mapping* pool = buffer_pool_mapping(p)) return pool->size;
+  std::size_t largest = 0;
   for (const memory_class_usage& c : p.classes) {
     if (c.kind == memory_class::anonymous_mmap || c.kind == memory_class::runtime_heap) {
       largest = std::max(largest, c.largest_mapping);
@@ -71,7 +85,7 @@ advice mariadb_large_pages(const process_report& p, const system_report& s) {
                     missing > 0
                         ? fmt::format(", {} short: grow the pool by {} pages", missing, missing)
                         : " now, enough"),
-        {"no hugetlb pages resident (smaps)",
+        {"the buffer pool's mapping is on base pages (smaps KernelPageSize)",
          fmt::format("largest private anonymous mapping {} (the buffer pool)",
                      format_bytes(pool_bytes)),
          fmt::format("hugetlb pool of {}: {} pages, {} available", format_bytes(page), total,
@@ -123,7 +137,9 @@ advice mariadb_large_pages(const process_report& p, const system_report& s) {
 void advise_thp_disabled(const process_report& p, const system_report& s, const std::string& head,
                          std::vector<advice>& out) {
   const runtime_report& rt = p.runtime;
-  if (rt.kind == "mariadb" && p.hugetlb_total() == 0) out.push_back(mariadb_large_pages(p, s));
+  if (rt.kind == "mariadb" && buffer_pool_on_base_pages(p, s)) {
+    out.push_back(mariadb_large_pages(p, s));
+  }
   if (rt.kind == "redis") return;  // its own choice, noted apart
   // A database that turns THP off for itself chose to: its own large pages are the fix (above).
   if (rt.kind == "mariadb" && p.thp_disabled_by == thp_disabler::process) return;

@@ -308,9 +308,22 @@ TEST(DoctorReach, MariadbThatDisablesThpGetsLargePagesAndThePoolItNeeds) {
   const advice b = only(advise_process(p, roomy), "mariadb_large_pages");
   EXPECT_TRUE(mentions(b, "the pool has 2000 free, enough")) << b.message;
   EXPECT_TRUE(b.commands.empty());
-  // Already on hugetlb pages: nothing.
+  // The buffer pool already on hugetlb pages: nothing.
+  const auto base_pool = p.largest;
+  p.largest = {{0x7f0000000000,
+                2 * gib + 2 * mib,
+                2 * gib + 2 * mib,
+                2 * gib + 2 * mib,
+                2 * mib,
+                "/anon_hugepage (deleted)",
+                "",
+                false,
+                {},
+                1}};
   p.hugetlb[2 * mib] = 2 * gib + 2 * mib;
   EXPECT_TRUE(advise_process(p, s).empty()) << ids(advise_process(p, s));
+  p.largest = base_pool;
+  p.hugetlb.clear();
   // Set by its launcher: the large pages, and who set it.
   EXPECT_TRUE(mentions(a, "MariaDB turned THP off for itself")) << a.message;
   list = advise_process(mariadb(thp_disabler::inherited), s);
@@ -612,8 +625,27 @@ TEST(DoctorReach, MariadbWithLargePagesAndAShortPoolSaysByHowMuch) {
                        "the pool by 253 pages"))
       << a.message;
   EXPECT_EQ(a.commands.at(0), "sysctl -w vm.nr_hugepages=317");
-  // On hugetlb pages (a pool with room at start): nothing.
-  p.hugetlb[2 * mib] = 528 * mib;
+  // A smaller hugetlb mapping of the server (2 MiB resident of 124 MiB) beside a buffer pool on
+  // base pages: still short (a CI run, whose pool held 185 free pages, gave an all-clear here).
+  const anon_mapping log_buffer{
+      0x7f1000000000, 124 * mib, 2 * mib, 2 * mib, 2 * mib, "/anon_hugepage (deleted)", "",
+      false,          {},        1};
+  p.largest.push_back(log_buffer);
+  p.hugetlb[2 * mib] = 2 * mib;
+  EXPECT_EQ(only(advise_process(p, s), "mariadb_pool_short").level, advice_level::warning);
+  // The buffer pool on hugetlb pages (a pool with room at start): nothing.
+  p.largest = {{0x7f0000000000,
+                528 * mib,
+                528 * mib,
+                528 * mib,
+                2 * mib,
+                "/anon_hugepage (deleted)",
+                "",
+                false,
+                {},
+                1},
+               log_buffer};
+  p.hugetlb[2 * mib] = 530 * mib;
   EXPECT_TRUE(advise_process(p, s).empty()) << ids(advise_process(p, s));
 }
 
