@@ -511,6 +511,18 @@ std::size_t bytes_of(const nlohmann::json* c, const char* key = "resident_bytes"
   return c == nullptr ? 0 : c->at(key).get<std::size_t>();
 }
 
+// The least resident memory a class of mmapped chunks holding `bytes` shows. Exact when each
+// chunk record is chunks only (evidence "chunk headers"). Where mmap put a chunk beside an
+// anonymous neighbour the kernel merged them, which depends on the address layout of the run
+// (about 1 run in 150 here): the record's Rss is then shared out by size (evidence "chunk
+// headers, by size"), and a neighbour less resident than the chunks (ld.so's few pages below
+// libc) takes a little of theirs.
+std::size_t least_chunk_bytes(const std::string& evidence, std::size_t bytes) {
+  if (evidence == "chunk headers") return bytes;
+  EXPECT_EQ(evidence, "chunk headers, by size");
+  return bytes - 16 * page;
+}
+
 // Under ASan the sanitizer's own mappings lie between and beside the target's glibc chunks and
 // arenas, so records merge and their bytes are shared out by size: these exact layouts do not hold.
 constexpr const char* asan_malloc = "the sanitizer's mappings merge with the target's glibc memory";
@@ -524,7 +536,7 @@ TEST(DoctorClassesLive, GlibcChunksAreToldByTheirHeaders) {
   const auto* chunks = json_class(p, "glibc_mmapped_chunks");
   ASSERT_NE(chunks, nullptr) << p.at("memory_classes").dump(1);
   // Every page of each block touched; the page holding a chunk's tail may not be.
-  EXPECT_GE(bytes_of(chunks), 24 * mib);
+  EXPECT_GE(bytes_of(chunks), least_chunk_bytes(chunks->at("evidence"), 24 * mib));
   EXPECT_LE(bytes_of(chunks), 24 * mib + 12 * page);
   // The eight 1 MiB chunks are under the THP size, the four 4 MiB ones not.
   EXPECT_NEAR(static_cast<double>(bytes_of(chunks, "small_chunk_bytes")), 8.0 * mib, 16.0 * page);
@@ -541,9 +553,9 @@ TEST(DoctorClassesLive, ChunksMergedWithNeighboursAreFound) {
   const nlohmann::json p = process_json(t.pid());
   const auto* chunks = json_class(p, "glibc_mmapped_chunks");
   ASSERT_NE(chunks, nullptr) << p.at("memory_classes").dump(1);
-  EXPECT_GE(bytes_of(chunks), 6 * mib);
-  EXPECT_LE(bytes_of(chunks), 6 * mib + 12 * page);
   EXPECT_EQ(chunks->at("evidence"), "chunk headers, by size");
+  EXPECT_GE(bytes_of(chunks), least_chunk_bytes(chunks->at("evidence"), 6 * mib));
+  EXPECT_LE(bytes_of(chunks), 6 * mib + 12 * page);
   // Six 1 MiB chunks in one record over 2 MiB: under the size the tunable advises, not under
   // the size THP always or a collapse needs.
   EXPECT_EQ(bytes_of(chunks, "small_chunk_bytes"), bytes_of(chunks));
@@ -812,8 +824,7 @@ TEST(DoctorCapture, ALiveCaptureRebuildsTheLiveClasses) {
   }
   const auto* chunks = find(p.classes, memory_class::glibc_mmapped_chunks);
   ASSERT_NE(chunks, nullptr);
-  EXPECT_GE(chunks->resident, 32 * mib);
-  EXPECT_EQ(chunks->evidence, "chunk headers");
+  EXPECT_GE(chunks->resident, least_chunk_bytes(chunks->evidence, 32 * mib));
 
   // The files, private: the environment holds secrets.
   struct stat st {};
