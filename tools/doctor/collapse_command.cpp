@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 #include <optional>
+#include <thread>
 
 #include "hugepage/collapse.hpp"
 #include "hugepage/detail/pagemap.hpp"
@@ -16,6 +17,7 @@
 #include "json.hpp"
 #include "proc_text.hpp"
 #include "report.hpp"
+#include "test_hook.hpp"
 #include "text.hpp"
 
 namespace hugepage::doctor {
@@ -134,8 +136,10 @@ std::string explain_refusal(int error, pid_t pid) {
              "is disabled for the process (prctl PR_SET_THP_DISABLE, or THP enabled=never on "
              "some kernels); or the mapping has VM_NOHUGEPAGE (MADV_NOHUGEPAGE).";
     case EAGAIN:
-      return "EAGAIN (transient): pages were busy (locked, pinned or under writeback). Run "
-             "again later.";
+      return fmt::format(
+          "EAGAIN (transient): pages were busy (locked, pinned or under writeback), still on "
+          "the last of up to {} passes within the budget. Run again later.",
+          collapse_passes);
     case ENOMEM:
       return "ENOMEM (transient): no free 2 MiB block even after compaction, or the memory "
              "cgroup is at its limit. Free memory or compact it (/proc/sys/vm/compact_memory), "
@@ -223,41 +227,66 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
   using clock = std::chrono::steady_clock;
   const clock::time_point start = clock::now();
   std::size_t submitted = 0;
-  std::vector<int> seen;
-  for (collapse_row& row : report.rows) {
-    if (!row.blocked.empty()) continue;
+  // One pass over `row` in what is left of the budget; false when the budget is spent or an
+  // error ends the run. The row keeps what its last pass found (a chunk collapsed by an earlier
+  // pass is found huge and skipped for free).
+  const auto collapse_once = [&](collapse_row& row) {
     const auto spent = clock::now() - start;
-    if (spent >= o.budget || submitted >= o.max_bytes) break;
+    if (spent >= o.budget || submitted >= o.max_bytes) return false;
     hugepage::collapse_budget budget;
     budget.time = std::chrono::duration_cast<std::chrono::nanoseconds>(o.budget - spent);
     budget.bytes = o.max_bytes - submitted;
     const collapse_result r =
         hugepage::collapse(o.pid, reinterpret_cast<void*>(row.start), row.end - row.start, budget);
     row.attempted = true;
-    row.collapsed = r.collapsed;
+    ++row.passes;
+    row.collapsed += r.collapsed;
     row.refused = r.refused;
     row.left = r.left;
-    row.ms = std::chrono::duration<double, std::milli>(r.elapsed).count();
+    row.ms += std::chrono::duration<double, std::milli>(r.elapsed).count();
+    row.refusals.clear();
     for (const collapse_refusal& x : r.refusals) {
-      if (x.chunks == 0) continue;
-      row.refusals.emplace_back(x.error, x.chunks);
-      if (std::find(seen.begin(), seen.end(), x.error) == seen.end()) {
-        seen.push_back(x.error);
-        report.explanations.push_back(explain_refusal(x.error, o.pid));
-      }
+      if (x.chunks != 0) row.refusals.emplace_back(x.error, x.chunks);
     }
     submitted += r.collapsed + r.refused;
     report.collapsed += r.collapsed;
     row.after = backing_of(o.pid, reinterpret_cast<const void*>(row.start), row.end - row.start)
                     .huge_fraction();
-    if (r.fatal) {
-      report.fatal = r.fatal;
-      if (std::find(seen.begin(), seen.end(), r.fatal.value()) == seen.end()) {
-        report.explanations.push_back(explain_refusal(r.fatal.value(), o.pid));
-      }
-      break;
+    if (r.fatal) report.fatal = r.fatal;
+    return !r.fatal;
+  };
+  const auto busy = [](const collapse_row& row) {
+    return std::any_of(row.refusals.begin(), row.refusals.end(),
+                       [](const auto& refusal) { return refusal.first == EAGAIN; });
+  };
+  bool going = true;
+  for (collapse_row& row : report.rows) {
+    if (row.blocked.empty() && !(going = collapse_once(row))) break;
+  }
+  // EAGAIN is the kernel's "a page was busy": locked or pinned for a moment (an I/O into it, a
+  // splice). Ranges with such chunks get more passes while the budget lasts, each after a short
+  // pause, so that a moment's pin does not leave 2 MiB on base pages.
+  for (int pass = 1; going && pass < collapse_passes; ++pass) {
+    if (std::none_of(report.rows.begin(), report.rows.end(), busy)) break;
+    const auto pause = std::min<clock::duration>(std::chrono::milliseconds(10 * pass),
+                                                 o.budget - (clock::now() - start));
+    if (pause > clock::duration::zero()) std::this_thread::sleep_for(pause);
+    test_hook();
+    for (collapse_row& row : report.rows) {
+      if (busy(row) && !(going = collapse_once(row))) break;
     }
   }
+  // Each refusal the run ends with, explained once.
+  std::vector<int> seen;
+  const auto explain = [&](int refusal) {
+    if (std::find(seen.begin(), seen.end(), refusal) != seen.end()) return;
+    seen.push_back(refusal);
+    report.explanations.push_back(explain_refusal(refusal, o.pid));
+  };
+  for (const collapse_row& row : report.rows) {
+    for (const auto& refusal : row.refusals) explain(refusal.first);
+  }
+  if (report.fatal) explain(report.fatal.value());
   return report;
 }
 
@@ -334,6 +363,7 @@ std::string json_collapse(const collapse_report& report) {
                     .set("refused_bytes", row.refused)
                     .set("left_bytes", row.left)
                     .set("milliseconds", row.ms)
+                    .set("passes", row.passes)
                     .set("refusals", refusals));
   }
   json explanations = json::array();

@@ -21,6 +21,10 @@
 
 namespace hugepage::doctor {
 
+/// Passes over a range whose chunks the kernel found busy (EAGAIN), the first included, while the
+/// budget lasts.
+inline constexpr int collapse_passes = 3;
+
 struct collapse_options {
   pid_t pid = 0;
   bool dry_run = false;
@@ -41,10 +45,12 @@ struct collapse_row {
   /// Memory the collapse adds: partly populated chunks are filled to 2 MiB (nullopt: unknown,
   /// no PAGEMAP_SCAN)
   std::optional<std::size_t> growth;
-  double before = 0, after = 0;  ///< huge fraction of the range
-  std::size_t collapsed = 0, refused = 0, left = 0;
-  std::vector<std::pair<int, std::size_t>> refusals;  ///< errno, chunks
-  double ms = 0;
+  double before = 0, after = 0;                       ///< huge fraction of the range
+  std::size_t collapsed = 0;                          ///< by all passes
+  std::size_t refused = 0, left = 0;                  ///< by the last pass
+  std::vector<std::pair<int, std::size_t>> refusals;  ///< errno, chunks: of the last pass
+  double ms = 0;                                      ///< all passes
+  int passes = 0;  ///< collapse calls on the range: more than one after EAGAIN
   bool attempted = false;
 };
 

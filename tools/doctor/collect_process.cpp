@@ -18,6 +18,7 @@
 #include "hugepage/smaps.hpp"
 #include "hugepage/system.hpp"
 #include "report.hpp"
+#include "test_hook.hpp"
 #include "text.hpp"
 
 namespace hugepage::doctor {
@@ -50,21 +51,6 @@ std::optional<proc_stat> read_proc_stat(const std::string& dir, int& err) {
   err = ec.value();
   if (!text) return std::nullopt;
   return parse_proc_stat(*text);
-}
-
-// Test hook: with HUGEPAGE_DOCTOR_TEST_HOOK_FD=N, the doctor writes one byte to fd N between
-// reading the target and checking it is still the same process, and waits for one byte back,
-// so a test can end the target at exactly that moment.
-// The issue asks for exactly this moment to be testable; only a socket is used, so a stray
-// variable cannot make the doctor write into a file.
-void test_hook() {
-  const char* fd_text = std::getenv("HUGEPAGE_DOCTOR_TEST_HOOK_FD");
-  if (fd_text == nullptr) return;
-  const int fd = std::atoi(fd_text);
-  struct stat st {};
-  if (fd <= STDERR_FILENO || ::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) return;
-  char byte = 'r';
-  if (::write(fd, &byte, 1) == 1) (void)!::read(fd, &byte, 1);
 }
 
 // The glibc version of a target whose libc is the file this doctor runs with; "" otherwise.

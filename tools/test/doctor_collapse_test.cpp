@@ -4,13 +4,17 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "hugepage/backing.hpp"
 #include "hugepage/os.hpp"
@@ -30,10 +34,13 @@ struct run_result {
   std::string out, err;
 };
 
-// Runs the doctor with `args` (as `nobody` when asked), capturing stdout and stderr.
-run_result doctor(const std::string& args, bool as_nobody = false) {
+// Runs the doctor with `args` (as `nobody` when asked, with `environment` added), capturing
+// stdout and stderr.
+run_result doctor(const std::string& args, bool as_nobody = false,
+                  const std::string& environment = "") {
   const std::string err_file = "/tmp/hugepage-doctor-collapse-" + std::to_string(::getpid());
-  const std::string command = std::string(as_nobody ? "setpriv --reuid=nobody --regid=nogroup "
+  const std::string command = (environment.empty() ? "" : "env " + environment + " ") +
+                              std::string(as_nobody ? "setpriv --reuid=nobody --regid=nogroup "
                                                       "--clear-groups "
                                                     : "") +
                               HUGEPAGE_DOCTOR_BINARY + " " + args + " 2>" + err_file;
@@ -57,7 +64,9 @@ enum class setup {
   thp_disabled,       // prctl(PR_SET_THP_DISABLE), then MADV_HUGEPAGE on the region
   nohuge_region,      // MADV_NOHUGEPAGE on the region only
   nohuge_everywhere,  // MADV_NOHUGEPAGE on every mapping of the process
-  shared              // the region is shared memory (MAP_SHARED | MAP_ANONYMOUS), not aligned
+  shared,             // the region is shared memory (MAP_SHARED | MAP_ANONYMOUS), not aligned
+  pinned              // one page of the second chunk spliced into a pipe: a reference the kernel
+                      // sees, so MADV_COLLAPSE answers EAGAIN there until the pipe is read
 };
 
 // MADV_NOHUGEPAGE on every mapping /proc/self/maps lists (in a forked child: one thread).
@@ -88,7 +97,7 @@ class Target {
     } else {
       p_ = static_cast<char*>(hugepage::os::map_aligned(kLength, 2 * mib, ec));
     }
-    if (p_ == nullptr || ::pipe(ready_) != 0 || ::pipe(done_) != 0) return;
+    if (p_ == nullptr || ::pipe(ready_) != 0 || ::pipe(done_) != 0 || ::pipe(pin_) != 0) return;
     pid_ = ::fork();
     if (pid_ == 0) {
       bool ok = true;
@@ -102,6 +111,10 @@ class Target {
       }
       if (!ok) ::_exit(2);
       for (std::size_t i = 0; i < kLength; i += stride) p_[i] = static_cast<char>(i >> 12);
+      if (how == setup::pinned) {
+        iovec page{p_ + kHuge + 8192, 4096};
+        if (::vmsplice(pin_[1], &page, 1, 0) != 4096) ::_exit(2);
+      }
       char c = 0;
       (void)!::write(ready_[1], &c, 1);
       (void)!::read(done_[0], &c, 1);
@@ -118,6 +131,11 @@ class Target {
   Target& operator=(const Target&) = delete;
   pid_t pid() const { return pid_; }
   const void* address() const { return p_; }
+  /// Reads the page setup::pinned spliced into the pipe: the kernel drops its reference.
+  bool unpin() {
+    char page[4096];
+    return ::read(pin_[0], page, sizeof page) == static_cast<ssize_t>(sizeof page);
+  }
   double huge() const { return hugepage::backing_of(pid_, p_, kLength).huge_fraction(); }
   /// Lets the child check its data and exit; returns its exit status.
   int finish() {
@@ -127,7 +145,7 @@ class Target {
     int status = 0;
     ::waitpid(pid_, &status, 0);
     pid_ = -1;
-    for (const int fd : {ready_[0], ready_[1], done_[0], done_[1]}) ::close(fd);
+    for (const int fd : {ready_[0], ready_[1], done_[0], done_[1], pin_[0], pin_[1]}) ::close(fd);
     hugepage::os::unmap(p_, kLength);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
@@ -135,7 +153,7 @@ class Target {
  private:
   char* p_ = nullptr;
   pid_t pid_ = -1;
-  int ready_[2] = {-1, -1}, done_[2] = {-1, -1};
+  int ready_[2] = {-1, -1}, done_[2] = {-1, -1}, pin_[2] = {-1, -1};
 };
 
 TEST(DoctorCollapse, DryRunChangesNothingThenCollapseRaisesCoverage) {
@@ -186,6 +204,81 @@ TEST(DoctorCollapse, DryRunShowsTheMemoryAFillWouldAdd) {
                          "populated chunks adds 16 MiB"),
             std::string::npos)
       << dry.out;
+}
+
+// The range of `json` (the doctor's collapse JSON) that starts at `address`; null when none does.
+nlohmann::json range_at(const nlohmann::json& json, const void* address) {
+  for (const auto& range : json.at("ranges")) {
+    if (range.at("start") == reinterpret_cast<std::uintptr_t>(address)) return range;
+  }
+  return nullptr;
+}
+
+// A page pinned for the whole run (spliced into a pipe nobody reads): the kernel answers EAGAIN
+// for its chunk on every pass. The doctor collapses the other 15 chunks, tries the busy one on
+// each of its passes, and explains the refusal it ends with.
+TEST(DoctorCollapse, ABusyChunkIsTriedOnEveryPassThenExplained) {
+  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("process_madvise(MADV_COLLAPSE) needs root");
+  Target target(4096, setup::pinned);
+  ASSERT_GT(target.pid(), 0);
+  const run_result run =
+      doctor("--pid " + std::to_string(target.pid()) + " --collapse --budget-ms 5000 --json");
+  EXPECT_EQ(run.status, 0) << run.err;
+  const nlohmann::json json = nlohmann::json::parse(run.out);
+  const nlohmann::json range = range_at(json, target.address());
+  ASSERT_FALSE(range.is_null()) << run.out;
+  EXPECT_EQ(range.at("passes"), 3);
+  EXPECT_EQ(range.at("collapsed_bytes"), kLength - kHuge);
+  EXPECT_EQ(range.at("refused_bytes"), kHuge);
+  EXPECT_EQ(range.at("refusals"), nlohmann::json::parse(R"([{"errno": )" + std::to_string(EAGAIN) +
+                                                        R"(, "chunks": 1}])"));
+  EXPECT_EQ(json.at("refusals_explained"),
+            nlohmann::json::array({"EAGAIN (transient): pages were busy (locked, pinned or under "
+                                   "writeback), still on the last of up to 3 passes within the "
+                                   "budget. Run again later."}));
+  const auto coverage = hugepage::backing_of(target.pid(), target.address(), kLength);
+  EXPECT_EQ(coverage.thp, kLength - kHuge);
+  EXPECT_EQ(coverage.base, kHuge);
+  EXPECT_EQ(target.finish(), 0);
+}
+
+// The pin goes away between the first pass and the second (the doctor's test hook pauses it
+// there): the second pass collapses the chunk, and nothing is left to explain.
+TEST(DoctorCollapse, AChunkBusyForAMomentIsCollapsedOnTheNextPass) {
+  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("process_madvise(MADV_COLLAPSE) needs root");
+  Target target(4096, setup::pinned);
+  ASSERT_GT(target.pid(), 0);
+  int pair[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, pair), 0);  // inherited by the doctor
+  int hook_calls = 0;
+  std::thread unpin([&] {
+    char byte = 0;
+    while (::read(pair[0], &byte, 1) == 1) {
+      if (++hook_calls == 1) {
+        EXPECT_TRUE(target.unpin());
+      }
+      (void)!::write(pair[0], &byte, 1);
+    }
+  });
+  const run_result run =
+      doctor("--pid " + std::to_string(target.pid()) + " --collapse --budget-ms 5000 --json", false,
+             "HUGEPAGE_DOCTOR_TEST_HOOK_FD=" + std::to_string(pair[1]));
+  ::shutdown(pair[1], SHUT_RDWR);
+  unpin.join();
+  ::close(pair[0]);
+  ::close(pair[1]);
+  EXPECT_EQ(hook_calls, 1) << "one pause: before the second pass, the last one needed";
+  EXPECT_EQ(run.status, 0) << run.err;
+  const nlohmann::json json = nlohmann::json::parse(run.out);
+  const nlohmann::json range = range_at(json, target.address());
+  ASSERT_FALSE(range.is_null()) << run.out;
+  EXPECT_EQ(range.at("passes"), 2);
+  EXPECT_EQ(range.at("collapsed_bytes"), kLength);
+  EXPECT_EQ(range.at("refused_bytes"), 0);
+  EXPECT_EQ(range.at("refusals"), nlohmann::json::array());
+  EXPECT_EQ(json.at("refusals_explained"), nlohmann::json::array());
+  EXPECT_EQ(hugepage::backing_of(target.pid(), target.address(), kLength).thp, kLength);
+  EXPECT_EQ(target.finish(), 0);
 }
 
 // The line of the table that lists the range starting at `address`; "" when none does.
