@@ -43,9 +43,12 @@ Modes:
   --pid PID     one process: RSS, bytes on THP, on hugetlb (per size) and on base pages, shared
                 memory and file THP in their own classes, its largest anonymous and shared
                 mappings with their bytes per page size (a 1 GiB-page block and its 2 MiB-page
-                tail as one), its runtime (JVM, PostgreSQL, Redis), its allocator (and version)
-                and their huge page settings. Needs the right to read /proc/PID/smaps (root, or
-                the same user).
+                tail as one), its memory by the mechanism that allocated it (glibc's main arena,
+                thread arenas and mmapped chunks, another allocator's arenas, a runtime's heap,
+                its own mmap, shared memory, tmpfs, hugetlb, files) with the huge bytes each
+                got, its runtime (JVM, PostgreSQL, Redis), its allocator (and version) and their
+                huge page settings, and advice that names the classes each setting reaches.
+                Needs the right to read /proc/PID/smaps (root, or the same user).
   --probe       measures ns per access of a dependent random chase at 4 MiB, 64 MiB and
                 1 GiB, on base pages and on huge pages, and prints the ratio (~10 s, ~1.1 GiB;
                 in a memory cgroup, working sets shrink to fit its headroom, and say so)
@@ -134,6 +137,7 @@ int parse(int argc, char** argv, options& o, int& code) {
   auto* collapse = app.add_flag("--collapse", o.collapse)->disable_flag_override();
   collapse->needs(pid_option);
   collapse->excludes(capture_option);
+  collapse->excludes(top_option);  // a collapse lists every candidate range: --top shapes nothing
   app.add_flag("--dry-run", o.collapse_with.dry_run)->disable_flag_override()->needs(collapse);
   auto* budget_option = app.add_option("--budget-ms", budget_ms)->type_name("N")->needs(collapse);
   auto* max_bytes_option =

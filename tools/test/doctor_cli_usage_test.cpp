@@ -66,6 +66,9 @@ TEST(DoctorCli, ProcessOnlyFlagsWithoutPid) {
   expect_usage_error({"--dry-run", "--pid", "1"}, "--dry-run requires --collapse");
   expect_usage_error({"--budget-ms", "10", "--pid", "1"}, "--budget-ms requires --collapse");
   expect_usage_error({"--max-bytes", "4096", "--pid", "1"}, "--max-bytes requires --collapse");
+  // A collapse lists every candidate range: --top would be ignored.
+  expect_usage_error({"--pid", "1", "--collapse", "--top", "5"},
+                     "hugepage-doctor: --top excludes --collapse (try --help)");
 }
 
 TEST(DoctorCli, PidWithoutValue) {
