@@ -14,13 +14,10 @@ namespace hugepage::doctor {
 
 namespace {
 
+// Whether glibc malloc runs with glibc.malloc.hugetlb=1, as allocator_settings.cpp read it from
+// GLIBC_TUNABLES (the last entry for the name wins; "glibc.malloc.hugetlb=10" is no 1).
 bool glibc_tunable_set(const process_report& p) {
-  for (const auto& [name, value] : p.allocator.settings) {
-    if (name == "GLIBC_TUNABLES" && value.find("glibc.malloc.hugetlb=1") != std::string::npos) {
-      return true;
-    }
-  }
-  return false;
+  return p.allocator.hugepage_mode.rfind("glibc.malloc.hugetlb=1 ", 0) == 0;
 }
 
 // The hugetlb page the kernel hands out by default (meminfo Hugepagesize), else the smallest pool.

@@ -131,6 +131,16 @@ TEST(DoctorReach, MemcachedGetsItsOwnLargePagesNotTheTunable) {
   EXPECT_EQ(find(list, "glibc_without_hugetlb_tunable"), std::nullopt) << ids(list);
   EXPECT_EQ(all_commands(list).find("GLIBC_TUNABLES"), std::string::npos);
   EXPECT_TRUE(has_warning(list));
+  // A value glibc does not take as 1, or a later entry that turns it off, is no tunable set.
+  for (const char* tunables :
+       {"glibc.malloc.hugetlb=10", "glibc.malloc.hugetlb=1:glibc.malloc.hugetlb=0"}) {
+    SCOPED_TRACE(tunables);
+    process_report q = big_process("glibc", {{"GLIBC_TUNABLES", tunables}}, "2.36");
+    q.runtime = p.runtime;
+    q = process_with(q, usage(memory_class::glibc_mmapped_chunks, 2 * gib, 6 * mib, 2 * gib));
+    const advice& without = only(advise_process(q, healthy_system()), "memcached_large_pages");
+    EXPECT_TRUE(mentions(without, "glibc.malloc.hugetlb=1 never advises")) << without.message;
+  }
   // Under THP always the slabs stay small too: -L again.
   EXPECT_NE(find(advise_process(p, stock_system("always")), "memcached_large_pages"), std::nullopt);
   // Without the classes (a report from stored files) the same advice.
