@@ -174,17 +174,11 @@ inline std::string read_text(const char* path) {
 
 // A "Key:   N kB" field of a /proc file, in bytes; nullopt when absent.
 inline std::optional<std::size_t> kb_field(const std::string& text, const char* key) {
-  const std::string needle = std::string(key) + ":";
-  std::size_t at = text.rfind("\n" + needle);
-  at = at == std::string::npos ? (text.compare(0, needle.size(), needle) == 0 ? 0 : at) : at + 1;
-  if (at == std::string::npos) return std::nullopt;
-  const auto value = hugepage::detail::parse_u64(std::string_view(text).substr(at + needle.size()));
-  if (!value) return std::nullopt;
-  return static_cast<std::size_t>(*value) * kib;
+  return hugepage::detail::kb_field(text, key);
 }
 
 inline std::size_t mem_available() {
-  return kb_field(read_text("/proc/meminfo"), "MemAvailable").value_or(0);
+  return hugepage::detail::read_meminfo_field("MemAvailable").value_or(0);
 }
 
 struct rss_figures {

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "hugepage/backing.hpp"
+#include "hugepage/detail/proc_file.hpp"
 #include "hugepage/smaps.hpp"
 #include "target_launcher.hpp"
 
@@ -99,19 +100,6 @@ void BM_DoctorPid(benchmark::State& state) {
   doctor_rows(state, t, state.range(0));
 }
 
-// MemAvailable in bytes (0 when unreadable): hugetlb pools are not in it.
-std::size_t mem_available() {
-  std::FILE* f = std::fopen("/proc/meminfo", "r");
-  if (f == nullptr) return 0;
-  char line[256];
-  std::size_t kb = 0;
-  while (std::fgets(line, sizeof line, f) != nullptr) {
-    if (std::sscanf(line, "MemAvailable: %zu kB", &kb) == 1) break;
-  }
-  std::fclose(f);
-  return kb * 1024;
-}
-
 void BM_DoctorPidSixteenGib(benchmark::State& state) {
   using hugepage::units::gib;
   using hugepage::units::mib;
@@ -126,7 +114,8 @@ void BM_DoctorPidSixteenGib(benchmark::State& state) {
     // 16 GiB, the 10,000 mappings' 80 MiB, and 512 MiB for page tables, the doctor and the rest
     // (as DoctorCliSpeed asks).
     const std::size_t needed = 16 * gib + 80 * mib + 512 * mib;
-    const std::size_t available = mem_available();
+    // MemAvailable leaves hugetlb pools out, so a reserved pool lowers it as it should.
+    const std::size_t available = hugepage::detail::read_meminfo_field("MemAvailable").value_or(0);
     if (available < needed) {
       state.SkipWithError(("needs " + std::to_string(needed >> 20) + " MiB of MemAvailable, " +
                            std::to_string(available >> 20) + " MiB available")

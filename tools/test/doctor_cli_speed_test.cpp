@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "doctor_cli_support.hpp"
+#include "hugepage/detail/proc_file.hpp"
 
 namespace doctor_cli {
 namespace {
@@ -20,20 +21,6 @@ constexpr std::size_t mappings = 10000;
 constexpr std::size_t mapping_kib = 212;
 constexpr std::size_t touched_kib = 8;
 constexpr std::size_t resident = 16 * gib;
-
-// MemAvailable from /proc/meminfo in bytes; 0 when unreadable. Pages held by hugetlb pools are
-// not in it, so a reserved pool lowers it as it should.
-std::size_t mem_available() {
-  std::FILE* f = std::fopen("/proc/meminfo", "r");
-  if (f == nullptr) return 0;
-  char line[256];
-  std::size_t kb = 0;
-  while (std::fgets(line, sizeof line, f) != nullptr) {
-    if (std::sscanf(line, "MemAvailable: %zu kB", &kb) == 1) break;
-  }
-  std::fclose(f);
-  return kb * kib;
-}
 
 // Seconds of wall time of one doctor run; its result in `r`.
 double timed(const std::vector<std::string>& args, result& r) {
@@ -83,7 +70,8 @@ TEST(DoctorCliSpeed, TenThousandMappingsAndSixteenGibUnderOneSecondInEveryFormat
   // 512 MiB of margin leaves room for what else runs. The two targets live one after the other,
   // never both at once.
   const std::size_t needed = resident + mappings * touched_kib * kib + 512 * mib;
-  const std::size_t available = mem_available();
+  // MemAvailable leaves hugetlb pools out, so a reserved pool lowers it as it should.
+  const std::size_t available = hugepage::detail::read_meminfo_field("MemAvailable").value_or(0);
   if (available < needed) {
     HUGEPAGE_SKIP_OR_FAIL("needs " + std::to_string(needed / mib) +
                           " MiB of MemAvailable for a 16 GiB process, " +

@@ -140,6 +140,25 @@ void for_each_kb_field(std::string_view text, Field&& field) {
   }
 }
 
+/// The field `name` of /proc text in the meminfo shape (for_each_kb_field), in bytes; nullopt when
+/// the text has no such line.
+inline std::optional<std::uint64_t> kb_field(std::string_view text, std::string_view name) {
+  std::optional<std::uint64_t> found;
+  for_each_kb_field(text, [&](std::string_view field, std::uint64_t bytes) {
+    if (field == name) found = bytes;
+  });
+  return found;
+}
+
+/// A field of /proc/meminfo in bytes ("MemAvailable", "Hugepagesize"); nullopt when the file
+/// cannot be read or has no such line.
+inline std::optional<std::uint64_t> read_meminfo_field(std::string_view name) {
+  std::error_code ec;
+  const std::string text = read_file("/proc/meminfo", ec);
+  if (ec) return std::nullopt;
+  return kb_field(text, name);
+}
+
 /// Reads at most `size - 1` bytes of a small file into `buffer`; -1 when it cannot be read.
 /// Allocates nothing.
 inline long read_small_file(const char* path, char* buffer, std::size_t size) noexcept {

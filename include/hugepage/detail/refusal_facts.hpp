@@ -22,18 +22,12 @@ namespace hugepage::detail {
 /// The default huge page size from /proc/meminfo text ("Hugepagesize:  2048 kB"): the pool that
 /// vm.nr_hugepages sizes. 0 when the line is missing.
 inline std::size_t parse_default_huge_page_bytes(std::string_view meminfo) {
-  std::size_t bytes = 0;
-  for_each_kb_field(meminfo, [&bytes](std::string_view name, std::uint64_t value) {
-    if (name == "Hugepagesize") bytes = static_cast<std::size_t>(value);
-  });
-  return bytes;
+  return static_cast<std::size_t>(kb_field(meminfo, "Hugepagesize").value_or(0));
 }
 
 /// Reads the default huge page size (parse_default_huge_page_bytes); 0 when unknown.
 inline std::size_t read_default_huge_page_bytes() {
-  std::error_code ec;
-  const std::string text = read_file("/proc/meminfo", ec);
-  return ec ? 0 : parse_default_huge_page_bytes(text);
+  return static_cast<std::size_t>(read_meminfo_field("Hugepagesize").value_or(0));
 }
 
 /// The soft RLIMIT_AS in bytes; empty when unlimited (or getrlimit fails).
