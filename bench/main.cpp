@@ -73,12 +73,16 @@ struct options {
   std::exit(2);
 }
 
-std::vector<std::string> split(const std::string& text) {
+// The names of a --suites= or --allocators= list. An empty list or element is a usage error, as
+// for --sizes: "--suites=" or "a,,b" is a typo, not a request for every suite.
+std::vector<std::string> split_names(const std::string& text, const char* flag) {
+  if (text.empty()) usage_error(fmt::format("{}= names nothing", flag));
   std::vector<std::string> parts;
   std::size_t begin = 0;
   while (begin <= text.size()) {
     const std::size_t end = std::min(text.find(',', begin), text.size());
-    if (end > begin) parts.push_back(text.substr(begin, end - begin));
+    if (end == begin) usage_error(fmt::format("empty name in {}={}", flag, text));
+    parts.push_back(text.substr(begin, end - begin));
     begin = end + 1;
   }
   return parts;
@@ -166,7 +170,7 @@ options parse_flags(int& argc, char** argv) {
       o.sizes_given = true;
       o.sizes = parse_sizes(sizes);
     } else if (const char* allocators = value_of(arg, "--allocators")) {
-      for (const std::string& a : split(allocators)) {
+      for (const std::string& a : split_names(allocators, "--allocators")) {
         const auto* k = std::find_if(std::begin(all_kinds), std::end(all_kinds),
                                      [&](alloc_kind c) { return a == token_of(c); });
         if (k == std::end(all_kinds)) {
@@ -178,7 +182,7 @@ options parse_flags(int& argc, char** argv) {
         o.allocators.push_back(*k);
       }
     } else if (const char* suites = value_of(arg, "--suites")) {
-      for (std::string s : split(suites)) {
+      for (std::string s : split_names(suites, "--suites")) {
         if (s.rfind("BM_", 0) == 0) s = s.substr(3);
         const auto found = std::find_if(registry().begin(), registry().end(),
                                         [&](const suite_info& c) { return s == c.name; });

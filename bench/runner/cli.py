@@ -114,13 +114,22 @@ def parse_args(argv):
                         "for the suites that use UseRealTime (build, fault-in, bloat)")
     args = p.parse_args(argv)
     args.extra = extra
-    split = lambda s: [x.strip() for x in s.split(",") if x.strip()] if s else None
+    def split(flag, text):
+        """The names of a list flag; an empty list or element is an error, as for --sizes."""
+        if text is None:
+            return None
+        if text == "":
+            p.error(f"{flag}: {flag}= names nothing")
+        names = [x.strip() for x in text.split(",")]
+        if "" in names:
+            p.error(f"{flag}: empty name in {flag}={text}")
+        return names
     args.sizes_text = args.sizes.split(",") if args.sizes is not None else None
     try:
         args.sizes = parse_size_list(args.sizes) if args.sizes is not None else None
     except argparse.ArgumentTypeError as e:
         p.error(f"--sizes: {e}")
-    args.suites = split(args.suites)
+    args.suites = split("--suites", args.suites)
     args.suites_given = args.suites  # before the registry's defaults fill them in
     if args.paired_size:
         try:
@@ -131,8 +140,8 @@ def parse_args(argv):
             p.error(f"--paired-size: {fmt_size(args.paired_size)} is not 1 MiB to 64 GiB")
     if args.paired_rounds is not None and not 1 <= args.paired_rounds <= 1000:
         p.error("--paired-rounds: 1 to 1000")
-    args.peer_suites = split(args.peer_suites)
-    args.allocators = split(args.allocators)
+    args.peer_suites = split("--peer-suites", args.peer_suites)
+    args.allocators = split("--allocators", args.allocators)
     args.rounds = args.rounds or (QUICK_ROUNDS if args.quick else DEFAULT_ROUNDS)
     if args.heavy_rounds is None:
         args.heavy_rounds = args.rounds if args.quick else min(args.rounds, DEFAULT_HEAVY_ROUNDS)

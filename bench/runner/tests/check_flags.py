@@ -1,6 +1,6 @@
 """ctest BenchRunner.Flags: hugepage_bench reads --sizes as the runner does (size_cases: the same
-sizes accepted, the same refused with the same message) and refuses a --cpu that is not a
-number. Usage: python3 -m runner.tests.check_flags path/to/hugepage_bench"""
+sizes accepted, the same refused with the same message), refuses empty names in --suites and
+--allocators as the runner does, and refuses a --cpu that is not a number. Usage: python3 -m runner.tests.check_flags path/to/hugepage_bench"""
 
 import subprocess
 import sys
@@ -32,6 +32,8 @@ def problems(bench):
         expect(f"--sizes={text}", 0)
     for text, message in size_cases.LISTS_REFUSED.items():
         expect(f"--sizes={text}", 2, message)
+    for (flag, text), message in size_cases.NAME_LISTS_REFUSED.items():
+        expect(f"{flag}={text}", 2, message)
     for cpu in ("abc", "", "1x", "-1", "1.5", "99999999999"):
         expect(f"--cpu={cpu}", 2, f"bad --cpu={cpu} (0 to 1023)")
     expect("--cpu=0", 0)

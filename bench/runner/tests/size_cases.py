@@ -30,3 +30,15 @@ LISTS_REFUSED = {
     ",": "empty size in --sizes=, (e.g. --sizes=4M,64M,1G)",
     "4M,4X": "bad size '4X' (e.g. 4M, 256MiB, 1.5G, 4096)",
 }
+
+# Name lists (--suites, --allocators) refuse an empty list or element as --sizes does: flag value
+# -> the message, the same from the binary and the runner.
+NAME_LISTS_REFUSED = {
+    ("--suites", ""): "--suites= names nothing",
+    ("--suites", "Map_Lookup,,FlatHashMap_Lookup"):
+        "empty name in --suites=Map_Lookup,,FlatHashMap_Lookup",
+    ("--suites", ","): "empty name in --suites=,",
+    ("--allocators", ""): "--allocators= names nothing",
+    ("--allocators", "std,"): "empty name in --allocators=std,",
+    ("--allocators", ",thp"): "empty name in --allocators=,thp",
+}

@@ -60,5 +60,23 @@ class SizesFlag(unittest.TestCase):
                 self.assertIn(f"--sizes: {message}", err.getvalue())
 
 
+class NameListFlags(unittest.TestCase):
+    def test_empty_list_or_element_is_an_error(self):
+        for (flag, text), message in size_cases.NAME_LISTS_REFUSED.items():
+            with self.subTest(flag=flag, text=text):
+                err = io.StringIO()
+                with self.assertRaises(SystemExit) as e, redirect_stdout(io.StringIO()), \
+                        unittest.mock.patch("sys.stderr", err):
+                    cli.parse_args([f"{flag}={text}"])
+                self.assertEqual(e.exception.code, 2)
+                self.assertIn(f"{flag}: {message}\n", err.getvalue())
+
+    def test_names_are_kept(self):
+        args = cli.parse_args(["--suites=Map_Lookup, FlatHashMap_Lookup", "--allocators=std"])
+        self.assertEqual(args.suites, ["Map_Lookup", "FlatHashMap_Lookup"])
+        self.assertEqual(args.allocators, ["std"])
+        self.assertIsNone(cli.parse_args([]).suites)
+
+
 if __name__ == "__main__":
     unittest.main()
