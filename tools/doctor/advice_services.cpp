@@ -57,51 +57,71 @@ std::size_t largest_private_mapping(const process_report& p) {
   return largest;
 }
 
-advice mariadb_large_pages(const process_report& p, const system_report& s) {
-  const std::size_t page = std::max<std::size_t>(default_hugetlb_page(s), 1);
-  const std::size_t pool_bytes = largest_private_mapping(p);
-  const std::uint64_t pages = (pool_bytes + page - 1) / page;
-  std::uint64_t total = 0, available = 0;
+// What MariaDB's buffer pool needs from the hugetlb pool of the default page size.
+struct buffer_pool_need {
+  std::size_t page = 0;   ///< the default hugetlb page
+  std::size_t bytes = 0;  ///< the buffer pool's mapping
+  std::uint64_t pages = 0, total = 0, available = 0, missing = 0;
+};
+
+buffer_pool_need buffer_pool_need_of(const process_report& p, const system_report& s) {
+  buffer_pool_need n;
+  n.page = std::max<std::size_t>(default_hugetlb_page(s), 1);
+  n.bytes = largest_private_mapping(p);
+  n.pages = (n.bytes + n.page - 1) / n.page;
   for (const hugetlb_pool& pool : s.pools) {
-    if (pool.page_bytes != page) continue;
-    total = pool.total.value_or(0);
-    available = pool.available().value_or(0);
+    if (pool.page_bytes != n.page) continue;
+    n.total = pool.total.value_or(0);
+    n.available = pool.available().value_or(0);
   }
-  const std::uint64_t missing = pages > available ? pages - available : 0;
+  n.missing = n.pages > n.available ? n.pages - n.available : 0;
+  return n;
+}
+
+// A MariaDB advice: `why` first among the facts, then the buffer pool and the pool, the pages
+// it reserves as the cost, and the command that grows the pool by what it misses.
+advice mariadb_advice(std::string id, std::string message, std::string why,
+                      const buffer_pool_need& n, const process_report& p, const system_report& s) {
+  advice a{
+      std::move(id),
+      advice_level::warning,
+      std::move(message),
+      {std::move(why),
+       fmt::format("largest private anonymous mapping {} (the buffer pool)", format_bytes(n.bytes)),
+       fmt::format("hugetlb pool of {}: {} pages, {} available", format_bytes(n.page), n.total,
+                   n.available),
+       "runtime: " + p.runtime.evidence},
+      fmt::format("{} reserved for the server, unusable for anything else",
+                  format_bytes(n.pages * n.page)),
+      {}};
+  a.reaches = {name_of(memory_class::anonymous_mmap)};
+  if (n.missing > 0) {
+    if (const auto target = capped_pool_target(s, n.page, n.total, n.total + n.missing)) {
+      a.commands = pool_commands(s, n.page, *target);
+    }
+  }
+  return a;
+}
+
+advice mariadb_large_pages(const process_report& p, const system_report& s) {
+  const buffer_pool_need n = buffer_pool_need_of(p, s);
   if (p.runtime.asks_for_huge) {
     // --large-pages without pool pages: MariaDB falls back to base pages and still starts.
-    advice a{
+    return mariadb_advice(
         "mariadb_pool_short",
-        advice_level::warning,
         fmt::format("MariaDB has {}, yet its buffer pool ({}) is on base pages: when the "
                     "hugetlb pool is short at start it falls back to base pages and runs on (only "
                     "its error log says so); it needs {} pages of {}, the pool has {} free{}; "
                     "then restart it",
-                    p.runtime.settings.back(), format_bytes(pool_bytes), pages, format_bytes(page),
-                    available,
-                    missing > 0
-                        ? fmt::format(", {} short: grow the pool by {} pages", missing, missing)
+                    p.runtime.settings.back(), format_bytes(n.bytes), n.pages, format_bytes(n.page),
+                    n.available,
+                    n.missing > 0
+                        ? fmt::format(", {} short: grow the pool by {} pages", n.missing, n.missing)
                         : " now, enough"),
-        {"the buffer pool's mapping is on base pages (smaps KernelPageSize)",
-         fmt::format("largest private anonymous mapping {} (the buffer pool)",
-                     format_bytes(pool_bytes)),
-         fmt::format("hugetlb pool of {}: {} pages, {} available", format_bytes(page), total,
-                     available),
-         "runtime: " + p.runtime.evidence},
-        fmt::format("{} reserved for the server, unusable for anything else",
-                    format_bytes(pages * page)),
-        {}};
-    a.reaches = {name_of(memory_class::anonymous_mmap)};
-    if (missing > 0) {
-      if (const auto target = capped_pool_target(s, page, total, total + missing)) {
-        a.commands = pool_commands(s, page, *target);
-      }
-    }
-    return a;
+        "the buffer pool's mapping is on base pages (smaps KernelPageSize)", n, p, s);
   }
-  advice a{
+  return mariadb_advice(
       "mariadb_large_pages",
-      advice_level::warning,
       fmt::format("{} with prctl(PR_SET_THP_DISABLE), so its buffer pool ({}) is on base "
                   "pages: set large_pages=ON under [mysqld] in "
                   "its configuration, which maps the buffer pool from the hugetlb pool (and "
@@ -109,24 +129,9 @@ advice mariadb_large_pages(const process_report& p, const system_report& s) {
                   "pages of {}, the pool has {} free{}",
                   p.thp_disabled_by == thp_disabler::process ? "MariaDB turned THP off for itself"
                                                              : "THP is off for MariaDB",
-                  format_bytes(pool_bytes), pages, format_bytes(page), available,
-                  missing > 0 ? fmt::format(", {} short", missing) : ", enough"),
-      {"/proc/PID/status THP_enabled: 0",
-       fmt::format("largest private anonymous mapping {} (the buffer pool)",
-                   format_bytes(pool_bytes)),
-       fmt::format("hugetlb pool of {}: {} pages, {} available", format_bytes(page), total,
-                   available),
-       "runtime: " + p.runtime.evidence},
-      fmt::format("{} reserved for the server, unusable for anything else",
-                  format_bytes(pages * page)),
-      {}};
-  a.reaches = {name_of(memory_class::anonymous_mmap)};
-  if (missing > 0) {
-    if (const auto target = capped_pool_target(s, page, total, total + missing)) {
-      a.commands = pool_commands(s, page, *target);
-    }
-  }
-  return a;
+                  format_bytes(n.bytes), n.pages, format_bytes(n.page), n.available,
+                  n.missing > 0 ? fmt::format(", {} short", n.missing) : ", enough"),
+      "/proc/PID/status THP_enabled: 0", n, p, s);
 }
 
 }  // namespace
