@@ -176,6 +176,16 @@ void advise_allocator_arenas(const process_report& p, const system_report& s,
                              const classes_t& classes, std::vector<advice>& out) {
   const allocator_report& a = p.allocator;
   const std::string head = head_of(classes);
+  if (a.guess.name == "musl") {
+    // musl's malloc reads no setting, and the allocators Debian builds for glibc do not load
+    // into a musl process: nothing in its environment advises its heap.
+    out.push_back(out_of_reach(p, s, "musl_without_thp",
+                               "musl's malloc has no huge page setting, GLIBC_TUNABLES means "
+                               "nothing to it, and Debian's jemalloc, mimalloc and tcmalloc are "
+                               "built for glibc and do not load into a musl program",
+                               classes));
+    return;
+  }
   if (!a.environ_readable || a.environ_overwritten) {
     out.push_back(with_reach({"allocator_settings_unknown",
                               advice_level::note,

@@ -108,6 +108,8 @@ allocator_report describe_allocator(const allocator_guess& guess, bool environ_r
     // gperftools tcmalloc has no THP option; Google's TCMalloc (usually linked statically) is
     // hugepage-aware by default. A shared libtcmalloc is gperftools.
     a.hugepage_mode = "none (gperftools has no THP option)";
+  } else if (guess.name == "musl") {
+    a.hugepage_mode = "none (musl's malloc has no huge page setting)";
   } else {
     a.hugepage_mode = "unknown";
   }

@@ -152,7 +152,8 @@ std::string runtime_of(const std::vector<mapping_info>& mappings, const std::str
 }  // namespace
 
 bool mallocs_with_glibc(std::string_view allocator) noexcept {
-  return allocator != "jemalloc" && allocator != "tcmalloc" && allocator != "mimalloc";
+  return allocator != "jemalloc" && allocator != "tcmalloc" && allocator != "mimalloc" &&
+         allocator != "musl";
 }
 
 std::vector<mount_entry> parse_mountinfo(std::string_view text) {

@@ -249,6 +249,12 @@ allocator_guess detect_allocator(const std::vector<std::string>& paths) {
     const std::string_view base = base_name(path);
     // libc.so.6, or libc-2.31.so on glibc before 2.34.
     if (base == "libc.so.6") return {"glibc", path, ""};
+    // musl's libc is its dynamic loader too: /lib/ld-musl-x86_64.so.1 (Alpine), or the file
+    // Debian's loader name links to, /usr/lib/x86_64-linux-musl/libc.so.
+    if (starts_with(base, "ld-musl-") ||
+        (base == "libc.so" && path.find("-linux-musl/") != std::string::npos)) {
+      return {"musl", path, ""};
+    }
     if (starts_with(base, "libc-2.") && base.size() > 10) {
       const std::string_view version = base.substr(5, base.size() - 5 - 3);  // "2.31"
       return {"glibc", path, std::string(version)};

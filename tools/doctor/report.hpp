@@ -332,7 +332,7 @@ struct chunk_headers {
 };
 
 /// Whether a process whose allocator_guess names `allocator` mallocs with glibc: anything but
-/// jemalloc, tcmalloc and mimalloc (a static binary reads as "unknown" and links glibc's).
+/// jemalloc, tcmalloc, mimalloc and musl (a static binary reads as "unknown" and links glibc's).
 bool mallocs_with_glibc(std::string_view allocator) noexcept;
 
 /// What classify_memory() needs besides the mappings.

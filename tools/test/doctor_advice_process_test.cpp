@@ -53,6 +53,30 @@ TEST(DoctorAdvice, TcmallocIsANoteWithoutAMachineWideCommand) {
   EXPECT_TRUE(a.commands.empty());
 }
 
+// A program linked against musl: no setting of its own, and neither GLIBC_TUNABLES nor a
+// glibc-built allocator reaches its heap; THP always and a collapse do.
+TEST(DoctorAdvice, MuslIsANoteThatOffersNoGlibcSetting) {
+  process_report p = big_process("musl", {{"GLIBC_TUNABLES", "glibc.malloc.hugetlb=1"}});
+  EXPECT_FALSE(p.allocator.asks_for_huge);
+  EXPECT_EQ(p.allocator.hugepage_mode, "none (musl's malloc has no huge page setting)");
+  p = process_with(p, usage(memory_class::allocator_arenas, 1 * gib));
+  const auto list = advise_process(p, healthy_system());
+  const advice& a = only(list, "musl_without_thp");
+  EXPECT_EQ(a.level, advice_level::note);
+  EXPECT_NE(a.message.find("musl's malloc has no huge page setting, GLIBC_TUNABLES means "
+                           "nothing to it"),
+            std::string::npos)
+      << a.message;
+  EXPECT_NE(a.message.find("THP enabled=always (machine-wide) reaches it"), std::string::npos)
+      << a.message;
+  EXPECT_EQ(a.commands, std::vector<std::string>{"hugepage-doctor --pid 4242 --collapse"});
+  EXPECT_EQ(a.reaches, std::vector<std::string>{"allocator_arenas"});
+  EXPECT_EQ(find(list, "allocator_linked_in"), std::nullopt) << ids(list);
+  EXPECT_EQ(find(list, "glibc_without_hugetlb_tunable"), std::nullopt) << ids(list);
+  EXPECT_EQ(all_commands(list).find("GLIBC_TUNABLES"), std::string::npos);
+  EXPECT_EQ(all_commands(list).find("LD_PRELOAD"), std::string::npos);
+}
+
 TEST(DoctorAdvice, AllocatorAsksButKernelDidNotDeliver) {
   process_report p = big_process("jemalloc", {{"MALLOC_CONF", "thp:always"}});
   p.thp_eligible_anon = 10 * gib;

@@ -125,6 +125,13 @@ TEST(DoctorClasses, ThreadArenaIsA64MiBReservationOnA64MiBBoundary) {
   ASSERT_NE(find(theirs, memory_class::allocator_arenas), nullptr);
   EXPECT_EQ(resident_of(theirs, memory_class::allocator_arenas), 18 * mib);
   EXPECT_EQ(evidence_of(theirs, memory_class::allocator_arenas), "malloc is jemalloc");
+  // musl's malloc is no glibc either: its [heap] and mappings are its own arenas.
+  hd::class_facts musl;
+  musl.allocator = "musl";
+  const auto its = hd::classify_memory(maps, musl);
+  EXPECT_EQ(find(its, memory_class::glibc_thread_arenas), nullptr);
+  EXPECT_EQ(resident_of(its, memory_class::allocator_arenas), 18 * mib);
+  EXPECT_EQ(evidence_of(its, memory_class::allocator_arenas), "malloc is musl");
 }
 
 // heap_info as glibc 2.36 wrote it in a program whose three threads each filled two heaps.

@@ -169,6 +169,12 @@ TEST(DoctorAllocator, DetectsOldGlibcTcmallocMimalloc) {
             "tcmalloc");
   EXPECT_EQ(detect_allocator({"/opt/lib/libmimalloc.so.2.1"}).name, "mimalloc");
   EXPECT_EQ(detect_allocator({"/bin/static-binary"}).name, "unknown");
+  // musl: its libc is the loader, as Alpine names it or as Debian's loader name resolves.
+  EXPECT_EQ(detect_allocator({"/usr/bin/prog", "/lib/ld-musl-x86_64.so.1"}).name, "musl");
+  EXPECT_EQ(detect_allocator({"/usr/lib/x86_64-linux-musl/libc.so"}).name, "musl");
+  EXPECT_EQ(detect_allocator({"/usr/lib/x86_64-linux-musl/libc.so"}).library,
+            "/usr/lib/x86_64-linux-musl/libc.so");
+  EXPECT_EQ(detect_allocator({"/opt/app/libc.so"}).name, "unknown");  // a libc.so, not musl's
 }
 
 TEST(DoctorAllocator, EnvironKeepsOnlyAllocatorVariables) {
