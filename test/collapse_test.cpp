@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstddef>
@@ -69,13 +70,13 @@ class Populated {
 };
 
 std::string describe(const collapse_result& r) {
-  std::string s = "already_huge " + std::to_string(r.already_huge) + ", collapsed " +
-                  std::to_string(r.collapsed) + ", refused " + std::to_string(r.refused) +
-                  ", left " + std::to_string(r.left) + ", unmapped " + std::to_string(r.unmapped) +
-                  ", unaligned " + std::to_string(r.unaligned) + ", calls " +
-                  std::to_string(r.calls) + ", elapsed " + std::to_string(r.elapsed.count()) +
-                  " ns, slowest chunk " + std::to_string(r.slowest_chunk.count()) +
-                  " ns, refusals {";
+  std::string s = "already_huge " + std::to_string(r.already_huge) + ", empty " +
+                  std::to_string(r.empty) + ", collapsed " + std::to_string(r.collapsed) +
+                  ", refused " + std::to_string(r.refused) + ", left " + std::to_string(r.left) +
+                  ", unmapped " + std::to_string(r.unmapped) + ", unaligned " +
+                  std::to_string(r.unaligned) + ", calls " + std::to_string(r.calls) +
+                  ", elapsed " + std::to_string(r.elapsed.count()) + " ns, slowest chunk " +
+                  std::to_string(r.slowest_chunk.count()) + " ns, refusals {";
   for (const auto& x : r.refusals) {
     if (x.chunks == 0) continue;
     s += " " + std::to_string(x.error) + ": " + std::to_string(x.chunks);
@@ -130,7 +131,7 @@ TEST(Collapse, RaisesAnUnadvisedRangeInBudgetedSteps) {
     // EAGAIN is the kernel's "a page was busy, try again" (CI saw one chunk of 32 refused so);
     // any other refusal is a failure.
     EXPECT_EQ(r.refused, r.refusals_of(EAGAIN) * 2 * kMiB) << describe(r);
-    EXPECT_EQ(r.already_huge + r.collapsed + r.refused + r.unmapped + r.left,
+    EXPECT_EQ(r.already_huge + r.empty + r.collapsed + r.refused + r.unmapped + r.left,
               static_cast<std::size_t>(end - at))
         << describe(r);
     EXPECT_GT(static_cast<char*>(r.resume), at) << "every call makes progress: " << describe(r);
@@ -310,6 +311,68 @@ TEST(Collapse, UnmappedChunksAreSkippedNotRefused) {
   ::munmap(p + 5 * kHuge + kMiB, kMiB);  // what Populated's destructor cannot free around holes
 }
 
+// A range unmapped between the scan and the call is no memory pressure either: the kernel's ENOMEM
+// for it is counted as unmapped. Another thread maps, fills and unmaps 8 MiB at one address
+// while collapse() walks it again and again for 300 ms.
+TEST(Collapse, ARangeUnmappedMeanwhileIsUnmappedNotEnomem) {
+  HUGEPAGE_REQUIRE_COLLAPSE();
+  const std::size_t length = 8 * kMiB;
+  {
+    // The second look after ENOMEM: is the chunk still wholly mapped? (Without PAGEMAP_SCAN it
+    // cannot tell, and says yes: the ENOMEM stays a refusal.)
+    Populated region(2 * kHuge);
+    ASSERT_NE(region.get(), nullptr);
+    const hugepage::detail::unique_fd pagemap(
+        hugepage::detail::open_read_only("/proc/self/pagemap"));
+    const auto lo = reinterpret_cast<std::uintptr_t>(region.get());
+    hugepage::detail::pagemap::page_region one[1];
+    std::size_t count = 0;
+    std::uintptr_t walk_end = 0;
+    const bool scans = !hugepage::detail::pagemap::scan(pagemap.get(), lo, lo + page(), 0, 0, one,
+                                                        1, count, walk_end);
+    EXPECT_TRUE(hugepage::detail::still_mapped(pagemap.get(), lo + kHuge, lo + 2 * kHuge));
+    ASSERT_EQ(::munmap(region.get() + kHuge + kMiB, page()), 0);
+    EXPECT_EQ(hugepage::detail::still_mapped(pagemap.get(), lo + kHuge, lo + 2 * kHuge), !scans);
+    EXPECT_TRUE(hugepage::detail::still_mapped(pagemap.get(), lo, lo + kHuge));
+  }
+  std::atomic<char*> at{nullptr};
+  std::atomic<bool> stop{false};
+  std::atomic<int> cycles{0};
+  // The churn picks its aligned address itself, once its own stack is mapped, and keeps it.
+  std::thread churn([&] {
+    std::error_code ec;
+    char* const first = static_cast<char*>(hugepage::os::map_aligned(length, kHuge, ec));
+    if (first == nullptr) return;
+    ::munmap(first, length);
+    at.store(first);
+    while (!stop.load()) {
+      void* p = ::mmap(first, length, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+      if (p != first) break;
+      std::memset(p, 1, length);
+      ::munmap(p, length);
+      cycles.fetch_add(1);
+    }
+  });
+  while (at.load() == nullptr && churn.joinable() && cycles.load() == 0) std::this_thread::yield();
+  collapse_result total;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  while (std::chrono::steady_clock::now() < until) {
+    const collapse_result r = hugepage::collapse(at.load(), length);
+    total.collapsed += r.collapsed;
+    total.unmapped += r.unmapped;
+    total.refused += r.refused;
+    for (const hugepage::collapse_refusal& x : r.refusals) {
+      for (std::size_t n = 0; n < x.chunks; ++n) hugepage::detail::count_refusal(total, x.error);
+    }
+  }
+  stop.store(true);
+  churn.join();
+  EXPECT_GT(cycles.load(), 0) << "the churn never mapped its range";
+  EXPECT_EQ(total.refusals_of(ENOMEM), 0u) << describe(total);
+  EXPECT_GT(total.unmapped, 0u) << describe(total);
+}
+
 // A mostly unmapped range costs a scan, not a call per chunk: 1 TiB of address space with 4 MiB
 // mapped in it, under a 20 ms budget, makes the two calls that can succeed.
 TEST(Collapse, MostlyUnmappedRangeMakesCallsOnlyForMappedChunks) {
@@ -355,20 +418,39 @@ TEST(Collapse, WithoutPagemapScanAHoleIsStillUnmapped) {
 }
 
 // What the header says about sparse chunks: MADV_COLLAPSE fills a chunk with one page populated
-// (its memory grows to 2 MiB) and refuses an empty one.
-TEST(Collapse, SparseChunkIsFilledEmptyChunkIsRefused) {
+// (its memory grows to 2 MiB); a chunk with no data it refuses where no page table is there and
+// fills with zeroes where one is. collapse() skips those without a call.
+TEST(Collapse, SparseChunkIsFilledChunksWithoutDataAreSkipped) {
   HUGEPAGE_REQUIRE_COLLAPSE();
   std::error_code ec;
-  auto* p = static_cast<char*>(hugepage::os::map_aligned(2 * kHuge, kHuge, ec));
+  auto* p = static_cast<char*>(hugepage::os::map_aligned(4 * kHuge, kHuge, ec));
   ASSERT_NE(p, nullptr);
-  p[0] = 1;
-  const collapse_result r = hugepage::collapse(p, 2 * kHuge);
-  const backing_report b = hugepage::backing_of(p, 2 * kHuge);
-  hugepage::os::unmap(p, 2 * kHuge);
-  EXPECT_EQ(r.collapsed, kHuge) << describe(r);
-  EXPECT_EQ(r.refusals_of(EINVAL), 1u) << describe(r);
-  EXPECT_EQ(b.thp, kHuge) << "one page became 2 MiB resident";
-  EXPECT_EQ(b.not_resident, kHuge);
+  p[0] = 1;  // chunk 0: one page of data
+  // chunk 1: never touched, no page table. chunk 2: a page written and given back (its page
+  // table stays). chunk 3: read only, the zero page where the kernel maps it on read faults.
+  p[2 * kHuge] = 1;
+  ASSERT_FALSE(hugepage::os::advise(p + 2 * kHuge, page(), MADV_DONTNEED));
+  volatile char sink = 0;
+  for (std::size_t i = 0; i < kHuge; i += page()) sink = static_cast<char>(sink + p[3 * kHuge + i]);
+  // A kernel without the zero page on read faults (a boot option) gives chunk 3 pages of its own:
+  // data as far as the page tables tell, so it is collapsed like chunk 0.
+  const bool zero_page = hugepage::backing_of(p + 3 * kHuge, kHuge).zero_page == kHuge;
+  const std::size_t with_data = zero_page ? kHuge : 2 * kHuge;
+  const collapse_result r = hugepage::collapse(p, 4 * kHuge);
+  const backing_report b = hugepage::backing_of(p, 4 * kHuge);
+  EXPECT_EQ(r.collapsed, with_data) << describe(r);
+  if (r.scanned) {
+    EXPECT_EQ(r.calls, with_data / kHuge) << describe(r);
+    EXPECT_EQ(r.empty, 4 * kHuge - with_data) << describe(r);
+    EXPECT_EQ(r.refused, 0u) << describe(r);
+    EXPECT_EQ(b.thp, with_data) << "one page became 2 MiB resident; nothing without data grew";
+  }
+  // The kernel's own answers, which the skips spare the caller: EINVAL with no page table, a
+  // huge page of zeroes with one.
+  EXPECT_EQ(hugepage::os::collapse(p + kHuge, kHuge), std::errc::invalid_argument);
+  EXPECT_FALSE(hugepage::os::collapse(p + 2 * kHuge, kHuge));
+  EXPECT_EQ(hugepage::backing_of(p + 2 * kHuge, kHuge).thp, kHuge);
+  hugepage::os::unmap(p, 4 * kHuge);
 }
 
 // Under enabled=madvise, a range collapsed without MADV_HUGEPAGE: does khugepaged or anything

@@ -5,9 +5,10 @@
 // process_madvise(pidfd, MADV_COLLAPSE) for another one (collapse(pid, ...): CAP_SYS_NICE and
 // ptrace access to the target). It stops when the time or byte budget is spent and says where to
 // continue, so a latency-critical service can raise its coverage a few milliseconds at a time.
-// Chunks that are already huge or not wholly mapped (PAGEMAP_SCAN, Linux 6.7; see
+// Chunks that are already huge, not wholly mapped or hold no data (PAGEMAP_SCAN, Linux 6.7; see
 // detail/pagemap.hpp) cost nothing: they are skipped without a syscall each, and an unmapped chunk
-// is counted as such, never as a refusal. Refusals are counted by errno, never thrown.
+// is counted as such, never as a refusal (also one the process unmaps between the scan and the
+// call, which the kernel answers with ENOMEM). Refusals are counted by errno, never thrown.
 //
 // Cost of one chunk: MADV_COLLAPSE allocates a 2 MiB page (compacting memory if it must), copies
 // the 512 base pages into it and remaps. On the 2-core Linux 6.18 VM (Intel Xeon) this project is
@@ -27,8 +28,10 @@
 // (transparent_hugepage/shrink_underused), but only when khugepaged/max_ptes_none is below 511.
 //
 // MADV_COLLAPSE ignores khugepaged's max_ptes_none: a chunk with a single page populated is filled
-// with zeroes and its resident memory grows to 2 MiB (a chunk with nothing populated is refused,
-// EINVAL). Collapse populated ranges. (Both checked on Linux 6.18.)
+// with zeroes and its resident memory grows to 2 MiB. A chunk with no page of data is filled too
+// where it has a page table (pages given back, or read faults on the zero page) and refused with
+// EINVAL where it has none; collapse() skips both (`empty`). Collapse populated ranges. (All
+// checked on Linux 6.18.)
 //
 // Errors (man 2 madvise, Documentation/admin-guide/mm/transhuge.rst):
 //   EINVAL  kernel before 6.1, a chunk not THP-eligible (hugetlb, VM_NOHUGEPAGE, not anonymous or
@@ -89,13 +92,18 @@ struct collapse_refusal {
   std::size_t chunks = 0;  ///< 2 MiB chunks refused with it
 };
 
-/// What a collapse() call did. The 2 MiB chunks of the range are `already_huge + collapsed +
-/// refused + unmapped + left` bytes; `unaligned` is the head and tail outside whole chunks.
+/// What a collapse() call did. The 2 MiB chunks of the range are `already_huge + empty +
+/// collapsed + refused + unmapped + left` bytes; `unaligned` is the head and tail outside whole
+/// chunks.
 struct collapse_result {
   std::size_t already_huge = 0;  ///< chunks found huge already (PMD-mapped THP or hugetlb)
-  std::size_t collapsed = 0;     ///< chunks collapsed by this call
-  std::size_t refused = 0;       ///< chunks the kernel refused this call (see `refusals`)
-  std::size_t left = 0;          ///< chunks not visited: the budget ran out; from `resume` on
+  /// Chunks holding no data (no page written, or all given back; the zero page is no data): a
+  /// collapse would refuse them or fill them with zeroes, so no call is made (needs PAGEMAP_SCAN;
+  /// without it such a chunk is tried, and refused with EINVAL or filled).
+  std::size_t empty = 0;
+  std::size_t collapsed = 0;  ///< chunks collapsed by this call
+  std::size_t refused = 0;    ///< chunks the kernel refused this call (see `refusals`)
+  std::size_t left = 0;       ///< chunks not visited: the budget ran out; from `resume` on
   /// Chunks not wholly mapped (a hole, or device memory the page walk skips): nothing there can
   /// become a huge page, so no call is made for them (without PAGEMAP_SCAN, a chunk of this
   /// process is counted here when MADV_COLLAPSE answers ENOMEM and mincore(2) finds it unmapped).
@@ -191,6 +199,10 @@ inline collapse_result collapse_range(int pidfd, int pagemap_fd, void* p, std::s
         r.already_huge += collapse_chunk;
         continue;
       }
+      if (!holds_data(spans, span_count, span, at, at + collapse_chunk)) {
+        r.empty += collapse_chunk;
+        continue;
+      }
     }
     if (clock::now() - start >= budget.time || submitted >= budget.bytes) break;
     const clock::time_point chunk_start = clock::now();
@@ -208,8 +220,11 @@ inline collapse_result collapse_range(int pidfd, int pagemap_fd, void* p, std::s
       r.collapsed += collapse_chunk;
       continue;
     }
-    if (ec.value() == ENOMEM && pidfd < 0 && !r.scanned && chunk_unmapped(base + (at - address))) {
-      r.unmapped += collapse_chunk;  // madvise's ENOMEM for a range not wholly mapped
+    // madvise's ENOMEM for a range not wholly mapped: the process unmapped it since the scan, or
+    // (without PAGEMAP_SCAN) the chunk has a hole.
+    if (ec.value() == ENOMEM && (r.scanned ? !still_mapped(pagemap_fd, at, at + collapse_chunk)
+                                           : pidfd < 0 && chunk_unmapped(base + (at - address)))) {
+      r.unmapped += collapse_chunk;
       continue;
     }
     r.refused += collapse_chunk;
@@ -242,8 +257,8 @@ inline collapse_result collapse(void* p, std::size_t bytes,
 
 /// Collapses [p, p + bytes) of process `pid` with process_madvise(2) (Linux 6.1 for
 /// MADV_COLLAPSE): needs CAP_SYS_NICE and ptrace access to it; otherwise the result's `fatal` is
-/// EPERM and nothing changed. The target keeps running; its own munmap of the range meanwhile
-/// makes the kernel refuse the chunks (EINVAL/ENOMEM), never touches other memory.
+/// EPERM and nothing changed. The target keeps running; chunks it unmaps meanwhile are counted in
+/// `unmapped` (the kernel's ENOMEM for them is no refusal), and no other memory is touched.
 inline collapse_result collapse(pid_t pid, void* p, std::size_t bytes,
                                 const collapse_budget& budget = {}) {
   std::error_code ec;
