@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <thread>
 
@@ -26,18 +27,37 @@ namespace {
 
 constexpr std::size_t chunk = 2 * units::mib;
 
-// Anonymous memory only: that is where a fragmented heap lives, and MADV_COLLAPSE of file text
-// needs CONFIG_READ_ONLY_THP_FOR_FS. THPeligible is not required: it says whether faults and
-// khugepaged may use THP (0 for an unadvised VMA under enabled=madvise), and MADV_COLLAPSE
-// ignores the mode. hugetlb and the kernel's special mappings are left alone; VM_NOHUGEPAGE
-// mappings are listed as blocked (blocked_reason()).
+// An anonymous mapping: no file behind it (a private mapping of /dev/zero is anonymous too).
+bool anonymous_mapping(const mapping_info& m) {
+  const std::string_view name = m.name;
+  return name.empty() || name == "[heap]" || name == "[stack]" || name.rfind("[anon:", 0) == 0 ||
+         (name.rfind("/dev/zero", 0) == 0 && m.permissions.size() == 4 && m.permissions[3] == 'p');
+}
+
+// Anonymous memory only: that is where a fragmented heap lives. THPeligible is not required: it
+// says whether faults and khugepaged may use THP (0 for an unadvised VMA under enabled=madvise),
+// and MADV_COLLAPSE ignores the mode. hugetlb and the kernel's special mappings are left alone;
+// VM_NOHUGEPAGE mappings are listed as blocked (blocked_reason()), and so are private file
+// mappings with pages they wrote (file_reason()).
 bool collapsible(const mapping_info& m) {
   const bool special = m.name == "[vsyscall]" || m.name == "[vvar]" || m.name == "[vdso]" ||
                        m.name == "[vvar_vclock]" || m.name == "[uprobes]";
-  const bool anonymous = m.anonymous > 0 || m.name.empty() || m.name == "[heap]";
-  return anonymous && !special && !m.is_hugetlb() && m.permissions.size() == 4 &&
+  return anonymous_mapping(m) && !special && !m.is_hugetlb() && m.permissions.size() == 4 &&
          m.permissions[0] == 'r';
 }
+
+// A private file mapping whose written pages are anonymous copies: resident on base pages like a
+// heap, but MADV_COLLAPSE takes a file mapping only as page cache (read-only, with
+// CONFIG_READ_ONLY_THP_FOR_FS), never its written copies: EINVAL for every chunk.
+bool private_file_with_copies(const mapping_info& m) {
+  return !anonymous_mapping(m) && !m.is_hugetlb() && m.anonymous > 0 && m.permissions.size() == 4 &&
+         m.permissions[3] == 'p' && m.name.front() == '/';
+}
+
+const std::string file_reason =
+    "a private file mapping: the pages it wrote are anonymous copies, but MADV_COLLAPSE takes a "
+    "file mapping only as read-only page cache (CONFIG_READ_ONLY_THP_FOR_FS), never its written "
+    "copies, and refuses it with EINVAL.";
 
 // Why the kernel refuses MADV_COLLAPSE on `m` before trying (EINVAL for every chunk), or "".
 // PR_SET_THP_DISABLE without PR_THP_DISABLE_EXCEPT_ADVISED shows as THP_enabled 0 in status;
@@ -59,6 +79,7 @@ std::string blocked_reason(const mapping_info& m, bool thp_disabled) {
 // A short name for a blocked row's reason, for the table.
 std::string blocked_label(const std::string& reason) {
   if (reason.rfind("THP is disabled", 0) == 0) return "THP disabled for the process";
+  if (reason == file_reason) return "private file mapping";
   if (reason.rfind("shared memory", 0) == 0) {
     const auto at = reason.find("shmem_enabled=");
     return reason.substr(at, reason.find(':', at) - at);
@@ -153,9 +174,25 @@ std::string explain_refusal(int error, pid_t pid) {
 }
 
 collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std::string& error) {
+  // The budget bounds the whole run: reading the process's mappings counts too.
+  using clock = std::chrono::steady_clock;
+  const clock::time_point start = clock::now();
   collapse_report report;
   report.pid = o.pid;
   report.dry_run = o.dry_run;
+  const std::optional<std::string> status =
+      read_text("", "/proc/" + std::to_string(o.pid) + "/status");
+  const std::map<std::string, std::uint64_t> status_fields =
+      status ? parse_meminfo(*status) : std::map<std::string, std::uint64_t>{};
+  // A thread's id reads its process's memory, but process_madvise needs the process itself.
+  if (const auto tgid = status_fields.find("Tgid");
+      tgid != status_fields.end() && tgid->second != static_cast<std::uint64_t>(o.pid)) {
+    ec = std::make_error_code(std::errc::invalid_argument);
+    error =
+        fmt::format("pid {} is a thread of process {}: a collapse works on a process (--pid {})",
+                    o.pid, tgid->second, tgid->second);
+    return report;
+  }
   const std::vector<mapping_info> mappings = read_smaps(o.pid, ec);
   if (ec) {
     const std::string smaps = "/proc/" + std::to_string(o.pid) + "/smaps";
@@ -178,17 +215,14 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
   }
   const detail::unique_fd pagemap(
       detail::open_read_only(("/proc/" + std::to_string(o.pid) + "/pagemap").c_str()));
-  bool thp_disabled = false;
-  if (const auto status = read_text("", "/proc/" + std::to_string(o.pid) + "/status")) {
-    const auto fields = parse_meminfo(*status);
-    const auto it = fields.find("THP_enabled");
-    thp_disabled = it != fields.end() && it->second == 0;
-  }
+  const auto thp_enabled = status_fields.find("THP_enabled");
+  const bool thp_disabled = thp_enabled != status_fields.end() && thp_enabled->second == 0;
   const std::string shmem_enabled = read_thp_settings().shmem_enabled.value_or("");
   const bool shmem_blocked = shmem_enabled == "never" || shmem_enabled == "deny";
   for (const mapping_info& m : mappings) {
     const bool shmem = shmem_blocked && follows_shmem_enabled(m);
-    if (!collapsible(m) && !shmem) continue;
+    const bool file = private_file_with_copies(m);
+    if (!collapsible(m) && !shmem && !file) continue;
     const std::uintptr_t lo = (m.start + chunk - 1) & ~(chunk - 1);
     const std::uintptr_t hi = m.end & ~(chunk - 1);
     if (lo >= hi) continue;
@@ -199,7 +233,9 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
     row.end = hi;
     row.name = m.name.empty() ? "[anon]" : m.name;
     row.on_base = b.base;
-    row.blocked = shmem ? shmem_reason(shmem_enabled) : blocked_reason(m, thp_disabled);
+    row.blocked = shmem  ? shmem_reason(shmem_enabled)
+                  : file ? file_reason
+                         : blocked_reason(m, thp_disabled);
     row.before = row.after = b.huge_fraction();
     if (row.blocked.empty()) {
       row.resident_base = b.base;
@@ -223,9 +259,8 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
                                                                : a.on_base > b.on_base;
                    });
   if (o.dry_run) return report;
+  test_hook();
 
-  using clock = std::chrono::steady_clock;
-  const clock::time_point start = clock::now();
   std::size_t submitted = 0;
   // One pass over `row` in what is left of the budget; false when the budget is spent or an
   // error ends the run. The row keeps what its last pass found (a chunk collapsed by an earlier
@@ -238,8 +273,11 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
     budget.bytes = o.max_bytes - submitted;
     const collapse_result r =
         hugepage::collapse(o.pid, reinterpret_cast<void*>(row.start), row.end - row.start, budget);
-    row.attempted = true;
-    ++row.passes;
+    // Attempted: a chunk was submitted (the budget may be spent before the first).
+    if (r.calls != 0) {
+      row.attempted = true;
+      ++row.passes;
+    }
     row.collapsed += r.collapsed;
     row.refused = r.refused;
     row.left = r.left;
@@ -268,9 +306,10 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
   // pause, so that a moment's pin does not leave 2 MiB on base pages.
   for (int pass = 1; going && pass < collapse_passes; ++pass) {
     if (std::none_of(report.rows.begin(), report.rows.end(), busy)) break;
-    const auto pause = std::min<clock::duration>(std::chrono::milliseconds(10 * pass),
-                                                 o.budget - (clock::now() - start));
-    if (pause > clock::duration::zero()) std::this_thread::sleep_for(pause);
+    // A pause that would spend what is left of the budget leaves no time for the pass after it.
+    const clock::duration pause = std::chrono::milliseconds(10 * pass);
+    if (o.budget - (clock::now() - start) <= pause) break;
+    std::this_thread::sleep_for(pause);
     test_hook();
     for (collapse_row& row : report.rows) {
       if (busy(row) && !(going = collapse_once(row))) break;
@@ -290,6 +329,11 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
   return report;
 }
 
+namespace {
+const std::string budget_spent =
+    "the budget (--budget-ms, --max-bytes) ran out before a chunk collapsed";
+}  // namespace
+
 std::string nothing_collapsed(const collapse_report& report) {
   if (report.expected_gain + report.blocked == 0) return {};  // nothing on base pages to raise
   if (report.dry_run ? report.expected_gain != 0 : report.collapsed != 0) return {};
@@ -298,8 +342,7 @@ std::string nothing_collapsed(const collapse_report& report) {
   if (!report.dry_run) {
     for (const std::string& e : report.explanations) why += (why.empty() ? "" : " ") + e;
     if (report.explanations.empty() && report.expected_gain != 0) {
-      why += (why.empty() ? "" : " ") +
-             std::string("the budget (--budget-ms, --max-bytes) ran out before a chunk collapsed");
+      why += (why.empty() ? "" : " ") + budget_spent;
     }
   }
   return why;
@@ -334,9 +377,12 @@ std::string render_collapse(const collapse_report& report) {
   if (!report.dry_run) out += fmt::format("Collapsed {}.\n", format_bytes(report.collapsed));
   for (const std::string& e : report.blocked_why) out += "Cannot collapse: " + e + "\n";
   for (const std::string& e : report.explanations) out += "Refused: " + e + "\n";
-  if (!nothing_collapsed(report).empty()) {
-    out += report.dry_run ? "Nothing can be collapsed (exit status 1).\n"
-                          : "Nothing collapsed (exit status 1).\n";
+  if (const std::string why = nothing_collapsed(report); !why.empty()) {
+    // The lines above give the blocked ranges and refusals; a budget spent is said here.
+    const bool budget = !report.dry_run && report.explanations.empty() && report.expected_gain != 0;
+    out += fmt::format("{} (exit status 1){}\n",
+                       report.dry_run ? "Nothing can be collapsed" : "Nothing collapsed",
+                       budget ? ": " + budget_spent + "." : ".");
   }
   return out;
 }

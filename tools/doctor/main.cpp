@@ -3,6 +3,8 @@
 // Parses the command line (CLI11), collects one report, derives advice, prints a table or JSON.
 // Every error is one line on stderr and a non-zero status, with nothing on stdout: output is
 // built whole before it is printed, and a failed write to stdout is an error too.
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <chrono>
@@ -166,16 +168,22 @@ int parse(int argc, char** argv, options& o, int& code) {
       return fail("--pid: '" + pid + "' is not a process id (a positive integer) (try --help)");
     o.pid = static_cast<pid_t>(*value);
   }
+  // The bounds: about 35 years of milliseconds, a PiB of bytes.
+  constexpr long long most_ms = 1LL << 40, most_bytes = 1LL << 50;
   if (*budget_option) {
-    const auto value = positive(budget_ms, 1LL << 40);
-    if (!value)
-      return fail("--budget-ms: '" + budget_ms + "' is not a positive number (try --help)");
+    const auto value = positive(budget_ms, most_ms);
+    if (!value) {
+      return fail(fmt::format("--budget-ms: '{}' is not a whole number from 1 to {} (try --help)",
+                              budget_ms, most_ms));
+    }
     o.collapse_with.budget = std::chrono::milliseconds(*value);
   }
   if (*max_bytes_option) {
-    const auto value = positive(max_bytes, 1LL << 50);
-    if (!value)
-      return fail("--max-bytes: '" + max_bytes + "' is not a positive number (try --help)");
+    const auto value = positive(max_bytes, most_bytes);
+    if (!value) {
+      return fail(fmt::format("--max-bytes: '{}' is not a whole number from 1 to {} (try --help)",
+                              max_bytes, most_bytes));
+    }
     o.collapse_with.max_bytes = static_cast<std::size_t>(*value);
   }
   if (*capture_option && o.capture.empty()) return fail("--capture: an empty path (try --help)");

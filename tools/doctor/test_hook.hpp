@@ -5,7 +5,8 @@ namespace hugepage::doctor {
 
 /// With HUGEPAGE_DOCTOR_TEST_HOOK_FD=N naming a socket, writes one byte to fd N and waits for
 /// one byte back, so that a test can change the target at exactly that moment: between reading
-/// the target and checking it is still the same process, and between the passes of a collapse.
+/// the target and checking it is still the same process, and in a collapse after reading the
+/// target's mappings and between passes.
 /// Without the variable, or when N is no socket (a stray variable cannot make the doctor write
 /// into a file), it does nothing.
 void test_hook();

@@ -5,13 +5,16 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -65,8 +68,10 @@ enum class setup {
   nohuge_region,      // MADV_NOHUGEPAGE on the region only
   nohuge_everywhere,  // MADV_NOHUGEPAGE on every mapping of the process
   shared,             // the region is shared memory (MAP_SHARED | MAP_ANONYMOUS), not aligned
-  pinned              // one page of the second chunk spliced into a pipe: a reference the kernel
+  pinned,             // one page of the second chunk spliced into a pipe: a reference the kernel
                       // sees, so MADV_COLLAPSE answers EAGAIN there until the pipe is read
+  given_back          // the first chunk given back (MADV_DONTNEED) after it was written: no data,
+                      // its page table kept
 };
 
 // MADV_NOHUGEPAGE on every mapping /proc/self/maps lists (in a forked child: one thread).
@@ -111,6 +116,7 @@ class Target {
       }
       if (!ok) ::_exit(2);
       for (std::size_t i = 0; i < kLength; i += stride) p_[i] = static_cast<char>(i >> 12);
+      if (how == setup::given_back && ::madvise(p_, kHuge, MADV_DONTNEED) != 0) ::_exit(2);
       if (how == setup::pinned) {
         iovec page{p_ + kHuge + 8192, 4096};
         if (::vmsplice(pin_[1], &page, 1, 0) != 4096) ::_exit(2);
@@ -118,7 +124,7 @@ class Target {
       char c = 0;
       (void)!::write(ready_[1], &c, 1);
       (void)!::read(done_[0], &c, 1);
-      for (std::size_t i = 0; i < kLength; i += stride) {
+      for (std::size_t i = how == setup::given_back ? kHuge : 0; i < kLength; i += stride) {
         if (p_[i] != static_cast<char>(i >> 12)) ::_exit(1);
       }
       ::_exit(0);
@@ -254,7 +260,7 @@ TEST(DoctorCollapse, AChunkBusyForAMomentIsCollapsedOnTheNextPass) {
   std::thread unpin([&] {
     char byte = 0;
     while (::read(pair[0], &byte, 1) == 1) {
-      if (++hook_calls == 1) {
+      if (++hook_calls == 2) {  // the first is before the first pass
         EXPECT_TRUE(target.unpin());
       }
       (void)!::write(pair[0], &byte, 1);
@@ -267,7 +273,7 @@ TEST(DoctorCollapse, AChunkBusyForAMomentIsCollapsedOnTheNextPass) {
   unpin.join();
   ::close(pair[0]);
   ::close(pair[1]);
-  EXPECT_EQ(hook_calls, 1) << "one pause: before the second pass, the last one needed";
+  EXPECT_EQ(hook_calls, 2) << "before the first pass and the second, the last one needed";
   EXPECT_EQ(run.status, 0) << run.err;
   const nlohmann::json json = nlohmann::json::parse(run.out);
   const nlohmann::json range = range_at(json, target.address());
@@ -279,6 +285,102 @@ TEST(DoctorCollapse, AChunkBusyForAMomentIsCollapsedOnTheNextPass) {
   EXPECT_EQ(json.at("refusals_explained"), nlohmann::json::array());
   EXPECT_EQ(hugepage::backing_of(target.pid(), target.address(), kLength).thp, kLength);
   EXPECT_EQ(target.finish(), 0);
+}
+
+// A chunk without data (written, then given back) is not submitted: the kernel would fill it with
+// zeroes (2 MiB of memory for nothing) where its page table is left, or refuse it (EINVAL) where
+// none is. The other 15 chunks collapse; no refusal, nothing grew.
+TEST(DoctorCollapse, AChunkWithoutDataIsLeftAlone) {
+  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("process_madvise(MADV_COLLAPSE) needs root");
+  Target target(4096, setup::given_back);
+  ASSERT_GT(target.pid(), 0);
+  const run_result run =
+      doctor("--pid " + std::to_string(target.pid()) + " --collapse --budget-ms 5000 --json");
+  EXPECT_EQ(run.status, 0) << run.err;
+  const nlohmann::json json = nlohmann::json::parse(run.out);
+  const nlohmann::json range = range_at(json, target.address());
+  ASSERT_FALSE(range.is_null()) << run.out;
+  EXPECT_EQ(range.at("collapsed_bytes"), kLength - kHuge);
+  EXPECT_EQ(range.at("refused_bytes"), 0);
+  EXPECT_EQ(json.at("refusals_explained"), nlohmann::json::array());
+  const auto first = hugepage::backing_of(target.pid(), target.address(), kHuge);
+  EXPECT_EQ(first.thp, 0u) << "no huge page of zeroes";
+  EXPECT_EQ(first.base, 0u);
+  EXPECT_EQ(hugepage::backing_of(target.pid(), static_cast<const char*>(target.address()) + kHuge,
+                                 kLength - kHuge)
+                .thp,
+            kLength - kHuge);
+  EXPECT_EQ(target.finish(), 0);
+}
+
+// The budget bounds the whole run: spent while the doctor reads the target (its test hook holds it
+// there for 20 ms), it leaves no time for a chunk. No range counts as attempted, and the table
+// says why it exits 1.
+TEST(DoctorCollapse, ABudgetSpentOnReadingAttemptsNothingAndSaysSo) {
+  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("process_madvise(MADV_COLLAPSE) needs root");
+  Target target;
+  ASSERT_GT(target.pid(), 0);
+  for (const bool json : {false, true}) {
+    SCOPED_TRACE(json ? "json" : "table");
+    int pair[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, pair), 0);
+    std::thread stall([&] {
+      char byte = 0;
+      while (::read(pair[0], &byte, 1) == 1) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        (void)!::write(pair[0], &byte, 1);
+      }
+    });
+    const run_result run = doctor("--pid " + std::to_string(target.pid()) +
+                                      " --collapse --budget-ms 10" + (json ? " --json" : ""),
+                                  false, "HUGEPAGE_DOCTOR_TEST_HOOK_FD=" + std::to_string(pair[1]));
+    ::shutdown(pair[1], SHUT_RDWR);
+    stall.join();
+    ::close(pair[0]);
+    ::close(pair[1]);
+    EXPECT_EQ(run.status, 1) << run.err << run.out;
+    const std::string why =
+        "the budget (--budget-ms, --max-bytes) ran out before a chunk collapsed";
+    if (json) {
+      const nlohmann::json report = nlohmann::json::parse(run.out);
+      // After the reasons of ranges that are blocked, if any: the fork has this test's.
+      const std::string said = report.at("nothing_collapsed");
+      EXPECT_EQ(said.substr(said.size() - std::min(said.size(), why.size())), why) << said;
+      const nlohmann::json range = range_at(report, target.address());
+      ASSERT_FALSE(range.is_null()) << run.out;
+      EXPECT_EQ(range.at("attempted"), false);
+      EXPECT_EQ(range.at("passes"), 0);
+      EXPECT_TRUE(range.at("huge_fraction_after").is_null());
+    } else {
+      EXPECT_NE(run.out.find("Nothing collapsed (exit status 1): " + why + ".\n"),
+                std::string::npos)
+          << run.out;
+    }
+  }
+  EXPECT_DOUBLE_EQ(target.huge(), 0.0);
+  EXPECT_EQ(target.finish(), 0);
+}
+
+// A thread's id reads the same memory, but a collapse needs the process: an error naming it.
+TEST(DoctorCollapse, AThreadIdNamesItsProcess) {
+  std::promise<pid_t> tid;
+  std::promise<void> done;
+  std::thread thread([&] {
+    tid.set_value(static_cast<pid_t>(::syscall(SYS_gettid)));
+    done.get_future().wait();
+  });
+  const pid_t id = tid.get_future().get();
+  for (const char* mode : {" --collapse --dry-run", " --collapse"}) {
+    const run_result r = doctor("--pid " + std::to_string(id) + mode);
+    EXPECT_EQ(r.status, 2) << mode;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_EQ(r.err, "hugepage-doctor: pid " + std::to_string(id) + " is a thread of process " +
+                         std::to_string(::getpid()) + ": a collapse works on a process (--pid " +
+                         std::to_string(::getpid()) + ")\n")
+        << mode;
+  }
+  done.set_value();
+  thread.join();
 }
 
 // The line of the table that lists the range starting at `address`; "" when none does.
@@ -309,8 +411,15 @@ TEST(DoctorCollapse, HostileMappingNameIsPrintedEscaped) {
   const run_result dry = doctor("--pid " + std::to_string(::getpid()) + " --collapse --dry-run");
   const std::string row = row_of(dry.out, region);
   hugepage::os::unmap(region, 4 * mib);
-  EXPECT_EQ(dry.status, 0) << dry.err;
+  // Exit status 1 when nothing but blocked ranges is on base pages (0 candidates).
+  const bool candidates = dry.out.find(": 0 candidate range(s)") == std::string::npos;
+  EXPECT_EQ(dry.status, candidates ? 0 : 1) << dry.err << dry.out;
   EXPECT_NE(row.find("/tmp/hugepage-doctor-\\x1b[31mred\\\\-"), std::string::npos) << dry.out;
+  // Its written pages are anonymous copies in a file mapping, which MADV_COLLAPSE refuses: listed
+  // as such, with no gain.
+  EXPECT_NE(row.find("(cannot collapse: private file mapping)"), std::string::npos) << row;
+  EXPECT_NE(dry.out.find("Cannot collapse: a private file mapping: "), std::string::npos)
+      << dry.out;
   EXPECT_EQ(dry.out.find('\x1b'), std::string::npos) << "a raw escape reached the table";
 }
 
