@@ -134,10 +134,11 @@ std::vector<std::size_t> parse_sizes(const std::string& text) {
   }
 }
 
+// A count in ASCII digits (no sign, no space: the runner reads it the same way) from low to high.
 int parse_count(const char* text, const char* flag, int low, int high) {
-  char* end = nullptr;
-  const long value = std::strtol(text, &end, 10);
-  if (end == text || *end != '\0' || value < low || value > high) {
+  const std::size_t digits = std::strspn(text, "0123456789");
+  const long value = digits > 0 && digits <= 9 && text[digits] == '\0' ? std::atol(text) : -1;
+  if (value < low || value > high) {
     usage_error(fmt::format("bad {}={} ({} to {})", flag, text, low, high));
   }
   return static_cast<int>(value);

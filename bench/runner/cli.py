@@ -23,6 +23,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -47,6 +48,9 @@ DEFAULT_ROUNDS = 5
 DEFAULT_HEAVY_ROUNDS = 2
 DEFAULT_MIN_TIME = "0.1"
 QUICK_ROUNDS = 2
+
+
+CPU_MAX = 1023  # CPU_SETSIZE - 1, as hugepage_bench bounds --cpu
 
 
 def parse_args(argv):
@@ -84,7 +88,7 @@ def parse_args(argv):
     p.add_argument("--no-peers", action="store_true", help="only our allocators under plain glibc")
     p.add_argument("--out", type=Path, help="output directory (default out/bench-<timestamp>; "
                    "with --from: the --from directory itself)")
-    p.add_argument("--cpu", type=int, help="pin the benchmark to this CPU (passed as --cpu=N)")
+    p.add_argument("--cpu", help="pin the benchmark to this CPU (passed as --cpu=N)")
     p.add_argument("--bench", type=Path, default=Path(os.environ.get("HUGEPAGE_BENCH", DEFAULT_BENCH)),
                    help="the benchmark binary (default build/bench/hugepage_bench)")
     p.add_argument("--timeout", type=int, default=900,
@@ -115,23 +119,28 @@ def parse_args(argv):
     args = p.parse_args(argv)
     args.extra = extra
     def split(flag, text):
-        """The names of a list flag; an empty list or element is an error, as for --sizes."""
+        """The names of a list flag, as hugepage_bench reads them: an empty list or element is an
+        error, as for --sizes; a suite may carry google-benchmark's BM_ prefix."""
         if text is None:
             return None
         if text == "":
             p.error(f"{flag}: {flag}= names nothing")
-        names = [x.strip() for x in text.split(",")]
+        names = text.split(",")
         if "" in names:
             p.error(f"{flag}: empty name in {flag}={text}")
+        if flag != "--allocators":
+            names = [n[3:] if n.startswith("BM_") else n for n in names]
         return names
     args.sizes_text = args.sizes.split(",") if args.sizes is not None else None
+    if args.cpu is not None:
+        args.cpu = parse_cpu(args.cpu, p)
     try:
         args.sizes = parse_size_list(args.sizes) if args.sizes is not None else None
     except argparse.ArgumentTypeError as e:
         p.error(f"--sizes: {e}")
     args.suites = split("--suites", args.suites)
     args.suites_given = args.suites  # before the registry's defaults fill them in
-    if args.paired_size:
+    if args.paired_size is not None:
         try:
             args.paired_size = parse_size(args.paired_size)
         except argparse.ArgumentTypeError as e:
@@ -152,15 +161,29 @@ def parse_args(argv):
     return args
 
 
+def parse_cpu(text, parser):
+    """--cpu as hugepage_bench reads it: ASCII digits, 0 to CPU_SETSIZE - 1."""
+    if re.fullmatch(r"[0-9]{1,9}", text) is None or int(text) > CPU_MAX:
+        parser.error(f"bad --cpu={text} (0 to {CPU_MAX})")
+    return int(text)
+
+
+def usage_error(message):
+    """A bad name, said as hugepage_bench says it, with its exit status 2."""
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
 def resolve_suites(args, registry):
-    """Fills the defaults that come from the registry, and checks the names given."""
+    """Fills the defaults that come from the registry, and checks the names given (the messages
+    are hugepage_bench's)."""
     known = registry.names()
     for given in (args.suites or []) + (args.peer_suites or []):
         if given not in known:
-            sys.exit(f"error: unknown suite '{given}' (known: {', '.join(known)})")
+            usage_error(f"unknown suite '{given}' (hugepage_bench --list shows them)")
     for given in args.allocators or []:
         if given not in registry.allocators:
-            sys.exit(f"error: unknown allocator '{given}' (known: {', '.join(registry.allocators)})")
+            usage_error(f"unknown allocator '{given}' ({', '.join(registry.allocators)})")
     if not args.suites and not args.quick:
         args.suites = known
     peer = args.peer_suites or (registry.peer_core() if args.quick else registry.peer_default())

@@ -2,9 +2,13 @@
 sizes accepted, the same refused with the same message), refuses empty names in --suites and
 --allocators as the runner does, and refuses a --cpu that is not a number. Usage: python3 -m runner.tests.check_flags path/to/hugepage_bench"""
 
+import io
 import subprocess
 import sys
+from contextlib import redirect_stderr, redirect_stdout
 
+from runner import cli
+from runner.registry import load as load_registry
 from runner.util import parse_size
 
 from . import size_cases
@@ -34,13 +38,45 @@ def problems(bench):
         expect(f"--sizes={text}", 2, message)
     for (flag, text), message in size_cases.NAME_LISTS_REFUSED.items():
         expect(f"{flag}={text}", 2, message)
-    for cpu in ("abc", "", "1x", "-1", "1.5", "99999999999"):
+    for cpu in ("abc", "", "1x", "-1", "1.5", "99999999999", "1024", " 1", "1 ", "+1",
+                "\u0661"):
         expect(f"--cpu={cpu}", 2, f"bad --cpu={cpu} (0 to 1023)")
     expect("--cpu=0", 0)
+    expect("--cpu=1023", 0)
+    out += runner_agrees(bench)
     # The runner's own parser on the same cases, so that one table holds both.
     for text, size in size_cases.ACCEPTED.items():
         if parse_size(text) != size:
             out.append(f"runner: {text!r} is {parse_size(text)}, expected {size}")
+    return out
+
+
+def runner_says(flag, registry):
+    """The runner's exit status and last line of stderr for FLAG (0 and "" when it takes it)."""
+    err = io.StringIO()
+    try:
+        with redirect_stderr(err), redirect_stdout(io.StringIO()):
+            cli.resolve_suites(cli.parse_args([flag]), registry)
+    except SystemExit as e:
+        lines = err.getvalue().strip().splitlines()
+        return e.code, lines[-1] if lines else ""
+    return 0, ""
+
+
+def runner_agrees(bench):
+    """The runner takes and refuses the names and CPUs the binary does, with its words."""
+    registry = load_registry(bench)
+    a, b = registry.names()[:2]
+    out = []
+    for flag in (f"--suites={a}", f"--suites=BM_{a}", f"--suites={a},{b}", f"--suites={a}, {b}",
+                 "--suites=Nope", f"--suites={a} ", "--allocators=std", "--allocators=THP",
+                 "--allocators=std, thp", "--cpu=0", "--cpu=-1", "--cpu=1024", "--cpu= 1",
+                 "--cpu=\u0661", "--cpu=x"):
+        code, err = run(bench, flag)
+        theirs, said = runner_says(flag, registry)
+        message = err.removeprefix("hugepage_bench: ")
+        if theirs != code or (code != 0 and not said.endswith(message)):
+            out.append(f"runner on {flag!r}: exit {theirs} {said!r}; binary: exit {code} {err!r}")
     return out
 
 

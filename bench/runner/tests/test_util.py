@@ -72,10 +72,20 @@ class NameListFlags(unittest.TestCase):
                 self.assertIn(f"{flag}: {message}\n", err.getvalue())
 
     def test_names_are_kept(self):
-        args = cli.parse_args(["--suites=Map_Lookup, FlatHashMap_Lookup", "--allocators=std"])
+        args = cli.parse_args(["--suites=Map_Lookup,BM_FlatHashMap_Lookup", "--allocators=std"])
         self.assertEqual(args.suites, ["Map_Lookup", "FlatHashMap_Lookup"])
         self.assertEqual(args.allocators, ["std"])
         self.assertIsNone(cli.parse_args([]).suites)
+        # As the binary reads them: a space is part of the name (then unknown), not trimmed.
+        self.assertEqual(cli.parse_args(["--suites=Map_Lookup, X"]).suites, ["Map_Lookup", " X"])
+
+    def test_empty_paired_size_is_an_error(self):
+        err = io.StringIO()
+        with self.assertRaises(SystemExit) as e, redirect_stdout(io.StringIO()), \
+                unittest.mock.patch("sys.stderr", err):
+            cli.parse_args(["--paired-size="])
+        self.assertEqual(e.exception.code, 2)
+        self.assertIn("--paired-size: bad size ''", err.getvalue())
 
 
 if __name__ == "__main__":
