@@ -92,13 +92,14 @@ long read_headers(pid_t pid, const std::vector<std::uintptr_t>& addresses,
 // a header, at most `max_reads` calls in all). A record may hold chunks in only part of it: the
 // kernel merges a chunk with any anonymous neighbour of the same flags (ld.so's small mapping below
 // libc, the program's own mmap). So the walk goes chunk by chunk from the record's start, and
-// where a piece is no chunk it looks for the next header at each page within `scan_bytes`.
+// where a piece is no chunk it looks for the next header at each of the `scan_pages` pages after
+// it, in one call (1024 iovecs, IOV_MAX: a program's mmap of up to 4 MiB below the chunks).
 chunk_headers read_chunk_headers(pid_t pid, const std::vector<mapping_info>& mappings,
-                                 std::size_t max_reads = 4096,
-                                 std::size_t scan_bytes = 256 * units::kib) {
+                                 std::size_t max_reads = 4096, std::size_t scan_pages = 1024) {
   chunk_headers out;
   out.read = true;  // with no candidate, no chunk is left among the anonymous mappings
   const std::size_t page = os::base_page_size();
+  const std::size_t scan_bytes = scan_pages * page;
   std::size_t reads = 0, unread = 0;
   std::vector<std::uintptr_t> at;
   std::vector<std::array<std::uint64_t, 2>> headers;

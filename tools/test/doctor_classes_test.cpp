@@ -551,6 +551,21 @@ TEST(DoctorClassesLive, GlibcChunksAreToldByTheirHeaders) {
   EXPECT_LT(bytes_of(json_class(p, "anonymous_mmap")), 1 * mib);
 }
 
+// A program's own mmap of 1 MiB right below the chunks, merged with them into one record: the
+// search for the first header reaches past it, so the chunks are still glibc's.
+TEST(DoctorClassesLive, ChunksBehindAMebibyteOfTheProgramsOwnAreFound) {
+  if (hugepage::test::under_asan()) GTEST_SKIP() << asan_malloc;
+  target t({"--malloc-chunks", "6", "--chunk-kib", "1024", "--beside-kib", "1024"});
+  ASSERT_TRUE(t.ready()) << t.line();
+  const nlohmann::json p = process_json(t.pid());
+  const auto* chunks = json_class(p, "glibc_mmapped_chunks");
+  ASSERT_NE(chunks, nullptr) << p.at("memory_classes").dump(1);
+  EXPECT_EQ(chunks->at("evidence"), "chunk headers, by size");
+  EXPECT_GE(bytes_of(chunks), least_chunk_bytes(chunks->at("evidence"), 6 * mib));
+  EXPECT_LE(bytes_of(chunks), 6 * mib + 12 * page);
+  EXPECT_GE(bytes_of(json_class(p, "anonymous_mmap")), 1 * mib) << "its own below the chunks";
+}
+
 // Chunks the kernel merged with anonymous neighbours, one below the lowest chunk (the headers
 // start past a piece that is none) and one above the highest: still chunks, the neighbours not.
 TEST(DoctorClassesLive, ChunksMergedWithNeighboursAreFound) {
