@@ -373,6 +373,78 @@ TEST(Collapse, ARangeUnmappedMeanwhileIsUnmappedNotEnomem) {
   EXPECT_GT(total.unmapped, 0u) << describe(total);
 }
 
+// Shared memory keeps its data in the page cache, where no page table shows it: a memfd written
+// with write(2) and mapped untouched is no "chunk without data", it is collapsed.
+TEST(Collapse, SharedMemoryWithDataOnlyInThePageCacheIsCollapsed) {
+  HUGEPAGE_REQUIRE_COLLAPSE();
+  const int fd = ::memfd_create("collapse-test", MFD_CLOEXEC);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  std::string data(2 * kHuge, 'x');
+  ASSERT_EQ(::write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  std::error_code ec;
+  void* aligned = hugepage::os::map_aligned(2 * kHuge, kHuge, ec);
+  ASSERT_NE(aligned, nullptr) << ec.message();
+  // On a 2 MiB boundary, congruent to the file's offsets: a shared huge page can map there.
+  char* p = static_cast<char*>(
+      ::mmap(aligned, 2 * kHuge, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0));
+  ::close(fd);
+  ASSERT_EQ(p, aligned);
+  const collapse_result r = hugepage::collapse(p, 2 * kHuge);
+  const bool denied = hugepage::read_thp_settings().shmem_enabled.value_or("") == "deny";
+  EXPECT_EQ(r.empty, 0u) << describe(r);
+  EXPECT_EQ(r.calls, 2u) << describe(r);
+  if (!denied) {
+    EXPECT_EQ(r.collapsed, 2 * kHuge) << describe(r);
+    EXPECT_EQ(hugepage::backing_of(p, 2 * kHuge).thp, 2 * kHuge);
+  }
+  EXPECT_EQ(p[kHuge + 5], 'x');
+  ::munmap(p, 2 * kHuge);
+}
+
+// Chunks of many small pieces (a page read on the zero page, the next not faulted in; a page and
+// a hole) are judged whole, whatever the number of pieces: no data is no call, a hole is unmapped.
+TEST(Collapse, ChunksOfManyPiecesAreJudgedWhole) {
+  HUGEPAGE_REQUIRE_COLLAPSE();
+  std::error_code ec;
+  char* p = static_cast<char*>(hugepage::os::map_aligned(2 * kHuge, kHuge, ec));
+  ASSERT_NE(p, nullptr) << ec.message();
+  volatile char sink = 0;
+  for (std::size_t i = 0; i < kHuge; i += 2 * page()) sink = static_cast<char>(sink + p[i]);
+  for (std::size_t i = kHuge; i < 2 * kHuge; i += 2 * page()) {
+    p[i] = 1;
+    ASSERT_EQ(::munmap(p + i + page(), page()), 0);
+  }
+  const bool zero_page = hugepage::backing_of(p, kHuge).zero_page == kHuge / 2;
+  const collapse_result r = hugepage::collapse(p, 2 * kHuge);
+  EXPECT_TRUE(r.scanned) << describe(r);
+  EXPECT_EQ(r.unmapped, kHuge) << describe(r);
+  EXPECT_EQ(r.refused, 0u) << describe(r);
+  // Without the zero page on read faults, the reads gave the first chunk pages of its own.
+  EXPECT_EQ(r.empty, zero_page ? kHuge : 0u) << describe(r);
+  EXPECT_EQ(r.calls, zero_page ? 0u : 1u) << describe(r);
+  EXPECT_EQ(hugepage::backing_of(p, kHuge).thp, zero_page ? 0u : kHuge);
+  hugepage::os::unmap(p, 2 * kHuge);
+}
+
+// Skipping is free of calls, not of scans: 16 TiB of address space with nothing in it is walked
+// under the time budget too, which stops the walk long before its end.
+TEST(Collapse, AVastEmptyRangeStopsAtTheTimeBudget) {
+  HUGEPAGE_REQUIRE_COLLAPSE();
+  const std::size_t bytes = std::size_t{16} << 40;
+  void* vast = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (vast == MAP_FAILED) HUGEPAGE_SKIP_OR_FAIL("cannot reserve 16 TiB of address space here");
+  const collapse_result r = hugepage::collapse(
+      vast, bytes, hugepage::collapse_budget::of_time(std::chrono::milliseconds(1)));
+  ::munmap(vast, bytes);
+  EXPECT_TRUE(r.scanned) << describe(r);
+  EXPECT_FALSE(r.done()) << "a 16 TiB walk fits no 1 ms budget: " << describe(r);
+  EXPECT_EQ(r.calls, 0u) << describe(r);
+  EXPECT_EQ(r.already_huge + r.empty + r.collapsed + r.refused + r.unmapped + r.left + r.unaligned,
+            bytes)
+      << describe(r);
+}
+
 // A mostly unmapped range costs a scan, not a call per chunk: 1 TiB of address space with 4 MiB
 // mapped in it, under a 20 ms budget, makes the two calls that can succeed.
 TEST(Collapse, MostlyUnmappedRangeMakesCallsOnlyForMappedChunks) {

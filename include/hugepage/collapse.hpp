@@ -97,9 +97,10 @@ struct collapse_refusal {
 /// chunks.
 struct collapse_result {
   std::size_t already_huge = 0;  ///< chunks found huge already (PMD-mapped THP or hugetlb)
-  /// Chunks holding no data (no page written, or all given back; the zero page is no data): a
-  /// collapse would refuse them or fill them with zeroes, so no call is made (needs PAGEMAP_SCAN;
-  /// without it such a chunk is tried, and refused with EINVAL or filled).
+  /// Chunks of anonymous memory holding no data (no page written, or all given back; the zero
+  /// page is no data): a collapse would refuse them or fill them with zeroes, so no call is made.
+  /// Needs PAGEMAP_SCAN and PROCMAP_QUERY (Linux 6.11) to tell anonymous memory; shared memory
+  /// and files keep data in the page cache that no page table shows, so theirs are tried.
   std::size_t empty = 0;
   std::size_t collapsed = 0;  ///< chunks collapsed by this call
   std::size_t refused = 0;    ///< chunks the kernel refused this call (see `refusals`)
@@ -149,9 +150,28 @@ inline void count_refusal(collapse_result& r, int error) noexcept {
   ++r.refusals.back().chunks;
 }
 
-// The core of both collapse() overloads. `pidfd` < 0: this process (madvise).
+// Whether the mapping at `address` of the /proc/<pid>/maps file `maps_fd` is anonymous (no file,
+// shared memory's included): a chunk of it with no data in its page tables has none anywhere.
+// Shared memory and files keep data in the page cache that no page table shows. Caches the
+// mapping in [`lo`, `hi`); false when it cannot tell (no fd, a kernel before PROCMAP_QUERY).
+inline bool anonymous_mapping_at(int maps_fd, std::uintptr_t address, std::uintptr_t& lo,
+                                 std::uintptr_t& hi, bool& anonymous) noexcept {
+  if (address >= lo && address < hi) return anonymous;
+  pagemap::procmap_query q;
+  if (maps_fd < 0 || pagemap::query_mapping(maps_fd, address, q) || q.vma_start > address) {
+    return false;
+  }
+  lo = static_cast<std::uintptr_t>(q.vma_start);
+  hi = static_cast<std::uintptr_t>(q.vma_end);
+  anonymous = q.inode == 0 && q.dev_major == 0 && q.dev_minor == 0;
+  return anonymous;
+}
+
+// The core of both collapse() overloads. `pidfd` < 0: this process (madvise). `maps_fd`: its
+// /proc/<pid>/maps, to tell anonymous mappings, whose chunks without data are skipped (< 0: none
+// is skipped for that).
 inline collapse_result collapse_range(int pidfd, int pagemap_fd, void* p, std::size_t bytes,
-                                      const collapse_budget& budget) noexcept {
+                                      const collapse_budget& budget, int maps_fd = -1) noexcept {
   using clock = std::chrono::steady_clock;
   const clock::time_point start = clock::now();
   collapse_result r;
@@ -178,9 +198,14 @@ inline collapse_result collapse_range(int pidfd, int pagemap_fd, void* p, std::s
   std::uintptr_t scanned_to = lo;
   std::size_t submitted = 0;
   constexpr std::size_t scan_window = units::gib;  // look ahead 512 chunks at a time
+  std::uintptr_t vma_lo = 0, vma_hi = 0;           // the mapping last asked about
+  bool vma_anonymous = false;
   std::uintptr_t at = lo;
   for (; at < hi; at += collapse_chunk) {
     if (r.scanned && at >= scanned_to) {
+      // Skipping chunks costs no call, but a vast sparse range costs scans: the time budget is
+      // checked before each.
+      if (clock::now() - start >= budget.time) break;
       const std::uintptr_t limit = hi - at > scan_window ? at + scan_window : hi;
       std::uintptr_t mapped_to = limit;
       r.scanned = huge_runs(pagemap_fd, at, limit, runs, run_count, scanned_to) &&
@@ -199,7 +224,8 @@ inline collapse_result collapse_range(int pidfd, int pagemap_fd, void* p, std::s
         r.already_huge += collapse_chunk;
         continue;
       }
-      if (!holds_data(spans, span_count, span, at, at + collapse_chunk)) {
+      if (!holds_data(spans, span_count, span, at, at + collapse_chunk) &&
+          anonymous_mapping_at(maps_fd, at, vma_lo, vma_hi, vma_anonymous)) {
         r.empty += collapse_chunk;
         continue;
       }
@@ -246,13 +272,16 @@ inline collapse_result collapse_range(int pidfd, int pagemap_fd, void* p, std::s
 /// Collapses [p, p + bytes) of this process into transparent huge pages, 2 MiB chunk by chunk,
 /// until `budget` is spent. Only whole, aligned 2 MiB chunks inside the range are collapsible
 /// (`unaligned` says how much is not). Chunks already huge are skipped (PAGEMAP_SCAN). Never
-/// throws and allocates nothing (usable on an allocation path); refusals are counted in the result.
+/// throws and allocates nothing (usable on an allocation path; about 40 KiB of stack for its scan
+/// buffers); refusals are counted in the result. The time budget is also checked before each scan
+/// of the next GiB, so a vast sparse range stops in time although its skips make no calls.
 /// Continue a partial call with collapse(result.resume, end - result.resume, budget). Thread-safe
 /// (other threads may touch the range meanwhile; the kernel copies under the page table lock).
 inline collapse_result collapse(void* p, std::size_t bytes,
                                 const collapse_budget& budget = {}) noexcept {
   const detail::unique_fd pagemap(detail::open_read_only("/proc/self/pagemap"));
-  return detail::collapse_range(-1, pagemap.get(), p, bytes, budget);
+  const detail::unique_fd maps(detail::open_read_only("/proc/self/maps"));
+  return detail::collapse_range(-1, pagemap.get(), p, bytes, budget, maps.get());
 }
 
 /// Collapses [p, p + bytes) of process `pid` with process_madvise(2) (Linux 6.1 for
@@ -264,15 +293,15 @@ inline collapse_result collapse(pid_t pid, void* p, std::size_t bytes,
   std::error_code ec;
   const detail::unique_fd pidfd(detail::pagemap::pidfd_open(pid, ec));
   if (!pidfd) {
-    collapse_result r;
+    // Nothing visited: every whole chunk is left, the head and tail are unaligned.
+    collapse_result r = detail::collapse_range(-1, -1, p, bytes, collapse_budget{{}, 0});
     r.fatal = ec;
-    r.resume = p;
-    r.left = bytes;
     return r;
   }
   const detail::unique_fd pagemap(
       detail::open_read_only(detail::proc_path(pid, "pagemap").c_str()));
-  return detail::collapse_range(pidfd.get(), pagemap.get(), p, bytes, budget);
+  const detail::unique_fd maps(detail::open_read_only(detail::proc_path(pid, "maps").c_str()));
+  return detail::collapse_range(pidfd.get(), pagemap.get(), p, bytes, budget, maps.get());
 }
 
 }  // namespace hugepage

@@ -134,8 +134,10 @@ reach reach_of(fix_mechanism m, const memory_class_usage& c, const process_repor
       if (p.thp_enabled && !*p.thp_enabled) {
         return none("THP is disabled for the process (prctl): MADV_COLLAPSE refuses it too");
       }
-      if (c.kind == memory_class::hugetlb || c.kind == memory_class::file) {
-        return none("--collapse collapses anonymous and shared memory");
+      if (!private_anonymous(c.kind)) {
+        return none(
+            "--collapse collapses the process's private anonymous memory, not shared "
+            "memory or files");
       }
       return whole_pmds(c, thp_bytes);
   }

@@ -88,9 +88,10 @@ std::string blocked_label(const std::string& reason) {
 }
 
 // Shared memory on the kernel's internal shmem mount (MAP_SHARED anonymous, SysV, memfd)
-// follows shmem_enabled, under which never and deny make MADV_COLLAPSE refuse it (EINVAL). The
-// doctor does not collapse shared memory; it lists it when that setting rules a collapse out, so
-// that nobody expects one to raise it. Files in tmpfs mounts follow the mount's huge= instead.
+// follows shmem_enabled, under which deny makes MADV_COLLAPSE refuse it (EINVAL). The doctor does
+// not collapse shared memory (other processes map it too); it lists it when that setting rules a
+// collapse out, so that nobody expects one to raise it. Files in tmpfs mounts follow the mount's
+// huge= instead.
 bool follows_shmem_enabled(const mapping_info& m) {
   const std::string_view name = m.name;
   return !m.is_hugetlb() && m.permissions.size() == 4 && m.permissions[3] == 's' &&
@@ -218,7 +219,9 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
   const auto thp_enabled = status_fields.find("THP_enabled");
   const bool thp_disabled = thp_enabled != status_fields.end() && thp_enabled->second == 0;
   const std::string shmem_enabled = read_thp_settings().shmem_enabled.value_or("");
-  const bool shmem_blocked = shmem_enabled == "never" || shmem_enabled == "deny";
+  // deny forbids huge pages to shared memory, MADV_COLLAPSE's too; never stops only faults and
+  // khugepaged (Linux 6.18 collapses memfd and MAP_SHARED memory under never).
+  const bool shmem_blocked = shmem_enabled == "deny";
   for (const mapping_info& m : mappings) {
     const bool shmem = shmem_blocked && follows_shmem_enabled(m);
     const bool file = private_file_with_copies(m);
@@ -265,12 +268,15 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
   // One pass over `row` in what is left of the budget; false when the budget is spent or an
   // error ends the run. The row keeps what its last pass found (a chunk collapsed by an earlier
   // pass is found huge and skipped for free).
-  const auto collapse_once = [&](collapse_row& row) {
+  // After a pause, a pass submits at least one chunk: the budget may be exceeded by one chunk,
+  // and a pause followed by nothing would be time spent for no try.
+  const auto collapse_once = [&](collapse_row& row, bool after_pause) {
     const auto spent = clock::now() - start;
-    if (spent >= o.budget || submitted >= o.max_bytes) return false;
+    if (submitted >= o.max_bytes || (spent >= o.budget && !after_pause)) return false;
     hugepage::collapse_budget budget;
     budget.time = std::chrono::duration_cast<std::chrono::nanoseconds>(o.budget - spent);
     budget.bytes = o.max_bytes - submitted;
+    if (spent >= o.budget) budget = {std::chrono::nanoseconds::max(), chunk};
     const collapse_result r =
         hugepage::collapse(o.pid, reinterpret_cast<void*>(row.start), row.end - row.start, budget);
     // Attempted: a chunk was submitted (the budget may be spent before the first).
@@ -299,7 +305,7 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
   };
   bool going = true;
   for (collapse_row& row : report.rows) {
-    if (row.blocked.empty() && !(going = collapse_once(row))) break;
+    if (row.blocked.empty() && !(going = collapse_once(row, false))) break;
   }
   // EAGAIN is the kernel's "a page was busy": locked or pinned for a moment (an I/O into it, a
   // splice). Ranges with such chunks get more passes while the budget lasts, each after a short
@@ -311,8 +317,11 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
     if (o.budget - (clock::now() - start) <= pause) break;
     std::this_thread::sleep_for(pause);
     test_hook();
+    bool first = true;
     for (collapse_row& row : report.rows) {
-      if (busy(row) && !(going = collapse_once(row))) break;
+      if (!busy(row)) continue;
+      if (!(going = collapse_once(row, first))) break;
+      first = false;
     }
   }
   // Each refusal the run ends with, explained once.
@@ -332,6 +341,15 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
 namespace {
 const std::string budget_spent =
     "the budget (--budget-ms, --max-bytes) ran out before a chunk collapsed";
+
+// Whether the budget left a candidate range, or chunks of one, untried (and no error stopped
+// the run).
+bool budget_cut(const collapse_report& report) {
+  if (report.fatal) return false;
+  return std::any_of(report.rows.begin(), report.rows.end(), [](const collapse_row& row) {
+    return row.blocked.empty() && (!row.attempted || row.left != 0);
+  });
+}
 }  // namespace
 
 std::string nothing_collapsed(const collapse_report& report) {
@@ -341,9 +359,7 @@ std::string nothing_collapsed(const collapse_report& report) {
   for (const std::string& e : report.blocked_why) why += (why.empty() ? "" : " ") + e;
   if (!report.dry_run) {
     for (const std::string& e : report.explanations) why += (why.empty() ? "" : " ") + e;
-    if (report.explanations.empty() && report.expected_gain != 0) {
-      why += (why.empty() ? "" : " ") + budget_spent;
-    }
+    if (budget_cut(report)) why += (why.empty() ? "" : " ") + budget_spent;
   }
   return why;
 }
@@ -379,7 +395,7 @@ std::string render_collapse(const collapse_report& report) {
   for (const std::string& e : report.explanations) out += "Refused: " + e + "\n";
   if (const std::string why = nothing_collapsed(report); !why.empty()) {
     // The lines above give the blocked ranges and refusals; a budget spent is said here.
-    const bool budget = !report.dry_run && report.explanations.empty() && report.expected_gain != 0;
+    const bool budget = !report.dry_run && budget_cut(report);
     out += fmt::format("{} (exit status 1){}\n",
                        report.dry_run ? "Nothing can be collapsed" : "Nothing collapsed",
                        budget ? ": " + budget_spent + "." : ".");

@@ -140,18 +140,24 @@ chunk_headers read_chunk_headers(pid_t pid, const std::vector<mapping_info>& map
       const long got = read_headers(pid, at, headers);
       if (got < 0 && errno != EFAULT) return unreadable();
       std::size_t next = m.size();  // where the next chunk starts; none found: the record's end
+      std::size_t first_span = 0;   // the size of the chunk found there, from the same read
       for (long k = 0; k < got; ++k) {
         const std::size_t o = at[static_cast<std::size_t>(k)] - m.start;
         const std::size_t span = mmapped_chunk_span(headers[static_cast<std::size_t>(k)][0],
                                                     headers[static_cast<std::size_t>(k)][1], page);
         if (span != 0 && span <= m.size() - o) {
           next = o;
+          first_span = span;
           break;
         }
       }
       if (got < static_cast<long>(at.size()) && next == m.size()) gone = true;  // unmapped since
       if (next == m.size() && at.size() * page < m.size() - offset) break;      // beyond the reach
       offset = next;
+      if (first_span != 0) {  // the header just read: no second read of it
+        offset += first_span;
+        found.chunks.push_back(first_span);
+      }
       // From a header on, chunk after chunk, one read each.
       while (offset < m.size() && reads < max_reads) {
         std::uint64_t header[2] = {0, 0};

@@ -138,7 +138,8 @@ TEST(DoctorReach, MemcachedGetsItsOwnLargePagesNotTheTunable) {
     process_report q = big_process("glibc", {{"GLIBC_TUNABLES", tunables}}, "2.36");
     q.runtime = p.runtime;
     q = process_with(q, usage(memory_class::glibc_mmapped_chunks, 2 * gib, 6 * mib, 2 * gib));
-    const advice& without = only(advise_process(q, healthy_system()), "memcached_large_pages");
+    const auto q_list = advise_process(q, healthy_system());
+    const advice& without = only(q_list, "memcached_large_pages");
     EXPECT_TRUE(mentions(without, "glibc.malloc.hugetlb=1 never advises")) << without.message;
   }
   // Under THP always the slabs stay small too: -L again.

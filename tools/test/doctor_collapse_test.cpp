@@ -287,6 +287,43 @@ TEST(DoctorCollapse, AChunkBusyForAMomentIsCollapsedOnTheNextPass) {
   EXPECT_EQ(target.finish(), 0);
 }
 
+// A pause is followed by a try: the budget runs out during the pause before the second pass (the
+// test hook holds the doctor there for 300 ms of a 200 ms budget, and unpins the page), and the
+// second pass still submits the busy chunk, one chunk past the budget, and collapses it.
+TEST(DoctorCollapse, APauseIsFollowedByATryEvenWhenItSpendsTheBudget) {
+  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("process_madvise(MADV_COLLAPSE) needs root");
+  Target target(4096, setup::pinned);
+  ASSERT_GT(target.pid(), 0);
+  int pair[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, pair), 0);
+  int hook_calls = 0;
+  std::thread stall([&] {
+    char byte = 0;
+    while (::read(pair[0], &byte, 1) == 1) {
+      if (++hook_calls == 2) {  // between the first pass and the second
+        EXPECT_TRUE(target.unpin());
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      }
+      (void)!::write(pair[0], &byte, 1);
+    }
+  });
+  const run_result run =
+      doctor("--pid " + std::to_string(target.pid()) + " --collapse --budget-ms 200 --json", false,
+             "HUGEPAGE_DOCTOR_TEST_HOOK_FD=" + std::to_string(pair[1]));
+  ::shutdown(pair[1], SHUT_RDWR);
+  stall.join();
+  ::close(pair[0]);
+  ::close(pair[1]);
+  EXPECT_EQ(run.status, 0) << run.err;
+  const nlohmann::json json = nlohmann::json::parse(run.out);
+  const nlohmann::json range = range_at(json, target.address());
+  ASSERT_FALSE(range.is_null()) << run.out;
+  EXPECT_EQ(range.at("passes"), 2);
+  EXPECT_EQ(range.at("collapsed_bytes"), kLength);
+  EXPECT_EQ(hook_calls, 2);
+  EXPECT_EQ(target.finish(), 0);
+}
+
 // A chunk without data (written, then given back) is not submitted: the kernel would fill it with
 // zeroes (2 MiB of memory for nothing) where its page table is left, or refuse it (EINVAL) where
 // none is. The other 15 chunks collapse; no refusal, nothing grew.
@@ -502,35 +539,75 @@ TEST(DoctorCollapse, NoHugepageRegionsAreListedAndLeftAlone) {
   EXPECT_EQ(target.finish(), 0);
 }
 
-// Shared memory is never collapsed by the doctor; under shmem_enabled never (or deny), where
-// MADV_COLLAPSE refuses it, it is listed with 0 expected gain and the reason.
-TEST(DoctorCollapse, SharedMemoryUnderShmemNeverIsListedNotPromised) {
-  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("needs ptrace access to a child, as root");
-  const std::string mode = hugepage::read_thp_settings().shmem_enabled.value_or("");
-  Target target(4096, setup::shared);
-  ASSERT_GT(target.pid(), 0);
-  const std::string pid = std::to_string(target.pid());
-  const run_result dry = doctor("--pid " + pid + " --collapse --dry-run");
-  EXPECT_LE(dry.status, 1) << dry.err;
-  const std::string label = "/dev/zero (deleted) (cannot collapse: shmem_enabled=" + mode + ")";
-  if (mode == "never" || mode == "deny") {
-    const std::size_t at = dry.out.find(label);
-    ASSERT_NE(at, std::string::npos) << dry.out;
-    const std::string row =
-        dry.out.substr(dry.out.rfind('\n', at) + 1, at - dry.out.rfind('\n', at));
-    EXPECT_NE(row.find("  0 B "), std::string::npos) << "0 expected gain: " << row;
-    EXPECT_NE(dry.out.find("Cannot collapse: shared memory (MAP_SHARED anonymous, SysV or memfd) "
-                           "under shmem_enabled=" +
-                           mode),
-              std::string::npos)
-        << dry.out;
-  } else {
-    EXPECT_EQ(dry.out.find("/dev/zero (deleted)"), std::string::npos) << dry.out;
+// shmem_enabled, put back as it was when the test ends.
+class shmem_setting {
+ public:
+  explicit shmem_setting(std::string was) : was_(std::move(was)) {}
+  ~shmem_setting() { set(was_); }
+  shmem_setting(const shmem_setting&) = delete;
+  shmem_setting& operator=(const shmem_setting&) = delete;
+  static bool set(const std::string& mode) {
+    const int fd = ::open("/sys/kernel/mm/transparent_hugepage/shmem_enabled", O_WRONLY);
+    if (fd < 0) return false;
+    const bool ok = ::write(fd, mode.data(), mode.size()) == static_cast<ssize_t>(mode.size());
+    ::close(fd);
+    return ok;
   }
-  const run_result run = doctor("--pid " + pid + " --collapse --budget-ms 5000");
-  EXPECT_LE(run.status, 1) << run.err;
-  EXPECT_EQ(target.huge(), 0.0) << run.out;
-  EXPECT_EQ(target.finish(), 0);
+
+ private:
+  std::string was_;
+};
+
+// Shared memory is no candidate (other processes map it too). Under shmem_enabled=deny the kernel
+// refuses MADV_COLLAPSE on it, and the dry run lists it as such; under never the kernel takes it
+// (only faults and khugepaged are off), so nothing says it cannot. Both checked against the kernel
+// itself, with shmem_enabled set for the test and put back.
+TEST(DoctorCollapse, SharedMemoryIsNoCandidateAndIsListedOnlyUnderDeny) {
+  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("sets shmem_enabled, as root");
+  const std::string found = hugepage::read_thp_settings().shmem_enabled.value_or("");
+  if (found.empty()) HUGEPAGE_SKIP_OR_FAIL("no shmem_enabled on this kernel");
+  const shmem_setting restore(found);
+  for (const std::string mode : {"never", "deny"}) {
+    SCOPED_TRACE(mode);
+    ASSERT_TRUE(shmem_setting::set(mode));
+    // The kernel's answer for shared anonymous memory of this process, mapped on a 2 MiB
+    // boundary (a huge page of shared memory sits at a 2 MiB offset of its file: only an address
+    // congruent to it can map one).
+    std::error_code ec;
+    void* aligned = hugepage::os::map_aligned(kHuge, kHuge, ec);
+    ASSERT_NE(aligned, nullptr) << ec.message();
+    char* shared = static_cast<char*>(::mmap(aligned, kHuge, PROT_READ | PROT_WRITE,
+                                             MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0));
+    ASSERT_EQ(shared, aligned);
+    std::memset(shared, 1, kHuge);
+    const int kernel = ::madvise(shared, kHuge, MADV_COLLAPSE) == 0 ? 0 : errno;
+    ::munmap(shared, kHuge);
+    EXPECT_EQ(kernel, mode == "deny" ? EINVAL : 0) << std::strerror(kernel);
+
+    Target target(4096, setup::shared);
+    ASSERT_GT(target.pid(), 0);
+    const std::string pid = std::to_string(target.pid());
+    const run_result dry = doctor("--pid " + pid + " --collapse --dry-run");
+    EXPECT_LE(dry.status, 1) << dry.err;
+    const std::string label = "/dev/zero (deleted) (cannot collapse: shmem_enabled=" + mode + ")";
+    if (mode == "deny") {
+      const std::size_t at = dry.out.find(label);
+      ASSERT_NE(at, std::string::npos) << dry.out;
+      const std::string row =
+          dry.out.substr(dry.out.rfind('\n', at) + 1, at - dry.out.rfind('\n', at));
+      EXPECT_NE(row.find("  0 B "), std::string::npos) << "0 expected gain: " << row;
+      EXPECT_NE(dry.out.find("Cannot collapse: shared memory (MAP_SHARED anonymous, SysV or "
+                             "memfd) under shmem_enabled=deny"),
+                std::string::npos)
+          << dry.out;
+    } else {
+      EXPECT_EQ(dry.out.find("/dev/zero (deleted)"), std::string::npos) << dry.out;
+    }
+    const run_result run = doctor("--pid " + pid + " --collapse --budget-ms 5000");
+    EXPECT_LE(run.status, 1) << run.err;
+    EXPECT_EQ(target.huge(), 0.0) << "shared memory left alone\n" << run.out;
+    EXPECT_EQ(target.finish(), 0);
+  }
 }
 
 TEST(DoctorCollapse, MaxBytesBoundsTheWork) {

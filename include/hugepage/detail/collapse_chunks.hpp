@@ -25,7 +25,9 @@ inline bool collapse_fatal(int error) noexcept {
   return error == EPERM || error == ESRCH || error == ENOSYS || error == EBADF || error == EACCES;
 }
 
-constexpr std::size_t run_capacity = 128;
+// Regions per scan: 512 lets one scan always cover a whole chunk (512 base pages at most), however
+// its pages alternate between present, zero page and holes.
+constexpr std::size_t run_capacity = 512;
 
 // Scans [lo, hi) for huge runs (PMD-mapped THP or hugetlb; the huge zero page is huge but holds
 // no data, so it is left out) into `runs`. Sets `count` and `scanned_to`: `hi`, or where the

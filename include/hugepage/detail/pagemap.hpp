@@ -143,12 +143,11 @@ constexpr unsigned long procmap_query_request = _IOWR('f', 17, procmap_query);
 static_assert(PROCMAP_QUERY == procmap_query_request, "<linux/fs.h> and this header disagree");
 #endif
 
-/// The mapping of the /proc/<pid>/maps file `fd` that covers `address`, or the next one above it:
-/// [start, end) and its page size (larger than the base page for hugetlb). ENOENT: none;
-/// ENOTTY: a kernel before 6.11.
-inline std::error_code query_mapping(int fd, std::uintptr_t address, std::uintptr_t& start,
-                                     std::uintptr_t& end, std::size_t& page_size) noexcept {
-  procmap_query q{};
+/// The mapping of the /proc/<pid>/maps file `fd` that covers `address`, or the next one above it,
+/// as the kernel describes it in `q` (vma_start, vma_end, vma_page_size, inode: 0 for anonymous
+/// memory). ENOENT: none; ENOTTY: a kernel before 6.11.
+inline std::error_code query_mapping(int fd, std::uintptr_t address, procmap_query& q) noexcept {
+  q = procmap_query{};
   q.size = sizeof q;
   q.query_flags = procmap_covering_or_next;
   q.query_addr = address;
@@ -157,6 +156,16 @@ inline std::error_code query_mapping(int fd, std::uintptr_t address, std::uintpt
     n = ::ioctl(fd, procmap_query_request, &q);
   } while (n < 0 && errno == EINTR);
   if (n < 0) return std::error_code(errno, std::generic_category());
+  return {};
+}
+
+/// The mapping of the /proc/<pid>/maps file `fd` that covers `address`, or the next one above it:
+/// [start, end) and its page size (larger than the base page for hugetlb). ENOENT: none;
+/// ENOTTY: a kernel before 6.11.
+inline std::error_code query_mapping(int fd, std::uintptr_t address, std::uintptr_t& start,
+                                     std::uintptr_t& end, std::size_t& page_size) noexcept {
+  procmap_query q;
+  if (const std::error_code ec = query_mapping(fd, address, q)) return ec;
   start = static_cast<std::uintptr_t>(q.vma_start);
   end = static_cast<std::uintptr_t>(q.vma_end);
   page_size = static_cast<std::size_t>(q.vma_page_size);
