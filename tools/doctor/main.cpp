@@ -31,6 +31,7 @@ using namespace hugepage::doctor;
 // --help: the text, the schema name and the exit statuses from their homes.
 std::string usage_text() {
   return R"(Usage: hugepage-doctor [--json | --format FORMAT] [--pid PID [--top N] [--capture DIR] | --probe]
+       hugepage-doctor --pid PID --collapse [--dry-run] [--budget-ms N] [--max-bytes N] [--json]
 
 Says whether a Linux machine, or one process on it, gets the huge pages it could, and how to fix
 what is missing. Each piece of advice names the facts it rests on, what the fix costs, and the

@@ -14,6 +14,11 @@ TEST(DoctorCli, HelpDocumentsExitCodes) {
   EXPECT_NE(r.out.find("2  error"), std::string::npos);
   EXPECT_NE(r.out.find("3  --pid names a zombie"), std::string::npos);
   EXPECT_NE(r.out.find("4  --pid names a kernel thread"), std::string::npos);
+  // Both forms in the synopsis: the report and the collapse.
+  EXPECT_NE(r.out.find("\n       hugepage-doctor --pid PID --collapse [--dry-run] [--budget-ms N] "
+                       "[--max-bytes N] [--json]\n"),
+            std::string::npos)
+      << r.out;
   EXPECT_TRUE(r.err.empty());
 }
 
