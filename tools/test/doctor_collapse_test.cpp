@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -220,6 +221,30 @@ nlohmann::json range_at(const nlohmann::json& json, const void* address) {
   return nullptr;
 }
 
+// Runs the doctor with its test hook on a socket: `at_hook(n)` runs at its n-th pause (from 1),
+// the doctor waiting until it returns. Returns the run and, in `pauses`, how many there were.
+run_result doctor_with_hook(const std::string& args, const std::function<void(int)>& at_hook,
+                            int* pauses = nullptr) {
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM, 0, pair) != 0) return {};  // inherited by the doctor
+  int n = 0;
+  std::thread hook([&] {
+    char byte = 0;
+    while (::read(pair[0], &byte, 1) == 1) {
+      at_hook(++n);
+      (void)!::write(pair[0], &byte, 1);
+    }
+  });
+  const run_result r =
+      doctor(args, false, "HUGEPAGE_DOCTOR_TEST_HOOK_FD=" + std::to_string(pair[1]));
+  ::shutdown(pair[1], SHUT_RDWR);
+  hook.join();
+  ::close(pair[0]);
+  ::close(pair[1]);
+  if (pauses != nullptr) *pauses = n;
+  return r;
+}
+
 // A page pinned for the whole run (spliced into a pipe nobody reads): the kernel answers EAGAIN
 // for its chunk on every pass. The doctor collapses the other 15 chunks, tries the busy one on
 // each of its passes, and explains the refusal it ends with.
@@ -254,25 +279,15 @@ TEST(DoctorCollapse, AChunkBusyForAMomentIsCollapsedOnTheNextPass) {
   if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("process_madvise(MADV_COLLAPSE) needs root");
   Target target(4096, setup::pinned);
   ASSERT_GT(target.pid(), 0);
-  int pair[2];
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, pair), 0);  // inherited by the doctor
   int hook_calls = 0;
-  std::thread unpin([&] {
-    char byte = 0;
-    while (::read(pair[0], &byte, 1) == 1) {
-      if (++hook_calls == 2) {  // the first is before the first pass
-        EXPECT_TRUE(target.unpin());
-      }
-      (void)!::write(pair[0], &byte, 1);
-    }
-  });
-  const run_result run =
-      doctor("--pid " + std::to_string(target.pid()) + " --collapse --budget-ms 5000 --json", false,
-             "HUGEPAGE_DOCTOR_TEST_HOOK_FD=" + std::to_string(pair[1]));
-  ::shutdown(pair[1], SHUT_RDWR);
-  unpin.join();
-  ::close(pair[0]);
-  ::close(pair[1]);
+  const run_result run = doctor_with_hook(
+      "--pid " + std::to_string(target.pid()) + " --collapse --budget-ms 5000 --json",
+      [&](int n) {
+        if (n == 2) {  // the first is before the first pass
+          EXPECT_TRUE(target.unpin());
+        }
+      },
+      &hook_calls);
   EXPECT_EQ(hook_calls, 2) << "before the first pass and the second, the last one needed";
   EXPECT_EQ(run.status, 0) << run.err;
   const nlohmann::json json = nlohmann::json::parse(run.out);
@@ -294,26 +309,15 @@ TEST(DoctorCollapse, APauseIsFollowedByATryEvenWhenItSpendsTheBudget) {
   if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("process_madvise(MADV_COLLAPSE) needs root");
   Target target(4096, setup::pinned);
   ASSERT_GT(target.pid(), 0);
-  int pair[2];
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, pair), 0);
   int hook_calls = 0;
-  std::thread stall([&] {
-    char byte = 0;
-    while (::read(pair[0], &byte, 1) == 1) {
-      if (++hook_calls == 2) {  // between the first pass and the second
+  const run_result run = doctor_with_hook(
+      "--pid " + std::to_string(target.pid()) + " --collapse --budget-ms 200 --json",
+      [&](int n) {
+        if (n != 2) return;  // between the first pass and the second
         EXPECT_TRUE(target.unpin());
         std::this_thread::sleep_for(std::chrono::milliseconds(300));
-      }
-      (void)!::write(pair[0], &byte, 1);
-    }
-  });
-  const run_result run =
-      doctor("--pid " + std::to_string(target.pid()) + " --collapse --budget-ms 200 --json", false,
-             "HUGEPAGE_DOCTOR_TEST_HOOK_FD=" + std::to_string(pair[1]));
-  ::shutdown(pair[1], SHUT_RDWR);
-  stall.join();
-  ::close(pair[0]);
-  ::close(pair[1]);
+      },
+      &hook_calls);
   EXPECT_EQ(run.status, 0) << run.err;
   const nlohmann::json json = nlohmann::json::parse(run.out);
   const nlohmann::json range = range_at(json, target.address());
@@ -359,22 +363,10 @@ TEST(DoctorCollapse, ABudgetSpentOnReadingAttemptsNothingAndSaysSo) {
   ASSERT_GT(target.pid(), 0);
   for (const bool json : {false, true}) {
     SCOPED_TRACE(json ? "json" : "table");
-    int pair[2];
-    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, pair), 0);
-    std::thread stall([&] {
-      char byte = 0;
-      while (::read(pair[0], &byte, 1) == 1) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        (void)!::write(pair[0], &byte, 1);
-      }
-    });
-    const run_result run = doctor("--pid " + std::to_string(target.pid()) +
-                                      " --collapse --budget-ms 10" + (json ? " --json" : ""),
-                                  false, "HUGEPAGE_DOCTOR_TEST_HOOK_FD=" + std::to_string(pair[1]));
-    ::shutdown(pair[1], SHUT_RDWR);
-    stall.join();
-    ::close(pair[0]);
-    ::close(pair[1]);
+    const run_result run =
+        doctor_with_hook("--pid " + std::to_string(target.pid()) + " --collapse --budget-ms 10" +
+                             (json ? " --json" : ""),
+                         [](int) { std::this_thread::sleep_for(std::chrono::milliseconds(20)); });
     EXPECT_EQ(run.status, 1) << run.err << run.out;
     const std::string why =
         "the budget (--budget-ms, --max-bytes) ran out before a chunk collapsed";
