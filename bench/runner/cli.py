@@ -162,9 +162,14 @@ def parse_args(argv):
 
 
 def parse_cpu(text, parser):
-    """--cpu as hugepage_bench reads it: ASCII digits, 0 to CPU_SETSIZE - 1."""
+    """--cpu as hugepage_bench reads it: ASCII digits, 0 to CPU_SETSIZE - 1; and one this process
+    may run on, which the binary finds out only when it pins itself (every run would fail)."""
     if re.fullmatch(r"[0-9]{1,9}", text) is None or int(text) > CPU_MAX:
         parser.error(f"bad --cpu={text} (0 to {CPU_MAX})")
+    allowed = sorted(os.sched_getaffinity(0))
+    if int(text) not in allowed:
+        parser.error(f"cannot pin to CPU {text}: not one this process may run on "
+                     f"({', '.join(map(str, allowed))})")
     return int(text)
 
 

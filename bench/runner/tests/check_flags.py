@@ -3,6 +3,7 @@ sizes accepted, the same refused with the same message), refuses empty names in 
 --allocators as the runner does, and refuses a --cpu that is not a number. Usage: python3 -m runner.tests.check_flags path/to/hugepage_bench"""
 
 import io
+import os
 import subprocess
 import sys
 from contextlib import redirect_stderr, redirect_stdout
@@ -70,7 +71,8 @@ def runner_agrees(bench):
     out = []
     for flag in (f"--suites={a}", f"--suites=BM_{a}", f"--suites={a},{b}", f"--suites={a}, {b}",
                  "--suites=Nope", f"--suites={a} ", "--allocators=std", "--allocators=THP",
-                 "--allocators=std, thp", "--cpu=0", "--cpu=-1", "--cpu=1024", "--cpu= 1",
+                 "--allocators=std, thp", f"--cpu={min(os.sched_getaffinity(0))}", "--cpu=-1",
+                 "--cpu=1024", "--cpu= 1",
                  "--cpu=\u0661", "--cpu=x"):
         code, err = run(bench, flag)
         theirs, said = runner_says(flag, registry)

@@ -3,6 +3,7 @@ line: the cases hugepage_bench is held to as well (size_cases, check_flags)."""
 
 import argparse
 import io
+import os
 import unittest
 import unittest.mock
 from contextlib import redirect_stdout
@@ -78,6 +79,20 @@ class NameListFlags(unittest.TestCase):
         self.assertIsNone(cli.parse_args([]).suites)
         # As the binary reads them: a space is part of the name (then unknown), not trimmed.
         self.assertEqual(cli.parse_args(["--suites=Map_Lookup, X"]).suites, ["Map_Lookup", " X"])
+
+    def test_a_cpu_this_process_may_not_run_on_is_an_error(self):
+        missing = max(os.sched_getaffinity(0)) + 1
+        if missing > 1023:
+            self.skipTest("every CPU number is this process's")
+        err = io.StringIO()
+        with self.assertRaises(SystemExit) as e, redirect_stdout(io.StringIO()), \
+                unittest.mock.patch("sys.stderr", err):
+            cli.parse_args([f"--cpu={missing}"])
+        self.assertEqual(e.exception.code, 2)
+        self.assertIn(f"cannot pin to CPU {missing}: not one this process may run on",
+                      err.getvalue())
+        self.assertEqual(cli.parse_args([f"--cpu={min(os.sched_getaffinity(0))}"]).cpu,
+                         min(os.sched_getaffinity(0)))
 
     def test_empty_paired_size_is_an_error(self):
         err = io.StringIO()
