@@ -90,7 +90,8 @@ std::vector<std::string> split_names(const std::string& text, const char* flag) 
 
 // The one size grammar of the benchmark (bench/runner/util.py parse_size reads the same, and
 // scripts/bench asks it): digits, an optional fraction, an optional K, M, G or T (any case,
-// optionally followed by B or iB), binary units; bytes without a unit; more than 0.
+// optionally followed by B or iB), binary units; bytes without a unit; a whole number of bytes
+// from 1 to 2^62, computed exactly (no rounding through a double).
 std::size_t parse_size(const std::string& text) {
   const auto bad = [&text]() {
     usage_error("bad size '" + text + "' (e.g. 4M, 256MiB, 1.5G, 4096)");
@@ -102,8 +103,18 @@ std::size_t parse_size(const std::string& text) {
     return at > from;
   };
   if (!digits()) bad();
+  const std::size_t point = at;
   if (at < text.size() && text[at] == '.' && (++at, !digits())) bad();
-  const double value = std::strtod(text.substr(0, at).c_str(), nullptr);
+  // The number as its digits m over 10^f (f fraction digits, trailing zeros off), at most 19
+  // significant digits (runner/util.py reads the same).
+  const std::string whole = text.substr(0, point);
+  std::string fraction = point < at ? text.substr(point + 1, at - point - 1) : "";
+  while (!fraction.empty() && fraction.back() == '0') fraction.pop_back();
+  std::string mantissa = whole + fraction;
+  mantissa.erase(0, std::min(mantissa.find_first_not_of('0'), mantissa.size()));
+  if (mantissa.size() > 19 || fraction.size() > 27) bad();  // 5^28 > 10^19: never whole
+  std::uint64_t m = 0;
+  for (const char c : mantissa) m = m * 10 + static_cast<std::uint64_t>(c - '0');
   std::string unit = text.substr(at);
   int shift = 0;
   if (!unit.empty()) {
@@ -114,8 +125,21 @@ std::size_t parse_size(const std::string& text) {
     unit = unit.substr(1);
     if (!unit.empty() && unit != "B" && unit != "iB") bad();
   }
-  const double bytes = std::ldexp(value, shift);
-  if (bytes < 1 || bytes != std::floor(bytes) || bytes > 0x1p62) bad();
+  // bytes = m * 2^shift / (5^f * 2^f), exactly: 5^f must divide m, then the powers of two.
+  const int f = static_cast<int>(fraction.size());
+  std::uint64_t five_to_f = 1;
+  for (int i = 0; i < f; ++i) five_to_f *= 5;
+  if (m == 0 || m % five_to_f != 0) bad();
+  std::uint64_t bytes = m / five_to_f;
+  if (f > shift) {
+    if (bytes % (std::uint64_t{1} << (f - shift)) != 0) bad();
+    bytes >>= f - shift;
+  } else if (bytes > (std::uint64_t{1} << 62) >> (shift - f)) {
+    bad();
+  } else {
+    bytes <<= shift - f;
+  }
+  if (bytes > std::uint64_t{1} << 62) bad();
   return static_cast<std::size_t>(bytes);
 }
 

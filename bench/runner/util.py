@@ -27,9 +27,14 @@ def parse_size(text):
     bytes_ = None
     if m:
         shift = {None: 0, "K": 10, "M": 20, "G": 30, "T": 40}[m.group(2) and m.group(2).upper()]
-        value = math.ldexp(float(m.group(1)), shift)
-        if 1 <= value <= MAX_SIZE and value == int(value):
-            bytes_ = int(value)
+        # Exactly, as the binary computes it: digits m over 10^f (f fraction digits, trailing
+        # zeros off), at most 19 significant digits, times 2^shift.
+        whole, _, fraction = m.group(1).partition(".")
+        fraction = fraction.rstrip("0")
+        digits = (whole + fraction).lstrip("0")
+        value, rest = divmod(int(digits or "0") << shift, 10 ** len(fraction))
+        if len(digits) <= 19 and rest == 0 and 1 <= value <= MAX_SIZE:
+            bytes_ = value
     if bytes_ is None:
         raise argparse.ArgumentTypeError(f"bad size '{text}' (e.g. 4M, 256MiB, 1.5G, 4096)")
     return bytes_
