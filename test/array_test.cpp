@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "hugepage/arena.hpp"
+#include "hugepage/arena_allocator.hpp"
 #include "hugepage/backing.hpp"
 #include "hugepage/system.hpp"
 #include "support.hpp"
@@ -238,6 +240,22 @@ TEST_F(ArrayTest, UniquePtrWithArrayDeleterFreesTheWholeBlock) {
     EXPECT_EQ(q[15], static_cast<int>(0xABABABABu));
   }
   EXPECT_EQ(tracked::live, 0);
+}
+
+TEST_F(ArrayTest, AStatefulAllocatorTravelsWithTheStorage) {
+  using alloc = hugepage::arena_allocator<u64, hugepage::unsynchronized_arena>;
+  hugepage::unsynchronized_arena nodes;
+  auto a = hugepage::make_array<u64, alloc>(100, alloc(nodes));
+  EXPECT_EQ(nodes.stats().live_bytes, 100 * sizeof(u64));
+  EXPECT_EQ(&a.get_allocator().get_arena(), &nodes);
+  hugepage::array<u64, alloc> b(std::move(a));
+  EXPECT_EQ(&b.get_allocator().get_arena(), &nodes);
+  hugepage::unsynchronized_arena other;
+  hugepage::array<u64, alloc> c(alloc{other});
+  c = std::move(b);  // c's allocator is now the one of the storage it holds
+  EXPECT_EQ(&c.get_allocator().get_arena(), &nodes);
+  c.reset();
+  EXPECT_EQ(nodes.stats().live_bytes, 0u) << "freed into the arena it came from";
 }
 
 // ---- huge pages -------------------------------------------------------------------------------
