@@ -25,9 +25,11 @@
 // (detail/fork_locks.hpp); over a `dont_fork` strategy a child must not touch its containers.
 //
 // What it costs beside an arena per object:
-// - locks: every allocate and deallocate takes its size class's mutex (uncontended: an atomic
-//   exchange and a release store), where an unsynchronized_arena takes none. Threads that insert
-//   into containers of one tag at once contend per size class; give them different tags.
+// - locks: every allocate and deallocate takes its size class's mutex, where an
+//   unsynchronized_arena takes none. Uncontended that is a locked instruction, a full barrier on
+//   x86: cheap in a loop of allocations, dearer beside a container's cache-missing stores, which it
+//   waits for (an insert into a big tree). Threads that insert into containers of one tag at once
+//   also contend per size class; give them different tags.
 // - memory: one 2 MiB slab per size class in use, for the whole process, instead of per arena
 //   object; the arena lives until exit, and keeps up to `retained_pages` empty huge pages.
 // - lifetime: never destroyed (detail/immortal.hpp), so containers with static storage duration
