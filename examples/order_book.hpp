@@ -60,16 +60,15 @@ class basic_order_book {
 
  public:
   basic_order_book() = default;
-  basic_order_book(const basic_order_book& other) { *this = other; }
-  basic_order_book& operator=(const basic_order_book& other) {
-    // The index holds iterators into the sides: rebuilt against the copies.
-    if (this == &other) return *this;
-    bids_ = other.bids_;
-    asks_ = other.asks_;
-    index_.clear();
+  /// A copy: the sides copied, the index rebuilt against them (it holds iterators).
+  basic_order_book(const basic_order_book& other) : bids_(other.bids_), asks_(other.asks_) {
     index_.reserve(other.index_.size());
     for (auto it = bids_.begin(); it != bids_.end(); ++it) index_.emplace(it->second.id, it);
     for (auto it = asks_.begin(); it != asks_.end(); ++it) index_.emplace(it->second.id, it);
+  }
+  /// Copy and swap: when the copy throws (the allocator's exceptions), the book is unchanged.
+  basic_order_book& operator=(const basic_order_book& other) {
+    if (this != &other) *this = basic_order_book(other);
     return *this;
   }
   basic_order_book(basic_order_book&&) noexcept = default;
