@@ -5,6 +5,8 @@
 //   arena.hpp      a node arena: small objects (map, list, hash nodes) on huge pages
 //   arena_allocator.hpp  the STL allocator over an arena
 //   arena_resource.hpp   the std::pmr resource over an arena
+//   shared_arena_allocator.hpp  a stateless node allocator over a process-wide arena per tag
+//   array.hpp      array<T>, make_array: an owning sized array, the port of new T[n]
 //   strategy.hpp   where every hugepage decision is made
 //   backing.hpp    backing_of(): what the kernel actually gave
 //   collapse.hpp   collapse(): huge pages now, in budgeted steps, here or in another process
@@ -24,6 +26,7 @@
 #include "hugepage/arena.hpp"
 #include "hugepage/arena_allocator.hpp"
 #include "hugepage/arena_resource.hpp"
+#include "hugepage/array.hpp"
 #include "hugepage/backing.hpp"
 #include "hugepage/cgroup.hpp"
 #include "hugepage/collapse.hpp"
@@ -35,6 +38,7 @@
 #include "hugepage/perf_counters.hpp"
 #include "hugepage/pmr.hpp"
 #include "hugepage/refusal.hpp"
+#include "hugepage/shared_arena_allocator.hpp"
 #include "hugepage/smaps.hpp"
 #include "hugepage/stats.hpp"
 #include "hugepage/strategy.hpp"
