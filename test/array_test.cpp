@@ -176,7 +176,7 @@ TEST_F(ArrayTest, AThrowingConstructorDestroysWhatWasBuiltAndFreesTheMemory) {
     EXPECT_STREQ(e.what(), "element 6");
   }
   EXPECT_EQ(tracked::live, 0);
-  EXPECT_EQ(tracked::destroyed.size(), 6u);
+  EXPECT_EQ(tracked::destroyed, (std::vector<int>{5, 4, 3, 2, 1, 0})) << "last first, as new[]";
   EXPECT_EQ(ledger::live_blocks, 0u) << "the memory went back";
 
   tracked::clear();
@@ -198,7 +198,7 @@ TEST_F(ArrayTest, AnOverflowingCountThrowsBadArrayNewLength) {
 TEST_F(ArrayTest, ReleaseAndAdoptHandTheStorageOnWithItsExactSize) {
   auto first = hugepage::make_array<tracked, dirty_allocator<tracked>>(7);
   const tracked* where = first.data();
-  hugepage::array_block<tracked> block = first.release();
+  hugepage::array_block<tracked, dirty_allocator<tracked>> block = first.release();
   EXPECT_TRUE(first.empty());
   EXPECT_EQ(first.data(), nullptr);
   EXPECT_EQ(block.data, where);
@@ -215,7 +215,22 @@ TEST_F(ArrayTest, ReleaseAndAdoptHandTheStorageOnWithItsExactSize) {
   auto third = hugepage::make_array<tracked, dirty_allocator<tracked>>(3);
   hugepage::delete_array<tracked, dirty_allocator<tracked>>(third.release());
   EXPECT_EQ(tracked::live, 0);
+
+  // A named block is emptied by delete_array: a second call frees nothing twice.
+  auto fourth = hugepage::make_array<tracked, dirty_allocator<tracked>>(2);
+  hugepage::array_block<tracked, dirty_allocator<tracked>> named = fourth.release();
+  hugepage::delete_array(named);
+  EXPECT_EQ(named.data, nullptr);
+  EXPECT_EQ(named.size, 0u);
+  hugepage::delete_array(named);
+  EXPECT_EQ(ledger::live_blocks, 0u);
+  EXPECT_EQ(tracked::destroyed.size(), 12u) << "each element destroyed once";
 }
+
+// The allocator is part of a block's type: a block cannot reach an array of another allocator.
+static_assert(!std::is_convertible_v<hugepage::array_block<int, hugepage::huge_page_allocator<int>>,
+                                     hugepage::array_block<int>>);
+static_assert(std::is_same_v<decltype(hugepage::array<int>().release()), hugepage::array_block<int>>);
 
 TEST_F(ArrayTest, MoveCarriesTheStorageAndAssignmentFreesTheOld) {
   auto a = hugepage::make_array<tracked, dirty_allocator<tracked>>(4);

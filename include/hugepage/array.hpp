@@ -43,9 +43,11 @@
 namespace hugepage {
 
 /// Storage handed from one owner to the next: `size` constructed elements at `data`, allocated
-/// by the allocator the giver named. Nothing frees it on its own: give it to array::adopt() or
-/// delete_array().
-template <class T>
+/// by an allocator equal to `Alloc()`. The allocator is part of the type, so a block cannot be
+/// adopted by an array of another allocator (that does not compile). Nothing frees it on its own:
+/// give it to array::adopt() or delete_array() exactly as release() gave it (another `size` or
+/// `data` is undefined behaviour: the allocator frees by size and nothing can check it).
+template <class T, class Alloc = thp_allocator<T>>
 struct array_block {
   T* data = nullptr;
   std::size_t size = 0;
@@ -70,13 +72,17 @@ template <class T, class Alloc>
 T* allocate_and_construct(Alloc& alloc, std::size_t n, bool value) {
   if (n == 0) return nullptr;
   T* p = std::allocator_traits<Alloc>::allocate(alloc, n);
+  std::size_t built = 0;
   try {
-    if (value) {
-      std::uninitialized_value_construct_n(p, n);
-    } else {
-      std::uninitialized_default_construct_n(p, n);
+    for (; built < n; ++built) {
+      if (value) {
+        ::new (static_cast<void*>(p + built)) T();
+      } else {
+        ::new (static_cast<void*>(p + built)) T;
+      }
     }
-  } catch (...) {  // the elements are already destroyed (std::uninitialized_*_construct_n)
+  } catch (...) {  // as new T[n]: what was built is destroyed, last first
+    while (built > 0) p[--built].~T();
     std::allocator_traits<Alloc>::deallocate(alloc, p, n);
     throw;
   }
@@ -113,7 +119,7 @@ class array {
 
   /// Takes ownership of `block`: `block.size` constructed elements allocated by `alloc` (or an
   /// allocator equal to it) with exactly that count, e.g. from release().
-  static array adopt(array_block<T> block, const Alloc& alloc = Alloc()) noexcept {
+  static array adopt(array_block<T, Alloc> block, const Alloc& alloc = Alloc()) noexcept {
     array a(alloc);
     a.s_.data = block.data;
     a.s_.size = block.size;
@@ -149,8 +155,8 @@ class array {
   /// Gives up ownership: returns the pointer and the exact size, and leaves the array empty. The
   /// caller frees the block with delete_array() or adopt()s it into another array with an equal
   /// allocator.
-  [[nodiscard]] array_block<T> release() noexcept {
-    array_block<T> block{s_.data, s_.size};
+  [[nodiscard]] array_block<T, Alloc> release() noexcept {
+    array_block<T, Alloc> block{s_.data, s_.size};
     s_.data = nullptr;
     s_.size = 0;
     return block;
@@ -212,9 +218,17 @@ array<T, Alloc> make_array_for_overwrite(std::size_t n, const Alloc& alloc = All
 
 /// The `delete[]` of storage given up by array::release(): destroys the `block.size` elements
 /// (last first) and frees them with `alloc`, which must equal the allocator that allocated them.
-/// Never throws.
-template <class T, class Alloc = thp_allocator<T>>
-void delete_array(array_block<T> block, Alloc alloc = Alloc()) noexcept {
+/// The block is left empty, so a second delete_array() of it does nothing (a copy of the block
+/// made before is still a dangling pointer, as with delete[]). Never throws.
+template <class T, class Alloc>
+void delete_array(array_block<T, Alloc>& block, Alloc alloc = Alloc()) noexcept {
+  detail::destroy_and_free(alloc, block.data, block.size);
+  block = {};
+}
+
+/// delete_array() of a block straight from release(): `delete_array(a.release())`.
+template <class T, class Alloc>
+void delete_array(array_block<T, Alloc>&& block, Alloc alloc = Alloc()) noexcept {
   detail::destroy_and_free(alloc, block.data, block.size);
 }
 
@@ -236,7 +250,7 @@ using unique_array = std::unique_ptr<T[], array_deleter<T, Alloc>>;
 /// Throws as make_array().
 template <class T, class Alloc = thp_allocator<T>>
 unique_array<T, Alloc> make_unique_array(std::size_t n, const Alloc& alloc = Alloc()) {
-  array_block<T> b = make_array<T, Alloc>(n, alloc).release();
+  array_block<T, Alloc> b = make_array<T, Alloc>(n, alloc).release();
   return unique_array<T, Alloc>(b.data, array_deleter<T, Alloc>{b.size, alloc});
 }
 
@@ -245,7 +259,7 @@ unique_array<T, Alloc> make_unique_array(std::size_t n, const Alloc& alloc = All
 template <class T, class Alloc = thp_allocator<T>>
 unique_array<T, Alloc> make_unique_array_for_overwrite(std::size_t n,
                                                        const Alloc& alloc = Alloc()) {
-  array_block<T> b = make_array_for_overwrite<T, Alloc>(n, alloc).release();
+  array_block<T, Alloc> b = make_array_for_overwrite<T, Alloc>(n, alloc).release();
   return unique_array<T, Alloc>(b.data, array_deleter<T, Alloc>{b.size, alloc});
 }
 
