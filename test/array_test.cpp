@@ -230,7 +230,8 @@ TEST_F(ArrayTest, ReleaseAndAdoptHandTheStorageOnWithItsExactSize) {
 // The allocator is part of a block's type: a block cannot reach an array of another allocator.
 static_assert(!std::is_convertible_v<hugepage::array_block<int, hugepage::huge_page_allocator<int>>,
                                      hugepage::array_block<int>>);
-static_assert(std::is_same_v<decltype(hugepage::array<int>().release()), hugepage::array_block<int>>);
+static_assert(
+    std::is_same_v<decltype(hugepage::array<int>().release()), hugepage::array_block<int>>);
 
 TEST_F(ArrayTest, MoveCarriesTheStorageAndAssignmentFreesTheOld) {
   auto a = hugepage::make_array<tracked, dirty_allocator<tracked>>(4);
