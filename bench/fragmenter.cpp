@@ -388,9 +388,28 @@ std::size_t mem_available_bytes() {
   return 0;
 }
 
+namespace {
+constexpr const char* proactiveness_path = "/proc/sys/vm/compaction_proactiveness";
+
+bool write_text(const char* path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  out.flush();
+  return static_cast<bool>(out);
+}
+}  // namespace
+
 fragmenter::fragmenter(options opts) : before_(read_buddyinfo()) {
+  if (opts.pause_proactive_compaction && ::geteuid() == 0) {
+    std::ifstream in(proactiveness_path);
+    int value = -1;
+    if (in >> value && value >= 0 && write_text(proactiveness_path, "0")) {
+      saved_proactiveness_ = value;
+    }
+  }
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) {
+    stop_child();
     throw std::runtime_error(std::string("fragmenter: pipe: ") + strerror(errno));
   }
   const pid_t parent = ::getpid();
@@ -399,6 +418,7 @@ fragmenter::fragmenter(options opts) : before_(read_buddyinfo()) {
   if (child_ < 0) {
     ::close(fds[0]);
     ::close(fds[1]);
+    stop_child();
     throw std::runtime_error(std::string("fragmenter: fork: ") + strerror(errno));
   }
   if (child_ == 0) {
@@ -436,12 +456,17 @@ fragmenter::fragmenter(options opts) : before_(read_buddyinfo()) {
 fragmenter::~fragmenter() { stop_child(); }
 
 void fragmenter::stop_child() noexcept {
-  if (child_ <= 0) return;
-  ::kill(child_, SIGKILL);
-  int status = 0;
-  while (::waitpid(child_, &status, 0) < 0 && errno == EINTR) {
+  if (child_ > 0) {
+    ::kill(child_, SIGKILL);
+    int status = 0;
+    while (::waitpid(child_, &status, 0) < 0 && errno == EINTR) {
+    }
+    child_ = -1;
   }
-  child_ = -1;
+  if (saved_proactiveness_ >= 0) {
+    (void)write_text(proactiveness_path, std::to_string(saved_proactiveness_));
+    saved_proactiveness_ = -1;
+  }
 }
 
 bool fragmenter::complete() const {
@@ -457,6 +482,9 @@ std::string fragmenter::summary() const {
       << " of it as whole 2 MiB blocks, " << mib_text(from_per_cpu_)
       << " of those from per-cpu lists; gave back " << mib_text(freed_)
       << " as single pages) after " << seconds << " s; stopped: " << reason_ << "\n";
+  if (saved_proactiveness_ >= 0) {
+    out << "  compaction_proactiveness 0 while held (was " << saved_proactiveness_ << ")\n";
+  }
   out << "  zone            blocks >= 2 MiB  before -> after    free  before -> after\n";
   for (const buddy_zone& b : before_) {
     const buddy_zone* a = nullptr;

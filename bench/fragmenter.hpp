@@ -51,6 +51,10 @@ class fragmenter {
     std::size_t keep_available_bytes = std::size_t{2} << 30;  // MemAvailable never below this
     std::size_t max_hold_bytes = std::size_t{16} << 30;       // the child's resident bytes at most
     std::chrono::milliseconds deadline{std::chrono::minutes(2)};
+    // Sets /proc/sys/vm/compaction_proactiveness to 0 (root only) while the child holds, and puts
+    // it back on destruction: kcompactd's proactive compaction otherwise rebuilds free 2 MiB
+    // blocks from the freed pages within a minute (docs/benchmark.md).
+    bool pause_proactive_compaction = true;
   };
 
   /// Forks the child and waits for its result (at most the deadline and a few seconds). Throws
@@ -79,6 +83,9 @@ class fragmenter {
   const std::string& stopped_by() const { return reason_; }
   std::chrono::milliseconds took() const { return took_; }
   pid_t child() const { return child_; }
+  /// The proactiveness this fragmenter set to 0 and restores, or -1 when it left it alone (not
+  /// asked, or not root).
+  int paused_proactiveness() const { return saved_proactiveness_; }
   /// before/after per zone (orders 9 and 10, free MiB), what is held, why it stopped.
   std::string summary() const;
 
@@ -90,6 +97,7 @@ class fragmenter {
   std::size_t held_ = 0, freed_ = 0, taken_ = 0, from_per_cpu_ = 0;
   std::string reason_;
   std::chrono::milliseconds took_{0};
+  int saved_proactiveness_ = -1;
 };
 
 }  // namespace hugepage_bench

@@ -8,6 +8,8 @@
 
 #include <cerrno>
 #include <chrono>
+#include <fstream>
+#include <string>
 
 #include "fragmenter.hpp"
 #include "support.hpp"
@@ -16,6 +18,13 @@ namespace hugepage_bench {
 namespace {
 
 constexpr std::size_t mib = std::size_t{1} << 20;
+
+std::string read_proactiveness() {
+  std::ifstream in("/proc/sys/vm/compaction_proactiveness");
+  std::string value;
+  in >> value;
+  return value;
+}
 
 TEST(BenchFragmenterLive, BoundedRunSplitsLargeBlocksAndGivesAllBack) {
   if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("needs root (page frame numbers in pagemap)");
@@ -27,6 +36,7 @@ TEST(BenchFragmenterLive, BoundedRunSplitsLargeBlocksAndGivesAllBack) {
   if (user_big(read_buddyinfo()) < 64) {
     HUGEPAGE_SKIP_OR_FAIL("fewer than 64 free blocks of 2 MiB: already fragmented");
   }
+  const std::string proactiveness = read_proactiveness();
   pid_t child = -1;
   std::size_t available_holding = 0, held = 0;
   {
@@ -44,11 +54,15 @@ TEST(BenchFragmenterLive, BoundedRunSplitsLargeBlocksAndGivesAllBack) {
     EXPECT_LT(user_big(f.after()), user_big(f.before()));
     EXPECT_TRUE(f.complete() || f.stopped_by() == "max_hold_bytes") << f.stopped_by();
     EXPECT_EQ(::kill(child, 0), 0);
+    // kcompactd would rebuild 2 MiB blocks behind the child: proactive compaction is off.
+    EXPECT_EQ(read_proactiveness(), "0");
+    EXPECT_EQ(std::to_string(f.paused_proactiveness()), proactiveness);
     held = f.held_bytes();
     available_holding = mem_available_bytes();
   }
   EXPECT_EQ(::kill(child, 0), -1);
   EXPECT_EQ(errno, ESRCH);
+  EXPECT_EQ(read_proactiveness(), proactiveness);
   // Its memory is back: MemAvailable rose by at least half of what it held (the margin covers the
   // other tenants of a shared machine; the counters may take a moment to settle).
   std::size_t available_after = 0;

@@ -92,6 +92,7 @@ TEST(BenchFragmenter, FloorAboveMemAvailableStopsAtOnce) {
     fragmenter::options o;
     o.keep_available_bytes = mem_available_bytes() + (std::size_t{64} << 30);
     o.deadline = std::chrono::seconds(20);
+    o.pause_proactive_compaction = false;
     const fragmenter f(o);
     EXPECT_EQ(f.stopped_by(), "keep_available_bytes");
     EXPECT_EQ(f.held_bytes(), 0U);
