@@ -33,6 +33,7 @@ from .configs import Config, make_configs, probe
 from .execute import Run, read_json, run_once
 from .machine import measure_headroom
 from .plan import paired_plan, rotation, split_processes, spread_rounds, suites_for_round
+from .progress import Progress, fmt_duration, paired_estimate
 from .registry import Registry
 from .registry import load as load_registry
 from .report import paired_report, report
@@ -173,6 +174,12 @@ def parse_cpu(text, parser):
     return int(text)
 
 
+def run_kind(config, suites, part):
+    """Which processes of the rounds are alike in duration (progress.Progress): the same
+    configuration, suites and part."""
+    return (config.name, tuple(suites), part)
+
+
 def usage_error(message):
     """A bad name, said as hugepage_bench says it, with its exit status 2."""
     print(f"error: {message}", file=sys.stderr)
@@ -256,7 +263,8 @@ def paired_step(args, registry, out_dir):
         record = {"skipped": why}
         print(f"\nPaired run: not run ({why})")
     else:
-        log(f"paired run: {','.join(suites)} at {fmt_size(size)}, {rounds} round(s)")
+        log(f"paired run: {','.join(suites)} at {fmt_size(size)}, {rounds} round(s), about "
+            f"{fmt_duration(paired_estimate(len(suites), size, rounds, seconds))}")
         # Plain glibc: the binary loads the peers itself, with their options.
         config = Config("paired", {}, [], suites, peer=False)
         run = run_once(args, config, 1, out_dir, suites, size=size, paired=(rounds, seconds))
@@ -342,18 +350,28 @@ def main(argv):
         log(f"headroom: base vs huge pages at {', '.join(fmt_size(b) for b in sizes)}")
         args.headroom = measure_headroom(args.bench, sizes, args.cpu)
 
+    # Every process of the rounds, in order, so that the time left can be said after each.
+    planned = [(rnd, c, group, part, size)
+               for rnd in range(1, args.rounds + 1)
+               for c in rotation(configs, rnd)
+               for group, part, size in split_processes(suites_for_round(args, c, rnd, registry),
+                                                        registry, args)]
+    p_suites, p_size, p_rounds, p_seconds, _ = paired_plan(args, registry)
+    progress = Progress([run_kind(c, group, part) for _, c, group, part, _ in planned],
+                        paired_estimate(len(p_suites), p_size, p_rounds, p_seconds)
+                        if p_suites else None)
     runs = []
     t_start = time.monotonic()
-    for rnd in range(1, args.rounds + 1):
-        for c in rotation(configs, rnd):
-            for group, part, size in split_processes(suites_for_round(args, c, rnd, registry),
-                                                     registry, args):
-                run = run_once(args, c, rnd, out_dir, group, part, size)
-                runs.append(run)
-                log(f"round {rnd}/{args.rounds} {c.name:<16} {run.wall_s:6.1f} s"
-                    + (f" ({part})" if part else "")
-                    + ("" if run.rc == 0 else f"  (exit status {run.rc})"))
-        log(f"round {rnd}/{args.rounds} done: {time.monotonic() - t_start:.0f} s so far")
+    for i, (rnd, c, group, part, size) in enumerate(planned):
+        run = run_once(args, c, rnd, out_dir, group, part, size)
+        runs.append(run)
+        progress.finished(run_kind(c, group, part), run.wall_s)
+        log(f"round {rnd}/{args.rounds} {c.name:<16} {run.wall_s:6.1f} s"
+            + (f" ({part})" if part else "")
+            + ("" if run.rc == 0 else f"  (exit status {run.rc})")
+            + f"; {progress.line(time.monotonic() - t_start)}")
+        if i + 1 == len(planned) or planned[i + 1][0] != rnd:
+            log(f"round {rnd}/{args.rounds} done: {time.monotonic() - t_start:.0f} s so far")
     wall = time.monotonic() - t_start
     rc = report(args, registry, out_dir, stamp, configs, skipped, runs, wall)
     return max(rc, paired_step(args, registry, out_dir))
