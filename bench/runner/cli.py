@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from .configs import Config, make_configs, probe
+from .configs import PEER_NAMES, Config, make_configs, probe
 from .execute import Run, read_json, run_once
 from .machine import measure_headroom
 from .plan import paired_plan, rotation, split_processes, spread_rounds, suites_for_round
@@ -87,6 +87,9 @@ def parse_args(argv):
                    "registry's peer suites)")
     p.add_argument("--allocators", help="our allocators (default: all of the registry's)")
     p.add_argument("--no-peers", action="store_true", help="only our allocators under plain glibc")
+    p.add_argument("--peers", metavar="NAMES",
+                   help="only these peer configurations, comma-separated (default all: "
+                        + ", ".join(PEER_NAMES) + ")")
     p.add_argument("--out", type=Path, help="output directory (default out/bench-<timestamp>; "
                    "with --from: the --from directory itself)")
     p.add_argument("--cpu", help="pin the benchmark to this CPU (passed as --cpu=N)")
@@ -151,6 +154,11 @@ def parse_args(argv):
     if args.paired_rounds is not None and not 1 <= args.paired_rounds <= 1000:
         p.error("--paired-rounds: 1 to 1000")
     args.peer_suites = split("--peer-suites", args.peer_suites)
+    if args.peers is not None:
+        args.peers = split("--peers", args.peers)
+        for name in args.peers:
+            if name not in PEER_NAMES:
+                p.error(f"--peers: unknown peer '{name}' ({', '.join(PEER_NAMES)})")
     args.allocators = split("--allocators", args.allocators)
     args.rounds = args.rounds or (QUICK_ROUNDS if args.quick else DEFAULT_ROUNDS)
     if args.heavy_rounds is None:
