@@ -31,7 +31,9 @@ constexpr const char* usage =
     "  --deadline        seconds to stop after (default 120)\n"
     "  --probe-fault     time a madvised THP fault of SIZE before and after, with compact_stall\n"
     "  --exit            give the memory back at once instead of holding it\n"
-    "  SIZE: digits with an optional K, M or G (binary units), e.g. 512M\n";
+    "  SIZE: digits with an optional K, M or G (binary units), e.g. 512M\n"
+    "  exit status: 0 no free 2 MiB block left, 3 a limit stopped it first, 2 bad arguments,\n"
+    "  1 the fragmenter failed\n";
 
 std::size_t parse_size(const std::string& flag, const std::string& text) {
   std::size_t i = 0;

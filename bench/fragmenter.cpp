@@ -92,16 +92,16 @@ std::pair<std::uint64_t, std::uint64_t> thp_events() {
 
 // ---- the child ----------------------------------------------------------------------------------
 
-// What the child does, in two phases. Splitting: chunk by chunk, it maps memory without THP and
-// touches every base page, holding all of it (a page given back now would be the first the next
-// fault gets: the buddy allocator serves the smallest free block first, so the large blocks would
-// never be split), until no free block of order >= 9 is left or a limit is reached. Then it gives
-// back the pages of odd frame number: their buddies, even, stay held, so none can merge. Without
-// root the frame numbers read as 0 and the odd virtual pages are given back instead. Taking:
-// whatever large blocks the limits left whole (kept free by keep_available_bytes, or in DMA32,
-// which the kernel lends only when Normal runs low) it takes whole, one madvised THP fault each,
-// so that no zone has one left; one THP fault only, and only while buddyinfo still shows a block,
-// so it never makes the kernel compact.
+// What the child does. Splitting: chunk by chunk, it maps memory without THP and touches every
+// base page, holding all of it (a page given back now would be the first the next fault gets: the
+// buddy allocator serves the smallest free block first, so the large blocks would never be split),
+// until no free block of order >= 9 is left or a limit is reached. Then it gives back the pages
+// of odd frame number: their buddies, even, stay held, so none can merge. Without root the frame
+// numbers read as 0 and the odd virtual pages are given back instead. Taking: whatever large
+// blocks the limits left whole (kept free by keep_available_bytes, or in DMA32, which the kernel
+// lends only when Normal runs low) it takes whole, one madvised THP fault each, only while
+// buddyinfo still shows one (so these faults never compact). Sweeping: the 2 MiB pages on the
+// per-cpu lists (sweep_per_cpu_lists), which costs one compaction per CPU.
 class child_work {
  public:
   explicit child_work(const fragmenter::options& o)
@@ -111,15 +111,12 @@ class child_work {
         pagemap_(::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC)) {}
 
   std::string run() {
-    const char* limit = nullptr;
+    // A limit or a failed mmap ends the splitting; the taking below says which limit stops it.
     while (free_blocks_at_least(user_zones(read_buddyinfo()), 9) != 0 &&
-           (limit = at_limit(chunk_bytes)) == nullptr) {
-      if (!touch_chunk()) {
-        limit = "mmap failed";
-        break;
-      }
+           at_limit(chunk_bytes) == nullptr && touch_chunk()) {
     }
     give_back();
+    const char* limit = nullptr;
     std::uint64_t best = UINT64_MAX, idle = 0;
     for (;;) {
       const std::uint64_t big = free_blocks_at_least(user_zones(read_buddyinfo()), 9);
