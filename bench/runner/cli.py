@@ -1,6 +1,6 @@
 """The command line: bench/run.py [--quick] [--rounds N] [--sizes 4M,64M,1G] [--suites A,B]
-[--no-peers] [--no-paired] [--out DIR] [--cpu N] [--bench PATH] [-- extra google-benchmark flags],
-or bench/run.py --from DIR [--out NEW] (redo the tables of an earlier run; runs nothing).
+[--no-peers | --peers NAMES] [--no-paired] [--out DIR] [--cpu N] [--bench PATH]
+[-- extra google-benchmark flags], or bench/run.py --from DIR [--out NEW] (redo the tables of an earlier run; runs nothing).
 
 Each table cell is the median over the rounds; the spread is min-max over the rounds. Ratios
 (speedup over glibc std, ours/peer) are paired per round: the ratio of the two rows measured in
@@ -11,8 +11,9 @@ google-benchmark JSON of every run), logs/*.log (its console output), probes.txt
 each peer was loaded with its options), results.json, results.md and chart.png. Paths inside
 them are relative to the output directory.
 
-Before the rounds, `hugepage_bench --headroom` measures what huge pages save a dependent random
-chase at the run's working sets (the doctor's probe), for the machine header. After the rounds,
+After each process of the rounds it prints the time elapsed and an estimate of the time left
+(progress.py). Before the rounds, `hugepage_bench --headroom` measures what huge pages save a
+dependent random chase at the run's working sets (the doctor's probe), for the machine header. After the rounds,
 the paired run (`hugepage_bench --paired`: each pairable suite's contenders in one process,
 batches alternated round by round) writes raw/paired.json and logs/paired.log; its tables and the
 verdict on each of those suites' paired targets are printed and go into results.md.
