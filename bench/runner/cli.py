@@ -1,6 +1,7 @@
 """The command line: bench/run.py [--quick] [--rounds N] [--sizes 4M,64M,1G] [--suites A,B]
 [--no-peers | --peers NAMES] [--no-paired] [--out DIR] [--cpu N] [--bench PATH]
-[-- extra google-benchmark flags], or bench/run.py --from DIR [--out NEW] (redo the tables of an earlier run; runs nothing).
+[-- extra google-benchmark flags], or bench/run.py --from DIR [--out NEW] (redo the tables of an
+earlier run; runs nothing).
 
 Each table cell is the median over the rounds; the spread is min-max over the rounds. Ratios
 (speedup over glibc std, ours/peer) are paired per round: the ratio of the two rows measured in
