@@ -499,4 +499,15 @@ std::string fragmenter::summary() const {
   return out.str();
 }
 
+std::shared_ptr<fragmenter> fragmented_machine(const fragmenter::options& opts, std::string& why) {
+  try {
+    auto f = std::make_shared<fragmenter>(opts);
+    if (f->complete()) return f;
+    why = "not fragmented: " + f->summary();
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  return nullptr;
+}
+
 }  // namespace hugepage_bench

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -99,5 +100,10 @@ class fragmenter {
   std::chrono::milliseconds took_{0};
   int saved_proactiveness_ = -1;
 };
+
+/// A fragmented machine for a scenario (the scenarios' fragment_first hook): the fragmenter, held
+/// while the returned pointer lives; nullptr with `why` (its summary, or the error) when it could
+/// not start or did not complete.
+std::shared_ptr<fragmenter> fragmented_machine(const fragmenter::options& opts, std::string& why);
 
 }  // namespace hugepage_bench

@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "support.hpp"
+
 namespace hugepage_bench {
 namespace {
 
@@ -107,6 +109,22 @@ TEST(BenchFragmenter, FloorAboveMemAvailableStopsAtOnce) {
   }
   EXPECT_EQ(::kill(child, 0), -1);
   EXPECT_EQ(errno, ESRCH);
+}
+
+// The scenarios' hook: a fragmenter that did not complete is no fragmented machine; why says so,
+// and its child is gone when the call returns.
+TEST(BenchFragmenter, FragmentedMachineIsNullWhenIncomplete) {
+  if (free_blocks_at_least(user_zones(read_buddyinfo()), 9) == 0) {
+    HUGEPAGE_SKIP_OR_FAIL(
+        "no free 2 MiB block here: a fragmenter that does nothing would complete");
+  }
+  fragmenter::options o;
+  o.keep_available_bytes = mem_available_bytes() + (std::size_t{64} << 30);
+  o.pause_proactive_compaction = false;
+  std::string why;
+  EXPECT_EQ(fragmented_machine(o, why), nullptr);
+  EXPECT_EQ(why.rfind("not fragmented: fragmenter: child ", 0), 0U) << why;
+  EXPECT_NE(why.find("stopped: keep_available_bytes"), std::string::npos) << why;
 }
 
 }  // namespace
