@@ -189,13 +189,17 @@ def make_configs(args, registry):
     return choose_peers(configs, skipped, getattr(args, "peers", None))
 
 
-PEER_NAMES = ("glibc hugetlb=1", "glibc hugetlb=2", "jemalloc", "mimalloc")
-
-
 def choose_peers(configs, skipped, names):
-    """--peers: only the peer configurations named (None: all of them)."""
+    """--peers: only the peer configurations named (None: all of them). A name that is no peer
+    configuration of this run, made or skipped, raises ValueError saying which there are."""
     if names is None:
         return configs, skipped
+    known = list(dict.fromkeys([c.name for c in configs if c.peer]
+                               + [s.split(":", 1)[0] for s in skipped
+                                  if not s.startswith("ours ")]))
+    for name in names:
+        if name not in known:
+            raise ValueError(f"--peers: unknown peer '{name}' ({', '.join(known)})")
     kept = [c for c in configs if not c.peer or c.name in names]
     skipped = skipped + [f"{c.name}: not in --peers" for c in configs if c not in kept]
     return kept, skipped
