@@ -27,6 +27,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -370,18 +371,46 @@ def main(argv):
     progress = Progress([run_kind(c, group, part) for _, c, group, part, _ in planned],
                         paired_estimate(len(p_suites), p_size, p_rounds, p_seconds)
                         if p_suites else None)
+    runs, stopped, wall = run_rounds(args, planned, out_dir, progress)
+    rc = report(args, registry, out_dir, stamp, configs, skipped, runs, wall)
+    if stopped:
+        print("\nPaired run: not run (stopped by SIGTERM)")
+        return max(rc, 1)
+    return max(rc, paired_step(args, registry, out_dir))
+
+
+class Stopped(Exception):
+    """SIGTERM (run-large.sh at its budget, a user's kill) during the rounds."""
+
+
+def _on_sigterm(signum, frame):
+    raise Stopped()
+
+
+def run_rounds(args, planned, out_dir, progress, run=None):
+    """Runs the planned processes [(round, config, suites, part, size)] in order, saying after each
+    the time left (progress.Progress); returns (runs, stopped, wall seconds). SIGTERM ends it: the
+    process running is killed and left out, and the tables are made of the runs that finished.
+    `run`: execute.run_once (a test's stand-in)."""
+    run = run or run_once
     runs = []
     t_start = time.monotonic()
-    for i, (rnd, c, group, part, size) in enumerate(planned):
-        run = run_once(args, c, rnd, out_dir, group, part, size)
-        runs.append(run)
-        progress.finished(run_kind(c, group, part), run.wall_s)
-        log(f"round {rnd}/{args.rounds} {c.name:<16} {run.wall_s:6.1f} s"
-            + (f" ({part})" if part else "")
-            + ("" if run.rc == 0 else f"  (exit status {run.rc})")
-            + f"; {progress.line(time.monotonic() - t_start)}")
-        if i + 1 == len(planned) or planned[i + 1][0] != rnd:
-            log(f"round {rnd}/{args.rounds} done: {time.monotonic() - t_start:.0f} s so far")
-    wall = time.monotonic() - t_start
-    rc = report(args, registry, out_dir, stamp, configs, skipped, runs, wall)
-    return max(rc, paired_step(args, registry, out_dir))
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        for i, (rnd, c, group, part, size) in enumerate(planned):
+            r = run(args, c, rnd, out_dir, group, part, size)
+            runs.append(r)
+            progress.finished(run_kind(c, group, part), r.wall_s)
+            log(f"round {rnd}/{args.rounds} {c.name:<16} {r.wall_s:6.1f} s"
+                + (f" ({part})" if part else "")
+                + ("" if r.rc == 0 else f"  (exit status {r.rc})")
+                + f"; {progress.line(time.monotonic() - t_start)}")
+            if i + 1 == len(planned) or planned[i + 1][0] != rnd:
+                log(f"round {rnd}/{args.rounds} done: {time.monotonic() - t_start:.0f} s so far")
+    except Stopped:
+        log(f"stopped by SIGTERM after {len(runs)} of {len(planned)} runs: the tables have the "
+            f"runs that finished")
+        return runs, True, time.monotonic() - t_start
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return runs, False, time.monotonic() - t_start

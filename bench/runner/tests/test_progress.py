@@ -80,3 +80,38 @@ class PlanOfARun(unittest.TestCase):
         p.finished(kinds[0], 8.0)
         self.assertEqual(p.rounds_left_s(), 8.0 * (len(kinds) - 1))
         self.assertEqual(kinds[0][0], plan.rotation(cfgs, 1)[0].name)
+
+
+class Stopping(unittest.TestCase):
+    """SIGTERM during the rounds (run-large.sh's budget): the runs that finished are kept, the
+    one running is left out, and the handler that was there before is back."""
+
+    def test_sigterm_ends_the_rounds_with_what_finished(self):
+        import os
+        import signal
+        from types import SimpleNamespace
+
+        from runner import cli
+
+        cfgs = [SimpleNamespace(name=n) for n in ("glibc", "ours", "jemalloc")]
+        planned = [(1, c, ["A"], "", None) for c in cfgs]
+        calls = []
+
+        def fake_run(args, c, rnd, out_dir, group, part, size):
+            calls.append(c.name)
+            if c.name == "jemalloc":
+                os.kill(os.getpid(), signal.SIGTERM)  # as timeout(1) sends it
+                self.fail("the signal did not stop the run")
+            return SimpleNamespace(wall_s=1.0, rc=0)
+
+        before = signal.getsignal(signal.SIGTERM)
+        p = progress.Progress([cli.run_kind(c, g, part) for _, c, g, part, _ in planned])
+        runs, stopped, _ = cli.run_rounds(SimpleNamespace(rounds=1), planned, None, p, fake_run)
+        self.assertTrue(stopped)
+        self.assertEqual(len(runs), 2)
+        self.assertEqual(calls, ["glibc", "ours", "jemalloc"])
+        self.assertIs(signal.getsignal(signal.SIGTERM), before)
+        # Without a signal every run is kept.
+        runs, stopped, _ = cli.run_rounds(SimpleNamespace(rounds=1), planned[:2], None,
+                                          progress.Progress([]), fake_run)
+        self.assertEqual((len(runs), stopped), (2, False))
