@@ -2,10 +2,11 @@
 # run-large.sh [OUT_DIR]: the benchmark on a larger machine, from the bundle that scripts/bundle
 # makes (this script sits beside hugepage_bench there). Made for 16 cores, 128 GiB, no PMU, in
 # under 8 minutes:
-#   - each of $SCENARIOS at each of $SIZES (8, 16 and 32 GiB), every configuration of
-#     $ALLOCATORS and the peers in $PEERS: one lane per (scenario, size), each a bench/run.py of
-#     one round, pinned to a CPU of its own. Lanes run side by side, the largest first, while the
-#     working sets of the running lanes times $NEED_FACTOR stay within $MEM_SHARE of MemAvailable;
+#   - each of $SCENARIOS at each of $SIZES (8, 16 and 32 GiB), glibc and ours ($ALLOCATORS), and
+#     the peers in $PEERS at $PEER_SIZES: one lane per (scenario, size), each a bench/run.py of one
+#     round, pinned to a CPU of its own. Lanes run side by side, the largest first, while the
+#     memory they need (working set times the scenario's factor in $NEED_FACTORS) stays within
+#     $MEM_SHARE of MemAvailable;
 #   - $THREAD_SUITES with $THREAD_ALLOCATORS at $THREAD_SIZES in a lane of their own;
 #   - nothing runs past $BUDGET_S seconds: a lane still running then is stopped (its directory keeps
 #     what finished) and a lane not yet started is left out; the summary says which.
@@ -21,7 +22,8 @@ set -euo pipefail
 SCENARIOS=${SCENARIOS:-"Scenario_FareCache Scenario_OrderBook"}
 SIZES=${SIZES:-"8G 16G 32G"}             # K, M or G
 ALLOCATORS=${ALLOCATORS:-"std,hugetlb_2m"}   # the scenarios' rows: glibc and ours
-PEERS=${PEERS:-"jemalloc,mimalloc"}      # bench/run.py --peers; "all" for all four, "none" for none
+PEERS=${PEERS:-"jemalloc,mimalloc"}      # bench/run.py --peers; "all" for all, "none" for none
+PEER_SIZES=${PEER_SIZES:-"8G 16G"}       # the sizes the peers run at (32 GiB: glibc and ours)
 # No suite of hugepage_bench varies its thread count yet; these are the rows of the thread-safe
 # arena (arena_mt: the cost of its locks) beside the single-threaded arena and glibc. Set them to
 # the thread-scaling suites when those exist.
@@ -29,8 +31,11 @@ THREAD_SUITES=${THREAD_SUITES-"StdMap_Build,StdMap_Churn,NodeHashMap_Churn"}  # 
 THREAD_ALLOCATORS=${THREAD_ALLOCATORS:-"std,thp,arena_mt"}
 THREAD_SIZES=${THREAD_SIZES:-"1G"}
 BUDGET_S=${BUDGET_S:-450}                # everything ends by then (8 minutes less set-up)
-NEED_FACTOR=${NEED_FACTOR:-1.25}         # a lane's peak memory over its working set
-MEM_SHARE=${MEM_SHARE:-0.85}             # of MemAvailable at the start, for all lanes at once
+# A lane's memory over its working set: the fare cache's table is about its working set; the order
+# book wants twice its working set available before it builds (its nodes take 1.5 times).
+NEED_FACTORS=${NEED_FACTORS:-"Scenario_FareCache=1.25 Scenario_OrderBook=2"}
+NEED_FACTOR=${NEED_FACTOR:-1.5}          # for a suite not in NEED_FACTORS
+MEM_SHARE=${MEM_SHARE:-0.9}              # of MemAvailable at the start, for all lanes at once
 
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-$here/out-large-$(date +%Y%m%d-%H%M%S)}
@@ -45,18 +50,23 @@ if LD_LIBRARY_PATH='' ldd "$bench" | grep 'not found' >&2; then
   echo "error: $bench misses the libraries above: the bundle is incomplete" >&2
   exit 1
 fi
-peer_args=()
-case "$PEERS" in
-  all) ;;
-  none) peer_args=(--no-peers) ;;
-  *) peer_args=(--peers "$PEERS") ;;
-esac
+# bench/run.py's peer flags for a lane at SIZE.
+peer_flags() {
+  case " $PEER_SIZES " in *" $1 "*) ;; *) echo "--no-peers"; return ;; esac
+  case "$PEERS" in
+    all) ;;
+    none) echo "--no-peers" ;;
+    *) echo "--peers=$PEERS" ;;
+  esac
+}
 
 start=$(date +%s)
 left() { echo $((BUDGET_S - ($(date +%s) - start))); }
-# GiB of a size (4096K, 512M, 8G), rounded up, times the lane's factor.
+# GiB of a size (4096K, 512M, 8G) times the factor of suite $2, rounded up.
 need_gib() {
-  awk -v s="$1" -v f="$NEED_FACTOR" 'BEGIN {
+  local f=$NEED_FACTOR pair
+  for pair in $NEED_FACTORS; do [ "${pair%%=*}" = "$2" ] && f=${pair#*=}; done
+  awk -v s="$1" -v f="$f" 'BEGIN {
     n = s + 0; u = toupper(substr(s, length(s)))
     g = u == "G" ? n : u == "M" ? n / 1024 : u == "K" ? n / 1048576 : n / 1073741824
     print int(g * f + 0.999) }'
@@ -65,34 +75,43 @@ avail_gib=$(awk '/^MemAvailable:/ { print int($2 / 1048576) }' /proc/meminfo)
 budget_gib=$(awk -v a="$avail_gib" -v s="$MEM_SHARE" 'BEGIN { print int(a * s) }')
 ncpu=$(nproc)
 
-# Lanes: "need_gib name suites sizes allocators".
+# Lanes: "need_gib name suites sizes allocators peer_flag".
 lanes=()
 for size in $SIZES; do
   for scenario in $SCENARIOS; do
-    lanes+=("$(need_gib "$size") ${scenario#Scenario_}-$size $scenario $size $ALLOCATORS")
+    lane="$(need_gib "$size" "$scenario") ${scenario#Scenario_}-$size $scenario $size"
+    lanes+=("$lane $ALLOCATORS $(peer_flags "$size")")
   done
 done
 # The largest first, so that the small lanes fill the memory the large ones leave.
 mapfile -t lanes < <(printf '%s\n' "${lanes[@]}" | sort -rn -s -k1,1)
 if [ -n "$THREAD_SUITES" ]; then
-  lanes+=("$(need_gib "$THREAD_SIZES") threads $THREAD_SUITES ${THREAD_SIZES// /,} $THREAD_ALLOCATORS")
+  lane="$(need_gib "${THREAD_SIZES##* }" -) threads $THREAD_SUITES ${THREAD_SIZES// /,}"
+  lanes+=("$lane $THREAD_ALLOCATORS --no-peers")
 fi
 
 echo "run-large: ${#lanes[@]} lanes on $ncpu CPUs, ${budget_gib} GiB of ${avail_gib} GiB available for" \
   "them, ${BUDGET_S} s budget; output in $out"
+if [ -n "${DRY_RUN:-}" ]; then  # DRY_RUN=1: the lanes, in order, and nothing run
+  for lane in "${lanes[@]}"; do
+    read -r need rest <<<"$lane"
+    echo "  $need GiB: $rest"
+  done
+  exit 0
+fi
 declare -A pid_of=() need_of=() began=()
 used=0
 next_cpu=0
 summary=$out/summary.txt
 : >"$summary"
 
-start_lane() {  # name suites sizes allocators need
-  local name=$1 suites=$2 sizes=$3 allocators=$4 need=$5 cpu=$((next_cpu % ncpu))
+start_lane() {  # name suites sizes allocators peer_flag need
+  local name=$1 suites=$2 sizes=$3 allocators=$4 peers=$5 need=$6 cpu=$((next_cpu % ncpu))
   next_cpu=$((next_cpu + 1))
   echo "$(date +%T) start $name (cpu $cpu, ~${need} GiB, $(left) s left)"
   timeout --signal=TERM --kill-after=15 "$(left)" "$python" "$runner" --bench "$bench" \
     --suites "${suites// /,}" --sizes "$sizes" --allocators "$allocators" --rounds 1 --no-paired \
-    --no-headroom --cpu "$cpu" --out "$out/$name" "${peer_args[@]}" >"$out/$name.log" 2>&1 &
+    --no-headroom --cpu "$cpu" --out "$out/$name" "$peers" >"$out/$name.log" 2>&1 &
   pid_of[$name]=$!
   need_of[$name]=$need
   began[$name]=$(date +%s)
@@ -116,7 +135,7 @@ reap() {  # lanes that ended: their status into the summary
 }
 
 for lane in "${lanes[@]}"; do
-  read -r need name suites sizes allocators <<<"$lane"
+  read -r need name suites sizes allocators peers <<<"$lane"
   while :; do
     reap
     if [ "$(left)" -le 30 ]; then
@@ -125,7 +144,7 @@ for lane in "${lanes[@]}"; do
       break
     fi
     if [ $((used + need)) -le "$budget_gib" ] || [ "${#pid_of[@]}" -eq 0 ]; then
-      start_lane "$name" "$suites" "$sizes" "$allocators" "$need"
+      start_lane "$name" "$suites" "$sizes" "$allocators" "$peers" "$need"
       break
     fi
     sleep 2
