@@ -31,7 +31,9 @@ BUILD_PACKAGES=(cmake make g++ libabsl-dev libbenchmark-dev libgtest-dev libgmoc
 # scripts/test only: the HeadersCompileForAarch64 test; libpfm4 for linting perf_events_pfm.hpp;
 # python3 for the bench runner's unit tests (BenchRunner.*); dpkg-dev and file for CPack's Debian
 # package (dpkg-shlibdeps) and pkgconf for the consumers (ConsumerPkgConfig, ConsumerDebianPackage).
-TEST_PACKAGES=(g++-aarch64-linux-gnu libpfm4-dev python3 dpkg-dev file pkgconf)
+# patchelf and the peers' libraries for the bench bundle (scripts/bundle, ctest BenchBundle).
+TEST_PACKAGES=(g++-aarch64-linux-gnu libpfm4-dev python3 dpkg-dev file pkgconf patchelf libjemalloc2
+  libmimalloc2.0)
 
 # Pool reservation: remembers the sizes before, restores them on exit (also on failure).
 POOL_2M=/proc/sys/vm/nr_hugepages

@@ -1,6 +1,7 @@
 """The command line: bench/run.py [--quick] [--rounds N] [--sizes 4M,64M,1G] [--suites A,B]
-[--no-peers] [--no-paired] [--out DIR] [--cpu N] [--bench PATH] [-- extra google-benchmark flags],
-or bench/run.py --from DIR [--out NEW] (redo the tables of an earlier run; runs nothing).
+[--no-peers | --peers NAMES] [--no-paired] [--out DIR] [--cpu N] [--bench PATH]
+[-- extra google-benchmark flags], or bench/run.py --from DIR [--out NEW] (redo the tables of an
+earlier run; runs nothing).
 
 Each table cell is the median over the rounds; the spread is min-max over the rounds. Ratios
 (speedup over glibc std, ours/peer) are paired per round: the ratio of the two rows measured in
@@ -11,8 +12,9 @@ google-benchmark JSON of every run), logs/*.log (its console output), probes.txt
 each peer was loaded with its options), results.json, results.md and chart.png. Paths inside
 them are relative to the output directory.
 
-Before the rounds, `hugepage_bench --headroom` measures what huge pages save a dependent random
-chase at the run's working sets (the doctor's probe), for the machine header. After the rounds,
+After each process of the rounds it prints the time elapsed and an estimate of the time left
+(progress.py). Before the rounds, `hugepage_bench --headroom` measures what huge pages save a
+dependent random chase at the run's working sets (the doctor's probe), for the machine header. After the rounds,
 the paired run (`hugepage_bench --paired`: each pairable suite's contenders in one process,
 batches alternated round by round) writes raw/paired.json and logs/paired.log; its tables and the
 verdict on each of those suites' paired targets are printed and go into results.md.
@@ -25,6 +27,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -33,6 +36,7 @@ from .configs import Config, make_configs, probe
 from .execute import Run, read_json, run_once
 from .machine import measure_headroom
 from .plan import paired_plan, rotation, split_processes, spread_rounds, suites_for_round
+from .progress import Progress, fmt_duration, paired_estimate
 from .registry import Registry
 from .registry import load as load_registry
 from .report import paired_report, report
@@ -86,6 +90,9 @@ def parse_args(argv):
                    "registry's peer suites)")
     p.add_argument("--allocators", help="our allocators (default: all of the registry's)")
     p.add_argument("--no-peers", action="store_true", help="only our allocators under plain glibc")
+    p.add_argument("--peers", metavar="NAMES",
+                   help="only these peer configurations, comma-separated, e.g. "
+                        "jemalloc,mimalloc (default: all; the run's header lists them)")
     p.add_argument("--out", type=Path, help="output directory (default out/bench-<timestamp>; "
                    "with --from: the --from directory itself)")
     p.add_argument("--cpu", help="pin the benchmark to this CPU (passed as --cpu=N)")
@@ -150,6 +157,8 @@ def parse_args(argv):
     if args.paired_rounds is not None and not 1 <= args.paired_rounds <= 1000:
         p.error("--paired-rounds: 1 to 1000")
     args.peer_suites = split("--peer-suites", args.peer_suites)
+    if args.peers is not None:
+        args.peers = split("--peers", args.peers)
     args.allocators = split("--allocators", args.allocators)
     args.rounds = args.rounds or (QUICK_ROUNDS if args.quick else DEFAULT_ROUNDS)
     if args.heavy_rounds is None:
@@ -171,6 +180,12 @@ def parse_cpu(text, parser):
         parser.error(f"cannot pin to CPU {text}: not one this process may run on "
                      f"({', '.join(map(str, allowed))})")
     return int(text)
+
+
+def run_kind(config, suites, part):
+    """Which processes of the rounds are alike in duration (progress.Progress): the same
+    configuration, suites and part."""
+    return (config.name, tuple(suites), part)
 
 
 def usage_error(message):
@@ -256,7 +271,8 @@ def paired_step(args, registry, out_dir):
         record = {"skipped": why}
         print(f"\nPaired run: not run ({why})")
     else:
-        log(f"paired run: {','.join(suites)} at {fmt_size(size)}, {rounds} round(s)")
+        log(f"paired run: {','.join(suites)} at {fmt_size(size)}, {rounds} round(s), about "
+            f"{fmt_duration(paired_estimate(len(suites), size, rounds, seconds))}")
         # Plain glibc: the binary loads the peers itself, with their options.
         config = Config("paired", {}, [], suites, peer=False)
         run = run_once(args, config, 1, out_dir, suites, size=size, paired=(rounds, seconds))
@@ -306,7 +322,10 @@ def main(argv):
     resolve_suites(args, registry)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     out_dir = (args.out or ROOT / "out" / f"bench-{stamp}").resolve()
-    configs, skipped = make_configs(args, registry)
+    try:
+        configs, skipped = make_configs(args, registry)
+    except ValueError as e:
+        usage_error(str(e))
     if not configs:
         sys.exit("error: no configuration to run:\n"
                  + "\n".join(f"  skipped: {s}" for s in skipped))
@@ -342,18 +361,56 @@ def main(argv):
         log(f"headroom: base vs huge pages at {', '.join(fmt_size(b) for b in sizes)}")
         args.headroom = measure_headroom(args.bench, sizes, args.cpu)
 
+    # Every process of the rounds, in order, so that the time left can be said after each.
+    planned = [(rnd, c, group, part, size)
+               for rnd in range(1, args.rounds + 1)
+               for c in rotation(configs, rnd)
+               for group, part, size in split_processes(suites_for_round(args, c, rnd, registry),
+                                                        registry, args)]
+    p_suites, p_size, p_rounds, p_seconds, _ = paired_plan(args, registry)
+    progress = Progress([run_kind(c, group, part) for _, c, group, part, _ in planned],
+                        paired_estimate(len(p_suites), p_size, p_rounds, p_seconds)
+                        if p_suites else None)
+    runs, stopped, wall = run_rounds(args, planned, out_dir, progress)
+    rc = report(args, registry, out_dir, stamp, configs, skipped, runs, wall)
+    if stopped:
+        print("\nPaired run: not run (stopped by SIGTERM)")
+        return max(rc, 1)
+    return max(rc, paired_step(args, registry, out_dir))
+
+
+class Stopped(Exception):
+    """SIGTERM (run-large.sh at its budget, a user's kill) during the rounds."""
+
+
+def _on_sigterm(signum, frame):
+    raise Stopped()
+
+
+def run_rounds(args, planned, out_dir, progress, run=None):
+    """Runs the planned processes [(round, config, suites, part, size)] in order, saying after each
+    the time left (progress.Progress); returns (runs, stopped, wall seconds). SIGTERM ends it: the
+    process running is killed and left out, and the tables are made of the runs that finished.
+    `run`: execute.run_once (a test's stand-in)."""
+    run = run or run_once
     runs = []
     t_start = time.monotonic()
-    for rnd in range(1, args.rounds + 1):
-        for c in rotation(configs, rnd):
-            for group, part, size in split_processes(suites_for_round(args, c, rnd, registry),
-                                                     registry, args):
-                run = run_once(args, c, rnd, out_dir, group, part, size)
-                runs.append(run)
-                log(f"round {rnd}/{args.rounds} {c.name:<16} {run.wall_s:6.1f} s"
-                    + (f" ({part})" if part else "")
-                    + ("" if run.rc == 0 else f"  (exit status {run.rc})"))
-        log(f"round {rnd}/{args.rounds} done: {time.monotonic() - t_start:.0f} s so far")
-    wall = time.monotonic() - t_start
-    rc = report(args, registry, out_dir, stamp, configs, skipped, runs, wall)
-    return max(rc, paired_step(args, registry, out_dir))
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        for i, (rnd, c, group, part, size) in enumerate(planned):
+            r = run(args, c, rnd, out_dir, group, part, size)
+            runs.append(r)
+            progress.finished(run_kind(c, group, part), r.wall_s)
+            log(f"round {rnd}/{args.rounds} {c.name:<16} {r.wall_s:6.1f} s"
+                + (f" ({part})" if part else "")
+                + ("" if r.rc == 0 else f"  (exit status {r.rc})")
+                + f"; {progress.line(time.monotonic() - t_start)}")
+            if i + 1 == len(planned) or planned[i + 1][0] != rnd:
+                log(f"round {rnd}/{args.rounds} done: {time.monotonic() - t_start:.0f} s so far")
+    except Stopped:
+        log(f"stopped by SIGTERM after {len(runs)} of {len(planned)} runs: the tables have the "
+            f"runs that finished")
+        return runs, True, time.monotonic() - t_start
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return runs, False, time.monotonic() - t_start

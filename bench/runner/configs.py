@@ -16,6 +16,7 @@ import re
 import shlex
 import subprocess
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from .util import GiB, read_text
 
@@ -80,8 +81,12 @@ def one_gib_pool_shortage(max_size, cpuinfo_path="/proc/cpuinfo", pool_dir=POOL_
     return ""
 
 
-def find_library(soname, package):
-    """Path of a shared library: ldconfig's cache first, then the Debian package's file list."""
+def find_library(soname, package, beside=None):
+    """Path of a shared library: the directory `beside` first (a bundle's, scripts/bundle: the
+    libraries sit next to hugepage_bench), then ldconfig's cache, then the Debian package's file
+    list."""
+    if beside is not None and (Path(beside) / soname).is_file():
+        return str(Path(beside) / soname)
     try:
         out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
         for line in out.splitlines():
@@ -149,7 +154,8 @@ def make_configs(args, registry):
                           peer=True, core=registry.peer_core(), note="glibc 2.35+: madvise(MADV_HUGEPAGE) on malloc's mmaps"))
     configs.append(Config("glibc hugetlb=2", {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=2"}, ["std"], ps,
                           peer=True, core=registry.peer_core(), note="glibc 2.35+: MAP_HUGETLB from the default (2 MiB) pool"))
-    je = find_library("libjemalloc.so.2", "libjemalloc2")
+    beside = Path(os.path.abspath(args.bench)).parent
+    je = find_library("libjemalloc.so.2", "libjemalloc2", beside)
     if je:
         # jemalloc 5.3 (Debian 12): opt.thp=always makes every extent madvise(MADV_HUGEPAGE) when
         # the system THP mode is madvise; metadata_thp:auto also puts its metadata on THP once it
@@ -161,7 +167,7 @@ def make_configs(args, registry):
                               note="libjemalloc2 5.3, opt.thp=always + opt.metadata_thp=auto"))
     else:
         skipped.append("jemalloc: libjemalloc.so.2 not found (apt-get install libjemalloc2)")
-    mi = find_library("libmimalloc.so.2", "libmimalloc2.0")
+    mi = find_library("libmimalloc.so.2", "libmimalloc2.0", beside)
     if mi:
         # mimalloc 2.0.x (Debian 12 ships 2.0.9): the option is `large_os_pages`, read from
         # MIMALLOC_LARGE_OS_PAGES. MIMALLOC_ALLOW_LARGE_OS_PAGES is the 2.1+ name: 2.0.x ignores it
@@ -180,7 +186,23 @@ def make_configs(args, registry):
                                    + (f" + {n_1g} reserved 1 GiB page(s)" if n_1g else "")))
     else:
         skipped.append("mimalloc: libmimalloc.so.2 not found (apt-get install libmimalloc2.0)")
-    return configs, skipped
+    return choose_peers(configs, skipped, getattr(args, "peers", None))
+
+
+def choose_peers(configs, skipped, names):
+    """--peers: only the peer configurations named (None: all of them). A name that is no peer
+    configuration of this run, made or skipped, raises ValueError saying which there are."""
+    if names is None:
+        return configs, skipped
+    known = list(dict.fromkeys([c.name for c in configs if c.peer]
+                               + [s.split(":", 1)[0] for s in skipped
+                                  if not s.startswith("ours ")]))
+    for name in names:
+        if name not in known:
+            raise ValueError(f"--peers: unknown peer '{name}' ({', '.join(known)})")
+    kept = [c for c in configs if not c.peer or c.name in names]
+    skipped = skipped + [f"{c.name}: not in --peers" for c in configs if c not in kept]
+    return kept, skipped
 
 
 def clean_env(extra):
