@@ -144,6 +144,46 @@ reach reach_of(fix_mechanism m, const memory_class_usage& c, const process_repor
   return none("");
 }
 
+std::string out_of_reach_reason(const memory_class_usage& c, const process_report& p,
+                                std::size_t thp_bytes) {
+  const std::string& runtime = p.runtime.kind;
+  const std::string& allocator = p.allocator.guess.name;
+  if (std::min(c.advised, c.resident) * 2 >= c.resident) return "";  // the program's madvise
+  if (reach_of(fix_mechanism::service_setting, c, p, "", thp_bytes).bytes * 2 >= c.resident) {
+    return "";
+  }
+  // A JVM's or V8's heap is its own anonymous mmap where no class says runtime_heap.
+  const bool heap =
+      c.kind == memory_class::runtime_heap ||
+      (c.kind == memory_class::anonymous_mmap &&
+       std::none_of(p.classes.begin(), p.classes.end(),
+                    [](const auto& other) { return other.kind == memory_class::runtime_heap; }) &&
+       (runtime == "jvm" || runtime == "node"));
+  if (heap && runtime == "jvm") return "";  // -XX:+UseTransparentHugePages
+  if (heap && runtime == "node") return reach_of(fix_mechanism::v8_heap, c, p).limit;
+  switch (c.kind) {
+    case memory_class::glibc_main_arena:
+    case memory_class::glibc_thread_arenas:
+    case memory_class::glibc_mmapped_chunks: {
+      const reach r = reach_of(fix_mechanism::glibc_hugetlb_tunable, c, p, "", thp_bytes);
+      return r.bytes * 2 >= c.resident ? "" : r.limit;
+    }
+    case memory_class::allocator_arenas:
+      if (allocator == "jemalloc" || allocator == "mimalloc") return "";
+      if (allocator == "tcmalloc") return reach_of(fix_mechanism::tcmalloc, c, p).limit;
+      if (allocator == "musl") return "musl's malloc has no huge page setting";
+      return "the doctor knows no huge page setting of its allocator (" + allocator + ")";
+    case memory_class::runtime_heap:
+      return "the runtime (" + (runtime.empty() ? std::string("unrecognised") : runtime) +
+             ") maps its own heap, which no malloc setting reaches, and the doctor knows no "
+             "setting of this runtime that advises it";
+    case memory_class::anonymous_mmap:
+      return "the program maps it itself without MADV_HUGEPAGE, which no malloc or runtime "
+             "setting changes";
+    default: return "";
+  }
+}
+
 std::string class_phrase(memory_class kind) {
   switch (kind) {
     case memory_class::glibc_main_arena: return "glibc's main arena";

@@ -230,6 +230,17 @@ void advise_runtime_heap(const process_report& p, const system_report& s, const 
   const runtime_report& rt = p.runtime;
   const std::string head = head_of(classes);
   if (rt.kind == "jvm") {
+    if (rt.uses_pool) {
+      // The heap on base pages: the pool advice (pool_setting_advice) says by how much.
+      if (jvm_heap_on_base_pages(p, s)) return;
+      out.push_back(out_of_reach(
+          p, s, "jvm_memory_beside_heap",
+          "the JVM's heap is on hugetlb pages (-XX:+UseLargePages); this is its other memory "
+          "(metaspace, GC data, thread stacks, malloc), which neither -XX:+UseLargePages nor "
+          "-XX:+UseTransparentHugePages reaches",
+          classes));
+      return;
+    }
     if (rt.asks_for_huge) {
       out.push_back(not_obtained(p, s, "the JVM's huge page flag", classes, true));
       return;
@@ -462,6 +473,33 @@ void advise_tmpfs(const process_report& p, const system_report& s, const memory_
   out.push_back(with_reach(std::move(a), classes));
 }
 
+// Classes each under advice_threshold() on base pages that no setting of the process reaches:
+// from unreached_floor together a note naming them, why, and what --collapse would do, where
+// there would otherwise be a quiet all-clear.
+void advise_unreached(const process_report& p, const system_report& s, std::vector<advice>& out) {
+  if (effective_enabled(s, "unknown") != "madvise") return;
+  classes_t left;
+  std::string why;
+  std::size_t base = 0;
+  for (const memory_class_usage& c : p.classes) {
+    if (!private_anonymous(c.kind) || wants_huge(c, p) || c.huge_fraction() >= 0.5) continue;
+    const std::string reason = out_of_reach_reason(c, p, s.thp_bytes);
+    if (reason.empty()) continue;
+    left.push_back(&c);
+    why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", class_phrase(c.kind), reason);
+    base += c.resident - std::min(c.huge, c.resident);
+  }
+  if (left.empty() || base < unreached_floor) return;
+  advice a = out_of_reach(p, s, "base_pages_out_of_reach",
+                          fmt::format("{} on base pages that no setting of the process reaches "
+                                      "({})",
+                                      format_bytes(base), why),
+                          left);
+  a.evidence.push_back(fmt::format("each class under {}, together {} on base pages",
+                                   format_bytes(advice_threshold(p)), format_bytes(base)));
+  out.push_back(std::move(a));
+}
+
 }  // namespace
 
 advice not_obtained(const process_report& p, const system_report& s, const std::string& setting,
@@ -532,6 +570,7 @@ void advise_classes(const process_report& p, const system_report& s, std::vector
     }
   }
   if (!priv.empty()) advise_private(p, s, priv, out);
+  advise_unreached(p, s, out);
 }
 
 }  // namespace hugepage::doctor

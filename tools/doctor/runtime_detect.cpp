@@ -67,6 +67,34 @@ bool memcached_large_pages(std::string_view cmdline) {
   return false;
 }
 
+// A JVM size ("1g", "512M", "1073741824": bytes, or k, m, g, t in either case); nullopt when
+// malformed or over 2^62.
+std::optional<std::size_t> jvm_size(std::string_view text) {
+  std::size_t unit = 1;
+  if (!text.empty()) {
+    switch (text.back()) {
+      case 'k':
+      case 'K': unit = std::size_t{1} << 10; break;
+      case 'm':
+      case 'M': unit = std::size_t{1} << 20; break;
+      case 'g':
+      case 'G': unit = std::size_t{1} << 30; break;
+      case 't':
+      case 'T': unit = std::size_t{1} << 40; break;
+      default: break;
+    }
+    if (unit != 1) text.remove_suffix(1);
+  }
+  if (text.empty() || text.size() > 19) return std::nullopt;
+  std::size_t value = 0;
+  for (const char ch : text) {
+    if (ch < '0' || ch > '9') return std::nullopt;
+    value = value * 10 + static_cast<std::size_t>(ch - '0');
+  }
+  if (value > (std::size_t{1} << 62) / unit) return std::nullopt;
+  return value * unit;
+}
+
 // numpy advises its array buffers of 4 MiB and up MADV_HUGEPAGE on Linux unless
 // NUMPY_MADVISE_HUGEPAGE is 0 (numpy 1.20+: any integer, 0 turns it off).
 void numpy_settings(runtime_report& r,
@@ -141,6 +169,7 @@ runtime_report detect_runtime(const std::vector<std::string>& paths, std::string
       if (large) {
         r.settings.emplace_back(*large ? "--large-pages" : "--skip-large-pages");
         r.asks_for_huge = *large;
+        r.uses_pool = *large;  // the buffer pool from the hugetlb pool
       }
       break;
     }
@@ -209,6 +238,15 @@ runtime_report detect_runtime(const std::vector<std::string>& paths, std::string
     if (w == "-XX:-UseTransparentHugePages") thp = false;
     if (w == "-XX:+UseLargePages") large = true;
     if (w == "-XX:-UseLargePages") large = false;
+    // The heap's size and the large page's, the last of each.
+    std::optional<std::size_t> size;
+    if (starts_with(w, "-Xmx")) {
+      if ((size = jvm_size(w.substr(4)))) r.heap_bytes = *size;
+    } else if (starts_with(w, "-XX:MaxHeapSize=")) {
+      if ((size = jvm_size(w.substr(16)))) r.heap_bytes = *size;
+    } else if (starts_with(w, "-XX:LargePageSizeInBytes=")) {
+      if ((size = jvm_size(w.substr(25)))) r.pool_page_bytes = *size;
+    }
   }
   // UseTransparentHugePages madvises the heap (needs THP madvise or always); UseLargePages
   // alone maps the heap from the hugetlb pool (needs nr_hugepages for the whole heap).
@@ -216,6 +254,9 @@ runtime_report detect_runtime(const std::vector<std::string>& paths, std::string
     r.settings.emplace_back(*thp ? "-XX:+UseTransparentHugePages" : "-XX:-UseTransparentHugePages");
   if (large) r.settings.emplace_back(*large ? "-XX:+UseLargePages" : "-XX:-UseLargePages");
   r.asks_for_huge = thp.value_or(false) || large.value_or(false);
+  // -XX:+UseTransparentHugePages with UseLargePages madvises (THP); UseLargePages alone maps the
+  // heap from the hugetlb pool and falls back to base pages, with a warning, when it is short.
+  r.uses_pool = large.value_or(false) && !thp.value_or(false);
   return r;
 }
 
