@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "runtime_go.hpp"
 #include "text.hpp"
 
 namespace hugepage::doctor {
@@ -144,6 +145,22 @@ reach reach_of(fix_mechanism m, const memory_class_usage& c, const process_repor
   return none("");
 }
 
+std::string go_heap_reason(const process_report& p) {
+  std::string godebug;
+  for (const std::string& s : p.runtime.settings) {
+    if (s.rfind("GODEBUG=", 0) == 0) godebug = s.substr(8);
+  }
+  std::string out =
+      "the Go runtime maps its own heap and advises none of it MADV_HUGEPAGE (not since Go "
+      "1.21.1), and no GODEBUG setting makes it (GODEBUG=disablethp=1 only keeps THP off it)";
+  if (godebug_disables_thp(godebug)) {
+    out += "; this process has GODEBUG=" + godebug +
+           ": its runtime marks the heap MADV_NOHUGEPAGE, which THP enabled=always and "
+           "--collapse respect, so what follows helps only once disablethp=1 is gone";
+  }
+  return out;
+}
+
 std::string out_of_reach_reason(const memory_class_usage& c, const process_report& p,
                                 std::size_t thp_bytes) {
   const std::string& runtime = p.runtime.kind;
@@ -174,6 +191,7 @@ std::string out_of_reach_reason(const memory_class_usage& c, const process_repor
       if (allocator == "musl") return "musl's malloc has no huge page setting";
       return "the doctor knows no huge page setting of its allocator (" + allocator + ")";
     case memory_class::runtime_heap:
+      if (runtime == "go") return go_heap_reason(p);
       return "the runtime (" + (runtime.empty() ? std::string("unrecognised") : runtime) +
              ") maps its own heap, which no malloc setting reaches, and the doctor knows no "
              "setting of this runtime that advises it";

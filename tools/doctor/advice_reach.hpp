@@ -51,6 +51,10 @@ bool private_anonymous(memory_class kind) noexcept;
 std::string out_of_reach_reason(const memory_class_usage& c, const process_report& p,
                                 std::size_t thp_bytes = 2 * units::mib);
 
+/// Why nothing of a Go program reaches its heap: its runtime advises none of it, GODEBUG has no
+/// setting that would (and disablethp=1, where the process has it, keeps THP off it).
+std::string go_heap_reason(const process_report& p);
+
 /// Base-page memory in classes under advice_threshold() that no setting reaches, from which the
 /// doctor says so (with what --collapse does) instead of giving an all-clear.
 inline constexpr std::size_t unreached_floor = 256 * units::mib;

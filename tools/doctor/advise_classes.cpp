@@ -263,6 +263,10 @@ void advise_runtime_heap(const process_report& p, const system_report& s, const 
     out.push_back(node_advice(p, s, head, classes));
     return;
   }
+  if (rt.kind == "go") {
+    out.push_back(out_of_reach(p, s, "go_heap_out_of_reach", go_heap_reason(p), classes));
+    return;
+  }
   out.push_back(out_of_reach(p, s, "runtime_heap_out_of_reach",
                              "the runtime maps its own heap, which no malloc setting reaches and "
                              "the doctor knows no setting of this runtime for",

@@ -18,6 +18,7 @@
 #include "hugepage/smaps.hpp"
 #include "hugepage/system.hpp"
 #include "report.hpp"
+#include "runtime_go.hpp"
 #include "shared_views.hpp"
 #include "test_hook.hpp"
 #include "text.hpp"
@@ -237,6 +238,7 @@ process_report build_process_report(pid_t pid, const process_files& files,
   p.allocator =
       describe_allocator(detect_allocator(paths), environ.has_value(), settings, overwritten);
   p.runtime = detect_runtime(paths, cmdline.value_or(""), settings);
+  detect_go(p.runtime, mappings, settings);
   if (p.runtime.kind == "jvm" && (!cmdline || !environ || overwritten)) {
     p.runtime.settings_known = false;
   }

@@ -135,7 +135,7 @@ std::vector<bool> thread_arena_parts(const std::vector<mapping_info>& mappings,
 // first file mapped: the main program lies below the libraries and whatever it maps) or
 // libnode.so, not by any mapped file that happens to be called node.
 std::string runtime_of(const std::vector<mapping_info>& mappings, const std::string& kind) {
-  if (kind == "jvm") return kind;
+  if (kind == "jvm" || kind == "go") return kind;
   bool first = true;
   for (const mapping_info& m : mappings) {
     const std::string_view name = m.name;

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "report.hpp"
+#include "runtime_go.hpp"
 
 namespace hugepage::doctor {
 
@@ -258,6 +259,35 @@ runtime_report detect_runtime(const std::vector<std::string>& paths, std::string
   // heap from the hugetlb pool and falls back to base pages, with a warning, when it is short.
   r.uses_pool = large.value_or(false) && !thp.value_or(false);
   return r;
+}
+
+bool godebug_disables_thp(const std::string& value) {
+  bool off = false;
+  std::string_view rest = value;
+  while (!rest.empty()) {
+    const auto comma = rest.find(',');
+    const std::string_view entry = rest.substr(0, comma);
+    if (entry == "disablethp=1") off = true;
+    if (entry == "disablethp=0") off = false;
+    rest.remove_prefix(comma == std::string_view::npos ? rest.size() : comma + 1);
+  }
+  return off;
+}
+
+void detect_go(runtime_report& r, const std::vector<mapping_info>& mappings,
+               const std::vector<std::pair<std::string, std::string>>& settings) {
+  if (!r.kind.empty()) return;
+  constexpr std::uintptr_t first_arena = 0xc000000000;
+  const bool heap = std::any_of(mappings.begin(), mappings.end(), [](const mapping_info& m) {
+    return m.start == first_arena && m.name.empty() && m.permissions == "rw-p";
+  });
+  if (!heap) return;
+  r.kind = "go";
+  r.evidence = "an anonymous mapping at 0xc000000000, the Go runtime's first heap arena";
+  r.settings_known = true;
+  for (const auto& [name, value] : settings) {
+    if (name == "GODEBUG") r.settings.push_back("GODEBUG=" + value);
+  }
 }
 
 }  // namespace hugepage::doctor

@@ -10,6 +10,7 @@
 #include "advice_rules.hpp"
 #include "doctor_advice_support.hpp"
 #include "report.hpp"
+#include "runtime_go.hpp"
 
 namespace hugepage::doctor {
 namespace {
@@ -170,6 +171,51 @@ TEST(DoctorPoolSettings, UnreachedMemoryUnderTheThresholdIsANote) {
   p.runtime = {};
   p.classes = {usage(memory_class::anonymous_mmap, 300 * mib, 0, 0, 300 * mib)};
   EXPECT_EQ(find(advise_process(p, healthy_system()), "base_pages_out_of_reach"), std::nullopt);
+}
+
+// A static Go program (kubectl's layout: its executable, the first heap arena at 0xc000000000):
+// recognised, its GODEBUG read, and a note that says no GODEBUG setting reaches its heap.
+TEST(DoctorPoolSettings, GoHeapIsToldAndItsGodebugChecked) {
+  mapping_info exe, heap, other;
+  exe.start = 0x400000;
+  exe.end = 0x1d25000;
+  exe.permissions = "r-xp";
+  exe.name = "/usr/bin/kubectl";
+  heap.start = 0xc000000000;
+  heap.end = 0xc000c00000;
+  heap.permissions = "rw-p";
+  other = heap;
+  other.start = 0x7f0000000000;
+  other.end = 0x7f0000200000;
+  runtime_report r;
+  detect_go(r, {exe, other}, {});
+  EXPECT_EQ(r.kind, "");  // nothing at 0xc000000000
+  detect_go(r, {exe, heap, other}, {{"GODEBUG", "madvdontneed=1,disablethp=1"}});
+  EXPECT_EQ(r.kind, "go");
+  EXPECT_EQ(r.settings, std::vector<std::string>{"GODEBUG=madvdontneed=1,disablethp=1"});
+  runtime_report jvm = detect_runtime({libjvm}, cmdline_of("java\0Main"), {});
+  detect_go(jvm, {exe, heap}, {});
+  EXPECT_EQ(jvm.kind, "jvm");  // a runtime already told is kept
+  EXPECT_TRUE(godebug_disables_thp("disablethp=1"));
+  EXPECT_FALSE(godebug_disables_thp("disablethp=1,disablethp=0"));
+  EXPECT_FALSE(godebug_disables_thp("xdisablethp=1"));
+
+  process_report p = big_process("unknown");
+  p.allocator.guess.library.clear();
+  p.runtime = r;
+  p = process_with(p, usage(memory_class::runtime_heap, 1 * gib));
+  auto list = advise_process(p, healthy_system());
+  const advice& a = only(list, "go_heap_out_of_reach");
+  EXPECT_EQ(a.level, advice_level::note);
+  EXPECT_TRUE(mentions(a, "no GODEBUG setting makes it")) << a.message;
+  EXPECT_TRUE(mentions(a, "this process has GODEBUG=madvdontneed=1,disablethp=1")) << a.message;
+  // Not the static-binary advice, which would offer GLIBC_TUNABLES.
+  EXPECT_EQ(find(list, "allocator_linked_in"), std::nullopt) << ids(list);
+  // 300 MiB: under the threshold, still no quiet all-clear, and the Go reason.
+  p.runtime.settings.clear();
+  p.classes = {usage(memory_class::runtime_heap, 300 * mib)};
+  list = advise_process(p, healthy_system());
+  EXPECT_TRUE(mentions(only(list, "base_pages_out_of_reach"), "not since Go 1.21.1"));
 }
 
 }  // namespace
