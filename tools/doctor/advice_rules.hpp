@@ -128,6 +128,11 @@ void advise_thp_disabled(const process_report& p, const system_report& s, const 
 // short, and the command that grows it. nullopt when none applies.
 std::optional<advice> pool_setting_advice(const process_report& p, const system_report& s);
 
+// glibc.malloc.hugetlb=2 (chunks and thread arenas from the hugetlb pool) and `classes` on base
+// pages: the pool, by how many pages it is short.
+advice glibc_pool_advice(const process_report& p, const system_report& s, const std::string& head,
+                         const std::vector<const memory_class_usage*>& classes);
+
 // The JVM has -XX:+UseLargePages alone and its heap is on base pages (pool_setting_advice).
 bool jvm_heap_on_base_pages(const process_report& p, const system_report& s);
 

@@ -214,6 +214,36 @@ std::optional<advice> pool_setting_advice(const process_report& p, const system_
   return a;
 }
 
+advice glibc_pool_advice(const process_report& p, const system_report& s, const std::string& head,
+                         const std::vector<const memory_class_usage*>& classes) {
+  std::size_t base = 0;
+  for (const memory_class_usage* c : classes) base += c->resident - std::min(c->huge, c->resident);
+  const buffer_pool_need n = pool_need_of(base, 0, s);
+  advice a{"glibc_hugetlb_pool_short",
+           advice_level::warning,
+           head + fmt::format("GLIBC_TUNABLES has glibc.malloc.hugetlb=2, which maps malloc's "
+                              "chunks and thread arenas from the hugetlb pool, yet {} of this "
+                              "memory is on base pages: glibc falls back to base pages, without "
+                              "a word, for each mapping it makes while the pool has no free page; "
+                              "it needs at least {} pages of {}, the pool has {} free{}; then "
+                              "restart the process",
+                              format_bytes(base), n.pages, format_bytes(n.page), n.available,
+                              shortfall(n)),
+           {fmt::format("allocator glibc: {}", p.allocator.hugepage_mode),
+            fmt::format("hugetlb pool of {}: {} pages, {} available", format_bytes(n.page), n.total,
+                        n.available)},
+           fmt::format("{} reserved for the process, unusable for anything else",
+                       format_bytes(n.pages * n.page)),
+           {}};
+  a.reaches = class_names(classes);
+  if (n.missing > 0) {
+    if (const auto target = capped_pool_target(s, n.page, n.total, n.total + n.missing)) {
+      a.commands = pool_commands(s, n.page, *target);
+    }
+  }
+  return a;
+}
+
 void advise_thp_disabled(const process_report& p, const system_report& s, const std::string& head,
                          std::vector<advice>& out) {
   const runtime_report& rt = p.runtime;

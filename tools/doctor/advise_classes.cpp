@@ -152,7 +152,10 @@ void advise_glibc(const process_report& p, const system_report& s, const classes
     }
     return;
   }
-  if (!by_tunable.reached.empty()) {
+  if (!by_tunable.reached.empty() && a.hugepage_mode.rfind("glibc.malloc.hugetlb=2", 0) == 0) {
+    // =2 draws on the pool, not THP: judged by the pool.
+    out.push_back(glibc_pool_advice(p, s, head_of(by_tunable.reached), by_tunable.reached));
+  } else if (!by_tunable.reached.empty()) {
     out.push_back(not_obtained(p, s, a.hugepage_mode, by_tunable.reached,
                                a.hugepage_mode.rfind("glibc.malloc.hugetlb=1", 0) == 0));
   }

@@ -130,6 +130,33 @@ TEST(DoctorPoolSettings, MariadbLargePagesWithThpOnIsJudgedByThePool) {
   EXPECT_EQ(a.commands.at(0), "sysctl -w vm.nr_hugepages=317");
 }
 
+// glibc.malloc.hugetlb=2 maps chunks and thread arenas from the pool: a pool too small is the
+// fix, not THP or --collapse.
+TEST(DoctorPoolSettings, GlibcHugetlb2IsJudgedByThePool) {
+  process_report p =
+      process_with(big_process("glibc", {{"GLIBC_TUNABLES", "glibc.malloc.hugetlb=2"}}, "2.36"),
+                   usage(memory_class::glibc_thread_arenas, 700 * mib));
+  system_report s = healthy_system();  // 600 pages of 2 MiB, 500 free
+  s.pools[0].free = 100;
+  auto list = advise_process(p, s);
+  const advice& a = only(list, "glibc_hugetlb_pool_short");
+  EXPECT_EQ(a.level, advice_level::warning);
+  EXPECT_TRUE(mentions(a,
+                       "glibc's thread arenas (700 MiB), 0.0% huge; GLIBC_TUNABLES has "
+                       "glibc.malloc.hugetlb=2"))
+      << a.message;
+  EXPECT_TRUE(mentions(a,
+                       "it needs at least 350 pages of 2 MiB, the pool has 100 free, 250 "
+                       "short: reserve 250 more pages of 2 MiB"))
+      << a.message;
+  EXPECT_EQ(a.commands.at(0), "sysctl -w vm.nr_hugepages=850");
+  EXPECT_EQ(find(list, "advised_but_not_huge"), std::nullopt) << ids(list);
+  EXPECT_EQ(all_commands(list).find("--collapse"), std::string::npos) << all_commands(list);
+  // On hugetlb pages: nothing.
+  p.classes[0].huge = 700 * mib;
+  EXPECT_TRUE(advise_process(p, s).empty()) << ids(advise_process(p, s));
+}
+
 // Under the per-class threshold, hundreds of MiB on base pages that nothing reaches: a note that
 // names the memory, says why, and what --collapse would do; never a quiet all-clear.
 TEST(DoctorPoolSettings, UnreachedMemoryUnderTheThresholdIsANote) {
