@@ -189,6 +189,10 @@ std::string out_of_reach_reason(const memory_class_usage& c, const process_repor
       if (allocator == "jemalloc" || allocator == "mimalloc") return "";
       if (allocator == "tcmalloc") return reach_of(fix_mechanism::tcmalloc, c, p).limit;
       if (allocator == "musl") return "musl's malloc has no huge page setting";
+      if (p.allocator.guess.library.empty()) {
+        return "its malloc is linked into the executable and cannot be told, so the doctor "
+               "knows no setting of it (a static glibc reads GLIBC_TUNABLES, where it is one)";
+      }
       return "the doctor knows no huge page setting of its allocator (" + allocator + ")";
     case memory_class::runtime_heap:
       if (runtime == "go") return go_heap_reason(p);
