@@ -677,53 +677,6 @@ TEST(DoctorClassesLive, MemfdIsSharedAnonymousDevShmFollowsItsMount) {
   EXPECT_NE(section.find("shared_anonymous"), std::string::npos) << table.out;
 }
 
-// One memfd mapped three times, as ZGC maps its heap: 32 MiB of memory, not 96 MiB.
-TEST(DoctorClassesLive, MemfdMappedThreeTimesCountsOnce) {
-  target t({"--memfd", "32", "--memfd-views", "3"});
-  ASSERT_TRUE(t.ready()) << t.line();
-  const nlohmann::json p = process_json(t.pid());
-  const auto* shared = json_class(p, "shared_anonymous");
-  ASSERT_NE(shared, nullptr) << p.at("memory_classes").dump(1);
-  EXPECT_GE(bytes_of(shared), 32 * mib);
-  EXPECT_LE(bytes_of(shared), 32 * mib + 4 * page);
-  EXPECT_EQ(shared->at("mappings"), 3);
-  EXPECT_EQ(shared->at("repeated_views"), 2);
-  EXPECT_GE(p.at("shmem_bytes").get<std::size_t>(), 32 * mib);
-  EXPECT_LE(p.at("shmem_bytes").get<std::size_t>(), 32 * mib + 4 * page);
-  const result table = doctor({"--pid", std::to_string(t.pid())});
-  ASSERT_TRUE(table.code == 0 || table.code == 1) << table.err;
-  EXPECT_NE(mechanism_section(table.out).find("2 repeat views counted once"), std::string::npos)
-      << table.out;
-}
-
-// 300 MiB the program maps itself, unadvised, under THP madvise: under the per-class threshold,
-// yet no quiet all-clear: a note naming it, why nothing reaches it, and --collapse.
-TEST(DoctorClassesLive, UnreachedMemoryIsNoQuietAllClear) {
-  std::string enabled;
-  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::getline(in, enabled);
-  if (enabled.find("[madvise]") == std::string::npos) {
-    HUGEPAGE_SKIP_OR_FAIL("THP enabled is not madvise here: " + enabled);
-  }
-  target t({"--anon", "300"});
-  ASSERT_TRUE(t.ready()) << t.line();
-  const result r = doctor({"--pid", std::to_string(t.pid()), "--json"});
-  EXPECT_EQ(r.code, 0) << r.err;  // a note, no warning (exit_codes.hpp)
-  const nlohmann::json doc = nlohmann::json::parse(r.out);
-  const nlohmann::json* note = nullptr;
-  for (const auto& a : doc.at("advice")) {
-    if (a.at("id") == "base_pages_out_of_reach") note = &a;
-  }
-  ASSERT_NE(note, nullptr) << doc.at("advice").dump(1);
-  EXPECT_EQ(note->at("level"), "note");
-  const std::string message = note->at("message");
-  EXPECT_NE(message.find("the program's own anonymous mappings ("), std::string::npos) << message;
-  EXPECT_NE(message.find("without MADV_HUGEPAGE"), std::string::npos) << message;
-  EXPECT_NE(message.find("--collapse raises it now (MADV_COLLAPSE)"), std::string::npos) << message;
-  const result table = doctor({"--pid", std::to_string(t.pid())});
-  EXPECT_EQ(table.out.find("nothing to change"), std::string::npos) << table.out;
-}
-
 // The target's own mounts, not the doctor's: a tmpfs with huge=within_size over /dev/shm in a
 // mount namespace of the target's.
 TEST(DoctorClassesLive, TmpfsOptionComesFromTheTargetsMounts) {
