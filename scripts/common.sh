@@ -73,7 +73,9 @@ reserve_pools() {
     POOLS_RESERVED=1
     log "2 MiB pool: $free_2m free pages"
   else
-    log "2 MiB pool: only $free_2m of $want_2m pages could be reserved"
+    total=$(cat "$POOL_2M")
+    log "2 MiB pool: $free_2m free of the $want_2m wanted; reserved $((total - _saved_2m)) more" \
+      "page(s) (now $total in all), the rest could not be had (memory too fragmented)"
   fi
   if [ "$want_1g" -gt 0 ] && [ -w "$POOL_1G" ]; then
     _saved_1g=$(cat "$POOL_1G")
@@ -87,7 +89,11 @@ reserve_pools() {
       POOL_1G_RESERVED=1
       log "1 GiB pool: $free_1g free pages"
     else
-      log "1 GiB pool: could not reserve $want_1g page(s) (memory too fragmented or no 1 GiB support)"
+      local total_1g
+      total_1g=$(cat "$POOL_1G" 2>/dev/null || echo "$_saved_1g")
+      log "1 GiB pool: $free_1g free of the $want_1g wanted; reserved $((total_1g - _saved_1g))" \
+        "more page(s) (now $total_1g in all), the rest could not be had (memory too fragmented" \
+        "or no 1 GiB support)"
     fi
   fi
 }

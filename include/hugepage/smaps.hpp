@@ -25,8 +25,11 @@ namespace hugepage {
 struct mapping_info {
   std::uintptr_t start = 0;
   std::uintptr_t end = 0;
-  std::string permissions;  ///< "rw-p"
-  std::string name;         ///< path, [heap], [stack], "/anon_hugepage (deleted)", or empty
+  std::string permissions;   ///< "rw-p"
+  std::uint64_t offset = 0;  ///< offset into the mapped file (or memfd, SysV segment, shmem)
+  std::string device;        ///< the file's device, "00:01"
+  std::uint64_t inode = 0;   ///< the file's inode; 0 for private anonymous memory
+  std::string name;          ///< path, [heap], [stack], "/anon_hugepage (deleted)", or empty
   std::size_t kernel_page_bytes = 0;  ///< KernelPageSize: 2 MiB or 1 GiB for hugetlb mappings
   std::size_t rss = 0;
   std::size_t anonymous = 0;
@@ -97,9 +100,12 @@ inline bool parse_mapping_header(std::string_view line, mapping_info& m) {
     return false;
   }
   m.permissions = std::string(next_token(rest));
-  next_token(rest);  // offset
-  next_token(rest);  // device
-  next_token(rest);  // inode
+  std::uintptr_t offset = 0;
+  if (!parse_hex(next_token(rest), offset)) offset = 0;
+  m.offset = offset;
+  m.device = std::string(next_token(rest));
+  const auto inode = parse_u64(next_token(rest));
+  m.inode = inode ? *inode : 0;
   while (!rest.empty() && (rest.front() == ' ' || rest.front() == '\t')) rest.remove_prefix(1);
   m.name = std::string(rest);
   return true;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "runtime_go.hpp"
 #include "text.hpp"
 
 namespace hugepage::doctor {
@@ -142,6 +143,67 @@ reach reach_of(fix_mechanism m, const memory_class_usage& c, const process_repor
       return whole_pmds(c, thp_bytes);
   }
   return none("");
+}
+
+std::string go_heap_reason(const process_report& p) {
+  std::string godebug;
+  for (const std::string& s : p.runtime.settings) {
+    if (s.rfind("GODEBUG=", 0) == 0) godebug = s.substr(8);
+  }
+  std::string out =
+      "the Go runtime maps its own heap and advises none of it MADV_HUGEPAGE (not since Go "
+      "1.21.1), and no GODEBUG setting makes it (GODEBUG=disablethp=1 only keeps THP off it)";
+  if (godebug_disables_thp(godebug)) {
+    out += "; this process has GODEBUG=" + godebug +
+           ": its runtime marks the heap MADV_NOHUGEPAGE, which THP enabled=always and "
+           "--collapse respect, so what follows helps only once disablethp=1 is gone";
+  }
+  return out;
+}
+
+std::string out_of_reach_reason(const memory_class_usage& c, const process_report& p,
+                                std::size_t thp_bytes) {
+  const std::string& runtime = p.runtime.kind;
+  const std::string& allocator = p.allocator.guess.name;
+  if (std::min(c.advised, c.resident) * 2 >= c.resident) return "";  // the program's madvise
+  if (reach_of(fix_mechanism::service_setting, c, p, "", thp_bytes).bytes * 2 >= c.resident) {
+    return "";
+  }
+  // A JVM's or V8's heap is its own anonymous mmap where no class says runtime_heap.
+  const bool heap =
+      c.kind == memory_class::runtime_heap ||
+      (c.kind == memory_class::anonymous_mmap &&
+       std::none_of(p.classes.begin(), p.classes.end(),
+                    [](const auto& other) { return other.kind == memory_class::runtime_heap; }) &&
+       (runtime == "jvm" || runtime == "node"));
+  if (heap && runtime == "jvm") return "";  // -XX:+UseTransparentHugePages
+  if (heap && runtime == "node") return reach_of(fix_mechanism::v8_heap, c, p).limit;
+  switch (c.kind) {
+    case memory_class::glibc_main_arena:
+    case memory_class::glibc_thread_arenas:
+    case memory_class::glibc_mmapped_chunks: {
+      const reach r = reach_of(fix_mechanism::glibc_hugetlb_tunable, c, p, "", thp_bytes);
+      return r.bytes * 2 >= c.resident ? "" : r.limit;
+    }
+    case memory_class::allocator_arenas:
+      if (allocator == "jemalloc" || allocator == "mimalloc") return "";
+      if (allocator == "tcmalloc") return reach_of(fix_mechanism::tcmalloc, c, p).limit;
+      if (allocator == "musl") return "musl's malloc has no huge page setting";
+      if (p.allocator.guess.library.empty()) {
+        return "its malloc is linked into the executable and cannot be told, so the doctor "
+               "knows no setting of it (a static glibc reads GLIBC_TUNABLES, where it is one)";
+      }
+      return "the doctor knows no huge page setting of its allocator (" + allocator + ")";
+    case memory_class::runtime_heap:
+      if (runtime == "go") return go_heap_reason(p);
+      return "the runtime (" + (runtime.empty() ? std::string("unrecognised") : runtime) +
+             ") maps its own heap, which no malloc setting reaches, and the doctor knows no "
+             "setting of this runtime that advises it";
+    case memory_class::anonymous_mmap:
+      return "the program maps it itself without MADV_HUGEPAGE, which no malloc or runtime "
+             "setting changes";
+    default: return "";
+  }
 }
 
 std::string class_phrase(memory_class kind) {

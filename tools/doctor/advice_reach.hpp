@@ -44,6 +44,21 @@ reach reach_of(fix_mechanism m, const memory_class_usage& c, const process_repor
 /// Whether `kind` is private anonymous memory (what THP enabled= governs).
 bool private_anonymous(memory_class kind) noexcept;
 
+/// Why no setting of the process itself reaches the private anonymous class `c` (its allocator's,
+/// its runtime's or its service's own, each checked first: -XX:+UseTransparentHugePages, Node's
+/// options, numpy's and memcached's settings, the malloc tunables); "" where one does, or where
+/// the program's own MADV_HUGEPAGE covers at least half of it.
+std::string out_of_reach_reason(const memory_class_usage& c, const process_report& p,
+                                std::size_t thp_bytes = 2 * units::mib);
+
+/// Why nothing of a Go program reaches its heap: its runtime advises none of it, GODEBUG has no
+/// setting that would (and disablethp=1, where the process has it, keeps THP off it).
+std::string go_heap_reason(const process_report& p);
+
+/// Base-page memory in classes under advice_threshold() that no setting reaches, from which the
+/// doctor says so (with what --collapse does) instead of giving an all-clear.
+inline constexpr std::size_t unreached_floor = 256 * units::mib;
+
 /// "glibc's thread arenas", "the runtime's own heap", ...
 std::string class_phrase(memory_class kind);
 

@@ -123,6 +123,19 @@ advice not_obtained(const process_report& p, const system_report& s, const std::
 void advise_thp_disabled(const process_report& p, const system_report& s, const std::string& head,
                          std::vector<advice>& out);
 
+// A setting that maps memory from the hugetlb pool (the JVM's -XX:+UseLargePages alone,
+// MariaDB's --large-pages) whose memory is on base pages: the pool, by how many pages it is
+// short, and the command that grows it. nullopt when none applies.
+std::optional<advice> pool_setting_advice(const process_report& p, const system_report& s);
+
+// glibc.malloc.hugetlb=2 (chunks and thread arenas from the hugetlb pool) and `classes` on base
+// pages: the pool, by how many pages it is short.
+advice glibc_pool_advice(const process_report& p, const system_report& s, const std::string& head,
+                         const std::vector<const memory_class_usage*>& classes);
+
+// The JVM has -XX:+UseLargePages alone and its heap is on base pages (pool_setting_advice).
+bool jvm_heap_on_base_pages(const process_report& p, const system_report& s);
+
 // memcached's slabs are 1 MiB chunks no malloc setting reaches: its own -L.
 advice memcached_advice(const process_report& p, const std::string& head,
                         const std::vector<const memory_class_usage*>& classes);

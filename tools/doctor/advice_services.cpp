@@ -64,10 +64,11 @@ struct buffer_pool_need {
   std::uint64_t pages = 0, total = 0, available = 0, missing = 0;
 };
 
-buffer_pool_need buffer_pool_need_of(const process_report& p, const system_report& s) {
+// What `bytes` mapped from the hugetlb pool of `page` (0: the default page) needs of that pool.
+buffer_pool_need pool_need_of(std::size_t bytes, std::size_t page, const system_report& s) {
   buffer_pool_need n;
-  n.page = std::max<std::size_t>(default_hugetlb_page(s), 1);
-  n.bytes = largest_private_mapping(p);
+  n.page = std::max<std::size_t>(page != 0 ? page : default_hugetlb_page(s), 1);
+  n.bytes = bytes;
   n.pages = (n.bytes + n.page - 1) / n.page;
   for (const hugetlb_pool& pool : s.pools) {
     if (pool.page_bytes != n.page) continue;
@@ -76,6 +77,26 @@ buffer_pool_need buffer_pool_need_of(const process_report& p, const system_repor
   }
   n.missing = n.pages > n.available ? n.pages - n.available : 0;
   return n;
+}
+
+buffer_pool_need buffer_pool_need_of(const process_report& p, const system_report& s) {
+  return pool_need_of(largest_private_mapping(p), 0, s);
+}
+
+// The JVM's heap: its private mapping with the most resident bytes (p.largest is in that order);
+// nullptr when none is listed (a report from stored files).
+const anon_mapping* jvm_heap_mapping(const process_report& p) {
+  for (const anon_mapping& m : p.largest) {
+    if (!m.shared && m.resident > 0) return &m;
+  }
+  return nullptr;
+}
+
+// ", 253 short: reserve 253 more pages of 2 MiB" or " now, enough".
+std::string shortfall(const buffer_pool_need& n) {
+  return n.missing > 0 ? fmt::format(", {} short: reserve {} more pages of {}", n.missing,
+                                     n.missing, format_bytes(n.page))
+                       : " now, enough";
 }
 
 // A MariaDB advice: `why` first among the facts, then the buffer pool and the pool, the pages
@@ -135,6 +156,93 @@ advice mariadb_large_pages(const process_report& p, const system_report& s) {
 }
 
 }  // namespace
+
+bool jvm_heap_on_base_pages(const process_report& p, const system_report& s) {
+  if (p.runtime.kind != "jvm" || !p.runtime.uses_pool) return false;
+  if (const anon_mapping* heap = jvm_heap_mapping(p)) {
+    return heap->kernel_page_bytes <= s.base_page_bytes && heap->resident >= s.thp_bytes;
+  }
+  return p.hugetlb_total() == 0 && p.anonymous >= 64 * units::mib;
+}
+
+std::optional<advice> pool_setting_advice(const process_report& p, const system_report& s) {
+  const runtime_report& rt = p.runtime;
+  if (rt.kind == "mariadb" && rt.uses_pool && !(p.thp_enabled && !*p.thp_enabled) &&
+      buffer_pool_on_base_pages(p, s) && largest_private_mapping(p) >= 64 * units::mib) {
+    // With THP off (MariaDB turns it off for itself) advise_thp_disabled says this.
+    return mariadb_large_pages(p, s);
+  }
+  if (!jvm_heap_on_base_pages(p, s)) return std::nullopt;
+  // -XX:+UseLargePages alone: the heap reserved from the hugetlb pool at start, all of -Xmx;
+  // a short pool and the JVM warns on its own output and runs on with base pages.
+  const anon_mapping* heap = jvm_heap_mapping(p);
+  const std::size_t bytes = rt.heap_bytes != 0 ? rt.heap_bytes : heap != nullptr ? heap->size : 0;
+  if (bytes == 0) return std::nullopt;
+  const buffer_pool_need n = pool_need_of(bytes, rt.pool_page_bytes, s);
+  advice a{
+      "jvm_pool_short",
+      advice_level::warning,
+      fmt::format("the JVM has -XX:+UseLargePages (without -XX:+UseTransparentHugePages), "
+                  "which maps its heap from the hugetlb pool, yet its heap ({}) is on base "
+                  "pages: when the pool is short at start the JVM falls back to base pages "
+                  "and runs on (only a warning on its own output says so); it needs {} "
+                  "pages of {}, the pool has {} free{}; then restart it",
+                  format_bytes(n.bytes), n.pages, format_bytes(n.page), n.available, shortfall(n)),
+      {heap != nullptr ? fmt::format("the heap's mapping ({} resident) is on base pages "
+                                     "(smaps KernelPageSize)",
+                                     format_bytes(heap->resident))
+                       : "no hugetlb pages in the process",
+       rt.heap_bytes != 0
+           ? fmt::format("heap {} (-Xmx or -XX:MaxHeapSize)", format_bytes(n.bytes))
+           : fmt::format("heap {} (its largest resident mapping; no -Xmx)", format_bytes(n.bytes)),
+       fmt::format("hugetlb pool of {}: {} pages, {} available", format_bytes(n.page), n.total,
+                   n.available),
+       "runtime: " + rt.evidence},
+      fmt::format("{} reserved for the JVM, unusable for anything else (the JVM maps its "
+                  "code cache from the pool too where pages are left)",
+                  format_bytes(n.pages * n.page)),
+      {}};
+  const bool heap_class = std::any_of(p.classes.begin(), p.classes.end(), [](const auto& c) {
+    return c.kind == memory_class::runtime_heap;
+  });
+  a.reaches = {name_of(heap_class ? memory_class::runtime_heap : memory_class::anonymous_mmap)};
+  if (n.missing > 0) {
+    if (const auto target = capped_pool_target(s, n.page, n.total, n.total + n.missing)) {
+      a.commands = pool_commands(s, n.page, *target);
+    }
+  }
+  return a;
+}
+
+advice glibc_pool_advice(const process_report& p, const system_report& s, const std::string& head,
+                         const std::vector<const memory_class_usage*>& classes) {
+  std::size_t base = 0;
+  for (const memory_class_usage* c : classes) base += c->resident - std::min(c->huge, c->resident);
+  const buffer_pool_need n = pool_need_of(base, 0, s);
+  advice a{"glibc_hugetlb_pool_short",
+           advice_level::warning,
+           head + fmt::format("GLIBC_TUNABLES has glibc.malloc.hugetlb=2, which maps malloc's "
+                              "chunks and thread arenas from the hugetlb pool, yet {} of this "
+                              "memory is on base pages: glibc falls back to base pages, without "
+                              "a word, for each mapping it makes while the pool has no free page; "
+                              "it needs at least {} pages of {}, the pool has {} free{}; then "
+                              "restart the process",
+                              format_bytes(base), n.pages, format_bytes(n.page), n.available,
+                              shortfall(n)),
+           {fmt::format("allocator glibc: {}", p.allocator.hugepage_mode),
+            fmt::format("hugetlb pool of {}: {} pages, {} available", format_bytes(n.page), n.total,
+                        n.available)},
+           fmt::format("{} reserved for the process, unusable for anything else",
+                       format_bytes(n.pages * n.page)),
+           {}};
+  a.reaches = class_names(classes);
+  if (n.missing > 0) {
+    if (const auto target = capped_pool_target(s, n.page, n.total, n.total + n.missing)) {
+      a.commands = pool_commands(s, n.page, *target);
+    }
+  }
+  return a;
+}
 
 void advise_thp_disabled(const process_report& p, const system_report& s, const std::string& head,
                          std::vector<advice>& out) {

@@ -152,7 +152,10 @@ void advise_glibc(const process_report& p, const system_report& s, const classes
     }
     return;
   }
-  if (!by_tunable.reached.empty()) {
+  if (!by_tunable.reached.empty() && a.hugepage_mode.rfind("glibc.malloc.hugetlb=2", 0) == 0) {
+    // =2 draws on the pool, not THP: judged by the pool.
+    out.push_back(glibc_pool_advice(p, s, head_of(by_tunable.reached), by_tunable.reached));
+  } else if (!by_tunable.reached.empty()) {
     out.push_back(not_obtained(p, s, a.hugepage_mode, by_tunable.reached,
                                a.hugepage_mode.rfind("glibc.malloc.hugetlb=1", 0) == 0));
   }
@@ -230,6 +233,17 @@ void advise_runtime_heap(const process_report& p, const system_report& s, const 
   const runtime_report& rt = p.runtime;
   const std::string head = head_of(classes);
   if (rt.kind == "jvm") {
+    if (rt.uses_pool) {
+      // The heap on base pages: the pool advice (pool_setting_advice) says by how much.
+      if (jvm_heap_on_base_pages(p, s)) return;
+      out.push_back(out_of_reach(
+          p, s, "jvm_memory_beside_heap",
+          "the JVM's heap is on hugetlb pages (-XX:+UseLargePages); this is its other memory "
+          "(metaspace, GC data, thread stacks, malloc), which neither -XX:+UseLargePages nor "
+          "-XX:+UseTransparentHugePages reaches",
+          classes));
+      return;
+    }
     if (rt.asks_for_huge) {
       out.push_back(not_obtained(p, s, "the JVM's huge page flag", classes, true));
       return;
@@ -250,6 +264,10 @@ void advise_runtime_heap(const process_report& p, const system_report& s, const 
   }
   if (rt.kind == "node") {
     out.push_back(node_advice(p, s, head, classes));
+    return;
+  }
+  if (rt.kind == "go") {
+    out.push_back(out_of_reach(p, s, "go_heap_out_of_reach", go_heap_reason(p), classes));
     return;
   }
   out.push_back(out_of_reach(p, s, "runtime_heap_out_of_reach",
@@ -462,6 +480,33 @@ void advise_tmpfs(const process_report& p, const system_report& s, const memory_
   out.push_back(with_reach(std::move(a), classes));
 }
 
+// Classes each under advice_threshold() on base pages that no setting of the process reaches:
+// from unreached_floor together a note naming them, why, and what --collapse would do, where
+// there would otherwise be a quiet all-clear.
+void advise_unreached(const process_report& p, const system_report& s, std::vector<advice>& out) {
+  if (effective_enabled(s, "unknown") != "madvise") return;
+  classes_t left;
+  std::string why;
+  std::size_t base = 0;
+  for (const memory_class_usage& c : p.classes) {
+    if (!private_anonymous(c.kind) || wants_huge(c, p) || c.huge_fraction() >= 0.5) continue;
+    const std::string reason = out_of_reach_reason(c, p, s.thp_bytes);
+    if (reason.empty()) continue;
+    left.push_back(&c);
+    why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", class_phrase(c.kind), reason);
+    base += c.resident - std::min(c.huge, c.resident);
+  }
+  if (left.empty() || base < unreached_floor) return;
+  advice a = out_of_reach(p, s, "base_pages_out_of_reach",
+                          fmt::format("{} on base pages that no setting of the process reaches "
+                                      "({})",
+                                      format_bytes(base), why),
+                          left);
+  a.evidence.push_back(fmt::format("each class under {}, together {} on base pages",
+                                   format_bytes(advice_threshold(p)), format_bytes(base)));
+  out.push_back(std::move(a));
+}
+
 }  // namespace
 
 advice not_obtained(const process_report& p, const system_report& s, const std::string& setting,
@@ -532,6 +577,7 @@ void advise_classes(const process_report& p, const system_report& s, std::vector
     }
   }
   if (!priv.empty()) advise_private(p, s, priv, out);
+  advise_unreached(p, s, out);
 }
 
 }  // namespace hugepage::doctor

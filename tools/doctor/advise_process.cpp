@@ -38,6 +38,9 @@ std::vector<advice> advise_process(const process_report& p, const system_report&
                         out);
   }
 
+  // A setting that maps from the hugetlb pool, short of pages: the pool, by how many.
+  if (auto pool = pool_setting_advice(p, s)) out.push_back(std::move(*pool));
+
   // PostgreSQL: shared_buffers is one shared mapping; huge_pages=try (the default) takes it
   // from the hugetlb pool when the pool has room, silently falls back otherwise.
   // The mapping's size, not its resident bytes: shared_buffers fill up as the server works.
@@ -126,7 +129,7 @@ std::vector<advice> advise_process(const process_report& p, const system_report&
                "THP enabled=madvise"},
               "the whole heap is committed in 2 MiB steps (more RSS with a sparse heap)",
               "JAVA_TOOL_OPTIONS", "-XX:+UseTransparentHugePages", java_options));
-        } else if (rt.asks_for_huge && frag.fragmented && fallbacks_matter(s)) {
+        } else if (rt.asks_for_huge && !rt.uses_pool && frag.fragmented && fallbacks_matter(s)) {
           out.push_back({"huge_pages_not_obtained",
                          advice_level::warning,
                          head + "the JVM asks for huge pages, but free memory is fragmented and "

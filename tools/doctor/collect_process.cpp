@@ -18,6 +18,8 @@
 #include "hugepage/smaps.hpp"
 #include "hugepage/system.hpp"
 #include "report.hpp"
+#include "runtime_go.hpp"
+#include "shared_views.hpp"
 #include "test_hook.hpp"
 #include "text.hpp"
 
@@ -198,7 +200,11 @@ process_report build_process_report(pid_t pid, const process_files& files,
                                     const std::vector<mapping_info>& mappings, std::size_t top,
                                     const std::string& root) {
   // The THP shares in the PMD size of this machine (the size smaps' AnonHugePages counts in).
-  process_report p = summarize_mappings(mappings, top, thp_page_bytes());
+  // Views of one shared object (ZGC maps its heap three times) count their memory once.
+  std::vector<bool> repeated;
+  const auto once = counted_once(mappings, repeated);
+  const std::vector<mapping_info>& counted = once ? *once : mappings;
+  process_report p = summarize_mappings(counted, top, thp_page_bytes());
   p.pid = pid;
   if (files.status) {
     p.name = status_text_field(*files.status, "Name").value_or("");
@@ -232,6 +238,7 @@ process_report build_process_report(pid_t pid, const process_files& files,
   p.allocator =
       describe_allocator(detect_allocator(paths), environ.has_value(), settings, overwritten);
   p.runtime = detect_runtime(paths, cmdline.value_or(""), settings);
+  detect_go(p.runtime, mappings, settings);
   if (p.runtime.kind == "jvm" && (!cmdline || !environ || overwritten)) {
     p.runtime.settings_known = false;
   }
@@ -242,7 +249,8 @@ process_report build_process_report(pid_t pid, const process_files& files,
   if (files.mountinfo) facts.mounts = parse_mountinfo(*files.mountinfo);
   facts.chunks = files.chunks;
   facts.thp_page_bytes = thp_page_bytes();
-  p.classes = classify_memory(mappings, facts);
+  facts.repeated_views = std::move(repeated);
+  p.classes = classify_memory(counted, facts);
   std::optional<bool> parent_thp;
   if (files.parent_status) {
     const auto fields = parse_meminfo(*files.parent_status);

@@ -135,7 +135,7 @@ std::vector<bool> thread_arena_parts(const std::vector<mapping_info>& mappings,
 // first file mapped: the main program lies below the libraries and whatever it maps) or
 // libnode.so, not by any mapped file that happens to be called node.
 std::string runtime_of(const std::vector<mapping_info>& mappings, const std::string& kind) {
-  if (kind == "jvm") return kind;
+  if (kind == "jvm" || kind == "go") return kind;
   bool first = true;
   for (const mapping_info& m : mappings) {
     const std::string_view name = m.name;
@@ -331,6 +331,7 @@ std::vector<memory_class_usage> classify_memory(const std::vector<mapping_info>&
       c.in_small_mappings += whole ? small : share(small, part);
       c.mappings += 1;
       c.largest_mapping = std::max(c.largest_mapping, m.size());
+      if (i < facts.repeated_views.size() && facts.repeated_views[i]) c.views += 1;
       if (as == memory_class::tmpfs_file) c.mount_huge = mount_huge;
       return &c;
     };
@@ -393,6 +394,11 @@ std::vector<memory_class_usage> classify_memory(const std::vector<mapping_info>&
         break;
       case memory_class::hugetlb: c.evidence = "KernelPageSize"; break;
       case memory_class::file: c.evidence = "page cache"; break;
+    }
+    if (c.views > 0) {
+      c.evidence += "; " + std::to_string(c.views) +
+                    (c.views == 1 ? " mapping maps" : " mappings map") +
+                    " the same memory again (same inode and offsets): counted once";
     }
   }
   classes.erase(std::remove_if(classes.begin(), classes.end(),

@@ -165,11 +165,11 @@ std::vector<std::pair<std::string, std::string>> parse_allocator_environ(std::st
     if (equals == std::string_view::npos || equals == 0) continue;
     const std::string_view name = entry.substr(0, equals);
     in_tunables = name == "GLIBC_TUNABLES";
-    const bool wanted = name == "MALLOC_CONF" || name == "_RJEM_MALLOC_CONF" ||
-                        name == "GLIBC_TUNABLES" || name == "LD_PRELOAD" ||
-                        name == "JAVA_TOOL_OPTIONS" || name == "JDK_JAVA_OPTIONS" ||
-                        name == "_JAVA_OPTIONS" || name == "NUMPY_MADVISE_HUGEPAGE" ||
-                        starts_with(name, "MIMALLOC_") || starts_with(name, "TCMALLOC_");
+    const bool wanted =
+        name == "MALLOC_CONF" || name == "_RJEM_MALLOC_CONF" || name == "GLIBC_TUNABLES" ||
+        name == "LD_PRELOAD" || name == "JAVA_TOOL_OPTIONS" || name == "JDK_JAVA_OPTIONS" ||
+        name == "_JAVA_OPTIONS" || name == "NUMPY_MADVISE_HUGEPAGE" || name == "GODEBUG" ||
+        starts_with(name, "MIMALLOC_") || starts_with(name, "TCMALLOC_");
     if (wanted) kept.emplace_back(std::string(name), std::string(entry.substr(equals + 1)));
   }
   return kept;

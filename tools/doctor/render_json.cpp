@@ -218,6 +218,7 @@ std::string json_process(const process_report& p, const system_report& s,
                      .set("small_mapping_bytes", c.in_small_mappings)
                      .set("small_chunk_bytes", c.in_small_chunks)
                      .set("largest_mapping_bytes", c.largest_mapping)
+                     .set("repeated_views", c.views)
                      .set("evidence", c.evidence);
     if (c.kind == memory_class::tmpfs_file)
       entry.set("mount", c.mount)

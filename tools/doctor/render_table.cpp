@@ -266,6 +266,9 @@ std::string render_process(const process_report& p, const system_report& s,
         // takes the place of "chunk headers" (the evidence's start), so the row fits 100 columns.
         note =
             "chunks under " + format_bytes(s.thp_bytes) + note.substr(std::min(note.size(), 13ul));
+      } else if (c.views > 0) {
+        // Views of memory an earlier mapping maps (ZGC's heap): the evidence's end, short.
+        note = fmt::format("{} repeat view{} counted once", c.views, c.views == 1 ? "" : "s");
       }
       out += fmt::format("  {:<21} {:>11} {:>7} {:>8} {:>11}  {}\n", name_of(c.kind),
                          format_bytes(c.resident), percent(c.huge_fraction()), c.mappings,

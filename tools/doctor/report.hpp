@@ -220,8 +220,7 @@ struct allocator_report {
 
 /// The language runtime or server a process is, where the doctor knows its huge page settings.
 struct runtime_report {
-  /// "jvm", "postgres", "redis", "mariadb", "memcached", "node", "python" or "" (none
-  /// recognised)
+  /// "jvm", "postgres", "redis", "mariadb", "memcached", "node", "python" or "" (none)
   std::string kind;
   std::string version;   ///< from a library or binary path ("17"), "" when unknown
   std::string evidence;  ///< what it was recognised by (a mapped file the kernel names)
@@ -231,6 +230,9 @@ struct runtime_report {
   std::vector<std::string> settings;
   bool settings_known = false;  ///< false: the command line or environment was unreadable
   bool asks_for_huge = false;   ///< the settings make the runtime advise or map huge pages
+  /// Its settings map from the hugetlb pool (-XX:+UseLargePages alone, MariaDB large_pages).
+  bool uses_pool = false;
+  std::size_t heap_bytes = 0, pool_page_bytes = 0;  ///< JVM -Xmx, -XX:LargePageSizeInBytes or 0
 };
 
 /// What maps a share of a process's memory. The class decides which setting can reach it: a
@@ -269,8 +271,9 @@ struct memory_class_usage {
   /// it maps it, and only from that size up, so it never reaches these.
   std::size_t in_small_chunks = 0;
   std::size_t largest_mapping = 0;  ///< size of the class's largest mapping
-  std::string evidence;  ///< how the class was told ("chunk headers", "64 MiB-aligned heaps", ...)
-  std::string mount;     ///< tmpfs_file: the mount point
+  std::size_t views = 0;  ///< mappings repeating memory an earlier one maps (counted once)
+  std::string evidence;   ///< how the class was told ("chunk headers", "64 MiB-aligned heaps", ...)
+  std::string mount;      ///< tmpfs_file: the mount point
   std::string mount_huge;  ///< tmpfs_file: the mount's huge= option ("never" when absent)
   /// tmpfs_file: the other mount points of the mount's superblock (a bind mount of it, or the
   /// mount it binds): a remount through any of them changes huge= for all.
@@ -342,6 +345,7 @@ struct class_facts {
   std::optional<std::vector<mount_entry>> mounts;  ///< nullopt: mountinfo not read
   chunk_headers chunks;
   std::size_t thp_page_bytes = 2 * units::mib;
+  std::vector<bool> repeated_views;  ///< counted_once (shared_views.hpp): mapping i repeats memory
 };
 
 /// The private anonymous mappings whose first 16 bytes may be a glibc mmapped chunk's header:
@@ -512,8 +516,8 @@ struct proc_stat {
 /// Parses /proc/PID/stat text (the comm field may hold spaces and parentheses).
 std::optional<proc_stat> parse_proc_stat(std::string_view text);
 
-/// Recognises a JVM, PostgreSQL or Redis from its mapped files, and reads the JVM's huge page
-/// flags from `cmdline` (NUL-separated) and the java options variables in `settings`. Pure.
+/// Recognises a runtime or server from its mapped files, and reads its huge page settings from
+/// `cmdline` (NUL-separated) and its environment `settings` (the java options variables). Pure.
 runtime_report detect_runtime(const std::vector<std::string>& paths, std::string_view cmdline,
                               const std::vector<std::pair<std::string, std::string>>& settings);
 
@@ -530,9 +534,7 @@ struct access_facts {
 };
 std::string explain_unreadable(pid_t pid, int err, const access_facts& facts);
 
-/// The facts of this machine explain_unreadable() needs for `pid`: the doctor's euid, the
-/// target's owner, /proc's hidepid, whether the doctor runs in a user namespace, its
-/// CAP_SYS_PTRACE.
+/// The facts of this machine (access_facts) explain_unreadable() needs for `pid`.
 access_facts read_access_facts(pid_t pid);
 
 /// Minimum anonymous memory before the doctor advises on a process's huge page use.

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "report.hpp"
+#include "runtime_go.hpp"
 
 namespace hugepage::doctor {
 
@@ -65,6 +66,34 @@ bool memcached_large_pages(std::string_view cmdline) {
     }
   }
   return false;
+}
+
+// A JVM size ("1g", "512M", "1073741824": bytes, or k, m, g, t in either case); nullopt when
+// malformed or over 2^62.
+std::optional<std::size_t> jvm_size(std::string_view text) {
+  std::size_t unit = 1;
+  if (!text.empty()) {
+    switch (text.back()) {
+      case 'k':
+      case 'K': unit = std::size_t{1} << 10; break;
+      case 'm':
+      case 'M': unit = std::size_t{1} << 20; break;
+      case 'g':
+      case 'G': unit = std::size_t{1} << 30; break;
+      case 't':
+      case 'T': unit = std::size_t{1} << 40; break;
+      default: break;
+    }
+    if (unit != 1) text.remove_suffix(1);
+  }
+  if (text.empty() || text.size() > 19) return std::nullopt;
+  std::size_t value = 0;
+  for (const char ch : text) {
+    if (ch < '0' || ch > '9') return std::nullopt;
+    value = value * 10 + static_cast<std::size_t>(ch - '0');
+  }
+  if (value > (std::size_t{1} << 62) / unit) return std::nullopt;
+  return value * unit;
 }
 
 // numpy advises its array buffers of 4 MiB and up MADV_HUGEPAGE on Linux unless
@@ -141,6 +170,7 @@ runtime_report detect_runtime(const std::vector<std::string>& paths, std::string
       if (large) {
         r.settings.emplace_back(*large ? "--large-pages" : "--skip-large-pages");
         r.asks_for_huge = *large;
+        r.uses_pool = *large;  // the buffer pool from the hugetlb pool
       }
       break;
     }
@@ -209,6 +239,15 @@ runtime_report detect_runtime(const std::vector<std::string>& paths, std::string
     if (w == "-XX:-UseTransparentHugePages") thp = false;
     if (w == "-XX:+UseLargePages") large = true;
     if (w == "-XX:-UseLargePages") large = false;
+    // The heap's size and the large page's, the last of each.
+    std::optional<std::size_t> size;
+    if (starts_with(w, "-Xmx")) {
+      if ((size = jvm_size(w.substr(4)))) r.heap_bytes = *size;
+    } else if (starts_with(w, "-XX:MaxHeapSize=")) {
+      if ((size = jvm_size(w.substr(16)))) r.heap_bytes = *size;
+    } else if (starts_with(w, "-XX:LargePageSizeInBytes=")) {
+      if ((size = jvm_size(w.substr(25)))) r.pool_page_bytes = *size;
+    }
   }
   // UseTransparentHugePages madvises the heap (needs THP madvise or always); UseLargePages
   // alone maps the heap from the hugetlb pool (needs nr_hugepages for the whole heap).
@@ -216,7 +255,39 @@ runtime_report detect_runtime(const std::vector<std::string>& paths, std::string
     r.settings.emplace_back(*thp ? "-XX:+UseTransparentHugePages" : "-XX:-UseTransparentHugePages");
   if (large) r.settings.emplace_back(*large ? "-XX:+UseLargePages" : "-XX:-UseLargePages");
   r.asks_for_huge = thp.value_or(false) || large.value_or(false);
+  // -XX:+UseTransparentHugePages with UseLargePages madvises (THP); UseLargePages alone maps the
+  // heap from the hugetlb pool and falls back to base pages, with a warning, when it is short.
+  r.uses_pool = large.value_or(false) && !thp.value_or(false);
   return r;
+}
+
+bool godebug_disables_thp(const std::string& value) {
+  bool off = false;
+  std::string_view rest = value;
+  while (!rest.empty()) {
+    const auto comma = rest.find(',');
+    const std::string_view entry = rest.substr(0, comma);
+    if (entry == "disablethp=1") off = true;
+    if (entry == "disablethp=0") off = false;
+    rest.remove_prefix(comma == std::string_view::npos ? rest.size() : comma + 1);
+  }
+  return off;
+}
+
+void detect_go(runtime_report& r, const std::vector<mapping_info>& mappings,
+               const std::vector<std::pair<std::string, std::string>>& settings) {
+  if (!r.kind.empty()) return;
+  constexpr std::uintptr_t first_arena = 0xc000000000;
+  const bool heap = std::any_of(mappings.begin(), mappings.end(), [](const mapping_info& m) {
+    return m.start == first_arena && m.name.empty() && m.permissions == "rw-p";
+  });
+  if (!heap) return;
+  r.kind = "go";
+  r.evidence = "an anonymous mapping at 0xc000000000, the Go runtime's first heap arena";
+  r.settings_known = true;
+  for (const auto& [name, value] : settings) {
+    if (name == "GODEBUG") r.settings.push_back("GODEBUG=" + value);
+  }
 }
 
 }  // namespace hugepage::doctor

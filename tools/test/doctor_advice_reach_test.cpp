@@ -583,11 +583,22 @@ TEST(DoctorReach, ServicesUnderHalfAGibStillGetTheirOwnSetting) {
   auto list = advise_process(m, healthy_system());
   EXPECT_EQ(only(list, "memcached_large_pages").level, advice_level::warning);
   EXPECT_TRUE(has_warning(list));
-  // A plain program of that size is under the threshold: nothing.
+  // A plain program of that size is under the threshold, but 480 MiB on base pages that no
+  // setting reaches is no all-clear: a note that says which memory, why, and that --collapse
+  // cannot help chunks under 2 MiB either.
   process_report plain = m;
   plain.runtime = {};
-  EXPECT_TRUE(advise_process(plain, healthy_system()).empty())
-      << ids(advise_process(plain, healthy_system()));
+  list = advise_process(plain, healthy_system());
+  EXPECT_EQ(list.size(), 1u) << ids(list);
+  const advice& unreached = only(list, "base_pages_out_of_reach");
+  EXPECT_EQ(unreached.level, advice_level::note);
+  EXPECT_TRUE(mentions(unreached, "glibc's mmapped chunks (480 MiB)")) << unreached.message;
+  EXPECT_TRUE(mentions(unreached, "chunks under 2 MiB, which glibc.malloc.hugetlb=1 never advises"))
+      << unreached.message;
+  EXPECT_TRUE(mentions(unreached,
+                       "neither THP enabled=always nor MADV_COLLAPSE makes such a "
+                       "mapping huge"))
+      << unreached.message;
   // MariaDB with 400 MiB of its 528 MiB buffer pool resident, THP off by itself.
   process_report d = mariadb(thp_disabler::process);
   d.anonymous = 400 * mib;

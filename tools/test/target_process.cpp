@@ -5,7 +5,7 @@
 //                          [--block-1g MIB] [--cgroup DIR] [--malloc-chunks N --chunk-kib KIB]...
 //                          [--threads N --thread-kib KIB] [--memfd MIB] [--dev-shm MIB]
 //                          [--shm-mount OPTIONS] [--thp-disable 1] [--beside-kib KIB]
-//                          [--aligned-blocks N] [--shm-bind DIR]
+//                          [--aligned-blocks N] [--shm-bind DIR] [--memfd-views N]
 //
 // Maps MIB of THP through hugepage::thp_allocator and MIB of 2 MiB hugetlb pages through
 // hugepage::huge_page_allocator (touching every page), and/or N separate anonymous mappings of
@@ -20,7 +20,8 @@
 // process only). --malloc-chunks N --chunk-kib KIB (repeatable) mallocs N blocks of KIB each,
 // above glibc's mmap threshold, so each is an mmapped chunk; --threads N starts N threads that
 // each malloc KIB in 4 KiB blocks while all are alive, so each gets its own arena; --memfd maps
-// MIB of a memfd shared, --dev-shm MIB of a POSIX shm file (unlinked at once, so a killed
+// MIB of a memfd shared (--memfd-views N times, each view of all of it, as ZGC maps its heap),
+// --dev-shm MIB of a POSIX shm file (unlinked at once, so a killed
 // target leaves nothing behind); all touched. --shm-mount mounts a tmpfs with OPTIONS over
 // /dev/shm in a mount namespace of its own first (root), --thp-disable sets PR_SET_THP_DISABLE.
 // --beside-kib maps KIB of anonymous memory (touched) right below the lowest malloc'd chunk and
@@ -73,12 +74,14 @@ void touch(char* p, std::size_t bytes) {
 }
 
 // Maps `mib` of `fd` shared and touches it; false with errno set on failure.
-bool map_shared(int fd, std::size_t mib) {
+bool map_shared(int fd, std::size_t mib, std::size_t views = 1) {
   const std::size_t bytes = mib << 20;
   if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(bytes)) != 0) return false;
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) return false;
-  touch(static_cast<char*>(p), bytes);
+  for (std::size_t i = 0; i < views; ++i) {
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) return false;
+    touch(static_cast<char*>(p), bytes);
+  }
   return true;
 }
 
@@ -96,7 +99,7 @@ std::mutex kept_mutex;
 int main(int argc, char** argv) {
   std::size_t thp_mib = 0, hugetlb_mib = 0, mappings = 0, mapping_kib = 0, anon_mib = 0,
               block_mib = 0, touch_kib = SIZE_MAX, chunk_count = 0, threads = 0, thread_kib = 0,
-              memfd_mib = 0, shm_mib = 0, beside_kib = 0, aligned_blocks = 0;
+              memfd_mib = 0, memfd_views = 1, shm_mib = 0, beside_kib = 0, aligned_blocks = 0;
   std::vector<std::pair<std::size_t, std::size_t>> chunks;  // count, KiB
   const char* memfd_name = nullptr;
   const char* cgroup = nullptr;
@@ -135,6 +138,8 @@ int main(int argc, char** argv) {
       thread_kib = value;
     } else if (std::strcmp(argv[i], "--memfd") == 0) {
       memfd_mib = value;
+    } else if (std::strcmp(argv[i], "--memfd-views") == 0) {
+      memfd_views = value;
     } else if (std::strcmp(argv[i], "--dev-shm") == 0) {
       shm_mib = value;
     } else if (std::strcmp(argv[i], "--shm-bind") == 0) {
@@ -282,7 +287,7 @@ int main(int argc, char** argv) {
     touch(p, 2 * mib);
   }
   if (memfd_mib != 0 &&
-      !map_shared(::memfd_create("hugepage-doctor-target", MFD_CLOEXEC), memfd_mib)) {
+      !map_shared(::memfd_create("hugepage-doctor-target", MFD_CLOEXEC), memfd_mib, memfd_views)) {
     return fail("memfd: " + std::string(std::strerror(errno)));
   }
   if (shm_mib != 0) {

@@ -1,0 +1,120 @@
+// tools/test/doctor_views_test.cpp - memory mapped more than once is counted once: shared
+// mappings of one object whose offsets overlap (ZGC's three views of its heap memfd).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "hugepage/smaps.hpp"
+#include "report.hpp"
+#include "shared_views.hpp"
+
+namespace hugepage::doctor {
+namespace {
+
+using hugepage::units::kib;
+using hugepage::units::mib;
+
+std::string sample(const std::string& name) {
+  std::ifstream in(std::string(HUGEPAGE_DOCTOR_DATA) + "/" + name);
+  EXPECT_TRUE(in) << "missing sample " << name;
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+const memory_class_usage* class_of(const process_report& p, memory_class kind) {
+  for (const memory_class_usage& c : p.classes) {
+    if (c.kind == kind) return &c;
+  }
+  return nullptr;
+}
+
+TEST(DoctorViews, HeaderGivesOffsetDeviceAndInode) {
+  const auto maps = parse_smaps(
+      "7f0000000000-7f0000200000 rw-s 0001a000 00:01 24      /memfd:java_heap (deleted)\n"
+      "Rss:  8 kB\n");
+  ASSERT_EQ(maps.size(), 1u);
+  EXPECT_EQ(maps[0].offset, 0x1a000u);
+  EXPECT_EQ(maps[0].device, "00:01");
+  EXPECT_EQ(maps[0].inode, 24u);
+  EXPECT_EQ(maps[0].name, "/memfd:java_heap (deleted)");
+}
+
+// OpenJDK 17 with -XX:+UseZGC -Xms64m -Xmx64m -XX:+AlwaysPreTouch (keytool, Debian's
+// openjdk-17-jre-headless, Linux 6.18): its three heap views and [heap], from its smaps.
+TEST(DoctorViews, ZgcHeapMappedThreeTimesCountsOnce) {
+  process_files files;
+  files.smaps = sample("smaps_zgc_openjdk17.txt");
+  const auto maps = parse_smaps(files.smaps);
+  ASSERT_EQ(maps.size(), 4u);
+  std::size_t per_mapping = 0;
+  for (const mapping_info& m : maps) per_mapping += m.rss;
+  const process_report p = build_process_report(2, files, 10, "/nonexistent");
+  // smaps says 192 MiB in three views of one 64 MiB memfd: the memory is 64 MiB.
+  EXPECT_EQ(per_mapping - maps[3].rss, 3 * 64 * mib);
+  EXPECT_EQ(p.shmem, 64 * mib);
+  EXPECT_EQ(p.rss, 64 * mib + maps[3].rss);
+  const memory_class_usage* shared = class_of(p, memory_class::shared_anonymous);
+  ASSERT_NE(shared, nullptr);
+  EXPECT_EQ(shared->resident, 64 * mib);
+  EXPECT_EQ(shared->mappings, 3u);
+  EXPECT_EQ(shared->views, 2u);
+  EXPECT_NE(shared->evidence.find("2 mappings map the same memory again (same inode and "
+                                  "offsets): counted once"),
+            std::string::npos)
+      << shared->evidence;
+  std::size_t sum = 0;
+  for (const memory_class_usage& c : p.classes) sum += c.resident;
+  EXPECT_EQ(sum, p.rss + p.hugetlb_total());
+}
+
+mapping_info shared_view(std::uintptr_t start, std::size_t size, std::uint64_t offset,
+                         std::uint64_t inode, std::size_t rss) {
+  mapping_info m;
+  m.start = start;
+  m.end = start + size;
+  m.permissions = "rw-s";
+  m.offset = offset;
+  m.device = "00:01";
+  m.inode = inode;
+  m.name = "/memfd:x (deleted)";
+  m.rss = rss;
+  m.kernel_page_bytes = 4 * kib;
+  return m;
+}
+
+TEST(DoctorViews, OnlyOverlappingOffsetsOfOneObjectCountOnce) {
+  const std::uintptr_t base = 0x7f0000000000;
+  std::vector<mapping_info> maps = {
+      shared_view(base, 8 * mib, 0, 24, 8 * mib),
+      // Half of it again (offsets 4-12 MiB): 4 MiB new.
+      shared_view(base + 16 * mib, 8 * mib, 4 * mib, 24, 8 * mib),
+      // Another memfd with the same offsets: its own memory.
+      shared_view(base + 32 * mib, 8 * mib, 0, 25, 8 * mib),
+      // The same inode on another device: another object.
+      shared_view(base + 48 * mib, 8 * mib, 0, 24, 8 * mib),
+  };
+  maps[3].device = "00:05";
+  // A private mapping of the same file: its pages are its own copies, never a view.
+  mapping_info copy = shared_view(base + 64 * mib, 8 * mib, 0, 24, 8 * mib);
+  copy.permissions = "rw-p";
+  maps.push_back(copy);
+  std::vector<bool> repeated;
+  const auto once = counted_once(maps, repeated);
+  ASSERT_TRUE(once.has_value());
+  EXPECT_EQ(repeated, (std::vector<bool>{false, true, false, false, false}));
+  EXPECT_EQ((*once)[0].rss, 8 * mib);
+  EXPECT_EQ((*once)[1].rss, 4 * mib);
+  EXPECT_EQ((*once)[2].rss, 8 * mib);
+  EXPECT_EQ((*once)[3].rss, 8 * mib);
+  EXPECT_EQ((*once)[4].rss, 8 * mib);
+  // No view repeats another: nothing copied, nothing changed.
+  maps.erase(maps.begin() + 1);
+  EXPECT_FALSE(counted_once(maps, repeated).has_value());
+  EXPECT_EQ(repeated, std::vector<bool>(maps.size(), false));
+}
+
+}  // namespace
+}  // namespace hugepage::doctor
