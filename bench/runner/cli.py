@@ -190,7 +190,8 @@ def resolve_suites(args, registry):
         if given not in registry.allocators:
             usage_error(f"unknown allocator '{given}' ({', '.join(registry.allocators)})")
     if not args.suites and not args.quick:
-        args.suites = known
+        # A default run leaves the scenarios out (they run with --scenarios, or when named).
+        args.suites = [s for s in known if s not in registry.scenarios()]
     peer = args.peer_suites or (registry.peer_core() if args.quick else registry.peer_default())
     if args.suites:
         peer = [s for s in peer if s in args.suites] or args.suites
