@@ -212,7 +212,8 @@ struct suite_info {
     return *this;
   }
   suite_info& chart() { return on_chart = true, *this; }
-  /// A scenario (table_kind::scenario): one iteration per row, run only when named.
+  /// A scenario (table_kind::scenario): one iteration per row, run only when named. Declare it
+  /// own_process() too: it reports what the process holds.
   suite_info& scenario() { return table = table_kind::scenario, *this; }
   suite_info& target(target_info t) { return targets.push_back(std::move(t)), *this; }
   /// Runs under --paired: every contender in one process, batches alternated round by round.

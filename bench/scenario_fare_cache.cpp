@@ -80,6 +80,7 @@ const bool fare_cache_declared = declare(
         .only_for({alloc_kind::std_alloc, alloc_kind::hugetlb_2m})
         .with_sizes({4 * gib}, {64 * mib})
         .scenario()
+        .own_process()
         .peers(peer_role::every_full_run));
 
 }  // namespace

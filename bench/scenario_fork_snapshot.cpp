@@ -216,6 +216,7 @@ const bool fork_snapshot_declared = declare(
         .only_for({alloc_kind::std_alloc, alloc_kind::thp, alloc_kind::collapse})
         .with_sizes({gib}, {64 * mib})
         .scenario()
+        .own_process()
         .decays_on_purpose()
         .peers(peer_role::every_full_run)
         .target(target_info("ours (upkeep_thread) back to >= 99% huge within 1 s of each child's "

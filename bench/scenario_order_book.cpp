@@ -175,6 +175,9 @@ void run_book(benchmark::State& state, std::size_t working_set, const std::strin
   report_scenario(state, f);
   if constexpr (node_source<Inner>::uses_arena) {
     state.counters["nodes_huge_pct"] = 100 * b->source.huge_fraction();
+    const hugepage::arena_stats nodes = b->source.nodes.stats();
+    state.counters["nodes_live_mib"] = static_cast<double>(nodes.live_bytes) / mib;
+    state.counters["nodes_mapped_mib"] = static_cast<double>(nodes.mapped_bytes) / mib;
   }
   state.counters["cancel_misses"] = static_cast<double>(b->misses);
   state.SetLabel(which == "malloc" ? which : which + ", nodes in an arena on its pages");
@@ -231,6 +234,7 @@ suite_info book_info(const char* name, int order, bench_fns fns, const char* wha
       .only_for({alloc_kind::std_alloc, alloc_kind::hugetlb_2m})
       .with_sizes({2 * gib}, {32 * mib})
       .scenario()
+      .own_process()
       .peers(peer_role::every_full_run);
   return s;
 }
