@@ -133,6 +133,7 @@ void run_snapshots(benchmark::State& state, std::size_t working_set, bool with_u
     keeper.emplace(std::chrono::milliseconds(100),
                    hugepage::collapse_budget::of_time(std::chrono::milliseconds(50)));
   }
+  const hugepage::upkeep_statistics upkeep_before = hugepage::upkeep_stats();
   const fork_plan plan = plan_for(working_set);
   const auto total = plan.lead + plan.cycles * (plan.child + plan.gap);
   reset_peak_rss();
@@ -170,6 +171,16 @@ void run_snapshots(benchmark::State& state, std::size_t working_set, bool with_u
   state.counters["start_coverage_pct"] = f.samples.empty() ? -1 : f.samples.front().coverage_pct;
   state.counters["recovery_ms_max"] = r.worst_ms;
   state.counters["unrecovered_cycles"] = r.unrecovered;
+  if (with_upkeep) {  // what the upkeep thread's calls did (process-wide figures, upkeep.hpp)
+    const hugepage::upkeep_statistics u = hugepage::upkeep_stats();
+    state.counters["upkeep_calls"] = static_cast<double>(u.calls - upkeep_before.calls);
+    state.counters["upkeep_restored_mib"] =
+        static_cast<double>(u.restored_bytes - upkeep_before.restored_bytes) / mib;
+    state.counters["upkeep_refused_chunks"] =
+        static_cast<double>(u.refused_chunks - upkeep_before.refused_chunks);
+    state.counters["upkeep_backed_off_calls"] =
+        static_cast<double>(u.backed_off - upkeep_before.backed_off);
+  }
   // The series for the log (ms:percent), as a reader of the console output wants it.
   fmt::print(stderr, "Scenario_ForkSnapshot ({}): table coverage over time (ms:%):{}\n",
              working_set, series);

@@ -24,13 +24,17 @@ EXTRA_COLUMNS = [("nodes_huge_pct", "nodes huge %", 1),
                  ("min_coverage_pct", "min huge %", 1),
                  ("recovery_ms_max", "to 99% ms (worst)", 1),
                  ("unrecovered_cycles", "children not recovered", 1),
+                 ("upkeep_calls", "upkeep calls", 1),
+                 ("upkeep_refused_chunks", "upkeep refused", 1),
+                 ("upkeep_backed_off_calls", "upkeep backed off", 1),
                  ("idle_rss_end_mib", "idle RSS MiB (end)", 1),
                  ("idle_rss_max_mib", "idle RSS MiB (max)", 1),
                  ("idle_rss_over_live", "idle RSS/live", 1)]
 VMSTAT = ["compact_stall", "compact_fail", "compact_success", "thp_fault_alloc",
           "thp_fault_fallback", "thp_split_pmd", "thp_collapse_alloc", "thp_deferred_split_page"]
 BASELINE = "glibc std"
-COUNTS = {"unrecovered_cycles", "requests_per_s"}
+COUNTS = {"unrecovered_cycles", "requests_per_s", "upkeep_calls", "upkeep_refused_chunks",
+          "upkeep_backed_off_calls"}
 
 
 def label_of(cell):
