@@ -18,6 +18,7 @@
 #include <new>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common.hpp"
@@ -31,30 +32,34 @@ namespace {
 constexpr std::size_t touch_stride = 64 * kib;
 constexpr std::size_t base_page = 4 * kib;
 
-// The sparse heap: blocks of 64 KiB to 1 MiB (in 4 KiB steps) up to `bytes`, one byte touched per
-// 64 KiB. Frees them when destroyed.
+// The sparse heap: blocks of 64 KiB to 1 MiB (in 4 KiB steps) up to `bytes`, all allocated first
+// (as a service sizes its buffers at start-up), then one byte touched per 64 KiB. Touching each
+// block right after its malloc would hide what THP `always` does at fault: glibc maps blocks top
+// down, and a fault gets a huge page only when the aligned 2 MiB around it is already mapped.
+// Frees them when destroyed.
 struct sparse_heap {
-  std::vector<void*> blocks;
+  std::vector<std::pair<void*, std::size_t>> blocks;
   std::size_t touched = 0;
   explicit sparse_heap(std::size_t bytes) {
-    std::size_t total = 0;
-    for (u64 i = 0; total < bytes; ++i) {
-      const std::size_t size = 64 * kib + index_of(i ^ 0x5a, 241) * base_page;  // to 1 MiB
-      void* p = std::malloc(size);
+    for (std::size_t total = 0; total < bytes;) {
+      const std::size_t size = 64 * kib + index_of(blocks.size() ^ 0x5a, 241) * base_page;
+      void* p = std::malloc(size);  // 64 KiB to 1 MiB
       if (p == nullptr) throw std::bad_alloc();
-      blocks.push_back(p);
+      blocks.emplace_back(p, size);
+      total += size;
+    }
+    for (const auto& [p, size] : blocks) {
       auto* bytes_of = static_cast<volatile unsigned char*>(p);
       for (std::size_t at = 0; at < size; at += touch_stride) {
         bytes_of[at] = 1;
         ++touched;
       }
-      total += size;
     }
   }
   sparse_heap(const sparse_heap&) = delete;
   sparse_heap& operator=(const sparse_heap&) = delete;
   ~sparse_heap() {
-    for (void* p : blocks) std::free(p);
+    for (const auto& block : blocks) std::free(block.first);
   }
 };
 
