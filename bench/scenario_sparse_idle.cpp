@@ -33,10 +33,8 @@ constexpr std::size_t touch_stride = 64 * kib;
 constexpr std::size_t base_page = 4 * kib;
 
 // The sparse heap: blocks of 64 KiB to 1 MiB (in 4 KiB steps) up to `bytes`, all allocated first
-// (as a service sizes its buffers at start-up), then one byte touched per 64 KiB. Touching each
-// block right after its malloc would hide what THP `always` does at fault: glibc maps blocks top
-// down, and a fault gets a huge page only when the aligned 2 MiB around it is already mapped.
-// Frees them when destroyed.
+// (as a service sizes its buffers at start-up), then one byte touched per 64 KiB. Frees them when
+// destroyed.
 struct sparse_heap {
   std::vector<std::pair<void*, std::size_t>> blocks;
   std::size_t touched = 0;
