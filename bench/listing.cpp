@@ -49,6 +49,7 @@ const char* name_of(table_kind t) {
     case table_kind::time: return "time";
     case table_kind::bloat: return "bloat";
     case table_kind::tail: return "tail";
+    case table_kind::scenario: return "scenario";
   }
   return "?";
 }
@@ -58,10 +59,11 @@ std::string json_targets(const suite_info& s) {
   for (const target_info& t : s.targets) {
     out += fmt::format(
         "{}{{\"claim\": {}, \"paired\": {}, \"of\": {}, \"over\": {}, \"counter\": {}, "
-        "\"at_least\": {}, \"bound\": {}, \"slack_bytes\": {}, \"from_bytes\": {}}}",
+        "\"at_least\": {}, \"bound\": {}, \"slack_bytes\": {}, \"from_bytes\": {}, "
+        "\"over_suite\": {}}}",
         out.empty() ? "" : ",\n    ", json_string(t.claim), t.paired, json_string(t.of),
         json_string(t.over), json_string(t.counter), t.at_least, t.bound, t.slack_bytes,
-        t.from_bytes);
+        t.from_bytes, json_string(t.other_suite));
   }
   return "[" + out + "]";
 }

@@ -437,6 +437,7 @@ int main(int argc, char** argv) {
   // every suite that declares contenders).
   if (o.suites.empty()) {
     for (const suite_info& s : registry()) {
+      if (s.table == table_kind::scenario) continue;  // only when named
       if (o.paired || !o.quick || s.in_quick) o.suites.push_back(&s);
     }
   }
@@ -577,6 +578,7 @@ int main(int argc, char** argv) {
             name.c_str(), [fn, k, size](benchmark::State& state) { fn(state, k, size); });
         b->Unit(s->milliseconds ? benchmark::kMillisecond : benchmark::kNanosecond);
         if (s->milliseconds) b->UseRealTime();
+        if (s->table == table_kind::scenario) b->Iterations(1);
       }
     }
   }

@@ -73,9 +73,12 @@ enum class peer_role {
 
 /// Which table the runner gives a suite.
 enum class table_kind {
-  time,   ///< time per iteration against glibc std (the default)
-  bloat,  ///< resident against live bytes (live_kib, resident_mib, bloat_x counters)
-  tail,   ///< percentile columns (lat_p50_ns, ...) beside the table of tail_of()
+  time,      ///< time per iteration against glibc std (the default)
+  bloat,     ///< resident against live bytes (live_kib, resident_mib, bloat_x counters)
+  tail,      ///< percentile columns (lat_p50_ns, ...) beside the table of tail_of()
+  scenario,  ///< a service's request loop per configuration (scenario_engine.hpp): latency,
+             ///< RSS, coverage and kernel counters, one run per row; run only when named
+             ///< (--suites, or the runner's --scenarios), never in a default run
 };
 
 /// A claim about a suite's results that the runner judges (met, missed, not measured, or not
@@ -87,11 +90,14 @@ enum class table_kind {
 ///   counter set and over set: the median of that counter of `of` over that of `over`
 ///   counter set, over "":     the counter of `of` itself, against bound + slack_bytes / live
 ///                             bytes (container_mib)
+///   counter set, over_suite(): that counter of `of` over the same row's in that suite
+///                             (the same working set), medians over the rounds
 struct target_info {
   std::string claim;    ///< in words, as the report prints it
   bool paired = false;  ///< judged on the paired comparison (--paired), else on the rounds
   std::string of, over, counter;
-  bool at_least = true;  ///< value >= bound, else value <= bound
+  std::string other_suite;  ///< the suite of an over_suite() ratio, else ""
+  bool at_least = true;     ///< value >= bound, else value <= bound
   double bound = 1.0;
   std::size_t slack_bytes = 0;
   std::size_t from_bytes = 0;
@@ -110,6 +116,9 @@ struct target_info {
     return *this;
   }
   target_info& of_counter(std::string name) { return counter = std::move(name), *this; }
+  /// The counter of row `of` over the same row's counter in `suite` (e.g. a run against its
+  /// undisturbed twin).
+  target_info& over_suite(std::string suite) { return other_suite = std::move(suite), *this; }
   target_info& at_least_(double b) { return at_least = true, bound = b, *this; }
   target_info& at_most(double b) { return at_least = false, bound = b, *this; }
   target_info& plus_per_live(std::size_t bytes) { return slack_bytes = bytes, *this; }
@@ -203,6 +212,9 @@ struct suite_info {
     return *this;
   }
   suite_info& chart() { return on_chart = true, *this; }
+  /// A scenario (table_kind::scenario): one iteration per row, run only when named. Declare it
+  /// own_process() too: it reports what the process holds.
+  suite_info& scenario() { return table = table_kind::scenario, *this; }
   suite_info& target(target_info t) { return targets.push_back(std::move(t)), *this; }
   /// Runs under --paired: every contender in one process, batches alternated round by round.
   suite_info& paired(std::vector<paired_entry> all) { return contenders = std::move(all), *this; }

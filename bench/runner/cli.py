@@ -1,5 +1,5 @@
-"""The command line: bench/run.py [--quick] [--rounds N] [--sizes 4M,64M,1G] [--suites A,B]
-[--no-peers | --peers NAMES] [--no-paired] [--out DIR] [--cpu N] [--bench PATH]
+"""The command line: bench/run.py [--quick] [--scenarios] [--rounds N] [--sizes 4M,64M,1G]
+[--suites A,B] [--no-peers | --peers NAMES] [--no-paired] [--out DIR] [--cpu N] [--bench PATH]
 [-- extra google-benchmark flags], or bench/run.py --from DIR [--out NEW] (redo the tables of an
 earlier run; runs nothing).
 
@@ -40,6 +40,7 @@ from .progress import Progress, fmt_duration, paired_estimate
 from .registry import Registry
 from .registry import load as load_registry
 from .report import paired_report, report
+from .sysfs import exit_on_sigterm
 from .util import GiB, MiB, fmt_size, log, parse_size, parse_size_list
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -52,6 +53,9 @@ DEFAULT_ROUNDS = 5
 DEFAULT_HEAVY_ROUNDS = 2
 DEFAULT_MIN_TIME = "0.1"
 QUICK_ROUNDS = 2
+# A scenario row runs for seconds (tens in a full run) after building GiBs: one round, every
+# configuration in it, so that start-up figures pair with the baseline of the same round.
+SCENARIO_ROUNDS = 1
 
 
 CPU_MAX = 1023  # CPU_SETSIZE - 1, as hugepage_bench bounds --cpu
@@ -71,6 +75,11 @@ def parse_args(argv):
     p.add_argument("--quick", action="store_true",
                    help=f"the binary's quick subset, {QUICK_ROUNDS} rounds, peers on the "
                         f"registry's peer core suites only (about a minute)")
+    p.add_argument("--scenarios", action="store_true",
+                   help="the scenario family only (a service's request loop per configuration: "
+                        "latency, RSS, coverage, kernel counters; docs/benchmark.md), with the "
+                        "configurations THP always and THP always + fast khugepaged (root); "
+                        f"{SCENARIO_ROUNDS} round unless --rounds; no paired run, no headroom")
     p.add_argument("--rounds", type=int, help=f"interleaved rounds (default {DEFAULT_ROUNDS})")
     p.add_argument("--heavy-rounds", type=int,
                    help=f"rounds that run every selected suite (default {DEFAULT_HEAVY_ROUNDS}); "
@@ -160,6 +169,10 @@ def parse_args(argv):
     if args.peers is not None:
         args.peers = split("--peers", args.peers)
     args.allocators = split("--allocators", args.allocators)
+    if args.scenarios:
+        args.rounds = args.rounds or SCENARIO_ROUNDS
+        args.heavy_rounds = args.rounds  # every scenario in every round
+        args.no_headroom = True
     args.rounds = args.rounds or (QUICK_ROUNDS if args.quick else DEFAULT_ROUNDS)
     if args.heavy_rounds is None:
         args.heavy_rounds = args.rounds if args.quick else min(args.rounds, DEFAULT_HEAVY_ROUNDS)
@@ -204,8 +217,16 @@ def resolve_suites(args, registry):
     for given in args.allocators or []:
         if given not in registry.allocators:
             usage_error(f"unknown allocator '{given}' ({', '.join(registry.allocators)})")
+    if args.scenarios:
+        others = [s for s in (args.suites or []) if s not in registry.scenarios()]
+        if others:
+            usage_error(f"--scenarios runs scenario suites only, not {', '.join(others)} "
+                        f"(scenarios: {', '.join(registry.scenarios())})")
+        args.suites = args.suites or registry.scenarios()
+        args.peer_suites = args.peer_suites or args.suites
     if not args.suites and not args.quick:
-        args.suites = known
+        # A default run leaves the scenarios out (they run with --scenarios, or when named).
+        args.suites = [s for s in known if s not in registry.scenarios()]
     peer = args.peer_suites or (registry.peer_core() if args.quick else registry.peer_default())
     if args.suites:
         peer = [s for s in peer if s in args.suites] or args.suites
@@ -311,6 +332,7 @@ def main(argv):
         rc = report(args, registry, out_dir, stamp, configs, skipped, runs, wall)
         paired_again(args, registry, out_dir)
         return rc
+    exit_on_sigterm()  # machine-wide settings of a configuration are restored on SIGTERM too
     if not os.access(args.bench, os.X_OK):
         sys.exit(f"error: {args.bench} not found or not executable; build it first:\n"
                  f"  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j\n"

@@ -8,6 +8,10 @@ was loaded with the options it was given.
   glibc hugetlb=2  std rows, GLIBC_TUNABLES=glibc.malloc.hugetlb=2 (MAP_HUGETLB from the 2 MiB pool)
   jemalloc         std rows, Debian's libjemalloc2 (5.3) via LD_PRELOAD, MALLOC_CONF=thp:always,...
   mimalloc         std rows, Debian's libmimalloc2.0 (2.0.x) via LD_PRELOAD, large/huge OS pages
+  thp always       (--scenarios) std rows under plain glibc with THP `always` machine-wide, written
+                   for that process only and put back after it (root only)
+  thp always fast khugepaged
+                   (--scenarios, Scenario_SparseIdle) the same with khugepaged scanning faster
 """
 
 import math
@@ -18,6 +22,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import sysfs
 from .util import GiB, read_text
 
 # Environment variables that select or tune a malloc: removed before each run, then set per config.
@@ -39,6 +44,7 @@ class Config:
     core: list = field(default_factory=list)  # suites it runs in every round
     verified: bool = None     # result of the load probe
     context_shows_preload: bool = None
+    sysfs: dict = field(default_factory=dict)  # machine-wide settings for its process (sysfs.py)
 
     def row_label(self, allocator):
         if not self.peer:
@@ -46,13 +52,17 @@ class Config:
         return self.name if allocator == "std" else f"{self.name} {allocator}"
 
     def env_text(self):
-        return " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items()) or "(plain glibc)"
+        text = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items()) or "(plain glibc)"
+        if self.sysfs:
+            text += "; " + ", ".join(f"{os.path.relpath(k, sysfs.THP)}={v}"
+                                     for k, v in self.sysfs.items())
+        return text
 
     def to_json(self):
         return {"name": self.name, "env": self.env, "allocators": self.allocators,
                 "suites": self.suites, "peer": self.peer, "note": self.note,
                 "load_probe_ok": self.verified, "context_shows_preload": self.context_shows_preload,
-                "core": self.core}
+                "core": self.core, "sysfs": self.sysfs}
 
 
 def one_gib_pages_needed(max_size):
@@ -122,9 +132,10 @@ def make_configs(args, registry):
     # rotation interleaves all of them alike.
     # --quick: only the allocators that have a quick suite (thp_prefault has FaultIn only).
     wanted = set(args.suites or (registry.quick() if args.quick else registry.names()))
+    scenarios = getattr(args, "scenarios", False)
     ours_allocs = args.allocators or [
         a for a in registry.allocators
-        if not args.quick or wanted & set(registry.suites_of_allocator(a))]
+        if not (args.quick or scenarios) or wanted & set(registry.suites_of_allocator(a))]
     configs = []
     skipped = []
     if "hugetlb_1g" in ours_allocs:
@@ -150,10 +161,13 @@ def make_configs(args, registry):
     if args.no_peers:
         return configs, skipped
     ps = args.peer_suites
+    if scenarios:
+        skipped += thp_always_configs(configs, ps, registry)
     configs.append(Config("glibc hugetlb=1", {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}, ["std"], ps,
                           peer=True, core=registry.peer_core(), note="glibc 2.35+: madvise(MADV_HUGEPAGE) on malloc's mmaps"))
-    configs.append(Config("glibc hugetlb=2", {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=2"}, ["std"], ps,
-                          peer=True, core=registry.peer_core(), note="glibc 2.35+: MAP_HUGETLB from the default (2 MiB) pool"))
+    if not scenarios:  # the scenarios compare the THP tunable (=1) only
+        configs.append(Config("glibc hugetlb=2", {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=2"}, ["std"], ps,
+                              peer=True, core=registry.peer_core(), note="glibc 2.35+: MAP_HUGETLB from the default (2 MiB) pool"))
     beside = Path(os.path.abspath(args.bench)).parent
     je = find_library("libjemalloc.so.2", "libjemalloc2", beside)
     if je:
@@ -203,6 +217,31 @@ def choose_peers(configs, skipped, names):
     kept = [c for c in configs if not c.peer or c.name in names]
     skipped = skipped + [f"{c.name}: not in --peers" for c in configs if c not in kept]
     return kept, skipped
+
+
+# khugepaged at a faster pace than its defaults (10 s between passes of 4096 pages): a pass of
+# 32768 pages (128 MiB) every 100 ms, for Scenario_SparseIdle.
+FAST_KHUGEPAGED = {sysfs.KHUGEPAGED_SLEEP: "100", sysfs.KHUGEPAGED_PAGES: "32768"}
+SPARSE_IDLE = "Scenario_SparseIdle"
+
+
+def thp_always_configs(configs, peer_suites, registry, why_not=sysfs.why_not):
+    """--scenarios: appends the configurations that run under THP `always` machine-wide (std
+    rows, plain glibc), and returns why any is left out (not root, no such file)."""
+    always = {sysfs.THP_ENABLED: "always"}
+    fast = dict(always, **FAST_KHUGEPAGED)
+    why = why_not(fast)
+    if why:
+        return [f"thp always (and thp always fast khugepaged): {why}"]
+    configs.append(Config("thp always", {}, ["std"], peer_suites, peer=True, sysfs=always,
+                          core=registry.peer_core(),
+                          note="THP enabled=always machine-wide for this process, then restored"))
+    if SPARSE_IDLE in (peer_suites or []):
+        configs.append(Config("thp always fast khugepaged", {}, ["std"], [SPARSE_IDLE], peer=True,
+                              sysfs=fast, core=registry.peer_core(),
+                              note="THP always and khugepaged every 100 ms, 32768 pages a pass, "
+                                   "then restored"))
+    return []
 
 
 def clean_env(extra):

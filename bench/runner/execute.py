@@ -11,7 +11,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 
-from . import stats
+from . import stats, sysfs
 from .configs import clean_env
 from .plan import bench_command
 from .util import log
@@ -77,12 +77,21 @@ def run_once(args, config, rnd, out_dir, suites, part="", size=None, paired=None
     with open(log_path, "w") as logf:
         logf.write("# env: " + config.env_text() + "\n# cmd: " + shlex.join(cmd) + "\n")
         logf.flush()
+        def note(text):
+            logf.write(f"# {text}\n")
+            logf.flush()
         try:
-            rc = subprocess.run(cmd, env=clean_env(config.env), cwd=out_dir, stdout=logf,
-                                stderr=subprocess.STDOUT, timeout=timeout).returncode
+            # Machine-wide settings of this configuration (THP always): for this process only.
+            with sysfs.applied(config.sysfs, note):
+                rc = subprocess.run(cmd, env=clean_env(config.env), cwd=out_dir, stdout=logf,
+                                    stderr=subprocess.STDOUT, timeout=timeout).returncode
         except subprocess.TimeoutExpired:
             rc = 124
             log(f"{tag}: killed after {timeout} s ({'--paired-timeout' if paired else '--timeout'})")
+        except sysfs.SettingError as e:
+            rc = 126
+            note(str(e))
+            log(f"{tag}: not run: {e}")
     wall = time.monotonic() - t0
     data, problem = read_json(out_dir / json_rel)
     if problem:

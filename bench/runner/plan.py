@@ -71,6 +71,8 @@ def paired_plan(args, registry):
     none = lambda why: (None, None, None, None, why)
     if args.no_paired:
         return none("--no-paired")
+    if getattr(args, "scenarios", False):
+        return none("--scenarios")
     suites = registry.pairable()
     if args.suites_given:
         suites = [s for s in suites if s in args.suites_given]

@@ -28,7 +28,7 @@ class Suite:
     core: bool                  # runs in every round (else the heavy rounds only)
     first_round_only: bool      # a full run measures it in round 1 only
     peers: str                  # "none", "full" (full runs), "core" (every round, --quick too)
-    table: str                  # "time", "bloat", "tail"
+    table: str                  # "time", "bloat", "tail", "scenario"
     tail_of: str = None         # table == "tail": the suite whose table shows the percentiles
     chart: bool = False
     own_process: bool = False   # run in a process of its own (it measures what the process holds)
@@ -61,8 +61,12 @@ class Registry:
         return self.names(lambda s: s.quick)
 
     def peer_default(self):
-        """Suites the peers run in a full run."""
-        return self.names(lambda s: s.peers in ("full", "core"))
+        """Suites the peers run in a full run (never the scenarios: --scenarios runs those)."""
+        return self.names(lambda s: s.peers in ("full", "core") and s.table != "scenario")
+
+    def scenarios(self):
+        """The scenario suites (table "scenario"): run only by --scenarios or when named."""
+        return self.names(lambda s: s.table == "scenario")
 
     def peer_core(self):
         """Suites the peers run in every round, and in --quick."""

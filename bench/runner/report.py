@@ -4,10 +4,11 @@ import os
 import json
 import sys
 
-from . import stats, targets
+from . import stats, sysfs, targets
 from .chart import draw_chart
 from .execute import collect, collect_paired
 from .machine import machine_lines
+from .scenarios import scenario_report
 from .tables import bloat_table, coverage_note, md_table, suite_table, targets_summary, text_table
 
 
@@ -35,6 +36,15 @@ def report(args, registry, out_dir, stamp, configs, skipped, runs, wall):
         seen = [any(os.path.basename(c.lib) in str(v) for v in ctx.values()) for ctx in ctxs]
         c.context_shows_preload = all(seen) if seen else None
 
+    # Configurations under a machine-wide THP mode: did their runs see it (the JSON context)?
+    for c in configs:
+        wanted = c.sysfs.get(sysfs.THP_ENABLED)
+        if wanted:
+            ctxs = [r.data.get("context", {}) for r in runs if r.config == c.name and r.data]
+            c.verified = bool(ctxs) and all(
+                f"[{wanted}]" in ctx.get("thp_enabled", "") or ctx.get("thp_enabled") == wanted
+                for ctx in ctxs)
+
     first = next(r for r in runs if r.data)
     context = relative_context(first.data.get("context", {}), out_dir)
     out = []
@@ -48,7 +58,9 @@ def report(args, registry, out_dir, stamp, configs, skipped, runs, wall):
     out.append("Configurations:")
     for c in configs:
         extra = ""
-        if c.peer:
+        if c.sysfs.get(sysfs.THP_ENABLED):
+            extra = "  [THP mode in its runs' JSON context: " + ("yes" if c.verified else "NO") + "]"
+        elif c.peer:
             extra = "  [load probe: " + ("ok" if c.verified else "FAILED") + \
                     ("" if not c.lib else f"; JSON context shows LD_PRELOAD: "
                      f"{ {True: 'yes', False: 'no', None: '?'}[c.context_shows_preload] }") + "]"
@@ -102,9 +114,13 @@ def report(args, registry, out_dir, stamp, configs, skipped, runs, wall):
         out.append("")
     if "FlatHashMap_Lookup" not in present:
         add_bloat(False)
+    scen_out, scen_md, scenario_verdicts = scenario_report(cells, configs, registry, verdicts)
+    out += scen_out
+    md += scen_md
 
     chart = out_dir / "chart.png"
-    err = draw_chart(cells, configs, chart, registry.chart_suites(), registry)
+    err = draw_chart(cells, configs, chart, registry.chart_suites(), registry) if present else \
+        "no suite of the chart ran"
     out.append(f"Chart: {chart}" if err is None else f"Chart: none ({err})")
     md += ["## Chart", "", "![ns per lookup vs working set](chart.png)" if err is None else err, ""]
     if verdicts:
@@ -123,6 +139,7 @@ def report(args, registry, out_dir, stamp, configs, skipped, runs, wall):
         "configs": [c.to_json() for c in configs],
         "skipped_peers": skipped,
         "ours_vs_peers": comparisons,
+        "scenario_verdicts": scenario_verdicts,
         "runs": [r.to_json() for r in runs],
         "cells": [c.to_json() | {"note": coverage_note(c, {x.name: x for x in configs}[c.config], registry)}
                   for c in sorted(cells.values(), key=lambda c: (c.suite, c.ws, c.label))],

@@ -78,6 +78,16 @@ def value_of(target, cells, configs, suite, ws):
     a = find_row(cells, configs, suite, ws, of)
     if why_missing(a, of):
         return None, None, "", why_missing(a, of)
+    if target.get("over_suite"):
+        twin = target["over_suite"]
+        b = find_row(cells, configs, twin, ws, of)
+        if why_missing(b, of):
+            return None, None, "", f"{twin}: {why_missing(b, of)}"
+        if counter not in a.counters or not b.counters.get(counter):
+            return None, None, "", f"no {counter} of {of} in {suite} and {twin}"
+        value = a.counters[counter] / b.counters[counter]
+        return value, None, (f"{of} {counter} {fmt_num(a.counters[counter])}, in {twin} "
+                             f"{fmt_num(b.counters[counter])}: ratio {value:.2f}"), ""
     if not over:
         if counter not in a.counters:
             return None, None, "", f"{of} has no {counter}"

@@ -28,7 +28,10 @@ def problems(reg):
             out.append(f"{s.name}: no default sizes")
         if s.table == "tail" and (reg.get(s.tail_of) is None or reg.get(s.tail_of).table != "time"):
             out.append(f"{s.name}: tail_of {s.tail_of!r} is not a suite with a time table")
-        if s.table not in ("time", "bloat", "tail") or s.peers not in ("none", "full", "core"):
+        if s.table == "scenario" and (s.quick or s.core):
+            out.append(f"{s.name}: a scenario runs only when named, never in --quick or the core")
+        if s.table not in ("time", "bloat", "tail", "scenario") or \
+                s.peers not in ("none", "full", "core"):
             out.append(f"{s.name}: unknown table {s.table!r} or peers {s.peers!r}")
         rows = set(s.allocators) | {c["name"] for c in s.paired}
         if any(c["role"] not in ("baseline", "ours", "peer") for c in s.paired):
@@ -38,6 +41,8 @@ def problems(reg):
                 out.append(f"{s.name}: target '{t['claim']}' is judged paired, the suite is not")
             if t["of"] not in rows | {"ours"} or t["over"] not in rows | {"best_peer", ""}:
                 out.append(f"{s.name}: target '{t['claim']}' names rows it does not have")
+            if t.get("over_suite") and (reg.get(t["over_suite"]) is None or not t["counter"]):
+                out.append(f"{s.name}: target '{t['claim']}' is over a suite it cannot read")
             if (t["of"] == "ours") != (t["over"] == "best_peer") or (not t["over"] and
                                                                       not t["counter"]):
                 out.append(f"{s.name}: target '{t['claim']}' measures nothing")

@@ -1,0 +1,92 @@
+"""ctest BenchRunner.Scenarios: every scenario's quick variant runs in the binary for glibc and
+for our rows, reports the counters the runner's scenario tables read, and the runner computes
+its verdict from them. It checks that the figures exist, not their values (the machine is shared).
+A row the binary skips fails the check, except the fragmented order book while its hook is not
+connected (it must then say so).
+
+Usage: python3 -m runner.tests.check_scenarios path/to/hugepage_bench"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from runner import scenarios
+from runner.configs import Config
+from runner.execute import Run, collect
+from runner.registry import load
+
+# Every scenario row reports these (bench/scenario_engine.hpp report_scenario).
+COMMON = ["lat_p50_ns", "lat_p99_ns", "lat_p999_ns", "lat_max_ns", "requests_per_s",
+          "startup_ms", "peak_rss_mib", "steady_rss_mib", "live_mib", "rss_over_live",
+          "huge_pct", "process_huge_pct"]
+# ... and these per scenario.
+OWN = {"Scenario_ForkSnapshot": ["min_coverage_pct", "recovery_ms_max", "unrecovered_cycles",
+                                 "fork_cycles"],
+       "Scenario_SparseIdle": ["idle_rss_end_mib", "idle_rss_max_mib", "idle_rss_over_live"],
+       "Scenario_OrderBook": ["nodes_huge_pct"]}
+UNCONNECTED = "fragment first is not connected"
+
+
+def vm_counters():
+    """The vm_ counters the binary can report here: those /proc/vmstat has."""
+    have = {line.split()[0] for line in Path("/proc/vmstat").read_text().splitlines()}
+    return ["vm_" + n for n in scenarios.VMSTAT if n in have]
+
+
+def check(bench, registry, suite, out_dir):
+    allocators = registry.get(suite).allocators
+    json_path = out_dir / f"{suite}.json"
+    cmd = [str(bench), "--quick", f"--suites={suite}", "--allocators=" + ",".join(allocators),
+           f"--benchmark_out={json_path}", "--benchmark_out_format=json"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    if r.returncode != 0:
+        return [f"{suite}: exit status {r.returncode}: {r.stderr.strip()[-400:]}"]
+    data = json.loads(json_path.read_text())
+    # One configuration reads every row: std is "glibc std", the others "ours <allocator>".
+    config = Config("glibc", {}, allocators, None, peer=False)
+    cells = collect([Run(1, "glibc", cmd, {}, 0, 0.0, str(json_path), data)], [config], "auto")
+    problems = []
+    mine = [c for c in cells.values() if c.suite == suite]
+    if sorted(c.allocator for c in mine) != sorted(allocators):
+        problems.append(f"{suite}: rows {sorted(c.allocator for c in mine)}, expected "
+                        f"{sorted(allocators)}")
+    for c in mine:
+        if not c.samples:
+            why = c.errors[0] if c.errors else "no result"
+            if not (suite.endswith("Fragmented") and UNCONNECTED in why):
+                problems.append(f"{suite} {c.label}: skipped: {why}")
+            continue
+        wanted = COMMON + vm_counters() + OWN.get(suite, [])
+        if suite == "Scenario_OrderBook" and c.allocator == "std":
+            wanted = [k for k in wanted if k != "nodes_huge_pct"]
+        missing = [k for k in wanted if k not in c.counters]
+        if missing:
+            problems.append(f"{suite} {c.label}: no {', '.join(missing)}")
+    if any(c.samples for c in mine):
+        for ws in sorted({c.ws for c in mine}):
+            v = scenarios.verdict(cells, [config], suite, ws, registry)
+            print(v["line"])
+            if not v["computed"]:
+                problems.append(f"{suite}: verdict not computed: {v['line']}")
+    return problems
+
+
+def main(argv):
+    bench = Path(argv[0]).resolve()
+    registry = load(bench)
+    problems = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for suite in registry.scenarios():
+            problems += check(bench, registry, suite, Path(tmp))
+    for p in problems:
+        print("scenario:", p)
+    print(f"{len(registry.scenarios())} scenarios: {', '.join(registry.scenarios())}")
+    return 1 if problems or not registry.scenarios() else 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONDONTWRITEBYTECODE", "1")
+    sys.exit(main(sys.argv[1:]))

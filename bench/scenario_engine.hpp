@@ -1,0 +1,275 @@
+// bench/scenario_engine.hpp - what the scenario suites (scenario_*.cpp) share: an open-loop
+// request loop with every request timed, a sampler of RSS and coverage over time, /proc/vmstat
+// deltas, the process's huge share from smaps_rollup, and the counters every scenario row reports.
+//
+// A scenario row is one configuration running a service's request loop once (one long iteration,
+// real time). Requests are paced open-loop: request i is due at start + i / rate, and its latency
+// runs from when it was due to when it returned, so a request that waited behind a slow one (a
+// THP fault that ran direct compaction, a copy-on-write storm after fork) counts the wait.
+#pragma once
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common.hpp"
+#include "latency.hpp"
+
+namespace hugepage_bench {
+
+// ---- the kernel's counters ----------------------------------------------------------------------
+
+/// The /proc/vmstat counters a scenario reports as deltas over its request loop (vm_<name>).
+/// They are machine-wide: another process compacting at the same time counts too.
+inline constexpr std::array<const char*, 8> vmstat_names = {
+    "compact_stall",      "compact_fail",  "compact_success",    "thp_fault_alloc",
+    "thp_fault_fallback", "thp_split_pmd", "thp_collapse_alloc", "thp_deferred_split_page"};
+
+using vmstat_counts = std::array<std::optional<u64>, vmstat_names.size()>;
+
+/// Parses "name value" lines of /proc/vmstat text; a counter the kernel lacks stays empty.
+inline vmstat_counts parse_vmstat(const std::string& text) {
+  vmstat_counts out{};
+  std::size_t at = 0;
+  while (at < text.size()) {
+    const std::size_t end = std::min(text.find('\n', at), text.size());
+    const std::size_t space = text.find(' ', at);
+    if (space < end) {
+      const std::string name = text.substr(at, space - at);
+      for (std::size_t i = 0; i < vmstat_names.size(); ++i) {
+        if (name == vmstat_names[i]) {
+          out[i] = hugepage::detail::parse_u64(text.substr(space + 1, end - space - 1));
+        }
+      }
+    }
+    at = end + 1;
+  }
+  return out;
+}
+
+inline vmstat_counts read_vmstat() { return parse_vmstat(read_text("/proc/vmstat")); }
+
+/// Huge share of the process's resident memory: (AnonHugePages + hugetlb) / (Rss + hugetlb) from
+/// /proc/self/smaps_rollup, in percent; -1 when unreadable.
+inline double process_huge_pct() {
+  const std::string text = read_text("/proc/self/smaps_rollup");
+  const auto rss = kb_field(text, "Rss");
+  if (!rss) return -1;
+  const auto field = [&text](const char* key) {
+    return static_cast<double>(kb_field(text, key).value_or(0));
+  };
+  const double hugetlb = field("Private_Hugetlb") + field("Shared_Hugetlb");
+  const double resident = static_cast<double>(*rss) + hugetlb;
+  return resident > 0 ? 100.0 * (field("AnonHugePages") + hugetlb) / resident : 0.0;
+}
+
+// ---- the request loop ---------------------------------------------------------------------------
+
+/// What one open-loop request loop measured.
+struct loop_result {
+  latency_histogram latency;  ///< ns from due to done, timer cost subtracted
+  std::int64_t max_ns = 0;
+  u64 requests = 0;
+  double seconds = 0;      ///< wall time of the loop
+  double timer_ns = 0;     ///< cost of a pair of clock readings, subtracted from each sample
+  double late_end_ms = 0;  ///< how far behind its schedule the last request started
+};
+
+/// Runs `op(i)` for i in [0, rate * duration), request i due at start + i / rate (open loop: a
+/// request due while an earlier one runs waits, and its wait is part of its latency). The clock
+/// is spun on between requests, so the CPU stays busy as a service polling its queue does.
+template <class Op>
+loop_result run_open_loop(double rate_per_s, std::chrono::milliseconds duration, Op&& op) {
+  loop_result r;
+  r.timer_ns = timer_cost_ns();
+  const auto timer = static_cast<std::int64_t>(r.timer_ns);
+  const double period_ns = 1e9 / rate_per_s;
+  const auto n = static_cast<u64>(rate_per_s * std::chrono::duration<double>(duration).count());
+  const auto start = latency_clock::now();
+  auto now = start;
+  for (u64 i = 0; i < n; ++i) {
+    const auto due = start + std::chrono::nanoseconds(
+                                 static_cast<std::int64_t>(static_cast<double>(i) * period_ns));
+    while (now < due) now = latency_clock::now();
+    op(i);
+    now = latency_clock::now();
+    const std::int64_t ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(now - due).count() - timer;
+    r.latency.add(ns);
+    r.max_ns = std::max(r.max_ns, ns);
+    if (i + 1 == n) r.late_end_ms = static_cast<double>(ns) / 1e6;
+  }
+  r.requests = n;
+  r.seconds = std::chrono::duration<double>(latency_clock::now() - start).count();
+  return r;
+}
+
+// ---- sampling over time -------------------------------------------------------------------------
+
+/// One sample: when (ms since the sampler started), the process's RSS (hugetlb included) and the
+/// coverage of the scenario's main container (-1 when it has none).
+struct sample {
+  double at_ms = 0, rss_mib = 0, coverage_pct = -1;
+};
+
+/// A thread that samples every `every` until stopped (or destroyed). `coverage` (may be empty)
+/// returns the main container's huge share in percent.
+class sampler {
+ public:
+  sampler(std::chrono::milliseconds every, std::function<double()> coverage)
+      : every_(every), coverage_(std::move(coverage)), start_(std::chrono::steady_clock::now()) {
+    thread_ = std::thread([this] { loop(); });
+  }
+  sampler(const sampler&) = delete;
+  sampler& operator=(const sampler&) = delete;
+  ~sampler() { stop(); }
+
+  void stop() {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  /// The samples so far (a copy: the thread may still be adding).
+  std::vector<sample> samples() const {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    return samples_;
+  }
+  std::chrono::steady_clock::time_point start() const { return start_; }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!stopping_) {
+      lock.unlock();
+      sample s;
+      s.at_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_)
+                    .count();
+      s.rss_mib = read_rss().rss_mib;
+      if (coverage_) s.coverage_pct = coverage_();
+      lock.lock();
+      samples_.push_back(s);
+      wake_.wait_for(lock, every_, [this] { return stopping_; });
+    }
+  }
+
+  std::chrono::milliseconds every_;
+  std::function<double()> coverage_;
+  std::chrono::steady_clock::time_point start_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::vector<sample> samples_;
+  std::thread thread_;
+};
+
+// ---- what every scenario row reports ------------------------------------------------------------
+
+/// The figures of one scenario row, reported as counters by report_scenario().
+struct scenario_figures {
+  loop_result loop;
+  double startup_ms = 0;        ///< building and faulting in the containers
+  std::size_t live_bytes = 0;   ///< what the containers hold (their elements and arrays)
+  double huge_pct = -1;         ///< the main container's memory on huge pages (backing_of)
+  std::vector<sample> samples;  ///< during the request loop
+  vmstat_counts vm_before{}, vm_after{};
+};
+
+inline double median_rss(const std::vector<sample>& samples) {
+  std::vector<double> v;
+  for (const sample& s : samples) v.push_back(s.rss_mib);
+  if (v.empty()) return read_rss().rss_mib;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+/// Counters: lat_p50_ns, lat_p99_ns, lat_p999_ns, lat_max_ns, timer_ns, requests, requests_per_s,
+/// late_end_ms, startup_ms, live_mib, peak_rss_mib, steady_rss_mib (median of the samples during
+/// the loop), rss_over_live, huge_pct (when known), process_huge_pct, vm_<name> deltas (those the
+/// kernel has).
+inline void report_scenario(benchmark::State& state, const scenario_figures& f) {
+  const loop_result& l = f.loop;
+  state.counters["lat_p50_ns"] = l.latency.quantile(0.50);
+  state.counters["lat_p99_ns"] = l.latency.quantile(0.99);
+  state.counters["lat_p999_ns"] = l.latency.quantile(0.999);
+  state.counters["lat_max_ns"] = static_cast<double>(l.max_ns);
+  state.counters["timer_ns"] = l.timer_ns;
+  state.counters["requests"] = static_cast<double>(l.requests);
+  state.counters["requests_per_s"] =
+      l.seconds > 0 ? static_cast<double>(l.requests) / l.seconds : 0;
+  state.counters["late_end_ms"] = l.late_end_ms;
+  state.counters["startup_ms"] = f.startup_ms;
+  const double live_mib = static_cast<double>(f.live_bytes) / mib;
+  const double steady = median_rss(f.samples);
+  state.counters["live_mib"] = live_mib;
+  state.counters["peak_rss_mib"] = read_rss().peak_rss_mib;
+  state.counters["steady_rss_mib"] = steady;
+  if (live_mib > 0) state.counters["rss_over_live"] = steady / live_mib;
+  if (f.huge_pct >= 0) state.counters["huge_pct"] = f.huge_pct;
+  const double process = process_huge_pct();
+  if (process >= 0) state.counters["process_huge_pct"] = process;
+  for (std::size_t i = 0; i < vmstat_names.size(); ++i) {
+    if (f.vm_before[i] && f.vm_after[i]) {
+      state.counters[std::string("vm_") + vmstat_names[i]] =
+          static_cast<double>(*f.vm_after[i] - *f.vm_before[i]);
+    }
+  }
+}
+
+inline double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// ---- ours: the allocator the docs recommend per container ---------------------------------------
+
+/// The 2 MiB pool with fallback to THP (counted): a pool that turns out short mid-build degrades.
+using pool_2m_bytes = hugepage::huge_page_allocator<byte, hugepage::page_size::huge_2m,
+                                                    hugepage::pool_policy::fallback>;
+
+/// Whether the 2 MiB pool has free pages for `bytes` (the recommendation: a big hash map on the
+/// pool when it has room, else on collapse_allocator).
+inline bool pool_2m_has_room(std::size_t bytes) {
+  const auto pool = hugepage::read_pool(hugepage::page_size::huge_2m);
+  const u64 pages = (bytes + 2 * mib - 1) / (2 * mib);
+  return pool && pool->available().value_or(0) >= pages;
+}
+
+/// Calls fn(std::allocator<byte>) for a std row and, for ours, fn(Inner) with the recommended
+/// inner byte allocator for `pool_bytes` of pooled memory; `which` says which was chosen.
+template <class Fn>
+void with_inner(alloc_kind k, std::size_t pool_bytes, std::string& which, Fn&& fn) {
+  if (k == alloc_kind::std_alloc) {
+    which = "malloc";
+    fn(std_bytes{});
+  } else if (pool_2m_has_room(pool_bytes)) {
+    which = "2 MiB pool (huge_page_allocator)";
+    fn(pool_2m_bytes{});
+  } else {
+    which = "collapse_allocator (2 MiB pool short)";
+    fn(collapse_bytes{});
+  }
+}
+
+// ---- fragment first (scenario 3) ----------------------------------------------------------------
+
+/// Fragments the machine's free memory before a scenario builds (bench/fragmenter.hpp, connected
+/// where it exists). Returns what must stay alive while the scenario runs (the child holding the
+/// fragments), or nullptr with `why` set when it cannot. Unset: the fragmented rows are skipped.
+inline std::function<std::shared_ptr<void>(std::string& why)> fragment_first;
+
+}  // namespace hugepage_bench
