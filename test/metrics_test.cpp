@@ -1,0 +1,201 @@
+// metrics_test.cpp - the metrics of labelled containers: Prometheus text a strict parser accepts,
+// JSON, label text that is not UTF-8 or holds control bytes, and the stream state of the caller.
+#include "hugepage/metrics.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <iomanip>
+#include <locale>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "hugepage/backing.hpp"
+#include "hugepage/detail/utf8_text.hpp"
+#include "hugepage/label.hpp"
+#include "hugepage/upkeep.hpp"
+#include "support.hpp"
+#include "upkeep_support.hpp"
+
+namespace {
+
+using hugepage::test::Block;
+using hugepage::units::mib;
+
+struct fares_opts : hugepage::default_options {
+  static constexpr const char* label = "upkeep-fares";
+};
+struct odd_opts : hugepage::default_options {
+  static constexpr const char* label = "odd \"name\" \\ here";
+};
+struct latin1_opts : hugepage::default_options {
+  static constexpr const char* label = "upkeep-caf\xe9 \xf0\x9f\x99\x82 \xed\xa0\x80";
+};
+
+struct parsed_metrics {
+  std::map<std::string, std::string> type;  // family -> gauge/counter
+  std::map<std::string, double> samples;    // name{labels} -> value
+  std::vector<std::string> errors;
+};
+
+// A parser of the Prometheus text format, strict enough to fail on anything the format forbids:
+// every line a HELP, a TYPE or a sample; HELP and TYPE once per family, before its samples;
+// sample names and label names valid identifiers, label values properly escaped, values numbers.
+parsed_metrics parse_prometheus(const std::string& text) {
+  parsed_metrics m;
+  static const std::regex help(R"(# HELP ([a-zA-Z_:][a-zA-Z0-9_:]*) [^\n]*)");
+  static const std::regex type(R"(# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (gauge|counter))");
+  static const std::regex sample(
+      R"(([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*")(?:,[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*")*\})? (-?[0-9]+(?:\.[0-9]*)?(?:e[-+]?[0-9]+)?|NaN|[+-]Inf))");
+  std::map<std::string, bool> helped;
+  std::istringstream in(text);
+  std::string line;
+  int number = 0;
+  if (text.empty() || text.back() != '\n') m.errors.push_back("does not end with a newline");
+  while (std::getline(in, line)) {
+    ++number;
+    std::smatch g;
+    const std::string where = "line " + std::to_string(number) + ": " + line;
+    if (std::regex_match(line, g, help)) {
+      if (helped[g[1]]) m.errors.push_back("second HELP: " + where);
+      helped[g[1]] = true;
+    } else if (std::regex_match(line, g, type)) {
+      if (m.type.count(g[1]) != 0) m.errors.push_back("second TYPE: " + where);
+      if (!helped[g[1]]) m.errors.push_back("TYPE before HELP: " + where);
+      m.type[g[1]] = g[2];
+    } else if (std::regex_match(line, g, sample)) {
+      if (m.type.count(g[1]) == 0) m.errors.push_back("sample before its TYPE: " + where);
+      const std::string key = g[1].str() + g[2].str();
+      if (m.samples.count(key) != 0) m.errors.push_back("duplicate sample: " + where);
+      m.samples[key] = std::stod(g[3]);
+    } else {
+      m.errors.push_back("not a valid line: " + where);
+    }
+  }
+  return m;
+}
+
+TEST(Metrics, PrometheusTextParsesAndMatchesTheKernel) {
+  REQUIRE_THP_AND_COLLAPSE();
+  Block<fares_opts> fares(8 * mib);
+  Block<odd_opts> odd(4 * mib);
+  hugepage::upkeep();
+  const auto coverage = hugepage::coverage_of(fares_opts::label);
+  std::ostringstream out;
+  hugepage::write_metrics(out);
+  const parsed_metrics m = parse_prometheus(out.str());
+  for (const auto& e : m.errors) ADD_FAILURE() << e;
+  const auto at = [&](const std::string& key) {
+    const auto it = m.samples.find(key);
+    EXPECT_NE(it, m.samples.end()) << key << " missing from\n" << out.str();
+    return it == m.samples.end() ? -1.0 : it->second;
+  };
+  const std::string fares_label = "label=\"upkeep-fares\"";
+  EXPECT_EQ(at("hugepage_label_blocks{" + fares_label + "}"), 1.0);
+  EXPECT_EQ(at("hugepage_label_coverage_bytes{" + fares_label + ",backing=\"thp\"}"),
+            static_cast<double>(coverage.thp));
+  EXPECT_EQ(at("hugepage_label_coverage_bytes{" + fares_label + ",backing=\"base\"}"),
+            static_cast<double>(coverage.base));
+  EXPECT_EQ(at("hugepage_label_requested_bytes{" + fares_label + ",backing=\"thp\"}"), 8.0 * mib);
+  EXPECT_DOUBLE_EQ(at("hugepage_label_huge_ratio{" + fares_label + "}"), coverage.huge_fraction());
+  EXPECT_EQ(at(R"(hugepage_label_blocks{label="odd \"name\" \\ here"})"), 1.0);
+  EXPECT_EQ(m.type.at("hugepage_upkeep_calls_total"), "counter");
+  EXPECT_GE(at("hugepage_upkeep_calls_total"), 1.0);
+  EXPECT_EQ(at("hugepage_live_mappings"), static_cast<double>(hugepage::stats().live_mappings));
+  for (const auto& [family, kind] : m.type) {
+    EXPECT_EQ(family.rfind("hugepage_", 0), 0u) << family;
+    EXPECT_EQ(kind == "counter", family.size() > 6 && family.substr(family.size() - 6) == "_total")
+        << family;
+  }
+}
+
+TEST(Metrics, JsonCarriesEachLabel) {
+  Block<odd_opts> odd(4 * mib);
+  std::ostringstream out;
+  hugepage::write_metrics_json(out);
+  const std::string text = out.str();
+  EXPECT_NE(text.find(R"({"label":"odd \"name\" \\ here","blocks":1,)"), std::string::npos) << text;
+  EXPECT_EQ(text.rfind("}}}\n"), text.size() - 4) << text;
+}
+
+// Groups digits in threes with '.' and writes ',' as the decimal point.
+struct grouping_punct : std::numpunct<char> {
+  char do_decimal_point() const override { return ','; }
+  char do_thousands_sep() const override { return '.'; }
+  std::string do_grouping() const override { return "\3"; }
+};
+
+// The text each writer gives into a stream set up by `setup`, and into a plain one just before
+// and just after (coverage is read from the kernel: khugepaged may change it in between).
+template <class Setup>
+void expect_unchanged_by(const char* what, Setup setup) {
+  for (const bool json : {false, true}) {
+    const auto write = [json](std::ostream& out) {
+      if (json) {
+        hugepage::write_metrics_json(out);
+      } else {
+        hugepage::write_metrics(out);
+      }
+    };
+    std::ostringstream before, odd, after;
+    write(before);
+    setup(odd);
+    write(odd);
+    write(after);
+    EXPECT_TRUE(odd.str() == before.str() || odd.str() == after.str())
+        << what << (json ? " json" : " prometheus") << ":\n"
+        << odd.str() << "\nplain:\n"
+        << before.str();
+  }
+}
+
+TEST(Metrics, StreamStateOfTheCallerChangesNothing) {
+  Block<fares_opts> fares(8 * mib);
+  expect_unchanged_by("hex", [](std::ostream& o) { o << std::hex << std::showbase; });
+  expect_unchanged_by("showpos, scientific", [](std::ostream& o) {
+    o << std::showpos << std::scientific << std::setprecision(1);
+  });
+  expect_unchanged_by("setw, setfill",
+                      [](std::ostream& o) { o << std::setw(12) << std::setfill('*'); });
+  // Wider than the whole text: a formatted write of it would be padded.
+  expect_unchanged_by("setw(1 MiB)", [](std::ostream& o) { o << std::setw(1 << 20); });
+  expect_unchanged_by("grouping locale", [](std::ostream& o) {
+    o.imbue(std::locale(std::locale::classic(), new grouping_punct));
+  });
+}
+
+TEST(Metrics, LabelBytesThatAreNotUtf8BecomeTheReplacementCharacter) {
+  Block<latin1_opts> odd(2 * mib);
+  // Valid text passes unchanged: a four-byte sequence kept, the surrogate and the Latin-1 byte not.
+  const std::string expected =
+      "upkeep-caf\xEF\xBF\xBD \xf0\x9f\x99\x82 \xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD";
+  std::ostringstream prom, json;
+  hugepage::write_metrics(prom);
+  hugepage::write_metrics_json(json);
+  for (const std::string& text : {prom.str(), json.str()}) {
+    EXPECT_EQ(hugepage::detail::valid_utf8(text), text) << "not valid UTF-8:\n" << text;
+  }
+  const parsed_metrics m = parse_prometheus(prom.str());
+  for (const auto& e : m.errors) ADD_FAILURE() << e;
+  EXPECT_EQ(m.samples.count("hugepage_label_blocks{label=\"" + expected + "\"}"), 1u) << prom.str();
+  EXPECT_NE(json.str().find("{\"label\":\"" + expected + "\",\"blocks\":1,"), std::string::npos)
+      << json.str();
+}
+
+TEST(Metrics, Utf8CheckFollowsTheStandardsDefinition) {
+  using hugepage::detail::valid_utf8;
+  const std::string r = "\xEF\xBF\xBD";
+  EXPECT_EQ(valid_utf8("plain"), "plain");
+  EXPECT_EQ(valid_utf8("\xc3\xa9\xe2\x82\xac\xf4\x8f\xbf\xbf"),
+            "\xc3\xa9\xe2\x82\xac\xf4\x8f\xbf\xbf");
+  EXPECT_EQ(valid_utf8("\xc0\xaf"), r + r);                  // overlong '/'
+  EXPECT_EQ(valid_utf8("\xe0\x80\xaf"), r + r + r);          // overlong, three bytes
+  EXPECT_EQ(valid_utf8("\xf4\x90\x80\x80"), r + r + r + r);  // past U+10FFFF
+  EXPECT_EQ(valid_utf8("a\xe2\x82"), "a" + r + r);           // cut short
+  EXPECT_EQ(valid_utf8("\xff"), r);
+}
+
+}  // namespace
