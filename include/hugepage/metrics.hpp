@@ -23,6 +23,7 @@
 //   hugepage_fallbacks_total{to}                            counter to = thp, base, hugetlb_2m
 //   hugepage_collapse_attempts_total, hugepage_collapse_failures_total   counter (allocation)
 //   hugepage_collapse_unsupported                           gauge   1 while MADV_COLLAPSE is off
+//                                                                   (EINVAL, or THP disabled)
 //   hugepage_prefaulted_bytes_total                         counter
 //   hugepage_upkeep_calls_total                             counter upkeep() calls
 //   hugepage_upkeep_restored_bytes_total                    counter bytes collapsed by them
@@ -189,10 +190,10 @@ inline void write_metrics(std::ostream& out) {
   w.family("hugepage_collapse_attempts_total", "counter", "MADV_COLLAPSE calls at allocation");
   w.sample({}, s.collapse_attempts);
   w.family("hugepage_collapse_failures_total", "counter",
-           "MADV_COLLAPSE calls at allocation that failed");
+           "MADV_COLLAPSE at allocation that failed or could not be tried");
   w.sample({}, s.collapse_failures);
   w.family("hugepage_collapse_unsupported", "gauge",
-           "1 while MADV_COLLAPSE at allocation is suspended after EINVAL");
+           "1 while MADV_COLLAPSE at allocation is suspended after EINVAL or THP is disabled");
   w.sample({}, s.collapse_unsupported ? 1 : 0);
   w.family("hugepage_prefaulted_bytes_total", "counter", "bytes populated at allocation");
   w.sample({}, s.prefaulted_bytes);

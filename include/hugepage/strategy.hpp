@@ -518,7 +518,11 @@ class strategy {
       throw;
     }
     detail::global_counters().prefaulted_bytes.fetch_add(length, std::memory_order_relaxed);
-    if (collapse) collapse_now(start, length);
+    if (collapse) {
+      collapse_now(start, length);
+    } else if (method_ == method::collapse && detail::thp_disabled_for_process()) {
+      count_collapse_impossible();
+    }
   }
 
   // Populating past a memory cgroup limit gets the process OOM-killed; refuse before touching.
@@ -548,6 +552,15 @@ class strategy {
     if (unsupported) c.collapse_retry_at.store(now + collapse_retry_seconds, relaxed);
     c.collapse_unsupported.store(unsupported, relaxed);
     if (ec) c.collapse_failures.fetch_add(1, relaxed);
+  }
+
+  // THP disabled for the process (PR_SET_THP_DISABLE): the block is on base pages and
+  // MADV_COLLAPSE would fail with EINVAL. No call is made; the failure is counted as one (and
+  // collapse_unsupported says why), every allocation, since knowing costs no syscall of note.
+  static void count_collapse_impossible() noexcept {
+    detail::counters& c = detail::global_counters();
+    c.collapse_failures.fetch_add(1, std::memory_order_relaxed);
+    c.collapse_unsupported.store(true, std::memory_order_relaxed);
   }
 
   method method_;
