@@ -101,7 +101,8 @@ TEST(Metrics, PrometheusTextParsesAndMatchesTheKernel) {
             static_cast<double>(coverage.base));
   EXPECT_EQ(at("hugepage_label_requested_bytes{" + fares_label + ",backing=\"thp\"}"), 8.0 * mib);
   EXPECT_DOUBLE_EQ(at("hugepage_label_huge_ratio{" + fares_label + "}"), coverage.huge_fraction());
-  EXPECT_EQ(at(R"(hugepage_label_blocks{label="odd \"name\" \\ here"})"), 1.0);
+  // The label's backslash is doubled (label_text), then each of the two escaped for the format.
+  EXPECT_EQ(at(R"(hugepage_label_blocks{label="odd \"name\" \\\\ here"})"), 1.0);
   EXPECT_EQ(m.type.at("hugepage_upkeep_calls_total"), "counter");
   EXPECT_GE(at("hugepage_upkeep_calls_total"), 1.0);
   EXPECT_EQ(at("hugepage_live_mappings"), static_cast<double>(hugepage::stats().live_mappings));
@@ -117,7 +118,8 @@ TEST(Metrics, JsonCarriesEachLabel) {
   std::ostringstream out;
   hugepage::write_metrics_json(out);
   const std::string text = out.str();
-  EXPECT_NE(text.find(R"({"label":"odd \"name\" \\ here","blocks":1,)"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"({"label":"odd \"name\" \\\\ here","blocks":1,)"), std::string::npos)
+      << text;
   EXPECT_EQ(text.rfind("}}}\n"), text.size() - 4) << text;
 }
 
@@ -167,11 +169,25 @@ TEST(Metrics, StreamStateOfTheCallerChangesNothing) {
   });
 }
 
-TEST(Metrics, LabelBytesThatAreNotUtf8BecomeTheReplacementCharacter) {
+// Whether `text` holds a control character as a raw byte (a newline ends each line: allowed).
+bool has_raw_control(const std::string& text) {
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto b = static_cast<unsigned char>(text[i]);
+    if ((b < 0x20 && b != '\n') || b == 0x7F) return true;
+    if (b == 0xC2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) < 0xA0) {
+      return true;  // U+0080 to U+009F
+    }
+  }
+  return false;
+}
+
+TEST(Metrics, LabelBytesThatAreNotUtf8AreWrittenVisibly) {
   Block<latin1_opts> odd(2 * mib);
-  // Valid text passes unchanged: a four-byte sequence kept, the surrogate and the Latin-1 byte not.
-  const std::string expected =
-      "upkeep-caf\xEF\xBF\xBD \xf0\x9f\x99\x82 \xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD";
+  // Valid text passes unchanged (the four-byte sequence); the Latin-1 byte and the surrogate's
+  // three bytes become \xHH, whose backslash the format escapes once more.
+  const std::string expected = R"(upkeep-caf\\xE9 )"
+                               "\xf0\x9f\x99\x82"
+                               R"( \\xED\\xA0\\x80)";
   std::ostringstream prom, json;
   hugepage::write_metrics(prom);
   hugepage::write_metrics_json(json);
@@ -183,6 +199,106 @@ TEST(Metrics, LabelBytesThatAreNotUtf8BecomeTheReplacementCharacter) {
   EXPECT_EQ(m.samples.count("hugepage_label_blocks{label=\"" + expected + "\"}"), 1u) << prom.str();
   EXPECT_NE(json.str().find("{\"label\":\"" + expected + "\",\"blocks\":1,"), std::string::npos)
       << json.str();
+}
+
+struct t_ff_opts : hugepage::default_options {
+  static constexpr const char* label = "t\xff";
+};
+struct t_fe_opts : hugepage::default_options {
+  static constexpr const char* label = "t\xfe";
+};
+struct t_replacement_opts : hugepage::default_options {
+  static constexpr const char* label = "t\xEF\xBF\xBD";  // "t" U+FFFD
+};
+struct t_escape_opts : hugepage::default_options {
+  static constexpr const char* label = "t\x1b[31m";  // ESC: a terminal colour
+};
+struct t_backslash_opts : hugepage::default_options {
+  static constexpr const char* label = "t\\xFF";  // the four characters \xFF, as typed
+};
+struct empty_opts : hugepage::default_options {
+  static constexpr const char* label = "";
+};
+
+// Labels that differ only in bytes that are not UTF-8, in a control byte, or in being empty are
+// distinct series: each parses, none is a duplicate (Prometheus rejects a scrape with one), the
+// text is valid UTF-8 without a raw control byte, and the JSON names each label once.
+TEST(Metrics, DistinctLabelsAreDistinctValidSeries) {
+  Block<t_ff_opts> ff(2 * mib);
+  Block<t_fe_opts> fe(2 * mib);
+  Block<t_replacement_opts> replacement(2 * mib);
+  Block<t_escape_opts> escape(2 * mib);
+  Block<t_backslash_opts> backslash(2 * mib);
+  Block<empty_opts> empty(2 * mib);
+  // The label values as the Prometheus text carries them (label_text, then the format's escapes).
+  const std::vector<std::string> prometheus = {R"(t\\xFF)",     R"(t\\xFE)",   "t\xEF\xBF\xBD",
+                                               R"(t\\x1B[31m)", R"(t\\\\xFF)", R"(\\(empty))"};
+  std::ostringstream prom, json;
+  hugepage::write_metrics(prom);
+  hugepage::write_metrics_json(json);
+  const parsed_metrics m = parse_prometheus(prom.str());
+  for (const auto& e : m.errors) ADD_FAILURE() << e;
+  for (const std::string& text : {prom.str(), json.str()}) {
+    EXPECT_EQ(hugepage::detail::valid_utf8(text), text) << "not valid UTF-8:\n" << text;
+    EXPECT_FALSE(has_raw_control(text)) << text;
+  }
+  for (const std::string& value : prometheus) {
+    EXPECT_EQ(m.samples.count("hugepage_label_blocks{label=\"" + value + "\"}"), 1u)
+        << value << " in\n"
+        << prom.str();
+    // JSON escapes a backslash as the Prometheus text does: the same text, once.
+    const std::string key = "{\"label\":\"" + value + "\",";
+    const std::size_t at = json.str().find(key);
+    EXPECT_NE(at, std::string::npos) << key << " in\n" << json.str();
+    EXPECT_EQ(json.str().find(key, at + 1), std::string::npos) << key << " twice";
+  }
+  EXPECT_EQ(m.samples.count(R"(hugepage_label_blocks{label=""})"), 0u) << prom.str();
+}
+
+// escaped_text() is undone by reading "\\" as a backslash and "\xHH" as a byte: distinct texts
+// stay distinct. Every byte alone and every pair of bytes, and a few longer texts.
+TEST(Metrics, EscapedTextIsInjectiveValidUtf8WithoutControls) {
+  using hugepage::detail::escaped_text;
+  const auto unescape = [](const std::string& t) {
+    std::string out;
+    for (std::size_t i = 0; i < t.size(); ++i) {
+      if (t[i] == '\\' && i + 1 < t.size() && t[i + 1] == '\\') {
+        out += '\\';
+        ++i;
+      } else if (t[i] == '\\' && i + 3 < t.size() && t[i + 1] == 'x') {
+        out += static_cast<char>(std::stoi(t.substr(i + 2, 2), nullptr, 16));
+        i += 3;
+      } else {
+        out += t[i];
+      }
+    }
+    return out;
+  };
+  std::vector<std::string> texts = {"",
+                                    "plain",
+                                    "\\",
+                                    "\\\\xFF",
+                                    "\xEF\xBF\xBD",
+                                    "caf\xc3\xa9",
+                                    "\xc2\x85",
+                                    "\xf0\x9f\x99\x82",
+                                    "\xed\xa0\x80"};
+  for (int a = 0; a < 256; ++a) {
+    texts.push_back(std::string(1, static_cast<char>(a)));
+    for (int b = 0; b < 256; ++b) {
+      texts.push_back(std::string{static_cast<char>(a), static_cast<char>(b)});
+    }
+  }
+  for (const std::string& text : texts) {
+    const std::string e = escaped_text(text);
+    ASSERT_EQ(unescape(e), text) << e;
+    ASSERT_EQ(hugepage::detail::valid_utf8(e), e) << e;
+    ASSERT_FALSE(has_raw_control(e)) << e;
+  }
+  EXPECT_EQ(escaped_text("t\xff"), R"(t\xFF)");
+  EXPECT_EQ(escaped_text("\xEF\xBF\xBD"), "\xEF\xBF\xBD");  // U+FFFD stays U+FFFD
+  EXPECT_EQ(escaped_text("a\x1b"), R"(a\x1B)");
+  EXPECT_EQ(escaped_text("a\\b"), R"(a\\b)");
 }
 
 TEST(Metrics, Utf8CheckFollowsTheStandardsDefinition) {

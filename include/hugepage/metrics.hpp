@@ -5,9 +5,11 @@
 //
 // Names start with hugepage_ (the doctor's are hugepage_doctor_: tools/README.md). Every family
 // has its # HELP and # TYPE lines once, before its samples; byte figures end in _bytes, counters
-// in _total. Label values (a container's label) are escaped as the format says (\\, \", \n),
-// bytes that are not UTF-8 replaced by U+FFFD (in the JSON too). Both writers build the text and
-// write it unformatted: the stream's flags, width and locale do not change it.
+// in _total. A container's label is written as label_text() gives it (the same in the JSON): a
+// backslash doubled, bytes that are not UTF-8 and control characters as \xHH, so that distinct
+// labels stay distinct series, and the empty label as \(empty) (label="" would read as no label
+// at all); then escaped as the format says (\\, \"). Both writers build the text and write it
+// unformatted: the stream's flags, width and locale do not change it.
 //
 //   hugepage_label_blocks{label}                            gauge   live mapped blocks
 //   hugepage_label_requested_bytes{label,backing}           gauge   mapped bytes by what was asked
@@ -57,6 +59,13 @@ namespace detail {
 inline std::string errno_label(int error) {
   const char* name = errno_symbol(error);
   return name != nullptr ? name : std::to_string(error);
+}
+
+/// A container's label as the metrics write it: escaped_text() (utf8_text.hpp: injective, valid
+/// UTF-8, no control character), and the empty label as \(empty), which no other label gives (a
+/// backslash is doubled in every other one). Distinct labels give distinct texts.
+inline std::string label_text(const std::string& label) {
+  return label.empty() ? std::string("\\(empty)") : escaped_text(label);
 }
 
 // Escapes a string for JSON; bytes that are not UTF-8 (which JSON requires) become U+FFFD.
@@ -130,7 +139,8 @@ class metric_writer {
 /// statistics (stats.hpp) and upkeep's (upkeep.hpp) in the Prometheus text format; the names are
 /// at the top of this file. Throws what the stream throws (std::bad_alloc otherwise).
 inline void write_metrics(std::ostream& out) {
-  const std::vector<label_report> list = labels();
+  std::vector<label_report> list = labels();
+  for (label_report& l : list) l.label = detail::label_text(l.label);
   const statistics s = stats();
   const upkeep_statistics u = upkeep_stats();
   detail::metric_writer w(out);
@@ -220,7 +230,8 @@ inline void write_metrics(std::ostream& out) {
 ///                "fallbacks", "coverage_bytes": {...}, "huge_ratio", "exact"}],
 ///    "stats": {stats() by field name}, "upkeep": {upkeep_stats() by field name}}
 inline void write_metrics_json(std::ostream& out) {
-  const std::vector<label_report> list = labels();
+  std::vector<label_report> list = labels();
+  for (label_report& l : list) l.label = detail::label_text(l.label);
   const statistics s = stats();
   const upkeep_statistics u = upkeep_stats();
   // Built as text and written unformatted: the stream's flags, width and locale change nothing.
