@@ -2,9 +2,17 @@
 // JSON, label text that is not UTF-8 or holds control bytes, and the stream state of the caller.
 #include "hugepage/metrics.hpp"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cmath>
 #include <cstddef>
+#include <cstdio>
+#include <cstdlib>
 #include <iomanip>
 #include <locale>
 #include <map>
@@ -121,6 +129,76 @@ TEST(Metrics, JsonCarriesEachLabel) {
   EXPECT_NE(text.find(R"({"label":"odd \"name\" \\\\ here","blocks":1,)"), std::string::npos)
       << text;
   EXPECT_EQ(text.rfind("}}}\n"), text.size() - 4) << text;
+}
+
+struct hidden_opts : hugepage::default_options {
+  static constexpr const char* label = "upkeep-hidden";
+};
+
+// Hides the file at `path` behind an empty file of mode 0 (a bind mount in a mount namespace of
+// the calling child's own). Once the child is `nobody`, opening `path` fails with EACCES.
+bool hide(const char* path) {
+  char blank[] = "/tmp/hugepage-hidden-XXXXXX";
+  const int fd = ::mkstemp(blank);
+  if (fd < 0) return false;
+  ::close(fd);
+  const bool hidden =
+      ::chmod(blank, 0) == 0 && ::mount(blank, path, nullptr, MS_BIND, nullptr) == 0;
+  ::unlink(blank);  // the mount keeps the inode
+  return hidden;
+}
+
+// With /proc/self/smaps and /proc/self/pagemap unreadable, coverage is unknown, and every output
+// says so: backing_of and coverage_of carry the bytes as `unknown` with a NaN fraction, the
+// Prometheus text NaN for each coverage part and the ratio (never 0), the JSON null.
+TEST(Metrics, UnreadableProcIsUnknownNotZero) {
+  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("hiding /proc files needs root (mount namespace)");
+  const int code = hugepage::test::run_in_child([]() -> int {
+    if (::unshare(CLONE_NEWNS) != 0) return 2;
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return 3;
+    if (!hide("/proc/self/smaps") || !hide("/proc/self/pagemap")) return 4;
+    if (!hugepage::test::become_nobody()) return 5;
+    if (::open("/proc/self/smaps", O_RDONLY) >= 0 || ::open("/proc/self/pagemap", O_RDONLY) >= 0) {
+      return 6;
+    }
+    Block<hidden_opts> block(4 * mib);
+    const hugepage::backing_report r = hugepage::backing_of(block.get(), 4 * mib);
+    std::fprintf(stderr, "child: source %s, unknown %zu, note %s\n", hugepage::name_of(r.source),
+                 r.unknown, r.note.c_str());
+    if (r.source != hugepage::backing_source::unavailable || r.known()) return 10;
+    if (r.unknown != 4 * mib || r.bytes != 4 * mib) return 11;
+    if (r.thp + r.hugetlb_2m + r.hugetlb_1g + r.base + r.not_resident + r.unmapped != 0) return 12;
+    if (!std::isnan(r.huge_fraction())) return 13;
+    const hugepage::backing_report c = hugepage::coverage_of(hidden_opts::label);
+    if (c.unknown != 4 * mib || c.known() || !std::isnan(c.huge_fraction())) return 20;
+
+    std::ostringstream prom, json;
+    hugepage::write_metrics(prom);
+    hugepage::write_metrics_json(json);
+    std::fprintf(stderr, "child: prometheus:\n%s\nchild: json: %s\n", prom.str().c_str(),
+                 json.str().c_str());
+    const parsed_metrics m = parse_prometheus(prom.str());
+    if (!m.errors.empty()) return 30;
+    const std::string label = "{label=\"upkeep-hidden\"";
+    for (const char* part :
+         {"thp", "hugetlb_2m", "hugetlb_1g", "base", "not_resident", "unmapped"}) {
+      const auto it =
+          m.samples.find("hugepage_label_coverage_bytes" + label + ",backing=\"" + part + "\"}");
+      if (it == m.samples.end() || !std::isnan(it->second)) return 31;
+    }
+    const auto unknown =
+        m.samples.find("hugepage_label_coverage_bytes" + label + ",backing=\"unknown\"}");
+    if (unknown == m.samples.end() || unknown->second != 4.0 * mib) return 32;
+    const auto ratio = m.samples.find("hugepage_label_huge_ratio" + label + "}");
+    if (ratio == m.samples.end() || !std::isnan(ratio->second)) return 33;
+    const std::string expected =
+        "\"coverage_bytes\":{\"thp\":null,\"hugetlb_2m\":null,\"hugetlb_1g\":null,\"base\":null,"
+        "\"not_resident\":null,\"unmapped\":null,\"unknown\":4194304},\"huge_ratio\":null,"
+        "\"exact\":false}";
+    if (json.str().find(expected) == std::string::npos) return 34;
+    return 0;
+  });
+  EXPECT_EQ(code, 0) << "child check " << code << " failed; see its output above";
 }
 
 // Groups digits in threes with '.' and writes ',' as the decimal point.

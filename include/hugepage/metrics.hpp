@@ -16,8 +16,11 @@
 //   hugepage_label_obtained_bytes{label,backing}            gauge   ... by what was got at map time
 //   hugepage_label_fallbacks_total{label}                   counter blocks that got less
 //   hugepage_label_coverage_bytes{label,backing}            gauge   what backs them now (kernel):
-//       backing = thp, hugetlb_2m, hugetlb_1g, base, not_resident, unmapped
+//       backing = thp, hugetlb_2m, hugetlb_1g, base, not_resident, unmapped, unknown
 //   hugepage_label_huge_ratio{label}                        gauge   huge bytes / mapped bytes, 0..1
+// A label whose coverage could not be read (/proc/self/smaps and pagemap closed: its report has
+// `unknown` bytes) exports NaN for every coverage part but `unknown` and for its ratio, and null
+// in the JSON: never 0, which reads as "nothing is huge".
 //   hugepage_requested_bytes{method}                        gauge   stats(): thp, collapse,
 //                                                                   hugetlb_2m, hugetlb_1g
 //   hugepage_obtained_bytes{backing}                        gauge   stats(): by obtained backing
@@ -173,13 +176,20 @@ inline void write_metrics(std::ostream& out) {
         {"thp", c.thp},   {"hugetlb_2m", c.hugetlb_2m},     {"hugetlb_1g", c.hugetlb_1g},
         {"base", c.base}, {"not_resident", c.not_resident}, {"unmapped", c.unmapped}};
     for (const auto& [name, bytes] : parts) {
-      w.sample({{"label", l.label}, {"backing", name}}, bytes);
+      // Unknown coverage is NaN, not 0: the parts that could not be read are not "none".
+      if (c.known()) {
+        w.sample({{"label", l.label}, {"backing", name}}, bytes);
+      } else {
+        w.sample({{"label", l.label}, {"backing", name}}, std::string("NaN"));
+      }
     }
+    w.sample({{"label", l.label}, {"backing", "unknown"}}, c.unknown);
   }
   w.family("hugepage_label_huge_ratio", "gauge",
            "share of the labelled container's mapped bytes on huge pages now, 0 to 1");
   for (const auto& l : list) {
-    w.sample({{"label", l.label}}, detail::format_ratio(l.coverage.huge_fraction()));
+    const double ratio = l.coverage.huge_fraction();  // NaN where unknown
+    w.sample({{"label", l.label}}, ratio == ratio ? detail::format_ratio(ratio) : "NaN");
   }
   w.family("hugepage_requested_bytes", "gauge", "bytes mapped by the library, by method asked");
   w.sample(sample_labels{{"method", "thp"}}, s.requested_thp);
@@ -268,13 +278,20 @@ inline void write_metrics_json(std::ostream& out) {
     j += '}';
     field("fallbacks", l.fallbacks);
     j += ",\"coverage_bytes\":{";
-    first("thp", c.thp);
-    field("hugetlb_2m", c.hugetlb_2m);
-    field("hugetlb_1g", c.hugetlb_1g);
-    field("base", c.base);
-    field("not_resident", c.not_resident);
-    field("unmapped", c.unmapped);
-    j += "},\"huge_ratio\":" + detail::format_ratio(c.huge_fraction());
+    if (c.known()) {
+      first("thp", c.thp);
+      field("hugetlb_2m", c.hugetlb_2m);
+      field("hugetlb_1g", c.hugetlb_1g);
+      field("base", c.base);
+      field("not_resident", c.not_resident);
+      field("unmapped", c.unmapped);
+      j += ",\"unknown\":0},\"huge_ratio\":" + detail::format_ratio(c.huge_fraction());
+    } else {  // not read: null, never 0
+      j += "\"thp\":null,\"hugetlb_2m\":null,\"hugetlb_1g\":null,\"base\":null,";
+      j += "\"not_resident\":null,\"unmapped\":null";
+      field("unknown", c.unknown);
+      j += "},\"huge_ratio\":null";
+    }
     j += c.exact ? ",\"exact\":true}" : ",\"exact\":false}";
   }
   j += "],\"stats\":{";
