@@ -240,11 +240,12 @@ TEST(Upkeep, ARefusedChunkDoesNotHideItsNeighbours) {
   ASSERT_EQ(hugepage::coverage_of(fares_opts::label).base, 6 * mib);
   const upkeep_result r = hugepage::upkeep();
   EXPECT_EQ(r.decayed_bytes, 6 * mib) << describe(r);
-  EXPECT_EQ(r.restored, 4 * mib) << describe(r);
+  // khugepaged may restore a and c first (already_huge): either way both are huge again.
+  EXPECT_EQ(r.restored + r.already_huge, 4 * mib) << describe(r);
   EXPECT_EQ(r.refused, kChunk) << describe(r);
   EXPECT_EQ(r.refusals_of(EINVAL), 1u) << describe(r);
   EXPECT_EQ(r.left, 0u) << describe(r);
-  EXPECT_EQ(r.calls, 3u) << describe(r);
+  EXPECT_EQ(r.calls, 1 + r.restored / kChunk) << describe(r);
   EXPECT_EQ(accounted(r), r.decayed_bytes) << describe(r);
   const hugepage::backing_report after = hugepage::coverage_of(fares_opts::label);
   EXPECT_EQ(after.huge_bytes(), 4 * mib);
@@ -256,7 +257,7 @@ TEST(Upkeep, ARefusedChunkDoesNotHideItsNeighbours) {
   EXPECT_EQ(accounted(again), again.decayed_bytes) << describe(again);
   ASSERT_EQ(::mprotect(b + 4096, 4096, PROT_READ | PROT_WRITE), 0);
   const upkeep_result merged = hugepage::upkeep();
-  EXPECT_EQ(merged.restored, kChunk) << describe(merged);
+  EXPECT_EQ(merged.restored + merged.already_huge, kChunk) << describe(merged);
   EXPECT_EQ(hugepage::coverage_of(fares_opts::label).huge_bytes(), 6 * mib);
   for (std::size_t i = 0; i < fares.size(); i += 4096) {
     ASSERT_EQ(fares.get()[i], static_cast<char>(i >> 12)) << "at " << i;
