@@ -210,9 +210,12 @@ inline collapse_result collapse_range(int pidfd, int pagemap_fd, void* p, std::s
                              : bytes > user_limit - address ? user_limit
                                                             : address + bytes;
   r.unmapped = bytes - (end - address);
-  // Where a finished call resumes: the end of the range (modulo 2^64 where it wraps).
+  // Where a finished call resumes: the end of the range (modulo 2^64 where it wraps). Past user
+  // space it is an address, not a pointer into memory: made from the integer.
   void* const range_end =
-      r.unmapped == 0 ? static_cast<void*>(base + bytes) : reinterpret_cast<void*>(address + bytes);
+      r.unmapped == 0
+          ? static_cast<void*>(base + bytes)
+          : reinterpret_cast<void*>(address + bytes);  // NOLINT(performance-no-int-to-ptr)
   const std::uintptr_t lo = (address + collapse_chunk - 1) & ~(collapse_chunk - 1);
   const std::uintptr_t hi = end & ~(collapse_chunk - 1);
   if (lo >= hi || lo < address) {  // no whole chunk (or the rounding wrapped)
