@@ -459,16 +459,7 @@ bool drop_cap_sys_admin() {
   return ::syscall(SYS_capset, &header, data) == 0;
 }
 
-// Becomes the unprivileged user `nobody`: /proc/kpageflags (root, 0400) no longer opens.
-bool become_nobody() {
-  const passwd* nobody = ::getpwnam("nobody");
-  const uid_t uid = nobody != nullptr ? nobody->pw_uid : 65534;
-  const gid_t gid = nobody != nullptr ? nobody->pw_gid : 65534;
-  if (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0) return false;
-  // A credential change makes the process non-dumpable, and /proc/self/* then belongs to root;
-  // an ordinary unprivileged process is dumpable.
-  return ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) == 0;
-}
+using hugepage::test::become_nobody;
 
 constexpr int kNoThp = 77;
 

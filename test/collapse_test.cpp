@@ -8,11 +8,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -523,6 +525,87 @@ TEST(Collapse, SparseChunkIsFilledChunksWithoutDataAreSkipped) {
   EXPECT_FALSE(hugepage::os::collapse(p + 2 * kHuge, kHuge));
   EXPECT_EQ(hugepage::backing_of(p + 2 * kHuge, kHuge).thp, kHuge);
   hugepage::os::unmap(p, 4 * kHuge);
+}
+
+// ---- ranges past user space ---------------------------------------------------------------------
+
+std::size_t parts(const collapse_result& r) {
+  return r.already_huge + r.empty + r.collapsed + r.refused + r.unmapped + r.left + r.unaligned;
+}
+
+// The end of the highest mapping of this process in user space ([vsyscall] is above it).
+std::uintptr_t highest_mapping_end() {
+  std::FILE* maps = std::fopen("/proc/self/maps", "r");
+  if (maps == nullptr) return 0;
+  std::uintptr_t highest = 0;
+  char line[512];
+  while (std::fgets(line, sizeof line, maps) != nullptr) {
+    unsigned long start = 0, end = 0;
+    if (std::sscanf(line, "%lx-%lx", &start, &end) == 2 && end <= (std::uintptr_t{1} << 47)) {
+      highest = std::max<std::uintptr_t>(highest, end);
+    }
+  }
+  std::fclose(maps);
+  return highest;
+}
+
+// collapse(p, SIZE_MAX) with the default budget: the range wraps past 2^64 and crosses the top of
+// user space. It returns (in a child, killed after 60 s otherwise), its parts add up to SIZE_MAX,
+// it resumes at p + SIZE_MAX modulo 2^64, and the range's own memory was collapsed. So does a
+// range that wraps by 8 MiB.
+TEST(Collapse, ToTheEndOfTheAddressSpaceReturnsAndAddsUp) {
+  HUGEPAGE_REQUIRE_COLLAPSE();
+  const int code = hugepage::test::run_in_child_within(60'000, []() -> int {
+    Populated range(4 * kMiB);
+    if (range.get() == nullptr) return 2;
+    const collapse_result r = hugepage::collapse(range.get(), SIZE_MAX);
+    std::fprintf(stderr, "child: SIZE_MAX: %s\n", describe(r).c_str());
+    if (parts(r) != SIZE_MAX) return 10;
+    if (!r.done() || !r.scanned) return 11;
+    const auto address = reinterpret_cast<std::uintptr_t>(range.get());
+    if (reinterpret_cast<std::uintptr_t>(r.resume) != address - 1) return 12;  // p + SIZE_MAX
+    if (range.huge() < 1.0) return 13;
+    if (r.unmapped < SIZE_MAX - (std::uintptr_t{1} << 57)) return 14;  // past 2^57 at least
+    const std::size_t wrapping = UINTPTR_MAX - address + 1 + 8 * kMiB;
+    const collapse_result w = hugepage::collapse(range.get(), wrapping);
+    std::fprintf(stderr, "child: wrapping: %s\n", describe(w).c_str());
+    if (parts(w) != wrapping) return 20;
+    if (!w.done() || !w.scanned) return 21;
+    if (reinterpret_cast<std::uintptr_t>(w.resume) != 8 * kMiB) return 22;
+    if (w.already_huge < 4 * kMiB) return 23;
+    return 0;
+  });
+  EXPECT_EQ(code, 0) << (code == hugepage::test::child_hung ? "collapse(p, SIZE_MAX) hung"
+                                                            : "child check failed");
+}
+
+// A range from a real mapping at the top of user space into non-canonical addresses: the part
+// past user space costs no call and no failed scan. The 4 MiB mapping is collapsed with two calls,
+// the scan stays truthful, and the rest is unmapped. (Before, PAGEMAP_SCAN refused the range with
+// EFAULT and every chunk of it got an MADV_COLLAPSE call: the 3 s budget ran out.)
+TEST(Collapse, ARangeIntoNonCanonicalSpaceMakesNoCallPastUserSpace) {
+  HUGEPAGE_REQUIRE_COLLAPSE();
+  const std::uintptr_t top = std::uintptr_t{1} << 47;
+  const std::uintptr_t at = ((highest_mapping_end() + kHuge - 1) & ~(kHuge - 1)) + kHuge;
+  if (at == kHuge || at + 6 * kMiB > top) {
+    HUGEPAGE_SKIP_OR_FAIL("no 4 MiB free above this process's highest mapping below 2^47");
+  }
+  void* p = ::mmap(reinterpret_cast<void*>(at), 4 * kMiB, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  ASSERT_EQ(p, reinterpret_cast<void*>(at)) << std::strerror(errno);
+  std::memset(p, 3, 4 * kMiB);
+  const std::size_t bytes = (std::uintptr_t{1} << 63) - at;
+  const collapse_result r = hugepage::collapse(p, bytes, collapse_budget::of_time(3s));
+  const double huge = hugepage::backing_of(p, 4 * kMiB).huge_fraction();
+  ::munmap(p, 4 * kMiB);
+  EXPECT_EQ(r.calls, 2u) << describe(r);
+  EXPECT_EQ(r.collapsed, 4 * kMiB) << describe(r);
+  EXPECT_TRUE(r.scanned) << describe(r);
+  EXPECT_TRUE(r.done()) << describe(r);
+  EXPECT_EQ(r.refused, 0u) << describe(r);
+  EXPECT_EQ(parts(r), bytes) << describe(r);
+  EXPECT_GE(r.unmapped, bytes - (top - at)) << describe(r);
+  EXPECT_EQ(huge, 1.0);
 }
 
 // Under enabled=madvise, a range collapsed without MADV_HUGEPAGE: does khugepaged or anything

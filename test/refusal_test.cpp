@@ -301,6 +301,38 @@ TEST(Explain, AddressSpaceLimit) {
             k2mShort + "; the address-space limit (RLIMIT_AS, ulimit -v) leaves no room for it");
 }
 
+// An anonymous mapping refused: the same two process limits, in the same words, and the errno
+// alone where neither explains it (the commit limit, a seccomp filter).
+TEST(Explain, MappingRefusalNamesTheProcessLimit) {
+  hugepage::mapping_refusal f;
+  f.call = "hugepage: mmap of 1 GiB for transparent huge pages failed";
+  f.error = errc(ENOMEM);
+  f.address_space_needed = gib + 2 * mib - 4 * kib;
+  f.address_space_limit = 1200 * mib;
+  f.address_space_used = 80 * mib;
+  f.mappings = 200;
+  f.max_mappings = 65530;
+  EXPECT_EQ(cause_of(f), refusal_cause::call_refused);  // 80 MiB + 1 GiB + 2 MiB fit in 1200
+  EXPECT_EQ(explain(f), f.call + ": " + text_of(ENOMEM));
+  f.address_space_used = 200 * mib;
+  EXPECT_EQ(cause_of(f), refusal_cause::address_space_limit);
+  EXPECT_EQ(explain(f),
+            f.call + ": " + text_of(ENOMEM) +
+                "; the address-space limit (RLIMIT_AS, ulimit -v) leaves no room for it");
+  f.address_space_used = 2 * gib;  // past the limit already: no wrap in the sum
+  f.address_space_needed = UINT64_MAX;
+  EXPECT_EQ(cause_of(f), refusal_cause::address_space_limit);
+  f.address_space_limit.reset();
+  f.mappings = 65529;
+  EXPECT_EQ(cause_of(f), refusal_cause::mapping_count_limit);
+  EXPECT_EQ(explain(f), f.call + ": " + text_of(ENOMEM) +
+                            "; the process has 65529 mappings and vm.max_map_count is 65530: no "
+                            "room for another mapping");
+  f.error = errc(EPERM);
+  EXPECT_EQ(cause_of(f), refusal_cause::call_refused);
+  EXPECT_EQ(explain(f), f.call + ": " + text_of(EPERM));
+}
+
 // Each cause is decided only where the ones before it do not apply (the list in refusal.hpp).
 TEST(CauseOf, DecidesInTheDocumentedOrder) {
   hugetlb_refusal f = refused(32, 0, 0);  // short pool...

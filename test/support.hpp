@@ -1,10 +1,12 @@
 // test/support.hpp - helpers shared by the tests: environment skips, child processes, RSS, pools.
 #pragma once
 
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <pwd.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -379,6 +381,18 @@ inline int child_result(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return -1;
+}
+
+/// Becomes the unprivileged user `nobody` (for a child of a test run as root): /proc/kpageflags
+/// (root, 0400) no longer opens, nor a file of mode 0.
+inline bool become_nobody() {
+  const passwd* nobody = ::getpwnam("nobody");
+  const uid_t uid = nobody != nullptr ? nobody->pw_uid : 65534;
+  const gid_t gid = nobody != nullptr ? nobody->pw_gid : 65534;
+  if (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0) return false;
+  // A credential change makes the process non-dumpable, and /proc/self/* then belongs to root;
+  // an ordinary unprivileged process is dumpable.
+  return ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) == 0;
 }
 
 /// Runs `body` in a forked child; returns its exit status (or 128 + signal). Output of the child

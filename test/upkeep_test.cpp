@@ -1,6 +1,6 @@
 // upkeep_test.cpp - labelled containers: their coverage from the kernel, its decay after fork()
 // and splits, upkeep() restoring it within a budget and racing with allocation, the upkeep thread
-// across fork, and the metrics text.
+// across fork. The metrics text: metrics_test.cpp.
 #include "hugepage/upkeep.hpp"
 
 #include <gtest/gtest.h>
@@ -15,11 +15,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <iomanip>
-#include <locale>
-#include <map>
 #include <memory>
-#include <regex>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -29,17 +25,19 @@
 #include "hugepage/allocator.hpp"
 #include "hugepage/arena.hpp"
 #include "hugepage/backing.hpp"
-#include "hugepage/detail/utf8_text.hpp"
 #include "hugepage/label.hpp"
-#include "hugepage/metrics.hpp"
 #include "hugepage/system.hpp"
 #include "support.hpp"
+#include "upkeep_support.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
 using hugepage::collapse_budget;
 using hugepage::upkeep_result;
+using hugepage::test::Block;
+using hugepage::test::describe;
+using hugepage::test::labelled;
 using hugepage::units::gib;
 using hugepage::units::mib;
 
@@ -63,75 +61,11 @@ struct racing_opts : hugepage::default_options {
 struct table_opts : hugepage::default_options {
   static constexpr const char* label = "upkeep-table";
 };
-struct odd_opts : hugepage::default_options {
-  static constexpr const char* label = "odd \"name\" \\ here";
-};
 struct pool_opts : hugepage::default_options {
   static constexpr const char* label = "upkeep-pool";
 };
 struct shared_opts : hugepage::default_options {
   static constexpr const char* label = "upkeep-shared";
-};
-struct latin1_opts : hugepage::default_options {
-  static constexpr const char* label = "upkeep-caf\xe9 \xf0\x9f\x99\x82 \xed\xa0\x80";
-};
-
-template <class Options>
-using labelled = hugepage::thp_allocator<char, Options>;
-
-std::string describe(const upkeep_result& r) {
-  std::string s =
-      "blocks " + std::to_string(r.blocks) + ", examined " + std::to_string(r.examined_bytes) +
-      ", decayed " + std::to_string(r.decayed_bytes) + ", restored " + std::to_string(r.restored) +
-      ", already_huge " + std::to_string(r.already_huge) + ", refused " +
-      std::to_string(r.refused) + ", left " + std::to_string(r.left) + ", skipped_hugetlb " +
-      std::to_string(r.skipped_hugetlb) + ", vanished " + std::to_string(r.vanished) + ", calls " +
-      std::to_string(r.calls) + ", thp_disabled " + std::to_string(r.thp_disabled) +
-      ", backed_off " + std::to_string(r.backed_off) + ", elapsed " +
-      std::to_string(r.elapsed.count() / 1000) + " us, slowest chunk " +
-      std::to_string(r.slowest_chunk.count() / 1000) + " us, refusals {";
-  for (const auto& x : r.refusals) {
-    if (x.chunks != 0) s += " errno " + std::to_string(x.error) + ": " + std::to_string(x.chunks);
-  }
-  return s + " }" + (r.scan_error ? ", scan error " + r.scan_error.message() : "");
-}
-
-// Skips unless advised memory gets huge pages at first touch and MADV_COLLAPSE works.
-#define REQUIRE_THP_AND_COLLAPSE()                                                      \
-  do {                                                                                  \
-    if (hugepage::read_thp_mode() == hugepage::thp_mode::never) {                       \
-      HUGEPAGE_SKIP_OR_FAIL("THP is off (effective 2 MiB mode never)");                 \
-    }                                                                                   \
-    if (hugepage::probe_collapse() != hugepage::collapse_support::works) {              \
-      HUGEPAGE_SKIP_OR_FAIL("MADV_COLLAPSE does not work here (Linux 6.1+ is needed)"); \
-    }                                                                                   \
-  } while (0)
-
-// A labelled block of `bytes`, every page written, huge where the kernel allows at first touch
-// and collapsed where it did not (so every test starts from full coverage).
-template <class Options>
-class Block {
- public:
-  explicit Block(std::size_t bytes) : bytes_(bytes) {
-    p_ = labelled<Options>().allocate(bytes);
-    for (std::size_t i = 0; i < bytes; i += 4096) p_[i] = static_cast<char>(i >> 12);
-    hugepage::collapse(p_, bytes);
-  }
-  ~Block() { labelled<Options>().deallocate(p_, bytes_); }
-  Block(const Block&) = delete;
-  Block& operator=(const Block&) = delete;
-  char* get() const { return p_; }
-  std::size_t size() const { return bytes_; }
-  bool intact() const {
-    for (std::size_t i = 0; i < bytes_; i += 4096) {
-      if (p_[i] != static_cast<char>((i >> 12) + (i % kChunk == 0 ? 1 : 0))) return false;
-    }
-    return true;
-  }
-
- private:
-  std::size_t bytes_;
-  char* p_;
 };
 
 // Splits every huge page of [p, p + bytes) the way a service does by accident: fork() a child,
@@ -279,6 +213,52 @@ TEST(Upkeep, RestoresWhatAPartialMprotectSplit) {
   const upkeep_result r = hugepage::upkeep();
   EXPECT_EQ(r.restored, 16 * mib) << describe(r);
   EXPECT_GE(huge_of(fares_opts::label), 0.99) << describe(r);
+  for (std::size_t i = 0; i < fares.size(); i += 4096) {
+    ASSERT_EQ(fares.get()[i], static_cast<char>(i >> 12)) << "at " << i;
+  }
+}
+
+// The parts of a result account for every decayed byte.
+std::size_t accounted(const upkeep_result& r) {
+  return r.restored + r.already_huge + r.refused + r.left + r.gone;
+}
+
+// A chunk the kernel refuses (EINVAL: a 4 KiB mprotect leaves VMA boundaries inside it) is counted
+// and skipped; the decayed chunks on both sides of it are still restored.
+TEST(Upkeep, ARefusedChunkDoesNotHideItsNeighbours) {
+  REQUIRE_THP_AND_COLLAPSE();
+  Block<fares_opts> fares(6 * mib);
+  char* const a = fares.get();
+  char* const b = a + kChunk;
+  char* const c = b + kChunk;
+  ASSERT_EQ(hugepage::coverage_of(fares_opts::label).huge_bytes(), 6 * mib);
+  for (char* chunk : {a, c}) {  // split, then merge the VMAs back: decayed but eligible
+    ASSERT_EQ(::mprotect(chunk + 4096, 4096, PROT_READ), 0);
+    ASSERT_EQ(::mprotect(chunk + 4096, 4096, PROT_READ | PROT_WRITE), 0);
+  }
+  ASSERT_EQ(::mprotect(b + 4096, 4096, PROT_READ), 0);  // stays: three VMAs inside b
+  ASSERT_EQ(hugepage::coverage_of(fares_opts::label).base, 6 * mib);
+  const upkeep_result r = hugepage::upkeep();
+  EXPECT_EQ(r.decayed_bytes, 6 * mib) << describe(r);
+  // khugepaged may restore a and c first (already_huge): either way both are huge again.
+  EXPECT_EQ(r.restored + r.already_huge, 4 * mib) << describe(r);
+  EXPECT_EQ(r.refused, kChunk) << describe(r);
+  EXPECT_EQ(r.refusals_of(EINVAL), 1u) << describe(r);
+  EXPECT_EQ(r.left, 0u) << describe(r);
+  EXPECT_EQ(r.calls, 1 + r.restored / kChunk) << describe(r);
+  EXPECT_EQ(accounted(r), r.decayed_bytes) << describe(r);
+  const hugepage::backing_report after = hugepage::coverage_of(fares_opts::label);
+  EXPECT_EQ(after.huge_bytes(), 4 * mib);
+  EXPECT_EQ(after.base, kChunk);
+  // The next call refuses b again and still restores nothing else, nor hides anything.
+  const upkeep_result again = hugepage::upkeep();
+  EXPECT_EQ(again.decayed_bytes, kChunk) << describe(again);
+  EXPECT_EQ(again.refused, kChunk) << describe(again);
+  EXPECT_EQ(accounted(again), again.decayed_bytes) << describe(again);
+  ASSERT_EQ(::mprotect(b + 4096, 4096, PROT_READ | PROT_WRITE), 0);
+  const upkeep_result merged = hugepage::upkeep();
+  EXPECT_EQ(merged.restored + merged.already_huge, kChunk) << describe(merged);
+  EXPECT_EQ(hugepage::coverage_of(fares_opts::label).huge_bytes(), 6 * mib);
   for (std::size_t i = 0; i < fares.size(); i += 4096) {
     ASSERT_EQ(fares.get()[i], static_cast<char>(i >> 12)) << "at " << i;
   }
@@ -604,171 +584,6 @@ TEST(UpkeepThread, PeriodOfZeroOrLessIsRefused) {
       EXPECT_STREQ(e.what(), "hugepage: upkeep_thread period must be positive");
     }
   }
-}
-
-// ---- metrics ------------------------------------------------------------------------------------
-
-struct parsed_metrics {
-  std::map<std::string, std::string> type;  // family -> gauge/counter
-  std::map<std::string, double> samples;    // name{labels} -> value
-  std::vector<std::string> errors;
-};
-
-// A parser of the Prometheus text format, strict enough to fail on anything the format forbids:
-// every line a HELP, a TYPE or a sample; HELP and TYPE once per family, before its samples;
-// sample names and label names valid identifiers, label values properly escaped, values numbers.
-parsed_metrics parse_prometheus(const std::string& text) {
-  parsed_metrics m;
-  static const std::regex help(R"(# HELP ([a-zA-Z_:][a-zA-Z0-9_:]*) [^\n]*)");
-  static const std::regex type(R"(# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (gauge|counter))");
-  static const std::regex sample(
-      R"(([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*")(?:,[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*")*\})? (-?[0-9]+(?:\.[0-9]*)?(?:e[-+]?[0-9]+)?|NaN|[+-]Inf))");
-  std::map<std::string, bool> helped;
-  std::istringstream in(text);
-  std::string line;
-  int number = 0;
-  if (text.empty() || text.back() != '\n') m.errors.push_back("does not end with a newline");
-  while (std::getline(in, line)) {
-    ++number;
-    std::smatch g;
-    const std::string where = "line " + std::to_string(number) + ": " + line;
-    if (std::regex_match(line, g, help)) {
-      if (helped[g[1]]) m.errors.push_back("second HELP: " + where);
-      helped[g[1]] = true;
-    } else if (std::regex_match(line, g, type)) {
-      if (m.type.count(g[1]) != 0) m.errors.push_back("second TYPE: " + where);
-      if (!helped[g[1]]) m.errors.push_back("TYPE before HELP: " + where);
-      m.type[g[1]] = g[2];
-    } else if (std::regex_match(line, g, sample)) {
-      if (m.type.count(g[1]) == 0) m.errors.push_back("sample before its TYPE: " + where);
-      const std::string key = g[1].str() + g[2].str();
-      if (m.samples.count(key) != 0) m.errors.push_back("duplicate sample: " + where);
-      m.samples[key] = std::stod(g[3]);
-    } else {
-      m.errors.push_back("not a valid line: " + where);
-    }
-  }
-  return m;
-}
-
-TEST(Metrics, PrometheusTextParsesAndMatchesTheKernel) {
-  REQUIRE_THP_AND_COLLAPSE();
-  Block<fares_opts> fares(8 * mib);
-  Block<odd_opts> odd(4 * mib);
-  hugepage::upkeep();
-  const auto coverage = hugepage::coverage_of(fares_opts::label);
-  std::ostringstream out;
-  hugepage::write_metrics(out);
-  const parsed_metrics m = parse_prometheus(out.str());
-  for (const auto& e : m.errors) ADD_FAILURE() << e;
-  const auto at = [&](const std::string& key) {
-    const auto it = m.samples.find(key);
-    EXPECT_NE(it, m.samples.end()) << key << " missing from\n" << out.str();
-    return it == m.samples.end() ? -1.0 : it->second;
-  };
-  const std::string fares_label = "label=\"upkeep-fares\"";
-  EXPECT_EQ(at("hugepage_label_blocks{" + fares_label + "}"), 1.0);
-  EXPECT_EQ(at("hugepage_label_coverage_bytes{" + fares_label + ",backing=\"thp\"}"),
-            static_cast<double>(coverage.thp));
-  EXPECT_EQ(at("hugepage_label_coverage_bytes{" + fares_label + ",backing=\"base\"}"),
-            static_cast<double>(coverage.base));
-  EXPECT_EQ(at("hugepage_label_requested_bytes{" + fares_label + ",backing=\"thp\"}"), 8.0 * mib);
-  EXPECT_DOUBLE_EQ(at("hugepage_label_huge_ratio{" + fares_label + "}"), coverage.huge_fraction());
-  EXPECT_EQ(at(R"(hugepage_label_blocks{label="odd \"name\" \\ here"})"), 1.0);
-  EXPECT_EQ(m.type.at("hugepage_upkeep_calls_total"), "counter");
-  EXPECT_GE(at("hugepage_upkeep_calls_total"), 1.0);
-  EXPECT_EQ(at("hugepage_live_mappings"), static_cast<double>(hugepage::stats().live_mappings));
-  for (const auto& [family, kind] : m.type) {
-    EXPECT_EQ(family.rfind("hugepage_", 0), 0u) << family;
-    EXPECT_EQ(kind == "counter", family.size() > 6 && family.substr(family.size() - 6) == "_total")
-        << family;
-  }
-}
-
-TEST(Metrics, JsonCarriesEachLabel) {
-  Block<odd_opts> odd(4 * mib);
-  std::ostringstream out;
-  hugepage::write_metrics_json(out);
-  const std::string text = out.str();
-  EXPECT_NE(text.find(R"({"label":"odd \"name\" \\ here","blocks":1,)"), std::string::npos) << text;
-  EXPECT_EQ(text.rfind("}}}\n"), text.size() - 4) << text;
-}
-
-// Groups digits in threes with '.' and writes ',' as the decimal point.
-struct grouping_punct : std::numpunct<char> {
-  char do_decimal_point() const override { return ','; }
-  char do_thousands_sep() const override { return '.'; }
-  std::string do_grouping() const override { return "\3"; }
-};
-
-// The text each writer gives into a stream set up by `setup`, and into a plain one just before
-// and just after (coverage is read from the kernel: khugepaged may change it in between).
-template <class Setup>
-void expect_unchanged_by(const char* what, Setup setup) {
-  for (const bool json : {false, true}) {
-    const auto write = [json](std::ostream& out) {
-      if (json) {
-        hugepage::write_metrics_json(out);
-      } else {
-        hugepage::write_metrics(out);
-      }
-    };
-    std::ostringstream before, odd, after;
-    write(before);
-    setup(odd);
-    write(odd);
-    write(after);
-    EXPECT_TRUE(odd.str() == before.str() || odd.str() == after.str())
-        << what << (json ? " json" : " prometheus") << ":\n"
-        << odd.str() << "\nplain:\n"
-        << before.str();
-  }
-}
-
-TEST(Metrics, StreamStateOfTheCallerChangesNothing) {
-  Block<fares_opts> fares(8 * mib);
-  expect_unchanged_by("hex", [](std::ostream& o) { o << std::hex << std::showbase; });
-  expect_unchanged_by("showpos, scientific", [](std::ostream& o) {
-    o << std::showpos << std::scientific << std::setprecision(1);
-  });
-  expect_unchanged_by("setw, setfill",
-                      [](std::ostream& o) { o << std::setw(12) << std::setfill('*'); });
-  // Wider than the whole text: a formatted write of it would be padded.
-  expect_unchanged_by("setw(1 MiB)", [](std::ostream& o) { o << std::setw(1 << 20); });
-  expect_unchanged_by("grouping locale", [](std::ostream& o) {
-    o.imbue(std::locale(std::locale::classic(), new grouping_punct));
-  });
-}
-
-TEST(Metrics, LabelBytesThatAreNotUtf8BecomeTheReplacementCharacter) {
-  Block<latin1_opts> odd(2 * mib);
-  // Valid text passes unchanged: a four-byte sequence kept, the surrogate and the Latin-1 byte not.
-  const std::string expected =
-      "upkeep-caf\xEF\xBF\xBD \xf0\x9f\x99\x82 \xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD";
-  std::ostringstream prom, json;
-  hugepage::write_metrics(prom);
-  hugepage::write_metrics_json(json);
-  for (const std::string& text : {prom.str(), json.str()}) {
-    EXPECT_EQ(hugepage::detail::valid_utf8(text), text) << "not valid UTF-8:\n" << text;
-  }
-  const parsed_metrics m = parse_prometheus(prom.str());
-  for (const auto& e : m.errors) ADD_FAILURE() << e;
-  EXPECT_EQ(m.samples.count("hugepage_label_blocks{label=\"" + expected + "\"}"), 1u) << prom.str();
-  EXPECT_NE(json.str().find("{\"label\":\"" + expected + "\",\"blocks\":1,"), std::string::npos)
-      << json.str();
-}
-
-TEST(Metrics, Utf8CheckFollowsTheStandardsDefinition) {
-  using hugepage::detail::valid_utf8;
-  const std::string r = "\xEF\xBF\xBD";
-  EXPECT_EQ(valid_utf8("plain"), "plain");
-  EXPECT_EQ(valid_utf8("\xc3\xa9\xe2\x82\xac\xf4\x8f\xbf\xbf"),
-            "\xc3\xa9\xe2\x82\xac\xf4\x8f\xbf\xbf");
-  EXPECT_EQ(valid_utf8("\xc0\xaf"), r + r);                  // overlong '/'
-  EXPECT_EQ(valid_utf8("\xe0\x80\xaf"), r + r + r);          // overlong, three bytes
-  EXPECT_EQ(valid_utf8("\xf4\x90\x80\x80"), r + r + r + r);  // past U+10FFFF
-  EXPECT_EQ(valid_utf8("a\xe2\x82"), "a" + r + r);           // cut short
-  EXPECT_EQ(valid_utf8("\xff"), r);
 }
 
 TEST(Labels, CoverageOfNoLabelIsEmpty) {

@@ -133,7 +133,8 @@ using huge_page_allocator = basic_allocator<T, detail::hugetlb_config<Size, Poli
 
 /// THP that is huge when allocate() returns: map aligned, populate, MADV_COLLAPSE (Linux 6.1).
 /// Costs the page faults and the collapse up front; where collapse is unavailable the memory
-/// stays THP-advised and the failure is counted (stats().collapse_failures).
+/// stays THP-advised and the failure is counted (stats().collapse_failures), also where THP is
+/// disabled for the process (PR_SET_THP_DISABLE), which makes no MADV_COLLAPSE call.
 template <class T, class Options = default_options>
 using collapse_allocator = basic_allocator<T, detail::collapse_config<Options>>;
 

@@ -48,13 +48,11 @@
 
 namespace hugepage {
 
-/// Reports what backs [p, p + bytes) in process `pid` (0: this process; another process needs
-/// ptrace-read access to read its pagemap), from `source` only: pagemap_scan, kpageflags (which
-/// falls to smaps when PFNs are hidden, and says so) or smaps. When `source` cannot be used the
-/// report's source is `unavailable` and `note` says why. For comparing sources and benchmarks;
-/// backing_of(pid, p, bytes) picks the best source itself. Thread-safe.
-inline backing_report backing_of(pid_t pid, const void* p, std::size_t bytes,
-                                 backing_source source) {
+namespace detail {
+
+// backing_of(pid, p, bytes, source) before an unavailable report's bytes are made unknown.
+inline backing_report backing_from(pid_t pid, const void* p, std::size_t bytes,
+                                   backing_source source) {
   backing_report r;
   if (bytes == 0) {
     r.source = source;
@@ -115,6 +113,25 @@ inline backing_report backing_of(pid_t pid, const void* p, std::size_t bytes,
   detail::backing_by_pfn(mappings, lo, hi, pagemap.get(), kpageflags.get(), r);
   // No fallback: smaps asked for, or kpageflags exact.
   detail::settle_pfn_note(r, !(source == backing_source::smaps || (r.exact && r.source == source)));
+  return r;
+}
+
+}  // namespace detail
+
+/// Reports what backs [p, p + bytes) in process `pid` (0: this process; another process needs
+/// ptrace-read access to read its pagemap), from `source` only: pagemap_scan, kpageflags (which
+/// falls to smaps when PFNs are hidden, and says so) or smaps. When `source` cannot be used the
+/// report's source is `unavailable`, its bytes are `unknown` and `note` says why. For comparing
+/// sources and benchmarks; backing_of(pid, p, bytes) picks the best source itself. Thread-safe.
+inline backing_report backing_of(pid_t pid, const void* p, std::size_t bytes,
+                                 backing_source source) {
+  backing_report r = detail::backing_from(pid, p, bytes, source);
+  if (r.source == backing_source::unavailable) {
+    r.thp = r.hugetlb_2m = r.hugetlb_1g = r.base = r.not_resident = r.unmapped = 0;
+    r.thp_shmem = r.thp_file = r.zero_page = 0;
+    r.unknown = r.bytes;
+    r.exact = false;
+  }
   return r;
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <limits>
 #include <string>
 
 namespace hugepage {
@@ -29,8 +30,13 @@ constexpr const char* name_of(backing_source source) noexcept {
 }
 
 /// Where the bytes of a range live. The range is widened to whole base pages. The seven parts
-/// `thp + hugetlb_2m + hugetlb_1g + base + not_resident + unmapped` add up to `bytes`;
+/// `thp + hugetlb_2m + hugetlb_1g + base + not_resident + unmapped + unknown` add up to `bytes`;
 /// `thp_shmem`, `thp_file` and `zero_page` are shares of the part named in their comment.
+///
+/// Unknown is never zero: where no source could be read (/proc/PID/smaps and pagemap closed to
+/// this process, a kernel without them), the bytes are `unknown`, `source` is `unavailable`, and
+/// huge_fraction() is NaN, which no comparison takes for a share (`known()` says whether every
+/// byte was read). A sum of reports (coverage_of) with one unknown part is unknown the same way.
 struct backing_report {
   std::size_t bytes = 0;         ///< bytes examined
   std::size_t thp = 0;           ///< on PMD-mapped transparent huge pages (anon, shmem or file)
@@ -39,6 +45,7 @@ struct backing_report {
   std::size_t base = 0;          ///< resident on base pages
   std::size_t not_resident = 0;  ///< mapped, not faulted in, swapped out, or on the zero page
   std::size_t unmapped = 0;      ///< not mapped at all
+  std::size_t unknown = 0;       ///< not read: no source could say (see the note)
   std::size_t thp_shmem = 0;     ///< of `thp`: shmem THP (memfd, tmpfs, shared anonymous)
   std::size_t thp_file = 0;      ///< of `thp`: page-cache THP of regular files
   std::size_t zero_page = 0;     ///< of `not_resident`: read-faulted, on the shared zero page
@@ -50,8 +57,12 @@ struct backing_report {
 
   std::size_t huge_bytes() const noexcept { return thp + hugetlb_2m + hugetlb_1g; }
   std::size_t resident_bytes() const noexcept { return huge_bytes() + base; }
-  /// Share of the examined bytes that is on huge pages, 0..1.
+  /// Whether every byte was read (`unknown` is 0).
+  bool known() const noexcept { return unknown == 0; }
+  /// Share of the examined bytes that is on huge pages, 0..1; NaN where some bytes are unknown
+  /// (a dashboard must not read "could not look" as "nothing is huge").
   double huge_fraction() const noexcept {
+    if (unknown != 0) return std::numeric_limits<double>::quiet_NaN();
     return bytes == 0 ? 0.0 : static_cast<double>(huge_bytes()) / static_cast<double>(bytes);
   }
 };
@@ -68,6 +79,7 @@ inline void add_report(backing_report& sum, const backing_report& part, bool fir
   sum.base += part.base;
   sum.not_resident += part.not_resident;
   sum.unmapped += part.unmapped;
+  sum.unknown += part.unknown;
   sum.thp_shmem += part.thp_shmem;
   sum.thp_file += part.thp_file;
   sum.zero_page += part.zero_page;

@@ -8,7 +8,10 @@
 // Chunks that are already huge, not wholly mapped or hold no data (PAGEMAP_SCAN, Linux 6.7; see
 // detail/pagemap.hpp) cost nothing: they are skipped without a syscall each, and an unmapped chunk
 // is counted as such, never as a refusal (also one the process unmaps between the scan and the
-// call, which the kernel answers with ENOMEM). Refusals are counted by errno, never thrown.
+// call, which the kernel answers with ENOMEM). The part of a range past the user address space
+// (the kernel's TASK_SIZE_MAX, found once with PAGEMAP_SCAN, which refuses addresses past it with
+// EFAULT; detail/collapse_chunks.hpp) or past 2^64 is unmapped too, without a call. Refusals are
+// counted by errno, never thrown.
 //
 // Cost of one chunk: MADV_COLLAPSE allocates a 2 MiB page (compacting memory if it must), copies
 // the 512 base pages into it and remaps. On the 2-core Linux 6.18 VM (Intel Xeon) this project is
@@ -92,9 +95,10 @@ struct collapse_refusal {
   std::size_t chunks = 0;  ///< 2 MiB chunks refused with it
 };
 
-/// What a collapse() call did. The 2 MiB chunks of the range are `already_huge + empty +
-/// collapsed + refused + unmapped + left` bytes; `unaligned` is the head and tail outside whole
-/// chunks.
+/// What a collapse() call did, in bytes that always add up to the range's: `already_huge + empty +
+/// collapsed + refused + unmapped + left + unaligned == bytes`. `unaligned` is the head and tail
+/// outside whole chunks; the part of the range past the user address space (or past the end of
+/// the address space, where p + bytes wraps) is in `unmapped`, whole chunks or not.
 struct collapse_result {
   std::size_t already_huge = 0;  ///< chunks found huge already (PMD-mapped THP or hugetlb)
   /// Chunks of anonymous memory holding no data (no page written, or all given back; the zero
@@ -108,6 +112,8 @@ struct collapse_result {
   /// Chunks not wholly mapped (a hole, or device memory the page walk skips): nothing there can
   /// become a huge page, so no call is made for them (without PAGEMAP_SCAN, a chunk of this
   /// process is counted here when MADV_COLLAPSE answers ENOMEM and mincore(2) finds it unmapped).
+  /// Also every byte past the user address space limit (detail::user_address_limit: the kernel's
+  /// TASK_SIZE_MAX, 2^47 - 4 KiB on x86-64 with 4-level paging) and past 2^64: never a call there.
   std::size_t unmapped = 0;
   std::size_t unaligned = 0;            ///< bytes outside whole 2 MiB chunks: never collapsible
   std::size_t calls = 0;                ///< MADV_COLLAPSE / process_madvise calls made
@@ -167,6 +173,24 @@ inline bool anonymous_mapping_at(int maps_fd, std::uintptr_t address, std::uintp
   return anonymous;
 }
 
+// Where the first mapping at or above `from` begins (its chunk), in [from, hi]; `hi` when there
+// is none. False (and `from`) when it cannot tell: no maps fd, a kernel before PROCMAP_QUERY.
+inline bool next_mapping(int maps_fd, std::uintptr_t from, std::uintptr_t hi,
+                         std::uintptr_t& next) noexcept {
+  next = from;
+  if (maps_fd < 0) return false;
+  pagemap::procmap_query q;
+  const std::error_code ec = pagemap::query_mapping(maps_fd, from, q);
+  if (ec == std::errc::no_such_file_or_directory) {
+    next = hi;
+    return true;
+  }
+  if (ec) return false;
+  const auto start = static_cast<std::uintptr_t>(q.vma_start) & ~(collapse_chunk - 1);
+  next = std::min(std::max(start, from), hi);
+  return true;
+}
+
 // The core of both collapse() overloads. `pidfd` < 0: this process (madvise). `maps_fd`: its
 // /proc/<pid>/maps, to tell anonymous mappings, whose chunks without data are skipped (< 0: none
 // is skipped for that).
@@ -178,12 +202,25 @@ inline collapse_result collapse_range(int pidfd, int pagemap_fd, void* p, std::s
   // Addresses as integers for the arithmetic, pointers derived from `p` for the calls.
   char* const base = static_cast<char*>(p);
   const auto address = reinterpret_cast<std::uintptr_t>(p);
-  const std::uintptr_t end = bytes > UINTPTR_MAX - address ? UINTPTR_MAX : address + bytes;
+  // The part of the range in user space, [address, end). The rest, past the kernel's limit or past
+  // the end of the address space (address + bytes wraps), can hold no mapping: it is unmapped,
+  // counted without a call, and the parts of the result still add up to `bytes`.
+  const std::uintptr_t user_limit = user_address_limit(pagemap_fd);
+  const std::uintptr_t end = address >= user_limit          ? address
+                             : bytes > user_limit - address ? user_limit
+                                                            : address + bytes;
+  r.unmapped = bytes - (end - address);
+  // Where a finished call resumes: the end of the range (modulo 2^64 where it wraps). Past user
+  // space it is an address, not a pointer into memory: made from the integer.
+  void* const range_end =
+      r.unmapped == 0
+          ? static_cast<void*>(base + bytes)
+          : reinterpret_cast<void*>(address + bytes);  // NOLINT(performance-no-int-to-ptr)
   const std::uintptr_t lo = (address + collapse_chunk - 1) & ~(collapse_chunk - 1);
   const std::uintptr_t hi = end & ~(collapse_chunk - 1);
   if (lo >= hi || lo < address) {  // no whole chunk (or the rounding wrapped)
     r.unaligned = end - address;
-    r.resume = static_cast<char*>(p) + (end - address);
+    r.resume = range_end;
     r.elapsed = clock::now() - start;
     return r;
   }
@@ -198,6 +235,7 @@ inline collapse_result collapse_range(int pidfd, int pagemap_fd, void* p, std::s
   std::uintptr_t scanned_to = lo;
   std::size_t submitted = 0;
   constexpr std::size_t scan_window = units::gib;  // look ahead 512 chunks at a time
+  std::size_t window = scan_window;                // wider over stretches with nothing mapped
   std::uintptr_t vma_lo = 0, vma_hi = 0;           // the mapping last asked about
   bool vma_anonymous = false;
   std::uintptr_t at = lo;
@@ -206,10 +244,24 @@ inline collapse_result collapse_range(int pidfd, int pagemap_fd, void* p, std::s
       // Skipping chunks costs no call, but a vast sparse range costs scans: the time budget is
       // checked before each.
       if (clock::now() - start >= budget.time) break;
-      const std::uintptr_t limit = hi - at > scan_window ? at + scan_window : hi;
+      const std::uintptr_t limit = hi - at > window ? at + window : hi;
       std::uintptr_t mapped_to = limit;
       r.scanned = huge_runs(pagemap_fd, at, limit, runs, run_count, scanned_to) &&
                   mapped_spans(pagemap_fd, at, limit, spans, span_count, mapped_to);
+      if (r.scanned && span_count == 0 && mapped_to == limit) {
+        // Nothing mapped up to `limit`: on to the next mapping, all of it unmapped, no call. A
+        // vast empty stretch (a range reaching the top of user space) costs one query, or without
+        // PROCMAP_QUERY windows that double, not a step per chunk.
+        std::uintptr_t next = limit;
+        if (!next_mapping(maps_fd, limit, hi, next)) {
+          window = std::min<std::size_t>(window * 2, std::size_t{1} << 40);
+        }
+        r.unmapped += next - at;
+        scanned_to = next;
+        at = next - collapse_chunk;  // the loop steps to `next`
+        continue;
+      }
+      window = scan_window;
       // Up to the last chunk both scans saw whole; a chunk they saw in part is tried as it is.
       scanned_to = std::max(std::min(scanned_to, mapped_to) & ~(collapse_chunk - 1), at);
       run = span = 0;
@@ -262,7 +314,7 @@ inline collapse_result collapse_range(int pidfd, int pagemap_fd, void* p, std::s
     }
   }
   r.left = hi - std::min(at, hi);
-  r.resume = base + ((r.left == 0 ? end : at) - address);
+  r.resume = r.left == 0 ? range_end : base + (at - address);
   r.elapsed = clock::now() - start;
   return r;
 }
@@ -275,7 +327,10 @@ inline collapse_result collapse_range(int pidfd, int pagemap_fd, void* p, std::s
 /// throws and allocates nothing (usable on an allocation path; about 40 KiB of stack for its scan
 /// buffers); refusals are counted in the result. The time budget is also checked before each scan
 /// of the next GiB, so a vast sparse range stops in time although its skips make no calls.
-/// Continue a partial call with collapse(result.resume, end - result.resume, budget). Thread-safe
+/// Continue a partial call with collapse(result.resume, end - result.resume, budget); a finished
+/// call's `resume` is p + bytes (modulo 2^64 for a range that wraps). Any range is accepted, up to
+/// collapse(p, SIZE_MAX): its parts past user space cost nothing, and an empty stretch costs one
+/// PROCMAP_QUERY (Linux 6.11) or a few scans of doubling windows, not a step per chunk. Thread-safe
 /// (other threads may touch the range meanwhile; the kernel copies under the page table lock).
 inline collapse_result collapse(void* p, std::size_t bytes,
                                 const collapse_budget& budget = {}) noexcept {

@@ -5,17 +5,22 @@
 //
 // Names start with hugepage_ (the doctor's are hugepage_doctor_: tools/README.md). Every family
 // has its # HELP and # TYPE lines once, before its samples; byte figures end in _bytes, counters
-// in _total. Label values (a container's label) are escaped as the format says (\\, \", \n),
-// bytes that are not UTF-8 replaced by U+FFFD (in the JSON too). Both writers build the text and
-// write it unformatted: the stream's flags, width and locale do not change it.
+// in _total. A container's label is written as label_text() gives it (the same in the JSON): a
+// backslash doubled, bytes that are not UTF-8 and control characters as \xHH, so that distinct
+// labels stay distinct series, and the empty label as \(empty) (label="" would read as no label
+// at all); then escaped as the format says (\\, \"). Both writers build the text and write it
+// unformatted: the stream's flags, width and locale do not change it.
 //
 //   hugepage_label_blocks{label}                            gauge   live mapped blocks
 //   hugepage_label_requested_bytes{label,backing}           gauge   mapped bytes by what was asked
 //   hugepage_label_obtained_bytes{label,backing}            gauge   ... by what was got at map time
 //   hugepage_label_fallbacks_total{label}                   counter blocks that got less
 //   hugepage_label_coverage_bytes{label,backing}            gauge   what backs them now (kernel):
-//       backing = thp, hugetlb_2m, hugetlb_1g, base, not_resident, unmapped
+//       backing = thp, hugetlb_2m, hugetlb_1g, base, not_resident, unmapped, unknown
 //   hugepage_label_huge_ratio{label}                        gauge   huge bytes / mapped bytes, 0..1
+// A label whose coverage could not be read (/proc/self/smaps and pagemap closed: its report has
+// `unknown` bytes) exports NaN for every coverage part but `unknown` and for its ratio, and null
+// in the JSON: never 0, which reads as "nothing is huge".
 //   hugepage_requested_bytes{method}                        gauge   stats(): thp, collapse,
 //                                                                   hugetlb_2m, hugetlb_1g
 //   hugepage_obtained_bytes{backing}                        gauge   stats(): by obtained backing
@@ -23,6 +28,7 @@
 //   hugepage_fallbacks_total{to}                            counter to = thp, base, hugetlb_2m
 //   hugepage_collapse_attempts_total, hugepage_collapse_failures_total   counter (allocation)
 //   hugepage_collapse_unsupported                           gauge   1 while MADV_COLLAPSE is off
+//                                                                   (EINVAL, or THP disabled)
 //   hugepage_prefaulted_bytes_total                         counter
 //   hugepage_upkeep_calls_total                             counter upkeep() calls
 //   hugepage_upkeep_restored_bytes_total                    counter bytes collapsed by them
@@ -56,6 +62,13 @@ namespace detail {
 inline std::string errno_label(int error) {
   const char* name = errno_symbol(error);
   return name != nullptr ? name : std::to_string(error);
+}
+
+/// A container's label as the metrics write it: escaped_text() (utf8_text.hpp: injective, valid
+/// UTF-8, no control character), and the empty label as \(empty), which no other label gives (a
+/// backslash is doubled in every other one). Distinct labels give distinct texts.
+inline std::string label_text(const std::string& label) {
+  return label.empty() ? std::string("\\(empty)") : escaped_text(label);
 }
 
 // Escapes a string for JSON; bytes that are not UTF-8 (which JSON requires) become U+FFFD.
@@ -129,7 +142,8 @@ class metric_writer {
 /// statistics (stats.hpp) and upkeep's (upkeep.hpp) in the Prometheus text format; the names are
 /// at the top of this file. Throws what the stream throws (std::bad_alloc otherwise).
 inline void write_metrics(std::ostream& out) {
-  const std::vector<label_report> list = labels();
+  std::vector<label_report> list = labels();
+  for (label_report& l : list) l.label = detail::label_text(l.label);
   const statistics s = stats();
   const upkeep_statistics u = upkeep_stats();
   detail::metric_writer w(out);
@@ -162,13 +176,20 @@ inline void write_metrics(std::ostream& out) {
         {"thp", c.thp},   {"hugetlb_2m", c.hugetlb_2m},     {"hugetlb_1g", c.hugetlb_1g},
         {"base", c.base}, {"not_resident", c.not_resident}, {"unmapped", c.unmapped}};
     for (const auto& [name, bytes] : parts) {
-      w.sample({{"label", l.label}, {"backing", name}}, bytes);
+      // Unknown coverage is NaN, not 0: the parts that could not be read are not "none".
+      if (c.known()) {
+        w.sample({{"label", l.label}, {"backing", name}}, bytes);
+      } else {
+        w.sample({{"label", l.label}, {"backing", name}}, std::string("NaN"));
+      }
     }
+    w.sample({{"label", l.label}, {"backing", "unknown"}}, c.unknown);
   }
   w.family("hugepage_label_huge_ratio", "gauge",
            "share of the labelled container's mapped bytes on huge pages now, 0 to 1");
   for (const auto& l : list) {
-    w.sample({{"label", l.label}}, detail::format_ratio(l.coverage.huge_fraction()));
+    const double ratio = l.coverage.huge_fraction();  // NaN where unknown
+    w.sample({{"label", l.label}}, ratio == ratio ? detail::format_ratio(ratio) : "NaN");
   }
   w.family("hugepage_requested_bytes", "gauge", "bytes mapped by the library, by method asked");
   w.sample(sample_labels{{"method", "thp"}}, s.requested_thp);
@@ -189,10 +210,10 @@ inline void write_metrics(std::ostream& out) {
   w.family("hugepage_collapse_attempts_total", "counter", "MADV_COLLAPSE calls at allocation");
   w.sample({}, s.collapse_attempts);
   w.family("hugepage_collapse_failures_total", "counter",
-           "MADV_COLLAPSE calls at allocation that failed");
+           "MADV_COLLAPSE at allocation that failed or could not be tried");
   w.sample({}, s.collapse_failures);
   w.family("hugepage_collapse_unsupported", "gauge",
-           "1 while MADV_COLLAPSE at allocation is suspended after EINVAL");
+           "1 while MADV_COLLAPSE at allocation is suspended after EINVAL or THP is disabled");
   w.sample({}, s.collapse_unsupported ? 1 : 0);
   w.family("hugepage_prefaulted_bytes_total", "counter", "bytes populated at allocation");
   w.sample({}, s.prefaulted_bytes);
@@ -219,7 +240,8 @@ inline void write_metrics(std::ostream& out) {
 ///                "fallbacks", "coverage_bytes": {...}, "huge_ratio", "exact"}],
 ///    "stats": {stats() by field name}, "upkeep": {upkeep_stats() by field name}}
 inline void write_metrics_json(std::ostream& out) {
-  const std::vector<label_report> list = labels();
+  std::vector<label_report> list = labels();
+  for (label_report& l : list) l.label = detail::label_text(l.label);
   const statistics s = stats();
   const upkeep_statistics u = upkeep_stats();
   // Built as text and written unformatted: the stream's flags, width and locale change nothing.
@@ -256,13 +278,20 @@ inline void write_metrics_json(std::ostream& out) {
     j += '}';
     field("fallbacks", l.fallbacks);
     j += ",\"coverage_bytes\":{";
-    first("thp", c.thp);
-    field("hugetlb_2m", c.hugetlb_2m);
-    field("hugetlb_1g", c.hugetlb_1g);
-    field("base", c.base);
-    field("not_resident", c.not_resident);
-    field("unmapped", c.unmapped);
-    j += "},\"huge_ratio\":" + detail::format_ratio(c.huge_fraction());
+    if (c.known()) {
+      first("thp", c.thp);
+      field("hugetlb_2m", c.hugetlb_2m);
+      field("hugetlb_1g", c.hugetlb_1g);
+      field("base", c.base);
+      field("not_resident", c.not_resident);
+      field("unmapped", c.unmapped);
+      j += ",\"unknown\":0},\"huge_ratio\":" + detail::format_ratio(c.huge_fraction());
+    } else {  // not read: null, never 0
+      j += "\"thp\":null,\"hugetlb_2m\":null,\"hugetlb_1g\":null,\"base\":null,";
+      j += "\"not_resident\":null,\"unmapped\":null";
+      field("unknown", c.unknown);
+      j += "},\"huge_ratio\":null";
+    }
     j += c.exact ? ",\"exact\":true}" : ",\"exact\":false}";
   }
   j += "],\"stats\":{";

@@ -28,6 +28,11 @@
 //
 // pool_resize_command() is the one text of the command that sizes a pool: these messages and
 // hugepage-doctor's advice print it.
+//
+// An anonymous mapping refused (THP, the collapse method, a fallback's THP, an aligned
+// reservation) has the same two process limits to blame: read_mapping_refusal, cause_of and
+// explain of a mapping_refusal decide and say it with the same words (address_space_limit,
+// mapping_count_limit; call_refused where neither explains it).
 #pragma once
 
 #include <cstddef>
@@ -35,6 +40,7 @@
 #include <optional>
 #include <string>
 #include <system_error>
+#include <utility>
 
 #include "hugepage/cgroup.hpp"
 #include "hugepage/detail/format_bytes.hpp"
@@ -165,6 +171,31 @@ inline hugetlb_refusal read_hugetlb_refusal(refusal_stage stage, page_size size,
 
 namespace detail {
 
+// The process limit that explains ENOMEM for a mapping that needs `needed` bytes of address
+// space: RLIMIT_AS, then vm.max_map_count (no room for one mapping more). call_refused: neither.
+inline refusal_cause process_limit_of(const std::optional<std::uint64_t>& address_space_limit,
+                                      std::uint64_t address_space_used, std::uint64_t needed,
+                                      std::uint64_t mappings, std::uint64_t max_mappings) noexcept {
+  if (address_space_limit && (address_space_used > *address_space_limit ||
+                              needed > *address_space_limit - address_space_used)) {
+    return refusal_cause::address_space_limit;
+  }
+  if (max_mappings != 0 && mappings + 1 >= max_mappings) {
+    return refusal_cause::mapping_count_limit;
+  }
+  return refusal_cause::call_refused;
+}
+
+// The words for a process limit (process_limit_of), appended to the failed call's text.
+inline std::string process_limit_text(refusal_cause cause, std::uint64_t mappings,
+                                      std::uint64_t max_mappings) {
+  if (cause == refusal_cause::address_space_limit) {
+    return "; the address-space limit (RLIMIT_AS, ulimit -v) leaves no room for it";
+  }
+  return "; the process has " + std::to_string(mappings) + " mappings and vm.max_map_count is " +
+         std::to_string(max_mappings) + ": no room for another mapping";
+}
+
 // The pool size, in bytes, that serves the request: what it holds, plus what is short.
 inline std::uint64_t pool_target_bytes(const hugetlb_refusal& f) noexcept {
   const std::uint64_t total = f.pool ? f.pool->total.value_or(0) : 0;
@@ -198,12 +229,9 @@ inline refusal_cause cause_of(const hugetlb_refusal& f) noexcept {
   if (limit) return refusal_cause::cgroup_limit;
   const std::uint64_t needed =
       f.address_space_needed > f.bytes() ? f.address_space_needed : f.bytes();
-  if (f.address_space_limit && f.address_space_used + needed > *f.address_space_limit) {
-    return refusal_cause::address_space_limit;
-  }
-  if (f.max_mappings != 0 && f.mappings + 1 >= f.max_mappings) {
-    return refusal_cause::mapping_count_limit;
-  }
+  const refusal_cause process = detail::process_limit_of(
+      f.address_space_limit, f.address_space_used, needed, f.mappings, f.max_mappings);
+  if (process != refusal_cause::call_refused) return process;
   const std::uint64_t available = f.available();
   if (available >= f.pages) return refusal_cause::pool_refilled;
   if (f.physical_memory != 0 && detail::pool_target_bytes(f) > detail::pool_room_bytes(f)) {
@@ -244,11 +272,10 @@ inline std::string explain(const hugetlb_refusal& f) {
              " asked; raise the limit or ask for less";
     }
     case refusal_cause::address_space_limit:
-      return what + "; the address-space limit (RLIMIT_AS, ulimit -v) leaves no room for it";
+      return what + detail::process_limit_text(cause, f.mappings, f.max_mappings);
     case refusal_cause::mapping_count_limit:
-      return what + "; the process has " + std::to_string(f.mappings) +
-             " mappings and vm.max_map_count is " + std::to_string(f.max_mappings) +
-             ": no room for another mapping, whatever the pool holds";
+      return what + detail::process_limit_text(cause, f.mappings, f.max_mappings) +
+             ", whatever the pool holds";
     case refusal_cause::fault_elsewhere:
       return what +
              "; no hugetlb cgroup limit explains it: the pool ran short on the NUMA nodes this "
@@ -292,7 +319,60 @@ inline std::string explain(const hugetlb_refusal& f) {
   return what + "; reserve enough with: " + pool_command(total + f.pages - available);
 }
 
+/// The facts read once after the kernel refused an anonymous mapping (no hugetlb pool involved).
+struct mapping_refusal {
+  /// What was asked, the start of the message: "hugepage: mmap of 1 GiB for transparent huge
+  /// pages failed". explain() adds the errno and the cause.
+  std::string call;
+  std::error_code error;  ///< the kernel's answer
+  /// Address space the refused mmap needed: the block and, for an aligned one, the over-map.
+  std::uint64_t address_space_needed = 0;
+  std::optional<std::uint64_t> address_space_limit;  ///< RLIMIT_AS (soft) in bytes; empty: none
+  std::uint64_t address_space_used = 0;              ///< bytes mapped by the process
+  std::uint64_t mappings = 0;                        ///< the process's mappings
+  std::uint64_t max_mappings = 0;                    ///< vm.max_map_count; 0 when unknown
+};
+
+/// Reads the process limits after the kernel refused the mapping `call` describes with `error`.
+/// Throws only std::bad_alloc.
+inline mapping_refusal read_mapping_refusal(std::string call, std::error_code error,
+                                            std::uint64_t address_space_needed) {
+  mapping_refusal facts;
+  facts.call = std::move(call);
+  facts.error = error;
+  facts.address_space_needed = address_space_needed;
+  facts.address_space_limit = detail::address_space_limit();
+  facts.address_space_used = detail::address_space_used();
+  facts.mappings = detail::mapping_count();
+  facts.max_mappings = detail::read_u64("/proc/sys/vm/max_map_count").value_or(0);
+  return facts;
+}
+
+/// address_space_limit or mapping_count_limit where one explains ENOMEM; call_refused otherwise
+/// (another errno, or neither limit is reached: the commit limit, say). Pure.
+inline refusal_cause cause_of(const mapping_refusal& f) noexcept {
+  if (f.error != std::errc::not_enough_memory) return refusal_cause::call_refused;
+  return detail::process_limit_of(f.address_space_limit, f.address_space_used,
+                                  f.address_space_needed, f.mappings, f.max_mappings);
+}
+
+/// The message: the call, the errno's text, and the limit that explains it (the same words as
+/// for a hugetlb refusal).
+inline std::string explain(const mapping_refusal& f) {
+  std::string what = f.call + ": " + f.error.message();
+  const refusal_cause cause = cause_of(f);
+  if (cause != refusal_cause::call_refused) {
+    what += detail::process_limit_text(cause, f.mappings, f.max_mappings);
+  }
+  return what;
+}
+
 namespace detail {
+
+/// Throws allocation_error with explain(f) as its message.
+[[noreturn, gnu::noinline, gnu::cold]] inline void throw_refusal(const mapping_refusal& f) {
+  throw allocation_error(explain(f), f.error);
+}
 
 /// Throws the exception for the facts, with explain(f) as its message: hugetlb_limit_exceeded
 /// (cgroup_limit), pool_exhausted (the pool short or refilled), allocation_error otherwise.

@@ -49,8 +49,11 @@ struct statistics {
   /// Whole 1 GiB pages of a 1 GiB fallback request served from the 2 MiB pool instead.
   std::uint64_t fallbacks_to_hugetlb_2m = 0;
   std::uint64_t collapse_attempts = 0;  ///< MADV_COLLAPSE calls made
-  std::uint64_t collapse_failures = 0;  ///< ... that failed (any errno)
-  /// The last MADV_COLLAPSE failed with EINVAL: calls are suspended for a minute, then retried.
+  /// ... that failed (any errno), and collapse_allocator allocations that could not try because
+  /// THP is disabled for the process (PR_SET_THP_DISABLE: no call is made, one failure each).
+  std::uint64_t collapse_failures = 0;
+  /// The last MADV_COLLAPSE failed with EINVAL (calls are suspended for a minute, then retried),
+  /// or the last collapse_allocator allocation found THP disabled for the process.
   bool collapse_unsupported = false;
   std::uint64_t prefaulted_bytes = 0;  ///< bytes populated at allocation (pre-fault policy)
 

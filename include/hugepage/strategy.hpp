@@ -353,14 +353,22 @@ class strategy {
     }
   }
 
+  // The address space os::map_aligned asks the kernel for: the block and the room to align it.
+  static std::uint64_t aligned_extent(std::size_t length, std::size_t alignment) noexcept {
+    const std::size_t page = os::base_page_size();
+    const std::size_t over = alignment > page ? alignment - page : 0;
+    return length > SIZE_MAX - over ? UINT64_MAX : length + over;
+  }
+
   // THP-advised anonymous memory; `obtained` as detail::advise_thp says.
   static void* map_thp(std::size_t length, std::size_t alignment, backing& obtained) {
     std::error_code ec;
     void* p = os::map_aligned(length, alignment, ec);
     if (p == nullptr) {
-      detail::throw_allocation_error("hugepage: mmap of " + detail::format_bytes(length) +
-                                         " for transparent huge pages failed: " + ec.message(),
-                                     ec);
+      detail::throw_refusal(read_mapping_refusal("hugepage: mmap of " +
+                                                     detail::format_bytes(length) +
+                                                     " for transparent huge pages failed",
+                                                 ec, aligned_extent(length, alignment)));
     }
     obtained = detail::advise_thp(p, length);
     return p;
@@ -395,10 +403,9 @@ class strategy {
     char* const p =
         static_cast<char*>(os::reserve_aligned(l.length, std::max(alignment, bytes_of(size_)), ec));
     if (p == nullptr) {
-      detail::throw_allocation_error("hugepage: could not reserve " +
-                                         detail::format_bytes(l.length) +
-                                         " of address space: " + ec.message(),
-                                     ec);
+      detail::throw_refusal(read_mapping_refusal(
+          "hugepage: could not reserve " + detail::format_bytes(l.length) + " of address space", ec,
+          aligned_extent(l.length, std::max(alignment, bytes_of(size_)))));
     }
     try {
       if (pool_pages(p, l.head, alignment, size_, must) == nullptr) {
@@ -518,7 +525,11 @@ class strategy {
       throw;
     }
     detail::global_counters().prefaulted_bytes.fetch_add(length, std::memory_order_relaxed);
-    if (collapse) collapse_now(start, length);
+    if (collapse) {
+      collapse_now(start, length);
+    } else if (method_ == method::collapse && detail::thp_disabled_for_process()) {
+      count_collapse_impossible();
+    }
   }
 
   // Populating past a memory cgroup limit gets the process OOM-killed; refuse before touching.
@@ -548,6 +559,15 @@ class strategy {
     if (unsupported) c.collapse_retry_at.store(now + collapse_retry_seconds, relaxed);
     c.collapse_unsupported.store(unsupported, relaxed);
     if (ec) c.collapse_failures.fetch_add(1, relaxed);
+  }
+
+  // THP disabled for the process (PR_SET_THP_DISABLE): the block is on base pages and
+  // MADV_COLLAPSE would fail with EINVAL. No call is made; the failure is counted as one (and
+  // collapse_unsupported says why), every allocation, since knowing costs no syscall of note.
+  static void count_collapse_impossible() noexcept {
+    detail::counters& c = detail::global_counters();
+    c.collapse_failures.fetch_add(1, std::memory_order_relaxed);
+    c.collapse_unsupported.store(true, std::memory_order_relaxed);
   }
 
   method method_;

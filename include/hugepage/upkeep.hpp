@@ -27,9 +27,9 @@
 // Back-off: a chunk refused with ENOMEM or EBUSY (no free 2 MiB block after compaction, the
 // memory cgroup at its limit) ends the call, and calls for the next 1 s, doubling to 64 s while
 // refusals go on, examine the blocks but collapse nothing (backed_off); a chunk slower than
-// slow_chunk ends the call and backs off 1 s. EAGAIN (a busy page) and EINVAL (the chunk is not
-// eligible: a VMA boundary inside it) skip that chunk or block. A success ends the back-off.
-// Refusals are counted per errno.
+// slow_chunk ends the call and backs off 1 s. Any other refusal (EAGAIN: a busy page; EINVAL: the
+// chunk is not eligible, a VMA boundary inside it) skips that chunk only: the block's other chunks
+// are still tried. A success ends the back-off. Refusals are counted per errno.
 //
 // THP disabled for the process with prctl(PR_SET_THP_DISABLE) makes MADV_COLLAPSE fail: upkeep
 // reports thp_disabled and does nothing. With Linux 6.18's PR_THP_DISABLE_EXCEPT_ADVISED the
@@ -40,7 +40,6 @@
 #pragma once
 
 #include <pthread.h>
-#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -61,13 +60,10 @@
 #include "hugepage/detail/fork_locks.hpp"
 #include "hugepage/detail/immortal.hpp"
 #include "hugepage/detail/mapping_registry.hpp"
+#include "hugepage/detail/mapping_steps.hpp"
 #include "hugepage/detail/pagemap.hpp"
 #include "hugepage/detail/proc_file.hpp"
 #include "hugepage/stats.hpp"
-
-#ifndef PR_THP_DISABLE_EXCEPT_ADVISED
-#define PR_THP_DISABLE_EXCEPT_ADVISED (1 << 1)
-#endif
 
 namespace hugepage {
 
@@ -75,15 +71,19 @@ namespace hugepage {
 /// the upkeep() call and backs off for a second.
 inline constexpr std::chrono::milliseconds upkeep_slow_chunk{50};
 
-/// What one upkeep() call did. Bytes are whole 2 MiB chunks.
+/// What one upkeep() call did. Bytes are whole 2 MiB chunks. The decayed bytes are accounted
+/// for exactly: decayed_bytes == restored + already_huge + refused + left + gone.
 struct upkeep_result {
-  std::size_t blocks = 0;           ///< labelled THP blocks examined
-  std::size_t examined_bytes = 0;   ///< their THP bytes
-  std::size_t decayed_bytes = 0;    ///< of those, resident on base pages when examined
-  std::size_t restored = 0;         ///< collapsed into huge pages by this call
-  std::size_t already_huge = 0;     ///< found huge again when visited (khugepaged, a fault)
-  std::size_t refused = 0;          ///< refused by the kernel (see `refusals`)
-  std::size_t left = 0;             ///< decayed, not visited: the budget ran out or a back-off
+  std::size_t blocks = 0;          ///< labelled THP blocks examined
+  std::size_t examined_bytes = 0;  ///< their THP bytes
+  std::size_t decayed_bytes = 0;   ///< of those, resident on base pages when examined
+  std::size_t restored = 0;        ///< collapsed into huge pages by this call
+  std::size_t already_huge = 0;    ///< found huge again when visited (khugepaged, a fault)
+  std::size_t refused = 0;         ///< refused by the kernel (see `refusals`)
+  std::size_t left = 0;            ///< decayed, not visited: the budget ran out or a back-off
+  /// Decayed when examined, gone when visited: the block was freed meanwhile (`vanished`), or the
+  /// chunk was unmapped or given back (no data left to restore).
+  std::size_t gone = 0;
   std::size_t skipped_hugetlb = 0;  ///< blocks on hugetlb pages only: they never decay
   std::size_t skipped_base = 0;     ///< blocks whose THP advice was refused at map time
   std::size_t vanished = 0;         ///< blocks freed (or freed and mapped again) meanwhile
@@ -154,12 +154,6 @@ inline std::int64_t steady_ns() noexcept {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
-}
-
-/// Whether THP is disabled for this process in a way that reaches advised memory.
-inline bool thp_disabled_for_process() noexcept {
-  const int disabled = ::prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0);
-  return disabled > 0 && (disabled & PR_THP_DISABLE_EXCEPT_ADVISED) == 0;
 }
 
 /// A run of decayed chunks [start, end), 2 MiB-aligned.
@@ -371,7 +365,7 @@ inline upkeep_result upkeep(const collapse_budget& budget = {}) noexcept {
         if (!detail::registry().pin(k.p, k.generation)) {
           ++r.vanished;
           give_up_block = true;
-          visited = k.decayed;  // gone: nothing of it is left to do
+          r.gone += k.decayed - std::min(visited, k.decayed);  // nothing of it is left to do
           break;
         }
         // Pinned: until unpin() the block cannot be unmapped, so the range is still its own.
@@ -385,6 +379,7 @@ inline upkeep_result upkeep(const collapse_budget& budget = {}) noexcept {
         submitted += one.calls * detail::collapse_chunk;
         r.restored += one.collapsed;
         r.already_huge += one.already_huge;
+        r.gone += one.unmapped + one.empty;
         r.slowest_chunk = std::max(r.slowest_chunk, one.slowest_chunk);
         if (one.collapsed != 0) c.backoff.store(0, relaxed);
         if (one.refused != 0) {
@@ -404,10 +399,7 @@ inline upkeep_result upkeep(const collapse_budget& budget = {}) noexcept {
             stop = true;
             break;
           }
-          if (error != EAGAIN) {  // EINVAL and the rest: this block's chunks cannot collapse
-            give_up_block = true;
-            break;
-          }
+          // EAGAIN, EINVAL and the rest concern this chunk: the next one is still tried.
         }
         if (one.slowest_chunk > upkeep_slow_chunk) {
           back_off(/*slow=*/true);

@@ -9,12 +9,18 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
 
 #include "hugepage/detail/pagemap.hpp"
+#include "hugepage/os.hpp"
 #include "hugepage/page_size.hpp"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 namespace hugepage::detail {
 
@@ -102,6 +108,51 @@ inline bool still_mapped(int pagemap_fd, std::uintptr_t lo, std::uintptr_t hi) n
   std::uintptr_t scanned_to = lo;
   if (!mapped_spans(pagemap_fd, lo, hi, spans, count, scanned_to)) return true;
   return scanned_to < hi || wholly_mapped(spans, count, next, lo, hi);
+}
+
+// The first address past the user address space (the kernel's TASK_SIZE_MAX): no mapping reaches
+// it, and PAGEMAP_SCAN refuses a range that does (EFAULT). Asked of the kernel: the highest of the
+// candidate tops (x86-64: 2^56 with 5-level paging, else 2^47; arm64: 2^52, 2^48, 2^47, 2^39)
+// whose last page, or the page below it (x86-64 keeps the top page unmapped), PAGEMAP_SCAN
+// accepts. Known once, for every process: the limit is the kernel's, not the process's. Without
+// PAGEMAP_SCAN (pagemap_fd < 0, a kernel before 6.7) the widest the CPU allows (x86-64: 2^56 - 4
+// KiB where the CPU has 5-level paging, else 2^47 - 4 KiB), not remembered.
+inline std::uintptr_t user_address_limit(int pagemap_fd) noexcept {
+  static std::atomic<std::uintptr_t> known{0};
+  const std::uintptr_t remembered = known.load(std::memory_order_relaxed);
+  if (remembered != 0) return remembered;
+  const std::uintptr_t page = os::base_page_size();
+#if defined(__x86_64__)
+  const std::uintptr_t tops[] = {std::uintptr_t{1} << 56, std::uintptr_t{1} << 47};
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  const bool five_level = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 16)) != 0;
+  const std::uintptr_t widest = (five_level ? tops[0] : tops[1]) - page;
+#elif defined(__aarch64__)
+  const std::uintptr_t tops[] = {std::uintptr_t{1} << 52, std::uintptr_t{1} << 48,
+                                 std::uintptr_t{1} << 47, std::uintptr_t{1} << 39};
+  const std::uintptr_t widest = tops[0];
+#else
+  static_cast<void>(pagemap_fd);
+  static_cast<void>(page);
+  return UINTPTR_MAX;  // no limit known: every chunk is looked at
+#endif
+#if defined(__x86_64__) || defined(__aarch64__)
+  pagemap::page_region regions[1];
+  for (const std::uintptr_t top : tops) {
+    for (const std::uintptr_t end : {top, top - page}) {
+      std::size_t count = 0;
+      std::uintptr_t walk_end = 0;
+      const std::error_code ec = pagemap::scan(
+          pagemap_fd, end - page, end, 0, pagemap::page_is_present, regions, 1, count, walk_end);
+      if (!ec) {
+        known.store(end, std::memory_order_relaxed);
+        return end;
+      }
+      if (ec != std::errc::bad_address) return widest;  // no PAGEMAP_SCAN to ask
+    }
+  }
+  return widest;
+#endif
 }
 
 // Whether the chunk at `p` of this process is not wholly mapped: mincore(2) answers ENOMEM then.

@@ -14,7 +14,18 @@
 #include "hugepage/stats.hpp"
 #include "hugepage/system.hpp"
 
+#ifndef PR_THP_DISABLE_EXCEPT_ADVISED
+#define PR_THP_DISABLE_EXCEPT_ADVISED (1 << 1)
+#endif
+
 namespace hugepage::detail {
+
+/// Whether THP is disabled for this process in a way that reaches advised memory:
+/// PR_SET_THP_DISABLE without Linux 6.18's exception for advised memory. MADV_COLLAPSE fails then.
+inline bool thp_disabled_for_process() noexcept {
+  const int disabled = ::prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0);
+  return disabled > 0 && (disabled & PR_THP_DISABLE_EXCEPT_ADVISED) == 0;
+}
 
 /// mmap aligns a hugetlb mapping to its page size and no further. For a larger alignment: find
 /// a free range so aligned (a reservation that holds no memory), free it and map the pool pages
@@ -37,8 +48,7 @@ inline void* map_hugetlb_aligned(std::size_t length, std::size_t alignment, page
 /// second), or this process has PR_SET_THP_DISABLE without the exception for advised memory
 /// (Linux 6.18, PR_THP_DISABLE_EXCEPT_ADVISED). madvise succeeds either way.
 inline bool thp_refused() noexcept {
-  const int disabled = ::prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0);
-  if (disabled > 0 && (disabled & 2) == 0) return true;
+  if (thp_disabled_for_process()) return true;
   static std::atomic<std::int64_t> checked_at{-1};
   static std::atomic<bool> never{false};
   constexpr auto relaxed = std::memory_order_relaxed;

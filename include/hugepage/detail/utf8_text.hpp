@@ -4,6 +4,10 @@
 // a scraper or parser may reject the whole document over one bad byte. Each byte that does not
 // start a well-formed sequence (Unicode's definition: no overlong forms, no surrogates, nothing
 // past U+10FFFF, no truncated sequence) becomes U+FFFD; valid text passes unchanged.
+//
+// U+FFFD makes distinct texts equal ("t\xff", "t\xfe" and "t" U+FFFD all read "t" U+FFFD): where
+// texts name things that must stay distinct (a container's label in the metrics), escaped_text()
+// writes them injectively instead, and without control characters.
 #pragma once
 
 #include <cstddef>
@@ -42,6 +46,39 @@ inline std::string valid_utf8(std::string_view text) {
     const std::size_t n = utf8_sequence_length(text.substr(i));
     if (n == 0) {
       out += "\xEF\xBF\xBD";
+      ++i;
+    } else {
+      out.append(text.data() + i, n);
+      i += n;
+    }
+  }
+  return out;
+}
+
+/// `text` as valid UTF-8 without control characters, injectively: a backslash becomes two
+/// backslashes; each byte that starts no well-formed sequence, and each byte of a control character
+/// (U+0000 to U+001F, U+007F, U+0080 to U+009F), becomes a backslash, 'x' and two upper-case hex
+/// digits (byte FF: \xFF). Reading those back gives `text`, so distinct texts stay distinct;
+/// everything else, U+FFFD included, passes unchanged.
+inline std::string escaped_text(std::string_view text) {
+  static constexpr char hex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(text.size());
+  const auto escape = [&out](unsigned char byte) {
+    out += "\\x";
+    out += hex[byte >> 4];
+    out += hex[byte & 0xF];
+  };
+  for (std::size_t i = 0; i < text.size();) {
+    const std::size_t n = utf8_sequence_length(text.substr(i));
+    const auto b = static_cast<unsigned char>(text[i]);
+    const bool c1 = n == 2 && b == 0xC2 && static_cast<unsigned char>(text[i + 1]) < 0xA0;
+    if (n == 0 || b < 0x20 || b == 0x7F || c1) {
+      for (std::size_t k = 0; k < (n == 0 ? 1 : n); ++k)
+        escape(static_cast<unsigned char>(text[i + k]));
+      i += n == 0 ? 1 : n;
+    } else if (b == '\\') {
+      out += "\\\\";
       ++i;
     } else {
       out.append(text.data() + i, n);
