@@ -265,11 +265,4 @@ void with_inner(alloc_kind k, std::size_t pool_bytes, std::string& which, Fn&& f
   }
 }
 
-// ---- fragment first (scenario 3) ----------------------------------------------------------------
-
-/// Fragments the machine's free memory before a scenario builds (bench/fragmenter.hpp, connected
-/// where it exists). Returns what must stay alive while the scenario runs (the child holding the
-/// fragments), or nullptr with `why` set when it cannot. Unset: the fragmented rows are skipped.
-inline std::function<std::shared_ptr<void>(std::string& why)> fragment_first;
-
 }  // namespace hugepage_bench
