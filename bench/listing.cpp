@@ -116,7 +116,7 @@ void print_registry_json() {
 }
 
 // One block per family, families in the order of their first suite.
-void print_machine_facts_json() {
+int print_machine_facts_json() {
   const hugepage::system_state sys = hugepage::read_system_state(/*probe=*/false);
   const auto text = [](const std::optional<std::string>& s) {
     return s ? json_string(*s) : std::string("null");
@@ -136,6 +136,7 @@ void print_machine_facts_json() {
       sys.thp.pmd_mode ? json_string(hugepage::name_of(*sys.thp.pmd_mode)) : "null",
       text(sys.thp.enabled), text(sys.thp.pmd_enabled), text(sys.thp.defrag),
       number(sys.thp.pmd_bytes), pools, pools.empty() ? "" : "\n  ");
+  return 0;
 }
 
 void print_registry_text() {

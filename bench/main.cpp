@@ -407,11 +407,8 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  if (o.machine_facts) {
-    if (!o.list_json) usage_error("--machine-facts prints JSON: add --json");
-    print_machine_facts_json();
-    return 0;
-  }
+  if (o.machine_facts && !o.list_json) usage_error("--machine-facts prints JSON: add --json");
+  if (o.machine_facts) return print_machine_facts_json();
   if (o.list_json) usage_error("--json goes with --list or --machine-facts");
   if (o.headroom) {
     std::vector<std::size_t> sizes = o.sizes;
@@ -512,7 +509,6 @@ int main(int argc, char** argv) {
   add_context("kernel", sys.kernel_release);
   add_context("thp_enabled", sys.thp.enabled.value_or("unreadable"));
   add_context("thp_defrag", sys.thp.defrag.value_or("unreadable"));
-  // What the two switches decide for 2 MiB THP (the per-size one overrides `enabled`).
   add_context("thp_mode", sys.thp.pmd_mode ? hugepage::name_of(*sys.thp.pmd_mode) : "unreadable");
   add_context("madv_collapse", hugepage::name_of(sys.collapse));
   add_context("hugetlb_pools", describe_pools());
