@@ -188,15 +188,13 @@ struct rss_figures {
 // RSS plus this process's hugetlb pages, which the kernel leaves out of RSS (statm, VmRSS).
 inline rss_figures read_rss() {
   const std::string status = read_text("/proc/self/status");
-  const std::string statm = read_text("/proc/self/statm");
-  unsigned long size = 0, resident = 0;
   rss_figures r;
   const double hugetlb = static_cast<double>(kb_field(status, "HugetlbPages").value_or(0));
-  if (std::sscanf(statm.c_str(), "%lu %lu", &size, &resident) == 2) {
-    r.rss_mib =
-        (static_cast<double>(resident) * static_cast<double>(hugepage::os::base_page_size()) +
-         hugetlb) /
-        mib;
+  if (const std::optional<hugepage::statm_pages> statm = hugepage::read_statm()) {
+    r.rss_mib = (static_cast<double>(statm->resident) *
+                     static_cast<double>(hugepage::os::base_page_size()) +
+                 hugetlb) /
+                mib;
   }
   r.peak_rss_mib = (static_cast<double>(kb_field(status, "VmHWM").value_or(0)) + hugetlb) / mib;
   return r;

@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "hugepage/system.hpp"
 #include "latency.hpp"
 #include "modes.hpp"
 #include "registry.hpp"
@@ -115,6 +118,29 @@ void print_registry_json() {
 }
 
 // One block per family, families in the order of their first suite.
+int print_machine_facts_json() {
+  const hugepage::system_state sys = hugepage::read_system_state(/*probe=*/false);
+  const auto text = [](const std::optional<std::string>& s) {
+    return s ? json_string(*s) : std::string("null");
+  };
+  const auto number = [](const std::optional<std::uint64_t>& n) {
+    return n ? std::to_string(*n) : std::string("null");
+  };
+  std::string pools;
+  for (const hugepage::hugetlb_pool& p : sys.pools) {
+    pools += fmt::format("{}\n    {{\"page_bytes\": {}, \"total\": {}, \"free\": {}}}",
+                         pools.empty() ? "" : ",", p.page_bytes, number(p.total), number(p.free));
+  }
+  fmt::print(
+      "{{\n  \"kernel\": {},\n  \"thp\": {{\"mode\": {}, \"enabled\": {}, \"pmd_enabled\": {}, "
+      "\"defrag\": {}, \"pmd_bytes\": {}}},\n  \"pools\": [{}{}]\n}}\n",
+      json_string(sys.kernel_release),
+      sys.thp.pmd_mode ? json_string(hugepage::name_of(*sys.thp.pmd_mode)) : "null",
+      text(sys.thp.enabled), text(sys.thp.pmd_enabled), text(sys.thp.defrag),
+      number(sys.thp.pmd_bytes), pools, pools.empty() ? "" : "\n  ");
+  return 0;
+}
+
 void print_registry_text() {
   std::vector<std::string> families;
   for (const suite_info& s : registry()) {

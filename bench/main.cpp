@@ -7,7 +7,8 @@
 // the project's other benchmark programs, `--list --json` prints the registry for the runner.
 // --paired runs the suites that declare contenders with all of them in one process, rows
 // BM_<Suite>/paired/<bytes> (paired.cpp); --headroom prints what huge pages save a dependent
-// chase at the working sets (headroom.cpp), for the runner's machine header.
+// chase at the working sets (headroom.cpp), and --machine-facts --json the kernel, the effective
+// THP mode and the pools as the library reads them (listing.cpp), for the runner's machine header.
 //
 // Counters per row: page_faults (per iteration), page_walks_per_op / dtlb_loads_per_op /
 // cycles_per_op / instructions_per_op only where the PMU counts them, coverage_pct (huge-page
@@ -16,7 +17,7 @@
 //
 // Flags of our own (removed before google-benchmark sees argv): --list [--json], --quick,
 // --sizes=4M,64M,1G, --allocators=std,thp,..., --suites=FlatHashMap_Lookup,..., --cpu=N,
-// --paired [--rounds=N] [--round-seconds=S], --headroom.
+// --paired [--rounds=N] [--round-seconds=S], --headroom, --machine-facts --json.
 // Everything else goes to google-benchmark (--benchmark_repetitions, --benchmark_format=json,
 // --benchmark_out, ...).
 #include <benchmark/benchmark.h>
@@ -63,6 +64,7 @@ struct options {
   bool list = false;
   bool list_json = false;
   bool headroom = false;
+  bool machine_facts = false;
   bool paired = false;
   paired_options pairing;
   std::optional<int> cpu;
@@ -185,6 +187,8 @@ options parse_flags(int& argc, char** argv) {
       o.list_json = true;
     } else if (std::strcmp(arg, "--headroom") == 0) {
       o.headroom = true;
+    } else if (std::strcmp(arg, "--machine-facts") == 0) {
+      o.machine_facts = true;
     } else if (std::strcmp(arg, "--paired") == 0) {
       o.paired = true;
     } else if (const char* rounds = value_of(arg, "--rounds")) {
@@ -403,7 +407,9 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  if (o.list_json) usage_error("--json goes with --list");
+  if (o.machine_facts && !o.list_json) usage_error("--machine-facts prints JSON: add --json");
+  if (o.machine_facts) return print_machine_facts_json();
+  if (o.list_json) usage_error("--json goes with --list or --machine-facts");
   if (o.headroom) {
     std::vector<std::size_t> sizes = o.sizes;
     if (!o.sizes_given) {
@@ -504,6 +510,7 @@ int main(int argc, char** argv) {
   add_context("kernel", sys.kernel_release);
   add_context("thp_enabled", sys.thp.enabled.value_or("unreadable"));
   add_context("thp_defrag", sys.thp.defrag.value_or("unreadable"));
+  add_context("thp_mode", sys.thp.pmd_mode ? hugepage::name_of(*sys.thp.pmd_mode) : "unreadable");
   add_context("madv_collapse", hugepage::name_of(sys.collapse));
   add_context("hugetlb_pools", describe_pools());
   add_context("mem_available_mib", std::to_string(available / mib));

@@ -13,6 +13,11 @@ namespace hugepage_bench {
 void print_registry_text();
 /// Prints the registry as JSON for bench/runner.
 void print_registry_json();
+/// Prints the machine facts bench/runner shows in its header, as the library reads them: the
+/// kernel release, THP (thp_mode: what `enabled` and the PMD size's per-size switch decide, and the
+/// switches themselves), the hugetlb pools. JSON; a file that cannot be read is null. Returns the
+/// exit status.
+int print_machine_facts_json();
 
 /// Rounds of --paired: at least `rounds`, and more until `round_seconds` of rounds have passed
 /// (at most paired_max_rounds). A ratio near 1 needs many rounds to settle: a round's ratio

@@ -115,9 +115,7 @@ double label_coverage_pct() {
 // One khugepaged period: it sleeps scan_sleep_millisecs between passes of pages_to_scan pages.
 // At most 10 s, so that the stage stays short on a machine with a longer period.
 std::chrono::milliseconds khugepaged_period() {
-  const std::string text =
-      read_text("/sys/kernel/mm/transparent_hugepage/khugepaged/scan_sleep_millisecs");
-  const auto ms = hugepage::detail::parse_u64(text);
+  const auto ms = hugepage::read_thp_settings().scan_sleep_millisecs;
   const std::chrono::milliseconds most{10000};
   return ms ? std::min(std::chrono::milliseconds(static_cast<long>(*ms)), most) : most;
 }

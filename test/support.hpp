@@ -182,19 +182,13 @@ inline bool fail_syscall(std::uint32_t nr, std::uint32_t error,
 class scratch_cgroup {
  public:
   explicit scratch_cgroup(const char* controller) {
-    std::error_code ec;
-    const std::string mountinfo = hugepage::detail::read_file("/proc/self/mountinfo", ec);
     std::string v1_root, v2_root;
-    for (const std::string_view line : hugepage::detail::split(mountinfo, '\n')) {
-      const auto fields = hugepage::detail::split(line, ' ');
-      std::size_t dash = 0;
-      while (dash < fields.size() && fields[dash] != "-") ++dash;
-      if (dash < 6 || dash + 4 > fields.size()) continue;
-      const std::string point = hugepage::detail::unescape_mount_field(fields[4]);
-      if (fields[dash + 1] == "cgroup2" && v2_root.empty()) v2_root = point;
-      if (fields[dash + 1] == "cgroup" && v1_root.empty() &&
-          hugepage::detail::has_token(fields[dash + 3], controller, ',')) {
-        v1_root = point;
+    for (const hugepage::mount_info& m :
+         hugepage::read_mountinfo().value_or(std::vector<hugepage::mount_info>{})) {
+      if (m.fstype == "cgroup2" && v2_root.empty()) v2_root = m.point;
+      if (m.fstype == "cgroup" && v1_root.empty() &&
+          hugepage::detail::has_token(m.super_options, controller, ',')) {
+        v1_root = m.point;
       }
     }
     std::string root = v1_root;
@@ -354,11 +348,8 @@ inline bool is_aligned(const void* p, std::size_t alignment) {
 
 /// Resident set size of this process, from /proc/self/statm.
 inline std::size_t rss_bytes() {
-  std::error_code ec;
-  const std::string text = hugepage::detail::read_file("/proc/self/statm", ec);
-  unsigned long size = 0, resident = 0;
-  if (ec || std::sscanf(text.c_str(), "%lu %lu", &size, &resident) != 2) return 0;
-  return resident * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  const auto statm = hugepage::read_statm();
+  return statm ? statm->resident * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE)) : 0;
 }
 
 // Forks a child that runs `body` and _exits with its result; returns the child's pid (-1: no fork).

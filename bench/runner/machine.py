@@ -1,7 +1,8 @@
 """The machine header: what the benchmark's JSON context says (CPU, kernel, THP, pools, counters,
-the dTLB encoding cross-check), and what the runner reads itself where the context is silent."""
+the dTLB encoding cross-check), and where the context is silent, what the binary says the library
+reads (`hugepage_bench --machine-facts --json`): the runner reads no kernel file itself but the
+CPU model."""
 
-import glob
 import json
 import os
 import platform
@@ -30,6 +31,50 @@ def measure_headroom(bench, sizes, cpu=None):
         log(f"headroom: {e}")
         return {"problem": f"{' '.join(cmd)}: {e}"}
     return data
+
+
+def machine_facts(bench):
+    """`bench --machine-facts --json`: {"kernel", "thp": {"mode", "enabled", "pmd_enabled",
+    "defrag", "pmd_bytes"}, "pools": [{"page_bytes", "total", "free"}]}, or {"problem": why}."""
+    cmd = [str(bench), "--machine-facts", "--json"]
+    try:
+        r = subprocess.run(cmd, env=clean_env({}), capture_output=True, text=True, timeout=60)
+        if r.returncode != 0:
+            raise ValueError(f"exit status {r.returncode}: {r.stderr.strip()}")
+        data = json.loads(r.stdout)
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, subprocess.TimeoutExpired, ValueError) as e:
+        log(f"machine facts: {e}")
+        return {"problem": f"{' '.join(cmd)}: {e}"}
+    return data
+
+
+def facts_lines(facts, keys):
+    """What `facts` (machine_facts()) adds to a header whose context has `keys` (lower case):
+    {name: text} for the kernel, THP and pools where the context says nothing of them."""
+    own = {}
+    if "problem" in facts:
+        if "kernel" not in keys or "thp" not in keys:
+            own["machine facts"] = f"not read ({facts['problem']})"
+        return own
+    if "kernel" not in keys:
+        own["kernel"] = facts.get("kernel") or "?"
+    if "thp" not in keys:
+        thp = facts.get("thp") or {}
+        switch = thp.get("pmd_enabled")
+        own["thp"] = (f"{thp.get('mode') or '?'} for 2 MiB pages (enabled={thp.get('enabled') or '?'}"
+                      + (f", hugepages-2048kB/enabled={switch}" if switch else "")
+                      + f") defrag={thp.get('defrag') or '?'}")
+    if "pool" not in keys and "hugetlb" not in keys:
+        own["hugetlb pools"] = "; ".join(
+            f"{fmt_size(p['page_bytes'])}: {_count(p.get('total'))} total, "
+            f"{_count(p.get('free'))} free" for p in facts.get("pools") or [])
+    return own
+
+
+def _count(n):
+    return "?" if n is None else str(n)
 
 
 def headroom_line(headroom):
@@ -63,22 +108,16 @@ def machine_lines(context, args):
         cpuinfo = read_text("/proc/cpuinfo")
         m = re.search(r"^model name\s*:\s*(.*)$", cpuinfo, re.M)
         own["cpu_model"] = m.group(1) if m else platform.processor()
-    if "kernel" not in keys:
-        own["kernel"] = platform.release()
-    if "thp" not in keys:
-        own["thp"] = (f"enabled={_bracket(read_text('/sys/kernel/mm/transparent_hugepage/enabled'))} "
-                      f"defrag={_bracket(read_text('/sys/kernel/mm/transparent_hugepage/defrag'))}")
-    if "pool" not in keys and "hugetlb" not in keys:
-        pools = []
-        for d in sorted(glob.glob("/sys/kernel/mm/hugepages/hugepages-*kB")):
-            kb = int(re.search(r"(\d+)kB", d).group(1))
-            pools.append(f"{fmt_size(kb << 10)}: {read_text(d + '/nr_hugepages')} total, "
-                         f"{read_text(d + '/free_hugepages')} free")
-        own["hugetlb pools"] = "; ".join(pools)
+    if "kernel" not in keys or "thp" not in keys or ("pool" not in keys and "hugetlb" not in keys):
+        facts = getattr(args, "machine_facts", None)
+        if facts is None:
+            facts = machine_facts(args.bench) if getattr(args, "bench", None) else {
+                "problem": "no benchmark binary to ask"}
+        own.update(facts_lines(facts, keys))
     for k, v in custom.items():
         lines.append(f"  {k}: {v}")
     for k, v in own.items():
-        lines.append(f"  {k}: {v}  (read by run.py)")
+        lines.append(f"  {k}: {v}  ({'read by run.py' if k == 'cpu_model' else 'hugepage_bench --machine-facts'})")
     headroom = headroom_line(getattr(args, "headroom", None))
     if headroom:
         lines.append(headroom)
@@ -90,8 +129,3 @@ def machine_lines(context, args):
                      + (f"; caches: {cache_txt}" if cache_txt else "")
                      + f"; host {context.get('host_name')}; load avg {context.get('load_avg')}")
     return lines
-
-
-def _bracket(text):
-    m = re.search(r"\[(\w[\w+]*)\]", text)
-    return m.group(1) if m else text or "?"

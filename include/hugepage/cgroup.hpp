@@ -33,6 +33,7 @@
 
 #include "hugepage/detail/cgroup_files.hpp"
 #include "hugepage/detail/proc_file.hpp"
+#include "hugepage/kernel_files.hpp"
 
 namespace hugepage {
 
@@ -125,25 +126,86 @@ enum class hugetlb_charge : unsigned char {
   reservation,  ///< hugetlb.<size>.rsvd.max (v1: rsvd.limit_in_bytes): charged at mmap
 };
 
+/// The kernel's name of a hugetlb page size in cgroup file names: 2 MiB -> "2MB", 1 GiB -> "1GB",
+/// 64 KiB -> "64KB".
+inline std::string hugetlb_cgroup_size_name(std::size_t page_bytes) {
+  return detail::hugetlb_cgroup_size_name(page_bytes);
+}
+
+/// What the hugetlb cgroup files of one charge, one page size and one cgroup say.
+struct hugetlb_charge_files {
+  /// The limit file (parse_cgroup_limit): empty when absent, unreadable or malformed; holding
+  /// nullopt when it sets no limit ("max", v1's "unlimited").
+  std::optional<std::optional<std::uint64_t>> limit;
+  std::optional<std::uint64_t> usage;  ///< bytes charged now; empty when unreadable
+  bool unreadable = false;             ///< the limit file exists but could not be read
+};
+
+/// The name of a hugetlb cgroup file in a v2 (`v2`) or v1 hierarchy: the limit of `charge`
+/// ("hugetlb.2MB.max", "hugetlb.2MB.rsvd.limit_in_bytes") or, with `usage`, its usage
+/// ("hugetlb.2MB.current", "hugetlb.2MB.rsvd.usage_in_bytes").
+inline std::string hugetlb_cgroup_file(std::size_t page_bytes, hugetlb_charge charge, bool v2,
+                                       bool usage) {
+  return "hugetlb." + detail::hugetlb_cgroup_size_name(page_bytes) +
+         (charge == hugetlb_charge::reservation ? ".rsvd" : "") +
+         (usage ? (v2 ? ".current" : ".usage_in_bytes") : (v2 ? ".max" : ".limit_in_bytes"));
+}
+
+/// Reads the limit and usage files of `charge` on pages of `page_bytes` in the cgroup
+/// `directory` (an absolute path, read under `root`: "" for the live system) of a v2 (`v2`) or v1
+/// hierarchy. Thread-safe.
+inline hugetlb_charge_files read_hugetlb_charge(const std::string& directory,
+                                                std::size_t page_bytes, hugetlb_charge charge,
+                                                bool v2, const std::string& root = "") {
+  hugetlb_charge_files files;
+  std::error_code ec;
+  const std::string base = root + directory + "/";
+  const std::string limit =
+      detail::read_file((base + hugetlb_cgroup_file(page_bytes, charge, v2, false)).c_str(), ec);
+  if (!ec) {
+    files.limit = parse_cgroup_limit(limit);
+  } else if (ec != std::errc::no_such_file_or_directory) {
+    files.unreadable = true;
+  }
+  const std::string usage =
+      detail::read_file((base + hugetlb_cgroup_file(page_bytes, charge, v2, true)).c_str(), ec);
+  if (!ec) files.usage = detail::parse_u64(usage);
+  return files;
+}
+
+/// How often the fault-time hugetlb limit on pages of `page_bytes` refused a charge in the cgroup
+/// `directory` (under `root`): v2 hugetlb.<size>.events "max N", v1 hugetlb.<size>.failcnt. Empty
+/// when the file cannot be read or says nothing. Thread-safe.
+inline std::optional<std::uint64_t> read_hugetlb_refusals(const std::string& directory,
+                                                          std::size_t page_bytes, bool v2,
+                                                          const std::string& root = "") {
+  std::error_code ec;
+  const std::string text = detail::read_file(
+      (root + directory + "/hugetlb." + detail::hugetlb_cgroup_size_name(page_bytes) +
+       (v2 ? ".events" : ".failcnt"))
+          .c_str(),
+      ec);
+  if (ec) return std::nullopt;
+  return v2 ? parse_cgroup_events_max(text) : detail::parse_u64(text);
+}
+
 /// The hugetlb cgroup limit on pages of `page_bytes` with the least headroom along this process's
 /// hierarchy, for `charge`. Thread-safe.
 inline cgroup_limit_search hugetlb_limit(std::size_t page_bytes, hugetlb_charge charge) {
   cgroup_limit_search search;
   const std::vector<std::string>& directories = detail::cgroup_directories("hugetlb");
   search.readable = !directories.empty();
-  const std::string prefix = "/hugetlb." + detail::hugetlb_cgroup_size_name(page_bytes) +
-                             (charge == hugetlb_charge::reservation ? ".rsvd" : "");
   for (const std::string& dir : directories) {
-    const bool v1 = detail::is_v1_directory(dir, (prefix.substr(1) + ".usage_in_bytes").c_str());
-    const std::string limit_file = dir + prefix + (v1 ? ".limit_in_bytes" : ".max");
-    const std::string usage_file = dir + prefix + (v1 ? ".usage_in_bytes" : ".current");
-    bool unreadable = false;
-    const auto limit = detail::read_limit(limit_file, unreadable);
-    if (unreadable) search.readable = false;
-    if (!limit) continue;
+    // A v1 directory names its files the v1 way; v2 levels without the controller have neither.
+    const bool v1 =
+        detail::read_u64((dir + "/" + hugetlb_cgroup_file(page_bytes, charge, false, true)).c_str())
+            .has_value();
+    const hugetlb_charge_files files = read_hugetlb_charge(dir, page_bytes, charge, !v1);
+    if (files.unreadable) search.readable = false;
+    if (!files.limit || !*files.limit) continue;
     detail::keep_tightest(
-        search,
-        cgroup_limit{limit_file, *limit, detail::read_u64(usage_file.c_str()).value_or(0), 0});
+        search, cgroup_limit{dir + "/" + hugetlb_cgroup_file(page_bytes, charge, !v1, false),
+                             **files.limit, files.usage.value_or(0), 0});
   }
   return search;
 }
@@ -152,12 +214,6 @@ inline cgroup_limit_search hugetlb_limit(std::size_t page_bytes, hugetlb_charge 
 // For tools that report on any process (hugepage-doctor): the lookup hugetlb_limit() and
 // memory_limit() do for this process, on a given /proc/PID/cgroup and mountinfo text (so a tool
 // can also read a captured tree).
-
-/// The kernel's name of a hugetlb page size in cgroup file names: 2 MiB -> "2MB", 1 GiB -> "1GB",
-/// 64 KiB -> "64KB".
-inline std::string hugetlb_cgroup_size_name(std::size_t page_bytes) {
-  return detail::hugetlb_cgroup_size_name(page_bytes);
-}
 
 /// The directories of the cgroup that `cgroup_text` (a /proc/PID/cgroup) names for `controller`
 /// ("hugetlb", "memory"), innermost first, up to and including the hierarchy's mount point, where
@@ -168,6 +224,13 @@ inline std::vector<std::string> cgroup_directories_of(std::string_view controlle
                                                       std::string_view cgroup_text,
                                                       std::string_view mountinfo_text) {
   return detail::cgroup_directories(controller, cgroup_text, mountinfo_text);
+}
+
+/// cgroup_directories_of() over the parsed files (parse_proc_cgroup(), parse_mountinfo()).
+inline std::vector<std::string> cgroup_directories_of(std::string_view controller,
+                                                      const std::vector<proc_cgroup_line>& cgroups,
+                                                      const std::vector<mount_info>& mounts) {
+  return detail::cgroup_directories(controller, cgroups, mounts);
 }
 
 }  // namespace hugepage

@@ -15,6 +15,7 @@
 //   metrics.hpp    write_metrics(): Prometheus text and JSON from inside the service
 //   system.hpp     THP settings, hugetlb pools, MADV_COLLAPSE support
 //   cgroup.hpp     the memory and hugetlb cgroup limits this process runs under
+//   kernel_files.hpp  one parser and one reader per kernel file (mountinfo, cgroup, statm, ...)
 //   errors.hpp     the exceptions: allocation_error, pool_exhausted and the cgroup refusals
 //   refusal.hpp    why hugetlb pages were refused, in words, and the command that sizes a pool
 //   stats.hpp      what the library has mapped
@@ -31,6 +32,7 @@
 #include "hugepage/cgroup.hpp"
 #include "hugepage/collapse.hpp"
 #include "hugepage/errors.hpp"
+#include "hugepage/kernel_files.hpp"
 #include "hugepage/label.hpp"
 #include "hugepage/metrics.hpp"
 #include "hugepage/os.hpp"

@@ -46,7 +46,6 @@
 // stays THP-advised, the failure is counted once and the call is not made again).
 #pragma once
 
-#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -56,6 +55,7 @@
 #include <cstdio>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -66,6 +66,7 @@
 #include "hugepage/detail/mapping_steps.hpp"
 #include "hugepage/detail/small_blocks.hpp"
 #include "hugepage/errors.hpp"
+#include "hugepage/kernel_files.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/page_size.hpp"
 #include "hugepage/refusal.hpp"
@@ -213,12 +214,8 @@ class strategy {
   /// mmap could land in the hole; there, such blocks take whole 1 GiB pages instead. Read once.
   static bool fixed_mapping_keeps_range_on_failure() noexcept {
     static const bool keeps = [] {
-      utsname names{};
-      unsigned major = 0, minor = 0;
-      if (::uname(&names) != 0 || std::sscanf(names.release, "%u.%u", &major, &minor) != 2) {
-        return false;
-      }
-      return major > 6 || (major == 6 && minor >= 12);
+      const std::optional<kernel_version> version = parse_kernel_version(kernel_release());
+      return version && version->at_least(6, 12);
     }();
     return keeps;
   }

@@ -6,23 +6,26 @@
 //   /sys/kernel/mm/transparent_hugepage/khugepaged/{max_ptes_none,scan_sleep_millisecs,...}
 //   /sys/kernel/mm/hugepages/hugepages-<kB>kB/{nr,free,resv,surplus,nr_overcommit}_hugepages
 //   /sys/devices/system/node/node<N>/hugepages/... (per NUMA node; no resv there)
+// Each reader of files takes `root`: "" for the live system, else a directory holding a copy of
+// the tree (kernel_files.hpp lists the parser and reader of each kernel file).
 // A file that cannot be read is reported as an empty optional, never as a made-up zero.
 #pragma once
 
 #include <dirent.h>
-#include <sys/utsname.h>
 
 #include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "hugepage/detail/proc_file.hpp"
+#include "hugepage/kernel_files.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/page_size.hpp"
 
@@ -86,6 +89,14 @@ struct thp_settings {
   std::optional<bool> khugepaged_defrag;
 };
 
+/// One size of multi-size THP (Linux 6.8+): transparent_hugepage/hugepages-<kB>kB/.
+struct mthp_size {
+  std::size_t page_bytes = 0;
+  std::string enabled;        ///< anonymous: always | inherit | madvise | never ("" when absent)
+  std::string shmem_enabled;  ///< shmem/tmpfs: always | inherit | within_size | advise | never
+  std::map<std::string, std::uint64_t> stats;  ///< the stats/ counters (anon_fault_alloc, ...)
+};
+
 /// Whether MADV_COLLAPSE works here.
 enum class collapse_support {
   works,        ///< a probe collapsed a populated 2 MiB range
@@ -114,16 +125,29 @@ struct system_state {
 };
 
 namespace detail {
-inline std::string pool_directory(std::size_t page_bytes, std::optional<int> node) {
+/// The directory of THP's switches; per size: hugepages-<kB>kB/ in it (Linux 6.8+).
+inline constexpr const char* thp_directory = "/sys/kernel/mm/transparent_hugepage/";
+/// The directory of the system-wide hugetlb pools: hugepages-<kB>kB/ in it.
+inline constexpr const char* pools_directory = "/sys/kernel/mm/hugepages";
+
+inline std::string pool_directory(std::size_t page_bytes, std::optional<int> node,
+                                  const std::string& root = "") {
   char path[160];
   if (node) {
     std::snprintf(path, sizeof path, "/sys/devices/system/node/node%d/hugepages/hugepages-%zukB/",
                   *node, page_bytes / units::kib);
   } else {
-    std::snprintf(path, sizeof path, "/sys/kernel/mm/hugepages/hugepages-%zukB/",
+    std::snprintf(path, sizeof path, "%s/hugepages-%zukB/", pools_directory,
                   page_bytes / units::kib);
   }
-  return path;
+  return root + path;
+}
+
+/// hpage_pmd_size's value if it is a power of two at least the base page size, else 2 MiB (the
+/// file is absent without THP; 512 MiB on arm64 with 64 KiB base pages).
+inline std::size_t valid_thp_bytes(std::optional<std::uint64_t> value) noexcept {
+  const std::size_t v = value ? static_cast<std::size_t>(*value) : 0;
+  return v >= os::base_page_size() && (v & (v - 1)) == 0 ? v : 2 * units::mib;
 }
 inline std::optional<std::uint64_t> read_u64_in(const std::string& dir, const char* name) {
   return read_u64((dir + name).c_str());
@@ -165,9 +189,11 @@ inline std::optional<thp_mode> read_thp_mode_at(const char* top_path,
 
 /// Reads the hugetlb pool of `page_bytes` (system-wide, or of NUMA `node`). Returns nullopt when
 /// the kernel has no such pool. Thread-safe.
+/// `root`: where to read ("" for the live system, else a copy of the tree).
 inline std::optional<hugetlb_pool> read_pool(std::size_t page_bytes,
-                                             std::optional<int> node = std::nullopt) {
-  const std::string dir = detail::pool_directory(page_bytes, node);
+                                             std::optional<int> node = std::nullopt,
+                                             const std::string& root = "") {
+  const std::string dir = detail::pool_directory(page_bytes, node, root);
   hugetlb_pool pool;
   pool.page_bytes = page_bytes;
   pool.node = node;
@@ -184,8 +210,7 @@ inline std::optional<hugetlb_pool> read_pool(std::size_t page_bytes,
 inline std::optional<hugetlb_pool> read_pool(page_size size) { return read_pool(bytes_of(size)); }
 
 /// Lists the page sizes (bytes, ascending) that have a hugetlb pool under `directory`.
-inline std::vector<std::size_t> pool_page_sizes(
-    const char* directory = "/sys/kernel/mm/hugepages") {
+inline std::vector<std::size_t> pool_page_sizes(const char* directory = detail::pools_directory) {
   std::vector<std::size_t> sizes;
   DIR* dir = ::opendir(directory);
   if (dir == nullptr) return sizes;
@@ -202,10 +227,9 @@ inline std::vector<std::size_t> pool_page_sizes(
 /// on arm64 with 64 KiB base pages). Thread-safe.
 inline std::size_t thp_page_bytes() noexcept {
   static const std::size_t bytes = [] {
-    const auto value = detail::read_u64("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size");
-    const std::size_t v = value ? static_cast<std::size_t>(*value) : 0;
-    // Accept only a power of two at least the base page size.
-    return v >= os::base_page_size() && (v & (v - 1)) == 0 ? v : 2 * units::mib;
+    char path[96];  // no allocation: this function is noexcept
+    std::snprintf(path, sizeof path, "%shpage_pmd_size", detail::thp_directory);
+    return detail::valid_thp_bytes(detail::read_u64(path));
   }();
   return bytes;
 }
@@ -214,21 +238,25 @@ inline std::size_t thp_page_bytes() noexcept {
 /// thp_page_bytes(), else the top-level `enabled`. Empty when the files say nothing readable
 /// (a kernel without CONFIG_TRANSPARENT_HUGEPAGE). Allocates nothing; thread-safe.
 inline std::optional<thp_mode> read_thp_mode() noexcept {
-  static const std::array<char, 96> per_size_path = [] {
-    std::array<char, 96> path{};
-    std::snprintf(path.data(), path.size(),
-                  "/sys/kernel/mm/transparent_hugepage/hugepages-%zukB/enabled",
-                  thp_page_bytes() / 1024);
-    return path;
+  struct paths {
+    std::array<char, 96> top{};
+    std::array<char, 96> per_size{};
+  };
+  static const paths files = [] {
+    paths p;
+    std::snprintf(p.top.data(), p.top.size(), "%senabled", detail::thp_directory);
+    std::snprintf(p.per_size.data(), p.per_size.size(), "%shugepages-%zukB/enabled",
+                  detail::thp_directory, thp_page_bytes() / 1024);
+    return p;
   }();
-  return detail::read_thp_mode_at("/sys/kernel/mm/transparent_hugepage/enabled",
-                                  per_size_path.data());
+  return detail::read_thp_mode_at(files.top.data(), files.per_size.data());
 }
 
-/// Reads the THP settings.
-inline thp_settings read_thp_settings() {
-  constexpr const char* thp = "/sys/kernel/mm/transparent_hugepage/";
-  const std::string base = thp;
+/// Reads the THP settings under `root` ("" for the live system, else a copy of the tree): the
+/// mode files, hpage_pmd_size, the per-size switch of the PMD size, khugepaged's numbers. The
+/// effective mode comes from the same parser as read_thp_mode()'s (detail::effective_thp_mode).
+inline thp_settings read_thp_settings(const std::string& root = "") {
+  const std::string base = root + detail::thp_directory;
   const auto mode = [&](const std::string& name) -> std::optional<std::string> {
     std::error_code ec;
     const std::string text = detail::read_file((base + name).c_str(), ec);
@@ -238,11 +266,15 @@ inline thp_settings read_thp_settings() {
   const auto number = [&](const char* name) { return detail::read_u64((base + name).c_str()); };
   thp_settings s;
   s.enabled = mode("enabled");
-  s.pmd_enabled = mode("hugepages-" + std::to_string(thp_page_bytes() / 1024) + "kB/enabled");
-  s.pmd_mode = read_thp_mode();
+  if (const auto pmd = number("hpage_pmd_size")) s.pmd_bytes = static_cast<std::size_t>(*pmd);
+  const std::size_t pmd_bytes =
+      root.empty() ? thp_page_bytes() : detail::valid_thp_bytes(s.pmd_bytes);
+  s.pmd_enabled = mode("hugepages-" + std::to_string(pmd_bytes / 1024) + "kB/enabled");
+  s.pmd_mode = detail::effective_thp_mode(
+      s.enabled.value_or(""),
+      s.pmd_enabled ? std::optional<std::string_view>(*s.pmd_enabled) : std::nullopt);
   s.defrag = mode("defrag");
   s.shmem_enabled = mode("shmem_enabled");
-  if (const auto pmd = number("hpage_pmd_size")) s.pmd_bytes = static_cast<std::size_t>(*pmd);
   s.max_ptes_none = number("khugepaged/max_ptes_none");
   s.max_ptes_swap = number("khugepaged/max_ptes_swap");
   s.pages_to_scan = number("khugepaged/pages_to_scan");
@@ -250,6 +282,44 @@ inline thp_settings read_thp_settings() {
   s.alloc_sleep_millisecs = number("khugepaged/alloc_sleep_millisecs");
   if (const auto defrag = number("khugepaged/defrag")) s.khugepaged_defrag = *defrag != 0;
   return s;
+}
+
+/// Reads the sizes of multi-size THP under `root` ("" for the live system): one per
+/// hugepages-<kB>kB directory, ascending, with its two switches (the bracketed word; "" when the
+/// file is absent: sizes below the anonymous minimum have shmem_enabled only) and the stats/
+/// counters it has (Linux 6.10+). Empty before Linux 6.8.
+inline std::vector<mthp_size> read_mthp_sizes(const std::string& root = "") {
+  std::vector<mthp_size> sizes;
+  const std::string base = root + detail::thp_directory;
+  DIR* d = ::opendir(base.c_str());
+  if (d == nullptr) return sizes;
+  while (const dirent* e = ::readdir(d)) {
+    unsigned long kb = 0;
+    char tail[8] = {};
+    if (std::sscanf(e->d_name, "hugepages-%lukB%7s", &kb, tail) != 1 || kb == 0) continue;
+    mthp_size m;
+    m.page_bytes = static_cast<std::size_t>(kb) * 1024;
+    const std::string dir = base + e->d_name + "/";
+    const auto mode = [&](const char* file) -> std::string {
+      std::error_code ec;
+      const std::string text = detail::read_file((dir + file).c_str(), ec);
+      return ec ? std::string() : detail::selected_mode(text);
+    };
+    m.enabled = mode("enabled");
+    m.shmem_enabled = mode("shmem_enabled");
+    for (const char* stat :
+         {"anon_fault_alloc", "anon_fault_fallback", "anon_fault_fallback_charge", "shmem_alloc",
+          "shmem_fallback", "swpout", "swpout_fallback", "split", "split_failed"}) {
+      std::error_code ec;
+      const std::string text = detail::read_file((dir + "stats/" + stat).c_str(), ec);
+      if (!ec) m.stats[stat] = detail::parse_u64(text).value_or(0);
+    }
+    sizes.push_back(std::move(m));
+  }
+  ::closedir(d);
+  std::sort(sizes.begin(), sizes.end(),
+            [](const mthp_size& a, const mthp_size& b) { return a.page_bytes < b.page_bytes; });
+  return sizes;
 }
 
 /// Tries MADV_COLLAPSE on a fresh, populated 2 MiB range and says whether it worked. Costs one
@@ -275,20 +345,14 @@ inline std::uint64_t physical_memory_bytes() noexcept {
   return pages > 0 ? static_cast<std::uint64_t>(pages) * os::base_page_size() : 0;
 }
 
-/// Returns uname's release ("6.18.44-..."), or "" when uname fails.
-inline std::string kernel_release() {
-  utsname names{};
-  if (::uname(&names) != 0) return {};
-  return names.release;
-}
-
-/// Reads the whole system state; `probe` also runs probe_collapse(). Thread-safe.
-inline system_state read_system_state(bool probe = true) {
+/// Reads the whole system state under `root` ("" for the live system, else a copy of the tree);
+/// `probe` also runs probe_collapse(), on the live system. Thread-safe.
+inline system_state read_system_state(bool probe = true, const std::string& root = "") {
   system_state state;
-  state.kernel_release = kernel_release();
-  state.thp = read_thp_settings();
-  for (const std::size_t bytes : pool_page_sizes()) {
-    if (auto pool = read_pool(bytes)) state.pools.push_back(*pool);
+  state.kernel_release = kernel_release(root);
+  state.thp = read_thp_settings(root);
+  for (const std::size_t bytes : pool_page_sizes((root + detail::pools_directory).c_str())) {
+    if (auto pool = read_pool(bytes, std::nullopt, root)) state.pools.push_back(*pool);
   }
   state.collapse = probe ? probe_collapse() : collapse_support::unknown;
   return state;

@@ -1,11 +1,7 @@
 // tools/doctor/collect_system.cpp - the system report, from the live machine (or a root tree).
-#include <dirent.h>
-
-#include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <string_view>
 
+#include "hugepage/kernel_files.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/perf_counters.hpp"
 #include "hugepage/system.hpp"
@@ -15,34 +11,38 @@ namespace hugepage::doctor {
 
 system_report collect_system(const std::string& root, bool probe) {
   system_report s;
-  // THP settings and pools come from the library, which reads the live /sys.
-  const system_state state = read_system_state(probe);
+  // THP settings, pools and the kernel release come from the library's readers, under `root`.
+  const system_state state = read_system_state(probe, root);
   s.kernel_release = state.kernel_release;
   s.thp = state.thp;
   s.pools = state.pools;
   s.collapse = state.collapse;
   s.base_page_bytes = os::base_page_size();
-  s.thp_bytes = thp_page_bytes();
+  s.thp_bytes = root.empty() ? thp_page_bytes() : detail::valid_thp_bytes(s.thp.pmd_bytes);
   for (const int node : numa_nodes(root)) {
     for (const hugetlb_pool& pool : s.pools) {
-      if (auto per_node = read_pool(pool.page_bytes, node)) s.node_pools.push_back(*per_node);
+      if (auto per_node = read_pool(pool.page_bytes, node, root)) s.node_pools.push_back(*per_node);
     }
   }
 
-  if (const auto text = read_text(root, "/proc/self/mounts")) {
-    // "tmpfs /dev/shm tmpfs rw,nosuid,nodev 0 0"; a later mount over the same point hides an
-    // earlier one.
-    std::string_view rest = *text;
-    while (!rest.empty()) {
-      const auto nl = rest.find('\n');
-      const std::string line(rest.substr(0, nl));
-      rest.remove_prefix(nl == std::string_view::npos ? rest.size() : nl + 1);
-      char point[256], type[64], options[1024];
-      if (std::sscanf(line.c_str(), "%*s %255s %63s %1023s", point, type, options) == 3 &&
-          std::string_view(point) == "/dev/shm") {
-        s.dev_shm_options =
-            std::string_view(type) == "tmpfs" ? std::optional<std::string>(options) : std::nullopt;
+  if (const auto mounts = read_mountinfo(root)) {
+    // A later mount over the same point hides an earlier one. The options as /proc/mounts shows
+    // them: the mount's, then the superblock's after its "rw"/"ro".
+    for (const mount_info& m : *mounts) {
+      if (m.point != "/dev/shm") continue;
+      if (m.fstype != "tmpfs") {
+        s.dev_shm_options = std::nullopt;
+        continue;
       }
+      std::string options = m.options;
+      const std::string_view super = m.super_options;
+      const std::size_t comma = super.find(',');
+      if (super.substr(0, comma) == "rw" || super.substr(0, comma) == "ro") {
+        if (comma != std::string_view::npos) options += std::string(super.substr(comma));
+      } else if (!super.empty()) {
+        options += "," + std::string(super);
+      }
+      s.dev_shm_options = options;
     }
   }
 
@@ -74,43 +74,13 @@ system_report collect_system(const std::string& root, bool probe) {
   }
   std::vector<std::size_t> sizes;
   for (const hugetlb_pool& pool : s.pools) sizes.push_back(pool.page_bytes);
-  if (const auto text = read_text(root, "/proc/self/cgroup")) {
-    s.cgroup = hugetlb_cgroup_report(root, *text, sizes);
+  if (const auto cgroups = read_proc_cgroup(root)) {
+    s.cgroup = hugetlb_cgroup_report(root, *cgroups, sizes);
   } else {
     s.cgroup.status = "/proc/self/cgroup unreadable";
   }
-
   // Multi-size THP (Linux 6.8+): one directory per size, with its own enabled and counters.
-  const std::string thp_dir = root + "/sys/kernel/mm/transparent_hugepage";
-  if (DIR* d = ::opendir(thp_dir.c_str())) {
-    while (const dirent* e = ::readdir(d)) {
-      unsigned long kb = 0;
-      char tail[8] = {};
-      if (std::sscanf(e->d_name, "hugepages-%lukB%7s", &kb, tail) != 1 || kb == 0) continue;
-      mthp_size m;
-      m.page_bytes = static_cast<std::size_t>(kb) * 1024;
-      const std::string dir = std::string("/sys/kernel/mm/transparent_hugepage/") + e->d_name;
-      // "always inherit madvise [never]": the bracketed word is the setting. Sizes below the
-      // anonymous minimum (8 KiB on x86) have shmem_enabled only.
-      const auto bracketed = [&](const std::string& file) -> std::string {
-        const auto text = read_text(root, dir + "/" + file);
-        return text ? detail::selected_mode(*text) : std::string();
-      };
-      m.enabled = bracketed("enabled");
-      m.shmem_enabled = bracketed("shmem_enabled");
-      for (const char* stat :
-           {"anon_fault_alloc", "anon_fault_fallback", "anon_fault_fallback_charge", "shmem_alloc",
-            "shmem_fallback", "swpout", "swpout_fallback", "split", "split_failed"}) {
-        if (const auto text = read_text(root, dir + "/stats/" + stat)) {
-          m.stats[stat] = std::strtoull(text->c_str(), nullptr, 10);
-        }
-      }
-      s.mthp.push_back(std::move(m));
-    }
-    ::closedir(d);
-    std::sort(s.mthp.begin(), s.mthp.end(),
-              [](const mthp_size& a, const mthp_size& b) { return a.page_bytes < b.page_bytes; });
-  }
+  s.mthp = read_mthp_sizes(root);
   if (const auto cpuinfo = read_text(root, "/proc/cpuinfo")) {
     // x86 names 1 GiB page support pdpe1gb; other architectures have no such flag.
     const auto flags = cpuinfo->find("\nflags");

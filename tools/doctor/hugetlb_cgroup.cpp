@@ -33,40 +33,26 @@ bool has_word(std::string_view text, std::string_view word) {
 void read_sizes(const std::string& root, const std::string& directory, bool v2, bool only_finite,
                 const std::vector<std::size_t>& page_sizes, cgroup_report& report) {
   for (const std::size_t bytes : page_sizes) {
-    const std::string prefix = directory + "/hugetlb." + hugetlb_cgroup_size_name(bytes) + ".";
     hugetlb_limit limit;
     limit.page_bytes = bytes;
     limit.version = v2 ? "v2" : "v1";
     limit.directory = directory;
-    if (const auto text = read_text(root, prefix + (v2 ? "max" : "limit_in_bytes"))) {
-      if (const auto value = parse_limit(*text)) {
-        limit.has_max = true;
-        limit.max = *value;
-      }
+    const hugetlb_charge_files fault =
+        read_hugetlb_charge(directory, bytes, hugetlb_charge::fault, v2, root);
+    const hugetlb_charge_files reservation =
+        read_hugetlb_charge(directory, bytes, hugetlb_charge::reservation, v2, root);
+    if (fault.limit) {
+      limit.has_max = true;
+      limit.max = *fault.limit;
     }
-    if (const auto text = read_text(root, prefix + (v2 ? "rsvd.max" : "rsvd.limit_in_bytes"))) {
-      if (const auto value = parse_limit(*text)) {
-        limit.has_rsvd_max = true;
-        limit.rsvd_max = *value;
-      }
+    if (reservation.limit) {
+      limit.has_rsvd_max = true;
+      limit.rsvd_max = *reservation.limit;
     }
-    const auto number = [&](const std::string& file) -> std::optional<std::uint64_t> {
-      const auto text = read_text(root, file);
-      return text ? parse_number(*text) : std::nullopt;
-    };
-    limit.current = number(prefix + (v2 ? "current" : "usage_in_bytes"));
-    limit.rsvd_current = number(prefix + (v2 ? "rsvd.current" : "rsvd.usage_in_bytes"));
-    // v2 "events": "max N", how often the limit refused (v1: failcnt).
-    if (v2) {
-      if (const auto text = read_text(root, prefix + "events")) {
-        const auto at = text->find("max ");
-        if (at == 0 || (at != std::string::npos && (*text)[at - 1] == '\n')) {
-          limit.refused = parse_number(std::string_view(*text).substr(at + 4));
-        }
-      }
-    } else {
-      limit.refused = number(prefix + "failcnt");
-    }
+    limit.current = fault.usage;
+    limit.rsvd_current = reservation.usage;
+    // How often the limit refused: v2 events "max N", v1 failcnt.
+    limit.refused = read_hugetlb_refusals(directory, bytes, v2, root);
     const bool finite = (limit.has_max && limit.max) || (limit.has_rsvd_max && limit.rsvd_max);
     if ((limit.has_max || limit.has_rsvd_max) && (finite || !only_finite)) {
       report.limits.push_back(limit);
@@ -78,19 +64,24 @@ void read_sizes(const std::string& root, const std::string& directory, bool v2, 
 
 cgroup_report hugetlb_cgroup_report(const std::string& root, std::string_view cgroup_file_text,
                                     const std::vector<std::size_t>& page_sizes) {
+  return hugetlb_cgroup_report(root, parse_proc_cgroup(cgroup_file_text), page_sizes);
+}
+
+cgroup_report hugetlb_cgroup_report(const std::string& root,
+                                    const std::vector<proc_cgroup_line>& cgroups,
+                                    const std::vector<std::size_t>& page_sizes) {
   cgroup_report report;
-  const cgroup_membership member = parse_cgroup_file(cgroup_file_text);
-  const auto mountinfo = read_text(root, "/proc/self/mountinfo");
+  const cgroup_paths member = cgroup_paths_of(cgroups, "hugetlb");
+  const auto mounts = read_mountinfo(root);
   // Innermost first, the mount point last, as the machine names them (read under `root`).
   const std::vector<std::string> directories =
-      mountinfo ? cgroup_directories_of("hugetlb", cgroup_file_text, *mountinfo)
-                : std::vector<std::string>{};
+      mounts ? cgroup_directories_of("hugetlb", cgroups, *mounts) : std::vector<std::string>{};
   // The root of a cgroup2 hierarchy lists its controllers; a v1 hierarchy has no such file.
   const auto controllers = directories.empty()
                                ? std::nullopt
                                : read_text(root, directories.back() + "/cgroup.controllers");
-  if (controllers && member.unified && has_word(*controllers, "hugetlb")) {
-    report.path = *member.unified;
+  if (controllers && member.v2 && has_word(*controllers, "hugetlb")) {
+    report.path = *member.v2;
     read_sizes(root, directories.front(), true, false, page_sizes, report);
     report.status = "v2";
     // A limit on an ancestor applies too, and the child's files do not show it: report the
@@ -99,18 +90,18 @@ cgroup_report hugetlb_cgroup_report(const std::string& root, std::string_view cg
       read_sizes(root, directories[i], true, true, page_sizes, report);
     }
     if (report.limits.empty()) {
-      report.status = *member.unified == "/" ? "v2: the root cgroup, which has no hugetlb limits"
-                                             : "v2: hugetlb limit files unreadable";
+      report.status = *member.v2 == "/" ? "v2: the root cgroup, which has no hugetlb limits"
+                                        : "v2: hugetlb limit files unreadable";
     }
     return report;
   }
-  if (!controllers && !directories.empty() && member.hugetlb) {
-    report.path = *member.hugetlb;
+  if (!controllers && !directories.empty() && member.v1) {
+    report.path = *member.v1;
     read_sizes(root, directories.front(), false, false, page_sizes, report);
     report.status = report.limits.empty() ? "v1 hugetlb controller unreadable" : "v1";
     return report;
   }
-  report.path = member.unified.value_or("");
+  report.path = member.v2.value_or("");
   report.status = "no hugetlb cgroup controller enabled for this process";
   return report;
 }

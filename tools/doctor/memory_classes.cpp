@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <string_view>
 
+#include "hugepage/kernel_files.hpp"
 #include "report.hpp"
 
 namespace hugepage::doctor {
@@ -47,23 +48,6 @@ thp_disabler thp_disabler_of(std::optional<bool> thp_enabled,
 }
 
 namespace {
-
-// mountinfo writes space, tab, newline and backslash as \ooo.
-std::string unescape(std::string_view text) {
-  std::string out;
-  const auto octal = [](char c) { return c >= '0' && c <= '7'; };
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '\\' && i + 3 < text.size() && octal(text[i + 1]) && octal(text[i + 2]) &&
-        octal(text[i + 3])) {
-      out += static_cast<char>((text[i + 1] - '0') * 64 + (text[i + 2] - '0') * 8 +
-                               (text[i + 3] - '0'));
-      i += 3;
-    } else {
-      out += text[i];
-    }
-  }
-  return out;
-}
 
 // The non-empty pieces of `text` between `separator`s.
 std::vector<std::string_view> split(std::string_view text, char separator) {
@@ -158,20 +142,14 @@ bool mallocs_with_glibc(std::string_view allocator) noexcept {
 
 std::vector<mount_entry> parse_mountinfo(std::string_view text) {
   std::vector<mount_entry> out;
-  while (!text.empty()) {
-    const auto newline = text.find('\n');
-    const std::vector<std::string_view> w = split(text.substr(0, newline), ' ');
-    text.remove_prefix(newline == std::string_view::npos ? text.size() : newline + 1);
-    // id parent dev root point options [optional...] - fstype source super-options
-    const auto dash = std::find(w.begin(), w.end(), "-");
-    if (w.size() < 5 || dash == w.end() || w.end() - dash < 4 || dash - w.begin() < 6) continue;
+  for (mount_info& mount : hugepage::parse_mountinfo(text)) {
     mount_entry m;
-    m.device = std::string(w[2]);
-    m.point = unescape(w[4]);
-    m.fstype = std::string(dash[1]);
+    m.device = std::move(mount.device);
+    m.point = std::move(mount.point);
+    m.fstype = std::move(mount.fstype);
     if (m.fstype == "tmpfs") {
       m.huge = "never";  // tmpfs's default, which mountinfo leaves out
-      for (const std::string_view option : split(dash[3], ',')) {
+      for (const std::string_view option : split(mount.super_options, ',')) {
         if (option.rfind("huge=", 0) == 0) m.huge = std::string(option.substr(5));
       }
     }

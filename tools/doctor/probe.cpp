@@ -18,6 +18,7 @@
 #include "hugepage/backing.hpp"
 #include "hugepage/cgroup.hpp"
 #include "hugepage/detail/tlb_probe.hpp"
+#include "hugepage/kernel_files.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/perf_counters.hpp"
 #include "hugepage/strategy.hpp"
@@ -32,11 +33,8 @@ namespace {
 constexpr std::size_t line_bytes = detail::probe_line_bytes;
 
 std::size_t resident_bytes() {
-  const auto statm = read_text("", "/proc/self/statm");
-  const std::size_t space = statm ? statm->find(' ') : std::string::npos;
-  if (space == std::string::npos) return 0;
-  return static_cast<std::size_t>(std::strtoull(statm->c_str() + space + 1, nullptr, 10)) *
-         os::base_page_size();
+  const std::optional<statm_pages> statm = read_statm();
+  return statm ? static_cast<std::size_t>(statm->resident) * os::base_page_size() : 0;
 }
 
 // What populating memory costs this process beyond the bytes themselves, per byte, measured on a

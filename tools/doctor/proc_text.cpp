@@ -296,22 +296,11 @@ std::map<int, numa_usage> parse_numa_maps(std::string_view text) {
 // ---- cgroups -----------------------------------------------------------------------------------
 
 cgroup_membership parse_cgroup_file(std::string_view text) {
-  const detail::proc_cgroup_paths paths = detail::parse_proc_cgroup(text, "hugetlb");
+  const cgroup_paths paths = cgroup_paths_of(parse_proc_cgroup(text), "hugetlb");
   cgroup_membership m;
   m.unified = paths.v2;
   m.hugetlb = paths.v1;
   return m;
-}
-
-std::optional<std::optional<std::uint64_t>> parse_limit(std::string_view text) {
-  text = trim(text.substr(0, text.find('\n')));
-  if (text == "max") return std::optional<std::uint64_t>{};
-  if (!all_digits(text)) return std::nullopt;
-  const auto value = parse_number(text);
-  if (!value) return std::nullopt;
-  // cgroup v1 "unlimited" is PAGE_COUNTER_MAX pages in bytes: about 2^63, rounded to a page.
-  if (*value >= (std::uint64_t{1} << 62)) return std::optional<std::uint64_t>{};
-  return std::optional<std::uint64_t>{*value};
 }
 
 std::optional<std::uint64_t> parse_number(std::string_view text) { return detail::parse_u64(text); }

@@ -4,9 +4,8 @@
 //   /proc/buddyinfo              free blocks per order and zone: can the kernel find 2 MiB now?
 //   /proc/vmstat                 THP and compaction event counters
 //   /proc/meminfo                system-wide AnonHugePages, Hugetlb, MemAvailable
-//   /proc/<pid>/cgroup           which cgroup a process is in (v1 and v2 lines)
-//   <cgroup>/hugetlb.<size>.*    hugetlb cgroup limits (v2: max, rsvd.max; v1: limit_in_bytes),
-//                                in the hierarchy the library finds (hugepage/cgroup.hpp)
+//   <cgroup>/hugetlb.<size>.*    the report of the hugetlb cgroup limits (v2: max, rsvd.max; v1:
+//                                limit_in_bytes), read by the library (hugepage/cgroup.hpp)
 //   /proc/<pid>/environ          allocator settings (MALLOC_CONF, GLIBC_TUNABLES, ...)
 //   /proc/<pid>/maps             mapped libraries: which malloc the process runs
 //   /proc/<pid>/status           Name, THP_enabled (prctl(PR_SET_THP_DISABLE), Linux 5.0+)
@@ -24,6 +23,8 @@
 #include <system_error>
 #include <utility>
 #include <vector>
+
+#include "hugepage/kernel_files.hpp"
 
 namespace hugepage::doctor {
 
@@ -116,13 +117,9 @@ struct cgroup_membership {
   std::optional<std::string> hugetlb;  ///< v1 path of the hugetlb controller
 };
 
-/// Parses /proc/<pid>/cgroup.
+/// Where /proc/<pid>/cgroup text puts a process for hugetlb (parse_proc_cgroup() and
+/// cgroup_paths_of(), kernel_files.hpp).
 cgroup_membership parse_cgroup_file(std::string_view text);
-
-/// A hugetlb cgroup file value: "max" (v2) or a number of bytes. v1 "unlimited" is a huge number;
-/// both come back as std::nullopt inside a set optional. An unparsable value is an empty outer
-/// optional.
-std::optional<std::optional<std::uint64_t>> parse_limit(std::string_view text);
 
 /// The hugetlb limits of one page size in one cgroup. Bytes; std::nullopt: no limit ("max").
 struct hugetlb_limit {
@@ -151,6 +148,10 @@ struct cgroup_report {
 /// root/proc/self/mountinfo. v2: the cgroup's own files, and the ancestors below the root that
 /// set a finite limit; v1: the cgroup's files. (hugetlb_cgroup.cpp)
 cgroup_report hugetlb_cgroup_report(const std::string& root, std::string_view cgroup_file_text,
+                                    const std::vector<std::size_t>& page_sizes);
+/// hugetlb_cgroup_report() over the parsed /proc/PID/cgroup.
+cgroup_report hugetlb_cgroup_report(const std::string& root,
+                                    const std::vector<proc_cgroup_line>& cgroups,
                                     const std::vector<std::size_t>& page_sizes);
 
 // ---- reading -----------------------------------------------------------------------------------

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <system_error>
 
+#include "hugepage/kernel_files.hpp"
 #include "report.hpp"
 
 namespace hugepage::doctor {
@@ -17,21 +18,14 @@ access_facts read_access_facts(pid_t pid) {
   f.euid = ::geteuid();
   struct stat st {};
   if (::stat(("/proc/" + std::to_string(pid)).c_str(), &st) == 0) f.target_uid = st.st_uid;
-  if (const auto mounts = read_text("", "/proc/self/mountinfo")) {
-    std::string_view text = *mounts;
-    while (!text.empty()) {
-      const auto nl = text.find('\n');
-      const std::string_view line = text.substr(0, nl);
-      text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
-      // "36 25 0:5 / /proc rw,... - proc proc rw,hidepid=invisible"
-      if (line.find(" /proc ") == std::string_view::npos ||
-          line.find(" - proc ") == std::string_view::npos) {
-        continue;
+  if (const auto mounts = read_mountinfo()) {
+    // "36 25 0:5 / /proc rw,... - proc proc rw,hidepid=invisible": the last proc mount on /proc
+    // with the option decides.
+    for (const mount_info& m : *mounts) {
+      if (m.point != "/proc" || m.fstype != "proc") continue;
+      for (const std::string_view option : detail::split(m.super_options, ',')) {
+        if (option.rfind("hidepid=", 0) == 0) f.hidepid = std::string(option.substr(8));
       }
-      const auto at = line.find("hidepid=");
-      if (at == std::string_view::npos) continue;
-      const std::string_view value = line.substr(at + 8);
-      f.hidepid = std::string(value.substr(0, value.find_first_of(", \n")));
     }
   }
   if (const auto map = read_text("", "/proc/self/uid_map")) {

@@ -91,13 +91,8 @@ inline constexpr const char* vmstat_counters[] = {
     "thp_underused_split_page",
 };
 
-/// One multi-size THP size (Linux 6.8+: transparent_hugepage/hugepages-<size>kB).
-struct mthp_size {
-  std::size_t page_bytes = 0;
-  std::string enabled;        ///< anonymous: always | inherit | madvise | never ("" when absent)
-  std::string shmem_enabled;  ///< shmem/tmpfs: always | inherit | within_size | advise | never
-  std::map<std::string, std::uint64_t> stats;  ///< the stats/ counters (anon_fault_alloc, ...)
-};
+/// One multi-size THP size: the library's (system.hpp, read_mthp_sizes()).
+using hugepage::mthp_size;
 
 /// The machine as the doctor sees it.
 struct system_report {
@@ -116,16 +111,18 @@ struct system_report {
   collapse_support collapse = collapse_support::unknown;
   bool hardware_counters = false;
   std::string counters_reason;  ///< why not, when hardware_counters is false
-  std::vector<mthp_size> mthp;  ///< ascending size; empty before Linux 6.8
+  std::vector<mthp_size> mthp;  ///< read_mthp_sizes() (system.hpp); empty before Linux 6.8
   /// x86: the CPU has 1 GiB pages (pdpe1gb in /proc/cpuinfo); nullopt: cannot tell.
   std::optional<bool> cpu_1g_pages;
-  /// The options /dev/shm is mounted with (/proc/self/mounts), so that advice to make a huge=
-  /// option persistent keeps them; nullopt when it is not a tmpfs mount here.
+  /// The options /dev/shm is mounted with (as /proc/mounts shows them: the mount's and the
+  /// superblock's, from mountinfo), so that advice to make a huge= option persistent keeps them;
+  /// nullopt when it is not a tmpfs mount here.
   std::optional<std::string> dev_shm_options;
 };
 
-/// Collects the system report from `root` ("" for the live system; the THP settings and pools
-/// always come from the live system through the library). `probe_collapse` runs probe_collapse().
+/// Collects the system report from `root` ("" for the live system, else a copy of the tree: every
+/// file is read under it, through the library's readers where it has one; kernel_files.hpp).
+/// `probe_collapse` runs probe_collapse() on the live system.
 system_report collect_system(const std::string& root = "", bool probe_collapse = true);
 
 /// The advice for a system. Pure.

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "hugepage/kernel_files.hpp"
+
 namespace hugepage::doctor {
 
 namespace {
@@ -191,19 +193,12 @@ std::string unit_of_path(std::string_view path) {
 
 std::string systemd_unit(std::string_view cgroup_file_text) {
   std::optional<std::string_view> v2, v1;
-  while (!cgroup_file_text.empty()) {
-    const auto nl = cgroup_file_text.find('\n');
-    const std::string_view line = cgroup_file_text.substr(0, nl);
-    cgroup_file_text.remove_prefix(nl == std::string_view::npos ? cgroup_file_text.size() : nl + 1);
-    const auto first = line.find(':');
-    const auto second = first == std::string_view::npos ? first : line.find(':', first + 1);
-    if (second == std::string_view::npos) continue;
-    const std::string_view controllers = line.substr(first + 1, second - first - 1);
-    const std::string_view path = line.substr(second + 1);
-    if (line.substr(0, first) == "0" && controllers.empty()) {
-      v2 = path;
-    } else if (controllers == "name=systemd") {
-      v1 = path;
+  const std::vector<proc_cgroup_line> lines = parse_proc_cgroup(cgroup_file_text);
+  for (const proc_cgroup_line& line : lines) {
+    if (line.hierarchy == "0" && line.controllers.empty()) {
+      v2 = line.path;
+    } else if (line.controllers == "name=systemd") {
+      v1 = line.path;
     }
   }
   // The unified path decides wherever the process has one other than the root (hybrid systems

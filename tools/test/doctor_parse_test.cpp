@@ -295,11 +295,12 @@ TEST(DoctorCgroup, ParsesV1AndV2Lines) {
 }
 
 TEST(DoctorCgroup, LimitValues) {
-  ASSERT_TRUE(parse_limit("max\n"));
-  EXPECT_FALSE(*parse_limit("max\n"));  // no limit
-  EXPECT_EQ(*parse_limit("1073741824\n"), std::optional<std::uint64_t>(1073741824));
-  EXPECT_FALSE(*parse_limit("9223372036854771712\n"));  // v1 "unlimited"
-  EXPECT_FALSE(parse_limit("lots"));
+  ASSERT_TRUE(hugepage::parse_cgroup_limit("max\n"));
+  EXPECT_FALSE(*hugepage::parse_cgroup_limit("max\n"));  // no limit
+  EXPECT_EQ(*hugepage::parse_cgroup_limit("1073741824\n"),
+            std::optional<std::uint64_t>(1073741824));
+  EXPECT_FALSE(*hugepage::parse_cgroup_limit("9223372036854771712\n"));  // v1 "unlimited"
+  EXPECT_FALSE(hugepage::parse_cgroup_limit("lots"));
   EXPECT_EQ(hugetlb_cgroup_size_name(2 * mib), "2MB");
   EXPECT_EQ(hugetlb_cgroup_size_name(hugepage::units::gib), "1GB");
   EXPECT_EQ(hugetlb_cgroup_size_name(64 * kib), "64KB");
@@ -398,6 +399,37 @@ TEST(DoctorFakeTree, SamplesThroughTheReaders) {
   const std::string json = json_system(s, {});
   EXPECT_NE(json.find("\"thp_fault_fallback_charge\": null"), std::string::npos);
   EXPECT_NE(json.find("\"mem_available_bytes\": null"), std::string::npos);
+}
+
+// The system report under a root reads the tree's THP, pools, kernel release and mounts through
+// the library's readers, not the live machine's.
+TEST(DoctorFakeTree, SystemFilesThroughTheLibraryReaders) {
+  fake_tree tree;
+  const std::string thp = "/sys/kernel/mm/transparent_hugepage/";
+  tree.write("/proc/sys/kernel/osrelease", "6.8.0-captured\n");
+  tree.write(thp + "enabled", "always [madvise] never\n");
+  tree.write(thp + "hpage_pmd_size", "2097152\n");
+  tree.write(thp + "hugepages-2048kB/enabled", "always inherit madvise [never]\n");
+  tree.write(thp + "hugepages-64kB/enabled", "always inherit [madvise] never\n");
+  tree.write("/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages", "12\n");
+  tree.write("/proc/self/mountinfo",
+             "25 24 0:23 / /dev/shm rw,nosuid,nodev - tmpfs tmpfs rw,size=65536k,huge=advise\n");
+  const system_report s = collect_system(tree.root(), false);
+  EXPECT_EQ(s.kernel_release, "6.8.0-captured");
+  EXPECT_EQ(s.thp.enabled.value_or(""), "madvise");
+  EXPECT_EQ(s.thp.pmd_mode, std::optional<thp_mode>(thp_mode::never));  // the per-size switch
+  ASSERT_EQ(s.pools.size(), 1u);
+  EXPECT_EQ(s.pools[0].total, std::optional<std::uint64_t>(12));
+  ASSERT_EQ(s.mthp.size(), 2u);
+  EXPECT_EQ(s.mthp[0].page_bytes, 64 * kib);
+  EXPECT_EQ(s.mthp[1].enabled, "never");
+  EXPECT_EQ(s.dev_shm_options.value_or(""), "rw,nosuid,nodev,size=65536k,huge=advise");
+  // A later mount over /dev/shm that is not tmpfs hides it.
+  tree.write("/proc/self/mountinfo",
+             "25 24 0:23 / /dev/shm rw - tmpfs tmpfs rw\n26 25 0:24 / /dev/shm rw - ramfs r rw\n");
+  EXPECT_FALSE(collect_system(tree.root(), false).dev_shm_options);
+  tree.write("/proc/self/mountinfo", "25 24 0:23 / /dev/shm rw,relatime - tmpfs tmpfs rw\n");
+  EXPECT_EQ(collect_system(tree.root(), false).dev_shm_options.value_or(""), "rw,relatime");
 }
 
 TEST(DoctorFormat, Bytes) {

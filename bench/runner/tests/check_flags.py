@@ -1,6 +1,7 @@
 """ctest BenchRunner.Flags: hugepage_bench reads --sizes as the runner does (size_cases: the same
 sizes accepted, the same refused with the same message), refuses empty names in --suites and
---allocators as the runner does, and refuses a --cpu that is not a number. Usage: python3 -m runner.tests.check_flags path/to/hugepage_bench"""
+--allocators as the runner does, refuses a --cpu that is not a number, and prints the machine facts
+the runner's header asks it for (--machine-facts --json). Usage: python3 -m runner.tests.check_flags path/to/hugepage_bench"""
 
 import io
 import os
@@ -9,6 +10,7 @@ import sys
 from contextlib import redirect_stderr, redirect_stdout
 
 from runner import cli
+from runner.machine import machine_facts
 from runner.registry import load as load_registry
 from runner.util import parse_size
 
@@ -45,10 +47,32 @@ def problems(bench):
     expect("--cpu=0", 0)
     expect("--cpu=1023", 0)
     out += runner_agrees(bench)
+    out += machine_facts_read(bench)
     # The runner's own parser on the same cases, so that one table holds both.
     for text, size in size_cases.ACCEPTED.items():
         if parse_size(text) != size:
             out.append(f"runner: {text!r} is {parse_size(text)}, expected {size}")
+    return out
+
+
+def machine_facts_read(bench):
+    """--machine-facts --json as machine.machine_facts() reads it: this kernel, a THP mode the
+    library names, pools by page size; --machine-facts alone is a usage error."""
+    out = []
+    facts = machine_facts(bench)
+    if "problem" in facts:
+        return [f"--machine-facts --json: {facts['problem']}"]
+    if facts.get("kernel") != os.uname().release:
+        out.append(f"--machine-facts: kernel {facts.get('kernel')!r}, uname says "
+                   f"{os.uname().release!r}")
+    if (facts.get("thp") or {}).get("mode") not in ("always", "madvise", "never", None):
+        out.append(f"--machine-facts: thp mode {facts['thp'].get('mode')!r}")
+    sizes = [p.get("page_bytes") for p in facts.get("pools") or []]
+    if sizes != sorted(sizes) or not all(isinstance(b, int) and b > 0 for b in sizes):
+        out.append(f"--machine-facts: pools {facts.get('pools')!r}")
+    r = subprocess.run([bench, "--machine-facts"], capture_output=True, text=True, timeout=60)
+    if r.returncode != 2 or "add --json" not in r.stderr:
+        out.append(f"--machine-facts without --json: exit {r.returncode} {r.stderr.strip()!r}")
     return out
 
 

@@ -1,7 +1,7 @@
-// hugepage/detail/cgroup_files.hpp - where this process's cgroups are and what their files say.
+// hugepage/detail/cgroup_files.hpp - where a process's cgroups are and what their files say.
 //
-// Parsers over captured text (/proc/self/cgroup, /proc/self/mountinfo) come first, so tests can
-// feed them samples; then the readers of the live files that cgroup.hpp builds its limits from.
+// The hierarchy is found from /proc/PID/cgroup and /proc/PID/mountinfo, parsed by their one
+// parser each (kernel_files.hpp); then the readers of the limit files cgroup.hpp builds on.
 #pragma once
 
 #include <unistd.h>
@@ -19,107 +19,33 @@
 #include <vector>
 
 #include "hugepage/detail/proc_file.hpp"
+#include "hugepage/kernel_files.hpp"
 #include "hugepage/page_size.hpp"
 #include "hugepage/stats.hpp"
 
 namespace hugepage::detail {
 
-// Values at or above this are "no limit" (v1 writes PAGE_COUNTER_MAX pages as a byte count).
-inline constexpr std::uint64_t cgroup_unlimited = std::uint64_t{1} << 62;
-
-// ---- parsers of captured text -----------------------------------------------------------------
-
-// Undoes mountinfo's octal escapes ("\040" for a space).
-inline std::string unescape_mount_field(std::string_view field) {
-  std::string out;
-  for (std::size_t i = 0; i < field.size(); ++i) {
-    const auto octal = [&](std::size_t k) { return field[k] >= '0' && field[k] <= '7'; };
-    if (field[i] == '\\' && i + 3 < field.size() && octal(i + 1) && octal(i + 2) && octal(i + 3)) {
-      out += static_cast<char>((field[i + 1] - '0') * 64 + (field[i + 2] - '0') * 8 +
-                               (field[i + 3] - '0'));
-      i += 3;
-    } else {
-      out += field[i];
-    }
-  }
-  return out;
-}
-
-inline std::vector<std::string_view> split(std::string_view text, char separator) {
-  std::vector<std::string_view> parts;
-  std::size_t at = 0;
-  for (;;) {
-    const std::size_t end = text.find(separator, at);
-    parts.push_back(text.substr(at, end == std::string_view::npos ? end : end - at));
-    if (end == std::string_view::npos) return parts;
-    at = end + 1;
-  }
-}
-
-inline bool has_token(std::string_view list, std::string_view token, char separator) {
-  for (const std::string_view part : split(list, separator)) {
-    if (part == token) return true;
-  }
-  return false;
-}
-
-// A process's cgroup paths from /proc/PID/cgroup ("hierarchy-id:controller,list:path" lines):
-// in the v1 hierarchy that carries `controller`, and in the v2 hierarchy ("0::path"). Lines
-// whose path is not absolute are skipped.
-struct proc_cgroup_paths {
-  std::optional<std::string> v1;
-  std::optional<std::string> v2;
-};
-
-inline proc_cgroup_paths parse_proc_cgroup(std::string_view cgroup_text,
-                                           std::string_view controller) {
-  proc_cgroup_paths paths;
-  for (const std::string_view line : split(cgroup_text, '\n')) {
-    const std::size_t first = line.find(':');
-    const std::size_t second = first == std::string_view::npos ? first : line.find(':', first + 1);
-    if (second == std::string_view::npos) continue;
-    std::string_view path = line.substr(second + 1);
-    while (!path.empty() && (path.back() == ' ' || path.back() == '\t' || path.back() == '\r')) {
-      path.remove_suffix(1);
-    }
-    if (path.empty() || path.front() != '/') continue;
-    const std::string_view controllers = line.substr(first + 1, second - first - 1);
-    if (line.substr(0, first) == "0" && controllers.empty()) {
-      paths.v2 = std::string(path);
-    } else if (has_token(controllers, controller, ',')) {
-      paths.v1 = std::string(path);
-    }
-  }
-  return paths;
-}
-
-// The directories of this process's cgroup for `controller`, innermost first, up to and including
-// the mount's root; empty when the hierarchy cannot be read. `cgroup_text` and `mountinfo_text`
-// are /proc/self/cgroup and /proc/self/mountinfo (parameters, so tests can feed samples).
+// The directories of a process's cgroup for `controller`, innermost first, up to and including
+// the mount's root; empty when the hierarchy cannot be read. `cgroups` and `mounts` are the
+// process's /proc/PID/cgroup and /proc/PID/mountinfo, parsed (kernel_files.hpp).
 inline std::vector<std::string> cgroup_directories(std::string_view controller,
-                                                   std::string_view cgroup_text,
-                                                   std::string_view mountinfo_text) {
-  const proc_cgroup_paths paths = parse_proc_cgroup(cgroup_text, controller);
-  // mountinfo: id parent dev root mountpoint options [optional...] - fstype source superoptions
-  struct mount {
-    std::string root, point;
-  };
-  std::optional<mount> v1_mount, v2_mount;
-  for (const std::string_view line : split(mountinfo_text, '\n')) {
-    const std::vector<std::string_view> fields = split(line, ' ');
-    std::size_t dash = 0;
-    while (dash < fields.size() && fields[dash] != "-") ++dash;
-    if (dash < 6 || dash + 4 > fields.size()) continue;
-    const std::string_view type = fields[dash + 1];
-    const mount m{unescape_mount_field(fields[3]), unescape_mount_field(fields[4])};
-    if (type == "cgroup2" && !v2_mount) v2_mount = m;
-    if (type == "cgroup" && !v1_mount && has_token(fields[dash + 3], controller, ',')) v1_mount = m;
+                                                   const std::vector<proc_cgroup_line>& cgroups,
+                                                   const std::vector<mount_info>& mounts) {
+  const cgroup_paths paths = cgroup_paths_of(cgroups, controller);
+  const mount_info* v1_mount = nullptr;
+  const mount_info* v2_mount = nullptr;
+  for (const mount_info& m : mounts) {
+    if (m.fstype == "cgroup2" && v2_mount == nullptr) v2_mount = &m;
+    if (m.fstype == "cgroup" && v1_mount == nullptr &&
+        has_token(m.super_options, controller, ',')) {
+      v1_mount = &m;
+    }
   }
   // A v1 mount of the controller wins: the controller is bound to that hierarchy.
-  const std::optional<mount>& where = v1_mount ? v1_mount : v2_mount;
-  const std::optional<std::string>& path = v1_mount ? paths.v1 : paths.v2;
+  const mount_info* where = v1_mount != nullptr ? v1_mount : v2_mount;
+  const std::optional<std::string>& path = v1_mount != nullptr ? paths.v1 : paths.v2;
   std::vector<std::string> directories;
-  if (!where || !path || path->empty() || (*path)[0] != '/') return directories;
+  if (where == nullptr || !path || path->empty() || (*path)[0] != '/') return directories;
   std::string relative = *path;
   if (where->root != "/") {
     if (relative.compare(0, where->root.size(), where->root) != 0 ||
@@ -139,15 +65,26 @@ inline std::vector<std::string> cgroup_directories(std::string_view controller,
   return directories;
 }
 
+// cgroup_directories() over the texts of /proc/PID/cgroup and /proc/PID/mountinfo.
+inline std::vector<std::string> cgroup_directories(std::string_view controller,
+                                                   std::string_view cgroup_text,
+                                                   std::string_view mountinfo_text) {
+  return cgroup_directories(controller, parse_proc_cgroup(cgroup_text),
+                            parse_mountinfo(mountinfo_text));
+}
+
 // ---- readers of this process's cgroup files ---------------------------------------------------
 
-inline std::vector<std::string> read_cgroup_directories(std::string_view controller) {
-  std::error_code ec;
-  const std::string cgroup = read_file("/proc/self/cgroup", ec);
-  if (ec) return {};
-  const std::string mountinfo = read_file("/proc/self/mountinfo", ec);
-  if (ec) return {};
-  return cgroup_directories(controller, cgroup, mountinfo);
+// cgroup_directories() of process `pid` (0: this one) under `root`; empty when its cgroup file or
+// its mountinfo cannot be read.
+inline std::vector<std::string> read_cgroup_directories(std::string_view controller,
+                                                        const std::string& root = "",
+                                                        pid_t pid = 0) {
+  const auto cgroups = read_proc_cgroup(root, pid);
+  if (!cgroups) return {};
+  const auto mounts = read_mountinfo(root, pid);
+  if (!mounts) return {};
+  return cgroup_directories(controller, *cgroups, *mounts);
 }
 
 // cgroup_directories() of this process, for "memory" or "hugetlb", re-read at most once a second
@@ -187,23 +124,19 @@ inline const std::vector<std::string>& cgroup_directories(std::string_view contr
   return list->directories;
 }
 
-// A limit file: "max" (v2) or a number of bytes; nullopt when absent or unlimited. A file that
-// exists but cannot be read (EACCES, EMFILE, ...) sets `unreadable`: a limit may be there.
-inline std::optional<std::uint64_t> read_limit(const std::string& file, bool& unreadable) {
-  const unique_fd fd(open_read_only(file.c_str()));
-  if (!fd) {
-    if (errno != ENOENT) unreadable = true;
+// A limit file (parse_cgroup_limit) at root + `file`: the limit in bytes; nullopt when absent,
+// unlimited or malformed. A file that exists but cannot be read (EACCES, EMFILE, ...) sets
+// `unreadable`: a limit may be there.
+inline std::optional<std::uint64_t> read_limit(const std::string& file, bool& unreadable,
+                                               const std::string& root = "") {
+  std::error_code ec;
+  const std::string text = read_file((root + file).c_str(), ec);
+  if (ec) {
+    if (ec != std::errc::no_such_file_or_directory) unreadable = true;
     return std::nullopt;
   }
-  char text[64];
-  const long n = pread_full(fd.get(), text, sizeof text - 1, 0);
-  if (n < 0) {
-    unreadable = true;
-    return std::nullopt;
-  }
-  const auto value = parse_u64(std::string_view(text, static_cast<std::size_t>(n)));
-  if (!value || *value >= cgroup_unlimited) return std::nullopt;
-  return value;
+  const auto value = parse_cgroup_limit(text);
+  return value ? *value : std::nullopt;
 }
 
 // Sums the named fields of a memory.stat file ("name value" lines).
@@ -233,11 +166,6 @@ inline std::string hugetlb_cgroup_size_name(std::size_t page_bytes) {
     std::snprintf(name, sizeof name, "%zuKB", page_bytes / units::kib);
   }
   return name;
-}
-
-// Whether `directory` belongs to a v1 hierarchy: its files are named the v1 way.
-inline bool is_v1_directory(const std::string& directory, const char* v1_file) {
-  return read_u64((directory + "/" + v1_file).c_str()).has_value();
 }
 
 }  // namespace hugepage::detail

@@ -14,6 +14,7 @@
 #include <system_error>
 
 #include "hugepage/detail/proc_file.hpp"
+#include "hugepage/kernel_files.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/page_size.hpp"
 
@@ -38,11 +39,10 @@ inline std::optional<std::uint64_t> address_space_limit() noexcept {
 }
 
 /// The bytes of address space this process has mapped: what RLIMIT_AS is checked against
-/// (/proc/self/statm, its first field, in base pages). 0 when unreadable.
+/// (statm's size, in base pages). 0 when unreadable.
 inline std::uint64_t address_space_used() {
-  std::error_code ec;
-  const std::string statm = read_file("/proc/self/statm", ec);
-  return parse_u64(statm).value_or(0) * os::base_page_size();
+  const std::optional<statm_pages> statm = read_statm();
+  return statm ? statm->size * os::base_page_size() : 0;
 }
 
 /// The mappings of this process (lines of /proc/self/maps): what vm.max_map_count limits. 0 when

@@ -1,0 +1,310 @@
+// hugepage/kernel_files.hpp - the kernel's process and mount files: one parser, one reader each.
+//
+// Every kernel file the library and its tools read has one pure parser (the file's text in, a
+// struct out: tests feed it samples) and one reader that takes where to read from: `root` ("" for
+// the live system, else a directory holding a copy of the tree, such as a capture) and, for a
+// process's file, its `pid` (0: this process, /proc/self). A reader returns an empty optional when
+// the file cannot be read, never a made-up value.
+//
+//   file                             parser                   reader
+//   /proc/PID/mountinfo              parse_mountinfo          read_mountinfo
+//   /proc/PID/cgroup                 parse_proc_cgroup        read_proc_cgroup
+//   /proc/PID/statm                  parse_statm              read_statm
+//   /proc/sys/kernel/osrelease       parse_kernel_version     kernel_release (uname when live)
+//   <cgroup>/hugetlb.<size>.*        parse_cgroup_limit       read_hugetlb_charge (cgroup.hpp)
+//   THP enabled + per-size enabled   effective_thp_mode       read_thp_settings (system.hpp)
+//   THP hugepages-<kB>kB/            (mode, number files)     read_mthp_sizes (system.hpp)
+//   khugepaged/*                     (number files)           read_thp_settings (system.hpp)
+//
+// Thread-safe; the parsers allocate only their results. Minimum kernel: any (mountinfo 2.6.26).
+#pragma once
+
+#include <sys/types.h>
+#include <sys/utsname.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "hugepage/detail/proc_file.hpp"
+
+namespace hugepage {
+
+namespace detail {
+
+/// The pieces of `text` between `separator`s, empty ones included ("a,,b" -> a, "", b).
+inline std::vector<std::string_view> split(std::string_view text, char separator) {
+  std::vector<std::string_view> parts;
+  std::size_t at = 0;
+  for (;;) {
+    const std::size_t end = text.find(separator, at);
+    parts.push_back(text.substr(at, end == std::string_view::npos ? end : end - at));
+    if (end == std::string_view::npos) return parts;
+    at = end + 1;
+  }
+}
+
+/// Whether the `separator`-separated `list` holds `token`.
+inline bool has_token(std::string_view list, std::string_view token, char separator) {
+  for (const std::string_view part : split(list, separator)) {
+    if (part == token) return true;
+  }
+  return false;
+}
+
+/// Undoes the kernel's octal escapes of mountinfo fields: space, tab, newline and backslash are
+/// written "\040", "\011", "\012", "\134" (fs/proc_namespace.c, mangle()). A backslash not
+/// followed by three octal digits stays as it is.
+inline std::string unescape_mount_field(std::string_view field) {
+  std::string out;
+  const auto octal = [&](std::size_t k) { return field[k] >= '0' && field[k] <= '7'; };
+  for (std::size_t i = 0; i < field.size(); ++i) {
+    if (field[i] == '\\' && i + 3 < field.size() && octal(i + 1) && octal(i + 2) && octal(i + 3)) {
+      out += static_cast<char>((field[i + 1] - '0') * 64 + (field[i + 2] - '0') * 8 +
+                               (field[i + 3] - '0'));
+      i += 3;
+    } else {
+      out += field[i];
+    }
+  }
+  return out;
+}
+
+/// root + path: the file `path` of the tree at `root` ("" for the live system).
+inline std::string under_root(const std::string& root, const std::string& path) {
+  return root + path;
+}
+
+/// The text of root + path; nullopt when it cannot be read.
+inline std::optional<std::string> read_under_root(const std::string& root,
+                                                  const std::string& path) {
+  std::error_code ec;
+  std::string text = read_file(under_root(root, path).c_str(), ec);
+  if (ec) return std::nullopt;
+  return text;
+}
+
+}  // namespace detail
+
+// ---- /proc/PID/mountinfo
+// -------------------------------------------------------------------------
+
+/// One line of /proc/PID/mountinfo:
+///   "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue"
+///   (id, parent, major:minor, root, mount point, mount options, optional fields, "-",
+///   filesystem type, source, superblock options). Paths with their escapes decoded.
+struct mount_info {
+  std::string device;         ///< major:minor of the superblock: bind mounts of one share it
+  std::string root;           ///< the directory of the filesystem mounted here ("/" for all)
+  std::string point;          ///< the mount point
+  std::string options;        ///< per-mount options ("rw,nosuid,relatime")
+  std::string fstype;         ///< "tmpfs", "cgroup2", "proc", ...
+  std::string source;         ///< "tmpfs", "/dev/sda1", "none"
+  std::string super_options;  ///< superblock options ("rw,size=65536k,huge=within_size")
+};
+
+/// Parses mountinfo text, in its order (a later mount on one point hides an earlier one). Lines
+/// without the "-" separator after at least six fields, or with fewer than three fields after it,
+/// are skipped; runs of spaces count as one. Pure.
+inline std::vector<mount_info> parse_mountinfo(std::string_view text) {
+  std::vector<mount_info> mounts;
+  for (const std::string_view line : detail::split(text, '\n')) {
+    std::vector<std::string_view> fields;
+    for (const std::string_view field : detail::split(line, ' ')) {
+      if (!field.empty()) fields.push_back(field);
+    }
+    std::size_t dash = 0;
+    while (dash < fields.size() && fields[dash] != "-") ++dash;
+    if (dash < 6 || dash + 4 > fields.size()) continue;
+    mount_info m;
+    m.device = std::string(fields[2]);
+    m.root = detail::unescape_mount_field(fields[3]);
+    m.point = detail::unescape_mount_field(fields[4]);
+    m.options = std::string(fields[5]);
+    m.fstype = std::string(fields[dash + 1]);
+    m.source = detail::unescape_mount_field(fields[dash + 2]);
+    m.super_options = std::string(fields[dash + 3]);
+    mounts.push_back(std::move(m));
+  }
+  return mounts;
+}
+
+/// Reads /proc/PID/mountinfo under `root` (pid 0: /proc/self); nullopt when unreadable.
+inline std::optional<std::vector<mount_info>> read_mountinfo(const std::string& root = "",
+                                                             pid_t pid = 0) {
+  const auto text = detail::read_under_root(root, detail::proc_path(pid, "mountinfo"));
+  if (!text) return std::nullopt;
+  return parse_mountinfo(*text);
+}
+
+// ---- /proc/PID/cgroup
+// ----------------------------------------------------------------------------
+
+/// One line of /proc/PID/cgroup: "hierarchy-id:controller,list:path". cgroup v2's line is
+/// "0::/path"; a v1 named hierarchy lists "name=systemd".
+struct proc_cgroup_line {
+  std::string hierarchy;    ///< "0" for cgroup v2
+  std::string controllers;  ///< comma-separated; empty for cgroup v2
+  std::string path;         ///< as written (a path may hold ':')
+};
+
+/// Parses /proc/PID/cgroup text: every line with two ':' in it, in order. Pure.
+inline std::vector<proc_cgroup_line> parse_proc_cgroup(std::string_view text) {
+  std::vector<proc_cgroup_line> lines;
+  for (const std::string_view line : detail::split(text, '\n')) {
+    const std::size_t first = line.find(':');
+    const std::size_t second = first == std::string_view::npos ? first : line.find(':', first + 1);
+    if (second == std::string_view::npos) continue;
+    lines.push_back(proc_cgroup_line{std::string(line.substr(0, first)),
+                                     std::string(line.substr(first + 1, second - first - 1)),
+                                     std::string(line.substr(second + 1))});
+  }
+  return lines;
+}
+
+/// Reads /proc/PID/cgroup under `root` (pid 0: /proc/self); nullopt when unreadable.
+inline std::optional<std::vector<proc_cgroup_line>> read_proc_cgroup(const std::string& root = "",
+                                                                     pid_t pid = 0) {
+  const auto text = detail::read_under_root(root, detail::proc_path(pid, "cgroup"));
+  if (!text) return std::nullopt;
+  return parse_proc_cgroup(*text);
+}
+
+/// A process's cgroup paths for one controller: in the v1 hierarchy that carries it, and in the
+/// v2 hierarchy. Paths that are not absolute (after trailing blanks are trimmed) are left out.
+struct cgroup_paths {
+  std::optional<std::string> v1;
+  std::optional<std::string> v2;
+};
+
+/// The paths `lines` give for `controller` ("hugetlb", "memory"). Pure.
+inline cgroup_paths cgroup_paths_of(const std::vector<proc_cgroup_line>& lines,
+                                    std::string_view controller) {
+  cgroup_paths paths;
+  for (const proc_cgroup_line& line : lines) {
+    std::string_view path = line.path;
+    while (!path.empty() && (path.back() == ' ' || path.back() == '\t' || path.back() == '\r')) {
+      path.remove_suffix(1);
+    }
+    if (path.empty() || path.front() != '/') continue;
+    if (line.hierarchy == "0" && line.controllers.empty()) {
+      paths.v2 = std::string(path);
+    } else if (detail::has_token(line.controllers, controller, ',')) {
+      paths.v1 = std::string(path);
+    }
+  }
+  return paths;
+}
+
+// ---- cgroup limit files
+// ---------------------------------------------------------------------------
+
+namespace detail {
+// Values at or above this are "no limit" (v1 writes PAGE_COUNTER_MAX pages as a byte count).
+inline constexpr std::uint64_t cgroup_unlimited = std::uint64_t{1} << 62;
+}  // namespace detail
+
+/// Parses a cgroup limit file (v2 memory.max, hugetlb.<size>.max, rsvd.max; v1 limit_in_bytes):
+/// its first line, blanks trimmed, is "max" or a number of bytes. v1's "unlimited" is a huge
+/// number (2^62 or more). Returns an empty optional when the text is neither; a set optional
+/// holding nullopt for no limit; else the limit in bytes. Pure.
+constexpr std::optional<std::optional<std::uint64_t>> parse_cgroup_limit(
+    std::string_view text) noexcept {
+  text = text.substr(0, text.find('\n'));
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\r')) {
+    text.remove_suffix(1);
+  }
+  if (text == "max") return std::optional<std::uint64_t>{};
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string_view::npos) {
+    return std::nullopt;
+  }
+  const auto value = detail::parse_u64(text);
+  if (!value) return std::nullopt;
+  if (*value >= detail::cgroup_unlimited) return std::optional<std::uint64_t>{};
+  return std::optional<std::uint64_t>{*value};
+}
+
+/// Parses a cgroup v2 events file ("max N" lines: how often the limit refused); nullopt when there
+/// is no such line. Pure.
+constexpr std::optional<std::uint64_t> parse_cgroup_events_max(std::string_view text) noexcept {
+  const std::size_t at = text.find("max ");
+  if (at == std::string_view::npos || (at != 0 && text[at - 1] != '\n')) return std::nullopt;
+  return detail::parse_u64(text.substr(at + 4));
+}
+
+// ---- /proc/PID/statm
+// -------------------------------------------------------------------------------
+
+/// The first fields of /proc/PID/statm, in base pages.
+struct statm_pages {
+  std::uint64_t size = 0;      ///< mapped address space (what RLIMIT_AS is checked against)
+  std::uint64_t resident = 0;  ///< resident pages (hugetlb pages are not counted)
+};
+
+/// Parses statm text ("size resident shared text lib data dt"); nullopt without two leading
+/// numbers. Pure.
+inline std::optional<statm_pages> parse_statm(std::string_view text) {
+  const auto size = detail::parse_u64(text);
+  if (!size) return std::nullopt;
+  const std::size_t space = text.find(' ');
+  if (space == std::string_view::npos) return std::nullopt;
+  const auto resident = detail::parse_u64(text.substr(space + 1));
+  if (!resident) return std::nullopt;
+  return statm_pages{*size, *resident};
+}
+
+/// Reads /proc/PID/statm under `root` (pid 0: /proc/self); nullopt when unreadable or malformed.
+inline std::optional<statm_pages> read_statm(const std::string& root = "", pid_t pid = 0) {
+  const auto text = detail::read_under_root(root, detail::proc_path(pid, "statm"));
+  if (!text) return std::nullopt;
+  return parse_statm(*text);
+}
+
+// ---- the kernel's version
+// --------------------------------------------------------------------------
+
+/// A kernel version: the first two numbers of its release ("6.12.3-amd64" -> 6.12).
+struct kernel_version {
+  unsigned major = 0;
+  unsigned minor = 0;
+
+  /// True when this version is `major_at_least`.`minor_at_least` or later.
+  constexpr bool at_least(unsigned major_at_least, unsigned minor_at_least) const noexcept {
+    return major > major_at_least || (major == major_at_least && minor >= minor_at_least);
+  }
+};
+
+/// Parses a release string ("6.18.44-generic"): two numbers separated by '.', after optional
+/// blanks; nullopt otherwise. Pure; allocates nothing.
+constexpr std::optional<kernel_version> parse_kernel_version(std::string_view release) noexcept {
+  const auto major = detail::parse_u64(release);
+  if (!major) return std::nullopt;
+  const std::size_t dot = release.find('.');
+  if (dot == std::string_view::npos || dot + 1 >= release.size() || release[dot + 1] < '0' ||
+      release[dot + 1] > '9') {
+    return std::nullopt;
+  }
+  const auto minor = detail::parse_u64(release.substr(dot + 1));
+  if (!minor || *major > 0xffffffffU || *minor > 0xffffffffU) return std::nullopt;
+  return kernel_version{static_cast<unsigned>(*major), static_cast<unsigned>(*minor)};
+}
+
+/// The kernel's release ("6.18.44-..."): uname's for the live system, else the first line of
+/// root/proc/sys/kernel/osrelease; "" when it cannot be read.
+inline std::string kernel_release(const std::string& root = "") {
+  if (root.empty()) {
+    utsname names{};
+    if (::uname(&names) != 0) return {};
+    return names.release;
+  }
+  const auto text = detail::read_under_root(root, "/proc/sys/kernel/osrelease");
+  if (!text) return {};
+  return text->substr(0, text->find('\n'));
+}
+
+}  // namespace hugepage

@@ -1,0 +1,334 @@
+// The parsers of kernel files over captured and hostile text, and their readers over a tree under
+// a root directory (kernel_files.hpp, and the cgroup and THP readers that follow its shape).
+#include "hugepage/kernel_files.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "hugepage/cgroup.hpp"
+#include "hugepage/system.hpp"
+
+namespace {
+
+using hugepage::mount_info;
+
+constexpr std::uint64_t mib = std::uint64_t{1} << 20;
+
+// A directory tree in /tmp, removed at the end: files written at paths below it.
+class tree {
+ public:
+  tree() {
+    char dir[] = "/tmp/hugepage_kernel_files_XXXXXX";
+    if (::mkdtemp(dir) != nullptr) root_ = dir;
+  }
+  ~tree() {
+    if (!root_.empty()) std::system(("rm -rf '" + root_ + "'").c_str());
+  }
+  tree(const tree&) = delete;
+  tree& operator=(const tree&) = delete;
+
+  void write(const std::string& path, const std::string& text) const {
+    for (std::size_t at = 1; (at = path.find('/', at)) != std::string::npos; ++at) {
+      ::mkdir((root_ + path.substr(0, at)).c_str(), 0755);
+    }
+    std::ofstream(root_ + path) << text;
+  }
+  void mkdir(const std::string& path) const { write(path + "/x", ""); }
+  const std::string& root() const { return root_; }
+
+ private:
+  std::string root_;
+};
+
+// ---- mountinfo ---------------------------------------------------------------------------------
+
+TEST(MountInfo, ParsesEveryFieldWithOptionalFields) {
+  const auto mounts = hugepage::parse_mountinfo(
+      "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 shared:7 - ext3 /dev/root rw,errors=continue\n"
+      "25 24 0:23 / /dev/shm rw,nosuid,nodev - tmpfs tmpfs rw,size=65536k,huge=within_size\n");
+  ASSERT_EQ(mounts.size(), 2u);
+  EXPECT_EQ(mounts[0].device, "98:0");
+  EXPECT_EQ(mounts[0].root, "/mnt1");
+  EXPECT_EQ(mounts[0].point, "/mnt2");
+  EXPECT_EQ(mounts[0].options, "rw,noatime");
+  EXPECT_EQ(mounts[0].fstype, "ext3");
+  EXPECT_EQ(mounts[0].source, "/dev/root");
+  EXPECT_EQ(mounts[0].super_options, "rw,errors=continue");
+  EXPECT_EQ(mounts[1].point, "/dev/shm");
+  EXPECT_EQ(mounts[1].super_options, "rw,size=65536k,huge=within_size");
+}
+
+TEST(MountInfo, DecodesOctalEscapesOnlyWhereComplete) {
+  const auto mounts = hugepage::parse_mountinfo(
+      "40 1 0:40 /a\\040b /mnt/my\\040dir\\011tab\\012nl\\134bs rw - tmpfs my\\040src rw\n"
+      "41 1 0:41 / /mnt/short\\04 rw - tmpfs x rw\n"
+      "42 1 0:42 / /mnt/not\\999octal\\ rw - tmpfs x rw\n");
+  ASSERT_EQ(mounts.size(), 3u);
+  EXPECT_EQ(mounts[0].root, "/a b");
+  EXPECT_EQ(mounts[0].point, "/mnt/my dir\ttab\nnl\\bs");
+  EXPECT_EQ(mounts[0].source, "my src");
+  EXPECT_EQ(mounts[1].point, "/mnt/short\\04");
+  EXPECT_EQ(mounts[2].point, "/mnt/not\\999octal\\");
+  EXPECT_EQ(hugepage::detail::unescape_mount_field("\\040"), " ");
+  EXPECT_EQ(hugepage::detail::unescape_mount_field("\\"), "\\");
+  EXPECT_EQ(hugepage::detail::unescape_mount_field(""), "");
+}
+
+TEST(MountInfo, SkipsLinesMissingFieldsAndToleratesRunsOfSpaces) {
+  const auto mounts = hugepage::parse_mountinfo(
+      "garbage\n"
+      "\n"
+      "36 35 98:0 /mnt1 /mnt2 rw,noatime ext3 /dev/root rw\n"  // no separator
+      "36 35 98:0 /mnt1 /mnt2 - ext3 /dev/root rw\n"           // five fields before it
+      "36 35 98:0 /mnt1 /mnt2 rw - ext3 /dev/root\n"           // two after it
+      "37  35 98:0 / /ok  rw - ext4 /dev/sda1 rw\r\n"
+      "38 35 98:0 / /last rw - ext4 /dev/sda2 rw");  // no newline at the end
+  ASSERT_EQ(mounts.size(), 2u);
+  EXPECT_EQ(mounts[0].point, "/ok");
+  EXPECT_EQ(mounts[0].super_options, "rw\r");
+  EXPECT_EQ(mounts[1].point, "/last");
+}
+
+TEST(MountInfo, ReadsUnderARootForAProcess) {
+  tree t;
+  ASSERT_FALSE(t.root().empty());
+  EXPECT_FALSE(hugepage::read_mountinfo(t.root()));  // unreadable: nothing made up
+  t.write("/proc/self/mountinfo", "30 1 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n");
+  t.write("/proc/4242/mountinfo", "31 1 0:27 / /other rw - tmpfs tmpfs rw\n");
+  const auto self = hugepage::read_mountinfo(t.root());
+  ASSERT_TRUE(self);
+  ASSERT_EQ(self->size(), 1u);
+  EXPECT_EQ((*self)[0].fstype, "cgroup2");
+  const auto other = hugepage::read_mountinfo(t.root(), 4242);
+  ASSERT_TRUE(other);
+  ASSERT_EQ(other->size(), 1u);
+  EXPECT_EQ((*other)[0].point, "/other");
+  const auto live = hugepage::read_mountinfo();
+  ASSERT_TRUE(live);
+  bool root_seen = false;
+  for (const mount_info& m : *live) root_seen = root_seen || m.point == "/";
+  EXPECT_TRUE(root_seen);
+}
+
+// ---- /proc/PID/cgroup --------------------------------------------------------------------------
+
+TEST(ProcCgroup, ParsesLinesKeepingPathsAsWritten) {
+  const auto lines = hugepage::parse_proc_cgroup(
+      "12:hugetlb:/batch\n"
+      "1:name=systemd:/system.slice/a.service\n"
+      "garbage\n"
+      "2:x\n"
+      "0::/odd:path \n");
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0].hierarchy, "12");
+  EXPECT_EQ(lines[0].controllers, "hugetlb");
+  EXPECT_EQ(lines[0].path, "/batch");
+  EXPECT_EQ(lines[1].controllers, "name=systemd");
+  EXPECT_EQ(lines[2].hierarchy, "0");
+  EXPECT_EQ(lines[2].controllers, "");
+  EXPECT_EQ(lines[2].path, "/odd:path ");
+}
+
+TEST(ProcCgroup, PathsOfAControllerTrimmedAndAbsoluteOnly) {
+  const auto lines = hugepage::parse_proc_cgroup(
+      "3:cpu,hugetlb,pids:/svc\t\n4:memory:relative\n0::/user.slice/a\r\n");
+  const hugepage::cgroup_paths hugetlb = hugepage::cgroup_paths_of(lines, "hugetlb");
+  EXPECT_EQ(hugetlb.v1.value_or(""), "/svc");
+  EXPECT_EQ(hugetlb.v2.value_or(""), "/user.slice/a");
+  EXPECT_FALSE(hugepage::cgroup_paths_of(lines, "memory").v1);        // not absolute
+  EXPECT_FALSE(hugepage::cgroup_paths_of(lines, "hugetlb,pids").v1);  // one controller only
+}
+
+TEST(ProcCgroup, ReadsUnderARootForAProcess) {
+  tree t;
+  EXPECT_FALSE(hugepage::read_proc_cgroup(t.root(), 7));
+  t.write("/proc/7/cgroup", "0::/app.slice\n");
+  const auto lines = hugepage::read_proc_cgroup(t.root(), 7);
+  ASSERT_TRUE(lines);
+  ASSERT_EQ(lines->size(), 1u);
+  EXPECT_EQ((*lines)[0].path, "/app.slice");
+  // The directories over a tree's files, as the library finds this process's.
+  t.write("/proc/7/mountinfo", "30 1 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n");
+  EXPECT_EQ(hugepage::detail::read_cgroup_directories("hugetlb", t.root(), 7),
+            (std::vector<std::string>{"/sys/fs/cgroup/app.slice", "/sys/fs/cgroup"}));
+}
+
+// ---- cgroup limit files ------------------------------------------------------------------------
+
+TEST(CgroupLimitFile, MaxNumbersAndUnlimited) {
+  using hugepage::parse_cgroup_limit;
+  ASSERT_TRUE(parse_cgroup_limit("max\n"));
+  EXPECT_FALSE(*parse_cgroup_limit("max\n"));
+  EXPECT_EQ(*parse_cgroup_limit(" 1073741824 \nsecond line"),
+            std::optional<std::uint64_t>(1073741824));
+  EXPECT_FALSE(*parse_cgroup_limit("9223372036854771712\n"));  // v1 "unlimited"
+  EXPECT_FALSE(parse_cgroup_limit("lots"));
+  EXPECT_FALSE(parse_cgroup_limit("12abc"));
+  EXPECT_FALSE(parse_cgroup_limit("-1"));
+  EXPECT_FALSE(parse_cgroup_limit(""));
+  EXPECT_FALSE(parse_cgroup_limit("99999999999999999999999"));  // overflows
+}
+
+TEST(CgroupLimitFile, EventsMaxLineOnly) {
+  EXPECT_EQ(hugepage::parse_cgroup_events_max("max 3\n"), std::optional<std::uint64_t>(3));
+  EXPECT_EQ(hugepage::parse_cgroup_events_max("low 0\nmax 7\n"), std::optional<std::uint64_t>(7));
+  EXPECT_FALSE(hugepage::parse_cgroup_events_max("nomax 3\n"));
+  EXPECT_FALSE(hugepage::parse_cgroup_events_max("max x\n"));
+  EXPECT_FALSE(hugepage::parse_cgroup_events_max(""));
+}
+
+TEST(CgroupLimitFile, HugetlbChargeFilesUnderARoot) {
+  tree t;
+  const std::string dir = "/sys/fs/cgroup/app.slice";
+  t.write(dir + "/hugetlb.2MB.max", "536870912\n");
+  t.write(dir + "/hugetlb.2MB.current", "16777216\n");
+  t.write(dir + "/hugetlb.2MB.rsvd.max", "max\n");
+  t.write(dir + "/hugetlb.2MB.events", "max 3\n");
+  t.mkdir(dir + "/hugetlb.1GB.max");  // exists, cannot be read as a file
+  using hugepage::hugetlb_charge;
+  const auto fault =
+      hugepage::read_hugetlb_charge(dir, 2 * mib, hugetlb_charge::fault, true, t.root());
+  ASSERT_TRUE(fault.limit);
+  EXPECT_EQ(*fault.limit, std::optional<std::uint64_t>(512 * mib));
+  EXPECT_EQ(fault.usage, std::optional<std::uint64_t>(16 * mib));
+  EXPECT_FALSE(fault.unreadable);
+  const auto rsvd =
+      hugepage::read_hugetlb_charge(dir, 2 * mib, hugetlb_charge::reservation, true, t.root());
+  ASSERT_TRUE(rsvd.limit);
+  EXPECT_FALSE(*rsvd.limit);  // "max"
+  EXPECT_FALSE(rsvd.usage);
+  const auto v1 =
+      hugepage::read_hugetlb_charge(dir, 2 * mib, hugetlb_charge::fault, false, t.root());
+  EXPECT_FALSE(v1.limit);  // no limit_in_bytes: absent, not unreadable
+  EXPECT_FALSE(v1.unreadable);
+  const auto gib =
+      hugepage::read_hugetlb_charge(dir, 1024 * mib, hugetlb_charge::fault, true, t.root());
+  EXPECT_FALSE(gib.limit);
+  EXPECT_TRUE(gib.unreadable);
+  EXPECT_EQ(hugepage::read_hugetlb_refusals(dir, 2 * mib, true, t.root()),
+            std::optional<std::uint64_t>(3));
+  EXPECT_FALSE(hugepage::read_hugetlb_refusals(dir, 2 * mib, false, t.root()));
+  EXPECT_EQ(hugepage::hugetlb_cgroup_file(2 * mib, hugetlb_charge::reservation, false, true),
+            "hugetlb.2MB.rsvd.usage_in_bytes");
+  EXPECT_EQ(hugepage::hugetlb_cgroup_file(1024 * mib, hugetlb_charge::fault, true, false),
+            "hugetlb.1GB.max");
+}
+
+// ---- statm -------------------------------------------------------------------------------------
+
+TEST(Statm, SizeAndResidentOrNothing) {
+  const auto statm = hugepage::parse_statm("2571 1020 800 5 0 300 0\n");
+  ASSERT_TRUE(statm);
+  EXPECT_EQ(statm->size, 2571u);
+  EXPECT_EQ(statm->resident, 1020u);
+  EXPECT_FALSE(hugepage::parse_statm("12\n"));
+  EXPECT_FALSE(hugepage::parse_statm(""));
+  EXPECT_FALSE(hugepage::parse_statm("abc 12"));
+  EXPECT_FALSE(hugepage::parse_statm("12 abc"));
+}
+
+TEST(Statm, ReadsThisProcessAndATree) {
+  const auto live = hugepage::read_statm();
+  ASSERT_TRUE(live);
+  EXPECT_GT(live->size, 0u);
+  EXPECT_GT(live->resident, 0u);
+  EXPECT_LE(live->resident, live->size);
+  tree t;
+  EXPECT_FALSE(hugepage::read_statm(t.root(), 9));
+  t.write("/proc/9/statm", "100 50 0 0 0 0 0\n");
+  EXPECT_EQ(hugepage::read_statm(t.root(), 9).value_or(hugepage::statm_pages{}).resident, 50u);
+}
+
+// ---- kernel version ----------------------------------------------------------------------------
+
+TEST(KernelVersion, ParsesTheFirstTwoNumbers) {
+  using hugepage::parse_kernel_version;
+  static_assert(parse_kernel_version("6.12.3-amd64")->at_least(6, 12));
+  EXPECT_EQ(parse_kernel_version("6.18.44-generic")->minor, 18u);
+  EXPECT_EQ(parse_kernel_version("5.4")->major, 5u);
+  EXPECT_FALSE(parse_kernel_version("6.11.0")->at_least(6, 12));
+  EXPECT_TRUE(parse_kernel_version("7.0")->at_least(6, 12));
+  EXPECT_FALSE(parse_kernel_version("6"));
+  EXPECT_FALSE(parse_kernel_version("6."));
+  EXPECT_FALSE(parse_kernel_version("6.x"));
+  EXPECT_FALSE(parse_kernel_version("x.1"));
+  EXPECT_FALSE(parse_kernel_version(""));
+  EXPECT_FALSE(parse_kernel_version("99999999999.1"));
+}
+
+TEST(KernelVersion, ReleaseLiveAndUnderARoot) {
+  EXPECT_TRUE(hugepage::parse_kernel_version(hugepage::kernel_release()));
+  tree t;
+  EXPECT_EQ(hugepage::kernel_release(t.root()), "");
+  t.write("/proc/sys/kernel/osrelease", "6.8.0-test\n");
+  EXPECT_EQ(hugepage::kernel_release(t.root()), "6.8.0-test");
+}
+
+// ---- THP switches, per size, khugepaged, pools under a root ------------------------------------
+
+TEST(ThpFiles, SettingsUnderARootTakeThePerSizeSwitch) {
+  tree t;
+  const std::string thp = "/sys/kernel/mm/transparent_hugepage/";
+  const hugepage::thp_settings none = hugepage::read_thp_settings(t.root());
+  EXPECT_FALSE(none.enabled);
+  EXPECT_FALSE(none.pmd_mode);
+  EXPECT_FALSE(none.scan_sleep_millisecs);
+  t.write(thp + "enabled", "always [madvise] never\n");
+  t.write(thp + "hpage_pmd_size", "2097152\n");
+  t.write(thp + "hugepages-2048kB/enabled", "always inherit madvise [never]\n");
+  t.write(thp + "khugepaged/scan_sleep_millisecs", "10000\n");
+  const hugepage::thp_settings s = hugepage::read_thp_settings(t.root());
+  EXPECT_EQ(s.enabled.value_or(""), "madvise");
+  EXPECT_EQ(s.pmd_enabled.value_or(""), "never");
+  EXPECT_EQ(s.pmd_mode, std::optional<hugepage::thp_mode>(hugepage::thp_mode::never));
+  EXPECT_EQ(s.scan_sleep_millisecs, std::optional<std::uint64_t>(10000));
+  t.write(thp + "hugepages-2048kB/enabled", "always [inherit] madvise never\n");
+  EXPECT_EQ(hugepage::read_thp_settings(t.root()).pmd_mode,
+            std::optional<hugepage::thp_mode>(hugepage::thp_mode::madvise));
+}
+
+TEST(ThpFiles, SizesUnderARootAscendingWithTheirStats) {
+  tree t;
+  EXPECT_TRUE(hugepage::read_mthp_sizes(t.root()).empty());
+  const std::string thp = "/sys/kernel/mm/transparent_hugepage/";
+  t.write(thp + "hugepages-2048kB/enabled", "always inherit [madvise] never\n");
+  t.write(thp + "hugepages-2048kB/stats/anon_fault_alloc", "5\n");
+  t.write(thp + "hugepages-2048kB/stats/split", "garbage\n");
+  t.write(thp + "hugepages-64kB/shmem_enabled", "always inherit within_size advise [never]\n");
+  t.write(thp + "hugepages-xkB/enabled", "[always]\n");
+  t.write(thp + "hugepages-16kBz/enabled", "[always]\n");
+  const std::vector<hugepage::mthp_size> sizes = hugepage::read_mthp_sizes(t.root());
+  ASSERT_EQ(sizes.size(), 2u);
+  EXPECT_EQ(sizes[0].page_bytes, 64u * 1024);
+  EXPECT_EQ(sizes[0].enabled, "");
+  EXPECT_EQ(sizes[0].shmem_enabled, "never");
+  EXPECT_EQ(sizes[1].page_bytes, 2 * mib);
+  EXPECT_EQ(sizes[1].enabled, "madvise");
+  EXPECT_EQ(sizes[1].stats.at("anon_fault_alloc"), 5u);
+  EXPECT_EQ(sizes[1].stats.at("split"), 0u);
+  EXPECT_EQ(sizes[1].stats.count("swpout"), 0u);
+}
+
+TEST(ThpFiles, SystemStateUnderARoot) {
+  tree t;
+  t.write("/proc/sys/kernel/osrelease", "6.8.0-test\n");
+  const std::string pool = "/sys/kernel/mm/hugepages/hugepages-2048kB/";
+  t.write(pool + "nr_hugepages", "8\n");
+  t.write(pool + "free_hugepages", "6\n");
+  const hugepage::system_state s = hugepage::read_system_state(/*probe=*/false, t.root());
+  EXPECT_EQ(s.kernel_release, "6.8.0-test");
+  ASSERT_EQ(s.pools.size(), 1u);
+  EXPECT_EQ(s.pools[0].page_bytes, 2 * mib);
+  EXPECT_EQ(s.pools[0].total, std::optional<std::uint64_t>(8));
+  EXPECT_EQ(s.pools[0].free, std::optional<std::uint64_t>(6));
+  EXPECT_FALSE(s.pools[0].reserved);
+  EXPECT_FALSE(s.thp.enabled);
+}
+
+}  // namespace
