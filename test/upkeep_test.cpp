@@ -9,12 +9,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
@@ -99,17 +101,45 @@ void fork_and_write(char* p, std::size_t bytes) {
 
 double huge_of(const char* label) { return hugepage::coverage_of(label).huge_fraction(); }
 
-// Restores with upkeep() calls of `budget` until a call has nothing left; returns the calls.
-std::vector<upkeep_result> upkeep_until_done(const collapse_budget& budget, int most = 1000) {
+// This thread's CPU time: unlike the wall clock, it does not grow while the thread waits for a
+// CPU that the machine's other work holds.
+std::chrono::nanoseconds thread_cpu() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+}
+
+// Restores with upkeep() calls of `budget` until a call has nothing left; returns the calls, and
+// each call's CPU time in `cpu` when given.
+std::vector<upkeep_result> upkeep_until_done(const collapse_budget& budget, int most = 1000,
+                                             std::vector<std::chrono::nanoseconds>* cpu = nullptr) {
   std::vector<upkeep_result> calls;
   for (int i = 0; i < most; ++i) {
+    const auto cpu_before = thread_cpu();
     calls.push_back(hugepage::upkeep(budget));
+    if (cpu != nullptr) cpu->push_back(thread_cpu() - cpu_before);
     const upkeep_result& r = calls.back();
     if (r.left == 0 || r.thp_disabled || r.scan_error) break;
     if (r.backed_off) std::this_thread::sleep_for(200ms);
   }
   return calls;
 }
+
+// What the contract lets a single call leave undone: a chunk slower than upkeep_slow_chunk ends
+// the call and backs off 1 s. On a loaded or fragmented machine one MADV_COLLAPSE takes that long
+// (73 ms seen here under load), so one call restoring everything is guaranteed only when no chunk
+// was slow; the calls after the back-off finish the work, and the tests then assert the sum.
+bool ended_on_a_slow_chunk(const upkeep_result& r) {
+  return r.slowest_chunk > hugepage::upkeep_slow_chunk;
+}
+
+// The parts of a result account for every decayed byte.
+std::size_t accounted(const upkeep_result& r) {
+  return r.restored + r.already_huge + r.refused + r.left + r.gone;
+}
+
+// The default budget (none) until nothing is left.
+void finish_upkeep() { upkeep_until_done(collapse_budget{}); }
 
 TEST(Labels, AllocatorRecordsItsMappedBlocksAndForgetsThemWhenFreed) {
   const auto count = [] { return hugepage::detail::registry().labelled_count(); };
@@ -194,7 +224,12 @@ TEST(Upkeep, RestoresWhatForkAndParentWritesSplit) {
   const upkeep_result r = hugepage::upkeep();
   EXPECT_EQ(r.blocks, 1u) << describe(r);
   EXPECT_GE(r.decayed_bytes, 60 * mib) << describe(r);
-  EXPECT_EQ(r.restored, r.decayed_bytes) << describe(r);
+  EXPECT_EQ(accounted(r), r.decayed_bytes) << describe(r);
+  if (ended_on_a_slow_chunk(r)) {
+    finish_upkeep();
+  } else {  // khugepaged may restore a chunk first (already_huge)
+    EXPECT_EQ(r.restored + r.already_huge, r.decayed_bytes) << describe(r);
+  }
   EXPECT_GE(huge_of(fares_opts::label), 0.99) << describe(r);
   EXPECT_TRUE(fares.intact());
 }
@@ -211,16 +246,17 @@ TEST(Upkeep, RestoresWhatAPartialMprotectSplit) {
   EXPECT_LE(decayed.huge_fraction(), 0.05);
   EXPECT_EQ(decayed.base, 16 * mib);
   const upkeep_result r = hugepage::upkeep();
-  EXPECT_EQ(r.restored, 16 * mib) << describe(r);
+  EXPECT_EQ(r.decayed_bytes, 16 * mib) << describe(r);
+  EXPECT_EQ(accounted(r), r.decayed_bytes) << describe(r);
+  if (ended_on_a_slow_chunk(r)) {
+    finish_upkeep();
+  } else {
+    EXPECT_EQ(r.restored + r.already_huge, 16 * mib) << describe(r);
+  }
   EXPECT_GE(huge_of(fares_opts::label), 0.99) << describe(r);
   for (std::size_t i = 0; i < fares.size(); i += 4096) {
     ASSERT_EQ(fares.get()[i], static_cast<char>(i >> 12)) << "at " << i;
   }
-}
-
-// The parts of a result account for every decayed byte.
-std::size_t accounted(const upkeep_result& r) {
-  return r.restored + r.already_huge + r.refused + r.left + r.gone;
 }
 
 // A chunk the kernel refuses (EINVAL: a 4 KiB mprotect leaves VMA boundaries inside it) is counted
@@ -273,11 +309,16 @@ TEST(Upkeep, HonoursItsByteBudgetAndRestoresTheLargestLossFirst) {
   const auto fares_before = hugepage::coverage_of(fares_opts::label).huge_bytes();
   const auto rates_before = hugepage::coverage_of(rates_opts::label).huge_bytes();
   const upkeep_result r = hugepage::upkeep(collapse_budget::of_bytes(6 * mib));
-  EXPECT_EQ(r.calls, 3u) << describe(r);
-  EXPECT_EQ(r.restored, 6 * mib) << describe(r);
-  EXPECT_EQ(r.left, r.decayed_bytes - 6 * mib) << describe(r);
+  EXPECT_EQ(accounted(r), r.decayed_bytes) << describe(r);
+  if (!ended_on_a_slow_chunk(r)) {  // a slow chunk ends the call before its budget is spent
+    EXPECT_EQ(r.calls, 3u) << describe(r);
+    EXPECT_EQ(r.restored, 6 * mib) << describe(r);
+    EXPECT_EQ(r.left, r.decayed_bytes - 6 * mib) << describe(r);
+  }
+  EXPECT_LE(r.restored, 6 * mib) << describe(r);
   // rates lost 32 MiB, fares 8 MiB: the budget went to rates.
-  EXPECT_EQ(hugepage::coverage_of(rates_opts::label).huge_bytes(), rates_before + 6 * mib);
+  EXPECT_EQ(hugepage::coverage_of(rates_opts::label).huge_bytes(),
+            rates_before + r.restored + r.already_huge);
   EXPECT_EQ(hugepage::coverage_of(fares_opts::label).huge_bytes(), fares_before);
   // The next calls go on where it stopped.
   upkeep_until_done(collapse_budget::of_bytes(6 * mib));
@@ -289,10 +330,13 @@ TEST(Upkeep, HonoursItsTimeBudgetWithinOneChunk) {
   REQUIRE_THP_AND_COLLAPSE();
   Block<rates_opts> rates(128 * mib);
   fork_and_write(rates.get(), rates.size());
+  const auto cpu_before = thread_cpu();
   const upkeep_result r = hugepage::upkeep(collapse_budget::of_time(2ms));
+  const auto cpu = thread_cpu() - cpu_before;
   // The budget is checked before each chunk: past it, at most the chunk in flight. Examining the
-  // block (one PAGEMAP_SCAN) is outside the budget, and the CPUs are shared: 10 ms of slack.
-  EXPECT_LE(r.elapsed - r.slowest_chunk, 2ms + 10ms) << describe(r);
+  // block (one PAGEMAP_SCAN) is outside the budget: 10 ms of slack. Measured in this thread's CPU
+  // time, since the wall clock also counts the time other work held the CPUs.
+  EXPECT_LE(cpu - std::min(cpu, r.slowest_chunk), 2ms + 10ms) << describe(r);
   EXPECT_LT(r.restored, 128 * mib) << describe(r);
   EXPECT_EQ(r.left + r.restored + r.refused, r.decayed_bytes) << describe(r);
   upkeep_until_done(collapse_budget::of_time(20ms));
@@ -384,8 +428,13 @@ TEST(Upkeep, ThpDisabledExceptAdvisedKeepsLabelledContainersHuge) {
       ::mprotect(fares.get() + at, 4096, PROT_READ | PROT_WRITE);
     }
     if (huge_of(fares_opts::label) > 0.05) return 4;
-    const upkeep_result r = hugepage::upkeep();
-    if (r.thp_disabled || r.restored != 16 * mib) return 5;
+    const std::vector<upkeep_result> calls = upkeep_until_done(collapse_budget{});
+    std::size_t restored = 0;
+    for (const upkeep_result& r : calls) {
+      if (r.thp_disabled) return 5;
+      restored += r.restored + r.already_huge;
+    }
+    if (restored < 16 * mib) return 7;
     return huge_of(fares_opts::label) >= 0.99 ? 0 : 6;
   });
   if (code == 77) {
@@ -485,10 +534,14 @@ TEST(Upkeep, ConcurrentCallsRestoreAndCountEachChunkOnce) {
       all += describe(r) + "\n";
     }
     EXPECT_LE(restored, 64 * mib) << "round " << round << ":\n" << all;
-    EXPECT_GE(restored, 32 * mib) << "round " << round << ": khugepaged cannot have done half\n"
-                                  << all;
+    const bool slow = std::any_of(results.begin(), results.end(), ended_on_a_slow_chunk);
+    if (!slow) {  // a slow chunk ends its call and backs the others off: then the sum is less
+      EXPECT_GE(restored, 32 * mib) << "round " << round << ": khugepaged cannot have done half\n"
+                                    << all;
+    }
     EXPECT_EQ(calls * kChunk, restored + refused) << "round " << round << ":\n" << all;
     EXPECT_EQ(hugepage::upkeep_stats().restored_bytes - before.restored_bytes, restored) << all;
+    if (slow) finish_upkeep();
     EXPECT_GE(huge_of(shared_opts::label), 0.99) << all;
   }
   for (std::size_t i = 0; i < shared.size(); i += 4096) {
@@ -531,10 +584,18 @@ TEST(UpkeepThread, RestoresInTheBackgroundAndStopsAtDestruction) {
   fork_and_write(fares.get(), fares.size());
   ASSERT_LE(huge_of(fares_opts::label), 0.05);
   const std::uint64_t restored_before = hugepage::upkeep_stats().restored_bytes;
+  const auto khugepaged_collapsed = [] {  // huge pages khugepaged made, system-wide
+    return hugepage::detail::read_u64(
+               "/sys/kernel/mm/transparent_hugepage/khugepaged/pages_collapsed")
+        .value_or(0);
+  };
+  const std::uint64_t khugepaged_before = khugepaged_collapsed();
   const auto start = std::chrono::steady_clock::now();
   {
+    // Quiet, it takes well under a second; a slow chunk on a loaded machine backs the thread off
+    // 1 s at a time, so it is given 30 s.
     hugepage::upkeep_thread keeper(10ms, collapse_budget::of_time(5ms));
-    while (huge_of(fares_opts::label) < 0.99 && std::chrono::steady_clock::now() - start < 5s) {
+    while (huge_of(fares_opts::label) < 0.99 && std::chrono::steady_clock::now() - start < 30s) {
       std::this_thread::sleep_for(10ms);
     }
     EXPECT_GE(keeper.runs(), 1u);
@@ -543,8 +604,12 @@ TEST(UpkeepThread, RestoresInTheBackgroundAndStopsAtDestruction) {
   std::this_thread::sleep_for(30ms);
   EXPECT_EQ(hugepage::upkeep_stats().calls, calls) << "the thread still runs after destruction";
   EXPECT_GE(huge_of(fares_opts::label), 0.99);
-  // The thread restored it (khugepaged restores far less in this time).
-  EXPECT_GE(hugepage::upkeep_stats().restored_bytes - restored_before, 60 * mib);
+  // The thread restored it: all but what khugepaged collapsed meanwhile (its 10 s period can
+  // fall inside a wait that a loaded machine made long).
+  const std::uint64_t by_thread = hugepage::upkeep_stats().restored_bytes - restored_before;
+  const std::uint64_t by_khugepaged = (khugepaged_collapsed() - khugepaged_before) * kChunk;
+  EXPECT_GE(by_thread, kChunk);
+  EXPECT_GE(by_thread + by_khugepaged, 60 * mib) << "khugepaged: " << by_khugepaged;
 }
 
 TEST(UpkeepThread, ChildOfForkDestroysItsCopyWithoutJoining) {
@@ -607,11 +672,14 @@ TEST(Upkeep, GigabyteTableIsBackToNinetyNinePercentAfterForkAndWrite) {
   EXPECT_LE(decayed, 0.05);
   const auto budget = collapse_budget::of_time(50ms);
   const auto start = std::chrono::steady_clock::now();
-  const std::vector<upkeep_result> calls = upkeep_until_done(budget);
+  std::vector<std::chrono::nanoseconds> cpu;
+  const std::vector<upkeep_result> calls = upkeep_until_done(budget, 1000, &cpu);
   const auto total = std::chrono::steady_clock::now() - start;
   std::chrono::nanoseconds longest{0};
-  for (const auto& r : calls) {
-    EXPECT_LE(r.elapsed - r.slowest_chunk, budget.time + 10ms) << describe(r);
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    const upkeep_result& r = calls[i];
+    // Past the budget, at most the chunk in flight; in CPU time, as HonoursItsTimeBudget does.
+    EXPECT_LE(cpu[i] - std::min(cpu[i], r.slowest_chunk), budget.time + 10ms) << describe(r);
     longest = std::max(longest, r.elapsed);
   }
   const double restored = huge_of(table_opts::label);
