@@ -620,10 +620,18 @@ TEST(UpkeepThread, ChildOfForkDestroysItsCopyWithoutJoining) {
     // TSan refuses to start a thread in the child of a multi-threaded fork (die_after_fork).
     if (under_tsan) return 0;
     hugepage::upkeep_thread own(1ms, collapse_budget::of_time(1ms));
-    std::this_thread::sleep_for(5ms);
+    // Its first run is due after 1 ms; a loaded machine may give the thread a CPU much later.
+    const auto until = std::chrono::steady_clock::now() + 3s;
+    while (own.runs() == 0 && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(1ms);
+    }
     return own.runs() >= 1 ? 0 : 3;
   });
   EXPECT_EQ(code, 0) << (code == hugepage::test::child_hung ? "the child hung" : "");
+  const auto until = std::chrono::steady_clock::now() + 3s;
+  while (keeper->runs() == 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(1ms);
+  }
   EXPECT_GE(keeper->runs(), 1u);
 }
 

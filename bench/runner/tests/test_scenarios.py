@@ -86,11 +86,11 @@ class Tables(unittest.TestCase):
 
     def test_a_skipped_row_says_why(self):
         c = row("Scenario_BookFragmented", "ours hugetlb_2m", "hugetlb_2m", "")
-        c.samples, c.errors = [], ["fragment first is not connected"]
+        c.samples, c.errors = [], ["fragment first failed: not fragmented"]
         out = scenarios.scenario_tables(cells_of(c), the_configs(), "Scenario_BookFragmented",
                                         registry())
         self.assertEqual(len(out), 1)  # no kernel table without a measured row
-        self.assertEqual(out[0][2][0][-1], "skipped: fragment first is not connected")
+        self.assertEqual(out[0][2][0][-1], "skipped: fragment first failed: not fragmented")
 
 
 class Verdict(unittest.TestCase):
