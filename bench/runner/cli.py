@@ -1,7 +1,7 @@
-"""The command line: bench/run.py [--quick] [--scenarios] [--rounds N] [--sizes 4M,64M,1G]
-[--suites A,B] [--no-peers | --peers NAMES] [--no-paired] [--out DIR] [--cpu N] [--bench PATH]
-[-- extra google-benchmark flags], or bench/run.py --from DIR [--out NEW] (redo the tables of an
-earlier run; runs nothing).
+"""The command line: bench/run.py [--quick] [--scenarios] [--thp-always] [--rounds N]
+[--sizes 4M,64M,1G] [--suites A,B] [--no-peers | --peers NAMES] [--no-paired] [--out DIR]
+[--cpu N] [--bench PATH] [-- extra google-benchmark flags], or bench/run.py --from DIR
+[--out NEW] (redo the tables of an earlier run; runs nothing).
 
 Each table cell is the median over the rounds; the spread is min-max over the rounds. Ratios
 (speedup over glibc std, ours/peer) are paired per round: the ratio of the two rows measured in
@@ -80,6 +80,10 @@ def parse_args(argv):
                         "latency, RSS, coverage, kernel counters; docs/benchmark.md), with the "
                         "configurations THP always and THP always + fast khugepaged (root); "
                         f"{SCENARIO_ROUNDS} round unless --rounds; no paired run, no headroom")
+    p.add_argument("--thp-always", action="store_true",
+                   help="add the configuration 'thp always': the peers' std rows under plain "
+                        "glibc with THP enabled=always machine-wide for that process, then "
+                        "restored (root; --scenarios always has it)")
     p.add_argument("--rounds", type=int, help=f"interleaved rounds (default {DEFAULT_ROUNDS})")
     p.add_argument("--heavy-rounds", type=int,
                    help=f"rounds that run every selected suite (default {DEFAULT_HEAVY_ROUNDS}); "

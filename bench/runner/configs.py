@@ -8,7 +8,7 @@ was loaded with the options it was given.
   glibc hugetlb=2  std rows, GLIBC_TUNABLES=glibc.malloc.hugetlb=2 (MAP_HUGETLB from the 2 MiB pool)
   jemalloc         std rows, Debian's libjemalloc2 (5.3) via LD_PRELOAD, MALLOC_CONF=thp:always,...
   mimalloc         std rows, Debian's libmimalloc2.0 (2.0.x) via LD_PRELOAD, large/huge OS pages
-  thp always       (--scenarios) std rows under plain glibc with THP `always` machine-wide, written
+  thp always       (--scenarios, --thp-always) std rows under plain glibc with THP `always` machine-wide, written
                    for that process only and put back after it (root only)
   thp always fast khugepaged
                    (--scenarios, Scenario_SparseIdle) the same with khugepaged scanning faster
@@ -161,7 +161,7 @@ def make_configs(args, registry):
     if args.no_peers:
         return configs, skipped
     ps = args.peer_suites
-    if scenarios:
+    if scenarios or getattr(args, "thp_always", False):
         skipped += thp_always_configs(configs, ps, registry)
     configs.append(Config("glibc hugetlb=1", {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}, ["std"], ps,
                           peer=True, core=registry.peer_core(), note="glibc 2.35+: madvise(MADV_HUGEPAGE) on malloc's mmaps"))
@@ -226,8 +226,9 @@ SPARSE_IDLE = "Scenario_SparseIdle"
 
 
 def thp_always_configs(configs, peer_suites, registry, why_not=sysfs.why_not):
-    """--scenarios: appends the configurations that run under THP `always` machine-wide (std
-    rows, plain glibc), and returns why any is left out (not root, no such file)."""
+    """--scenarios or --thp-always: appends the configurations that run under THP `always`
+    machine-wide (std rows, plain glibc), and returns why any is left out (not root, no such
+    file)."""
     always = {sysfs.THP_ENABLED: "always"}
     fast = dict(always, **FAST_KHUGEPAGED)
     why = why_not(fast)

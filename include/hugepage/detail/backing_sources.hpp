@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -420,18 +421,32 @@ inline query_outcome backing_by_query(int maps_fd, int pagemap_fd, std::uintptr_
   return query_outcome::done;
 }
 
-// The note for a process whose smaps lists no mapping: it has no address space, so nothing of
-// it can be reported (every process that runs user code has mappings).
+// The note for a process whose smaps lists no mapping: it has exited, or it is a kernel thread
+// (PF_KTHREAD in the flags of /proc/PID/stat), with no address space; any other process that runs
+// user code has mappings, so its smaps was masked (a mount over it, an empty file).
 inline std::string no_address_space(pid_t pid) {
   std::error_code ec;
   const std::string stat = read_file(proc_path(pid, "stat").c_str(), ec);
   const std::size_t close = stat.rfind(')');
   const char state =
       ec || close == std::string::npos || close + 2 >= stat.size() ? '?' : stat[close + 2];
+  // After ")": state, ppid, pgrp, session, tty_nr, tpgid, then flags (proc(5) fields 3-9).
+  unsigned long long flags = 0;
+  if (!ec && close != std::string::npos) {
+    std::size_t at = close + 1;
+    for (int field = 0; field < 6 && at != std::string::npos; ++field) at = stat.find(' ', at + 1);
+    if (at != std::string::npos) flags = std::strtoull(stat.c_str() + at + 1, nullptr, 10);
+  }
+  constexpr unsigned long long pf_kthread = 0x00200000;
   const std::string who = "process " + (pid == 0 ? std::string("self") : std::to_string(pid));
-  return state == 'Z' || state == 'X' || ec
-             ? who + " has exited: it has no memory left to report"
-             : who + " has no address space (a kernel thread): it has no memory to report";
+  if (state == 'Z' || state == 'X' || ec)
+    return who + " has exited: it has no memory left to report";
+  if ((flags & pf_kthread) != 0) {
+    return who + " has no address space (a kernel thread): it has no memory to report";
+  }
+  return "smaps of " + who +
+         " lists no mapping, though it runs user code: the file is masked or "
+         "empty (a mount over /proc?), so its memory is unknown";
 }
 
 // [lo, hi): the range widened to whole base pages, clipped at the last whole page of the address
@@ -449,8 +464,10 @@ inline void page_range(const void* p, std::size_t bytes, std::uintptr_t& lo, std
 // The note for a PAGEMAP_SCAN that failed with `ec`.
 inline std::string scan_failure_note(const std::error_code& ec) {
   return "PAGEMAP_SCAN failed (" + errno_name_and_text(ec) + ")" +
-         (ec == std::errc::inappropriate_io_control_operation ? ": kernels before Linux 6.7 lack it"
-                                                              : "");
+         (ec == std::errc::inappropriate_io_control_operation
+              ? ": kernels before Linux 6.7 lack it, and a file that is not the kernel's pagemap "
+                "(a mount over it) refuses it so"
+              : "");
 }
 
 // Settles the note of a report from backing_by_pfn(): the notes of a fallback go when there was

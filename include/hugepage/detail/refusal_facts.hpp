@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -45,21 +46,30 @@ inline std::uint64_t address_space_used() {
   return statm ? statm->size * os::base_page_size() : 0;
 }
 
-/// The mappings of this process (lines of /proc/self/maps): what vm.max_map_count limits. 0 when
-/// unreadable. Reads through a buffer on the stack: at the limit, malloc cannot map more.
+/// The mappings of this process that vm.max_map_count limits: the lines of /proc/self/maps less
+/// [vsyscall], which the kernel lists (last, at the top of the address space) but does not count.
+/// 0 when unreadable. Reads through a buffer on the stack: at the limit, malloc cannot map more.
 inline std::uint64_t mapping_count() noexcept {
   const int fd = open_read_only("/proc/self/maps");
   if (fd < 0) return 0;
   char buffer[4096];
+  constexpr char vsyscall_line_end[] = "[vsyscall]\n";
+  constexpr std::size_t tail_size = sizeof vsyscall_line_end - 1;
+  char tail[tail_size] = {};  // the last bytes read, oldest first
   std::uint64_t lines = 0;
   for (;;) {
     const ssize_t n = ::read(fd, buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
-    for (ssize_t i = 0; i < n; ++i) lines += buffer[i] == '\n' ? 1 : 0;
+    for (ssize_t i = 0; i < n; ++i) {
+      lines += buffer[i] == '\n' ? 1 : 0;
+      std::memmove(tail, tail + 1, tail_size - 1);
+      tail[tail_size - 1] = buffer[i];
+    }
   }
   ::close(fd);
-  return lines;
+  const bool vsyscall_last = std::memcmp(tail, vsyscall_line_end, tail_size) == 0;
+  return vsyscall_last && lines > 0 ? lines - 1 : lines;
 }
 
 }  // namespace hugepage::detail
