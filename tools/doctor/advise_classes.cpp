@@ -248,18 +248,7 @@ void advise_runtime_heap(const process_report& p, const system_report& s, const 
       out.push_back(not_obtained(p, s, "the JVM's huge page flag", classes, true));
       return;
     }
-    out.push_back(with_reach(
-        environment_advice(
-            p, "jvm_without_thp",
-            head + "the JVM heap is not advised: add -XX:+UseTransparentHugePages to the java "
-                   "options (JAVA_TOOL_OPTIONS), which reaches it; ",
-            {"runtime: " + rt.evidence,
-             rt.settings_known ? "no -XX:+UseTransparentHugePages or -XX:+UseLargePages"
-                               : "java options unknown (cmdline or environment unreadable)",
-             "THP enabled=madvise"},
-            "the whole heap is committed in 2 MiB steps (more RSS with a sparse heap)",
-            "JAVA_TOOL_OPTIONS", "-XX:+UseTransparentHugePages", java_options),
-        classes));
+    out.push_back(with_reach(jvm_thp_advice(p, head), classes));
     return;
   }
   if (rt.kind == "node") {

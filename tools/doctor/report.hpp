@@ -230,6 +230,13 @@ struct runtime_report {
   /// Its settings map from the hugetlb pool (-XX:+UseLargePages alone, MariaDB large_pages).
   bool uses_pool = false;
   std::size_t heap_bytes = 0, pool_page_bytes = 0;  ///< JVM -Xmx, -XX:LargePageSizeInBytes or 0
+  /// JVM: -XX:ReservedCodeCacheSize, else HotSpot's default (240 MiB tiered, 48 MiB without).
+  std::size_t code_cache_bytes = 0;
+  /// JVM: where the UseTransparentHugePages flag that wins came from ("the command line",
+  /// "JAVA_TOOL_OPTIONS", ...), "" when none; thp_off: that flag is -XX:-UseTransparentHugePages.
+  std::string thp_flag_source;
+  bool thp_off = false;
+  std::string options_unread;  ///< JVM: an @argfile on its command line the doctor did not read
 };
 
 /// What maps a share of a process's memory. The class decides which setting can reach it: a
