@@ -256,17 +256,23 @@ advice jvm_thp_advice(const process_report& p, const std::string& head) {
 
 advice glibc_pool_advice(const process_report& p, const system_report& s, const std::string& head,
                          const std::vector<const memory_class_usage*>& classes) {
-  std::size_t base = 0;
-  for (const memory_class_usage* c : classes) base += c->resident - std::min(c->huge, c->resident);
-  const buffer_pool_need n = pool_need_of(base, 0, s);
+  // Each mapping glibc makes takes whole pages: the classes' pool_bytes, where known, else
+  // their base-page bytes.
+  std::size_t base = 0, pool = 0;
+  for (const memory_class_usage* c : classes) {
+    base += c->resident - std::min(c->huge, c->resident);
+    pool += c->pool_bytes;
+  }
+  buffer_pool_need n = pool_need_of(std::max(base, pool), 0, s);
   advice a{"glibc_hugetlb_pool_short",
            advice_level::warning,
            head + fmt::format("GLIBC_TUNABLES has glibc.malloc.hugetlb=2, which maps malloc's "
                               "chunks and thread arenas from the hugetlb pool, yet {} of this "
                               "memory is on base pages: glibc falls back to base pages, without "
                               "a word, for each mapping it makes while the pool has no free page; "
-                              "it needs at least {} pages of {}, the pool has {} free{}; then "
-                              "restart the process",
+                              "it needs at least {} pages of {} (each mapping glibc makes takes "
+                              "whole pages: a 132 KiB chunk takes one), the pool has {} free{}; "
+                              "then restart the process",
                               format_bytes(base), n.pages, format_bytes(n.page), n.available,
                               shortfall(n)),
            {fmt::format("allocator glibc: {}", p.allocator.hugepage_mode),

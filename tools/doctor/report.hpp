@@ -275,6 +275,10 @@ struct memory_class_usage {
   /// it maps it, and only from that size up, so it never reaches these.
   std::size_t in_small_chunks = 0;
   std::size_t largest_mapping = 0;  ///< size of the class's largest mapping
+  /// What the class's memory on base pages would take from a hugetlb pool of the PMD size, as
+  /// glibc.malloc.hugetlb=2 maps it: each mmapped chunk's size, each other mapping's resident
+  /// bytes, rounded up to whole pages one by one (a 132 KiB chunk takes a 2 MiB page).
+  std::size_t pool_bytes = 0;
   std::size_t views = 0;  ///< mappings repeating memory an earlier one maps (counted once)
   std::string evidence;   ///< how the class was told ("chunk headers", "64 MiB-aligned heaps", ...)
   std::string mount;      ///< tmpfs_file: the mount point
