@@ -324,7 +324,27 @@ std::vector<memory_class_usage> classify_memory(const std::vector<mapping_info>&
       if (as == memory_class::tmpfs_file) c.mount_huge = mount_huge;
       return &c;
     };
-    if (chunk_bytes == 0) {
+    const bool private_copies =
+        kind == memory_class::shared_anonymous && !is_shared(m) && m.anonymous > 0;
+    if (private_copies) {
+      // A MAP_PRIVATE view of shmem: its written pages are its own anonymous copies, which
+      // THP enabled= (not shmem_enabled) governs; its other pages are the object's.
+      memory_class_usage* c = add(kind, m.size());
+      const std::size_t copies = std::min(m.anonymous, c->resident);
+      c->resident -= copies;
+      c->huge -= std::min(c->huge, m.anon_huge);
+      c->advised -= std::min(c->advised, advised != 0 ? copies : 0);
+      c->in_small_mappings -= std::min(c->in_small_mappings, small != 0 ? copies : 0);
+      if (base_pages) c->pool_bytes -= whole_pages(resident) - whole_pages(resident - copies);
+      memory_class_usage& own = usage(memory_class::anonymous_mmap, "");
+      own.resident += copies;
+      own.huge += m.anon_huge;
+      own.advised += advised != 0 ? copies : 0;
+      own.in_small_mappings += small != 0 ? copies : 0;
+      own.mappings += 1;
+      own.largest_mapping = std::max(own.largest_mapping, m.size());
+      if (!m.is_hugetlb() && m.anon_huge == 0) own.pool_bytes += whole_pages(copies);
+    } else if (chunk_bytes == 0) {
       add(kind, m.size());
     } else {
       memory_class_usage* c = add(memory_class::glibc_mmapped_chunks, chunk_bytes);
