@@ -3,6 +3,7 @@
 // threshold that no setting reaches gets a note instead of a quiet all-clear.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -252,6 +253,57 @@ TEST(DoctorPoolSettings, UnreachedMemoryUnderTheThresholdIsANote) {
 
 // A static Go program (kubectl's layout: its executable, the first heap arena at 0xc000000000):
 // recognised, its GODEBUG read, and a note that says no GODEBUG setting reaches its heap.
+// The red team's quiet all-clears: hundreds of MiB on base pages in classes each under the
+// 512 MiB threshold, which a setting not in effect would reach. Each gets a note naming the
+// memory and the setting (exit 0: a note), never "nothing to change".
+TEST(DoctorPoolSettings, ReachableMemoryUnderTheThresholdIsNeverAQuietAllClear) {
+  const system_report s = healthy_system();
+  // One 400 MiB malloc: glibc.malloc.hugetlb=1 reaches its chunk.
+  process_report p = process_with(big_process("glibc", {}, "2.36"),
+                                  usage(memory_class::glibc_mmapped_chunks, 400 * mib));
+  auto list = advise_process(p, s);
+  ASSERT_EQ(list.size(), 1u) << ids(list);
+  EXPECT_EQ(list[0].id, "glibc_without_hugetlb_tunable");
+  EXPECT_EQ(list[0].level, advice_level::note);
+  EXPECT_TRUE(mentions(list[0], "glibc's mmapped chunks (400 MiB)")) << list[0].message;
+  EXPECT_TRUE(mentions(list[0], "runs without glibc.malloc.hugetlb=1")) << list[0].message;
+  EXPECT_EQ(list[0].commands,
+            std::vector<std::string>{"export GLIBC_TUNABLES=glibc.malloc.hugetlb=1"});
+  EXPECT_EQ(exit_code_of(list), exit_healthy);
+  // The same in a static binary: the linked-in allocator's note, with --collapse.
+  process_report linked = p;
+  linked.allocator = describe_allocator({"unknown", "", ""}, true, {});
+  list = advise_process(linked, s);
+  EXPECT_EQ(only(list, "allocator_linked_in").level, advice_level::note) << ids(list);
+  // 240 MiB of its own mmap and 240 MiB malloc'd: the setting for the one, why nothing reaches
+  // the other; each alone is under the 256 MiB floor.
+  p.classes = {usage(memory_class::anonymous_mmap, 240 * mib),
+               usage(memory_class::glibc_mmapped_chunks, 240 * mib)};
+  list = advise_process(p, s);
+  EXPECT_EQ(only(list, "glibc_without_hugetlb_tunable").level, advice_level::note) << ids(list);
+  const advice& own = only(list, "base_pages_out_of_reach");
+  EXPECT_TRUE(mentions(own, "the program's own anonymous mappings (240 MiB)")) << own.message;
+  EXPECT_NE(std::find(own.evidence.begin(), own.evidence.end(),
+                      "each class under 512 MiB, together 480 MiB on base pages"),
+            own.evidence.end());
+  // Node's Buffer.alloc(400 MiB): a malloc'd chunk, which the glibc tunable reaches.
+  p.runtime.kind = "node";
+  p.runtime.evidence = "executable /usr/bin/node";
+  p.classes = {usage(memory_class::glibc_mmapped_chunks, 400 * mib)};
+  EXPECT_EQ(only(advise_process(p, s), "glibc_without_hugetlb_tunable").level, advice_level::note);
+  // A JVM with a 450 MiB heap and no flags: -XX:+UseTransparentHugePages.
+  p.runtime = detect_runtime({libjvm}, cmdline_of("java\0-Xmx450m\0Sleep"), {});
+  p.classes = {usage(memory_class::runtime_heap, 450 * mib)};
+  list = advise_process(p, s);
+  const advice& jvm = only(list, "jvm_without_thp");
+  EXPECT_EQ(jvm.level, advice_level::note);
+  EXPECT_EQ(jvm.commands,
+            std::vector<std::string>{"export JAVA_TOOL_OPTIONS=-XX:+UseTransparentHugePages"});
+  // A few MiB in a class next to them get no advice of their own.
+  p.classes.push_back(usage(memory_class::glibc_main_arena, 1 * mib));
+  EXPECT_EQ(advise_process(p, s).size(), 1u) << ids(advise_process(p, s));
+}
+
 TEST(DoctorPoolSettings, GoHeapIsToldAndItsGodebugChecked) {
   mapping_info exe, heap, other;
   exe.start = 0x400000;
