@@ -136,9 +136,9 @@ advice mariadb_large_pages(const process_report& p, const system_report& s) {
                     "then restart it",
                     p.runtime.settings.back(), format_bytes(n.bytes), n.pages, format_bytes(n.page),
                     n.available,
-                    n.missing > 0
-                        ? fmt::format(", {} short: grow the pool by {} pages", n.missing, n.missing)
-                        : " now, enough"),
+                    n.missing > 0 ? fmt::format(", {} short: grow the pool by {} {}", n.missing,
+                                                n.missing, n.missing == 1 ? "page" : "pages")
+                                  : " now, enough"),
         "the buffer pool's mapping is on base pages (smaps KernelPageSize)", n, p, s);
   }
   return mariadb_advice(

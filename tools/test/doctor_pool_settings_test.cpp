@@ -101,6 +101,14 @@ TEST(DoctorPoolSettings, JvmLargePagesWithAShortPoolSaysByHowMuch) {
   list = advise_process(p, s);
   EXPECT_TRUE(mentions(only(list, "jvm_pool_short"), "the pool has 0 free, 651 short"));
   EXPECT_EQ(only(list, "jvm_pool_short").commands.at(0), "sysctl -w vm.nr_hugepages=651");
+  // One page short: "1 more page".
+  s.pools[0].total = 650;
+  s.pools[0].free = 650;
+  list = advise_process(p, s);
+  EXPECT_TRUE(mentions(only(list, "jvm_pool_short"), "1 short: reserve 1 more page of 2 MiB"))
+      << only(list, "jvm_pool_short").message;
+  s.pools[0].total = 0;
+  s.pools[0].free = 0;
   // A smaller code cache, or none tiered: 48 MiB by default.
   const char small_cache[] =
       "java\0-XX:+UseLargePages\0-XX:ReservedCodeCacheSize=64m\0-Xmx1g\0Main";
@@ -338,6 +346,18 @@ TEST(DoctorPoolSettings, GoHeapIsToldAndItsGodebugChecked) {
   EXPECT_EQ(a.level, advice_level::note);
   EXPECT_TRUE(mentions(a, "no GODEBUG setting makes it")) << a.message;
   EXPECT_TRUE(mentions(a, "this process has GODEBUG=madvdontneed=1,disablethp=1")) << a.message;
+  // Whether the runtime acted on it is smaps' VmFlags nh on the heap arena, not the environment.
+  EXPECT_TRUE(mentions(a, "smaps' VmFlags were not checked")) << a.message;
+  p.largest = {{0xc000000000, 1 * gib, 1 * gib, 0, 4096, "", "", false, {}, 1}};
+  list = advise_process(p, healthy_system());
+  EXPECT_TRUE(mentions(only(list, "go_heap_out_of_reach"),
+                       "yet its heap is not marked MADV_NOHUGEPAGE (no nh in smaps VmFlags)"))
+      << only(list, "go_heap_out_of_reach").message;
+  p.largest[0].flags = "nh";
+  list = advise_process(p, healthy_system());
+  EXPECT_TRUE(mentions(only(list, "go_heap_out_of_reach"),
+                       "marked the heap MADV_NOHUGEPAGE (smaps VmFlags nh)"))
+      << only(list, "go_heap_out_of_reach").message;
   // Not the static-binary advice, which would offer GLIBC_TUNABLES.
   EXPECT_EQ(find(list, "allocator_linked_in"), std::nullopt) << ids(list);
   // 300 MiB: under the threshold, still no quiet all-clear, and the Go reason.
