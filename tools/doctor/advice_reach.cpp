@@ -154,9 +154,27 @@ std::string go_heap_reason(const process_report& p) {
       "the Go runtime maps its own heap and advises none of it MADV_HUGEPAGE (not since Go "
       "1.21.1), and no GODEBUG setting makes it (GODEBUG=disablethp=1 only keeps THP off it)";
   if (godebug_disables_thp(godebug)) {
-    out += "; this process has GODEBUG=" + godebug +
-           ": its runtime marks the heap MADV_NOHUGEPAGE, which THP enabled=always and "
-           "--collapse respect, so what follows helps only once disablethp=1 is gone";
+    // Only smaps says whether the runtime acted on it (Go 1.21.6 and later do): VmFlags nh on
+    // its first heap arena.
+    const anon_mapping* arena = nullptr;
+    for (const anon_mapping& m : p.largest) {
+      if (m.start == 0xc000000000) arena = &m;
+    }
+    out += "; this process has GODEBUG=" + godebug;
+    if (arena != nullptr && arena->flags == "nh") {
+      out +=
+          ": its runtime marked the heap MADV_NOHUGEPAGE (smaps VmFlags nh), which THP "
+          "enabled=always and --collapse respect, so what follows helps only once "
+          "disablethp=1 is gone";
+    } else if (arena != nullptr) {
+      out +=
+          ", yet its heap is not marked MADV_NOHUGEPAGE (no nh in smaps VmFlags): this Go "
+          "runtime does not act on disablethp";
+    } else {
+      out +=
+          ", which makes Go 1.21.6 and later mark the heap MADV_NOHUGEPAGE (its mapping is "
+          "not among those listed, so smaps' VmFlags were not checked)";
+    }
   }
   return out;
 }

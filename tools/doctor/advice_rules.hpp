@@ -136,6 +136,10 @@ advice glibc_pool_advice(const process_report& p, const system_report& s, const 
 // The JVM has -XX:+UseLargePages alone and its heap is on base pages (pool_setting_advice).
 bool jvm_heap_on_base_pages(const process_report& p, const system_report& s);
 
+// The JVM heap is not advised: -XX:+UseTransparentHugePages through the options variable that
+// wins over a -XX:- it has (JAVA_TOOL_OPTIONS, else _JAVA_OPTIONS), or removing that flag.
+advice jvm_thp_advice(const process_report& p, const std::string& head);
+
 // memcached's slabs are 1 MiB chunks no malloc setting reaches: its own -L.
 advice memcached_advice(const process_report& p, const std::string& head,
                         const std::vector<const memory_class_usage*>& classes);

@@ -94,8 +94,8 @@ const anon_mapping* jvm_heap_mapping(const process_report& p) {
 
 // ", 253 short: reserve 253 more pages of 2 MiB" or " now, enough".
 std::string shortfall(const buffer_pool_need& n) {
-  return n.missing > 0 ? fmt::format(", {} short: reserve {} more pages of {}", n.missing,
-                                     n.missing, format_bytes(n.page))
+  return n.missing > 0 ? fmt::format(", {} short: reserve {} more {} of {}", n.missing, n.missing,
+                                     n.missing == 1 ? "page" : "pages", format_bytes(n.page))
                        : " now, enough";
 }
 
@@ -136,9 +136,9 @@ advice mariadb_large_pages(const process_report& p, const system_report& s) {
                     "then restart it",
                     p.runtime.settings.back(), format_bytes(n.bytes), n.pages, format_bytes(n.page),
                     n.available,
-                    n.missing > 0
-                        ? fmt::format(", {} short: grow the pool by {} pages", n.missing, n.missing)
-                        : " now, enough"),
+                    n.missing > 0 ? fmt::format(", {} short: grow the pool by {} {}", n.missing,
+                                                n.missing, n.missing == 1 ? "page" : "pages")
+                                  : " now, enough"),
         "the buffer pool's mapping is on base pages (smaps KernelPageSize)", n, p, s);
   }
   return mariadb_advice(
@@ -178,16 +178,28 @@ std::optional<advice> pool_setting_advice(const process_report& p, const system_
   const anon_mapping* heap = jvm_heap_mapping(p);
   const std::size_t bytes = rt.heap_bytes != 0 ? rt.heap_bytes : heap != nullptr ? heap->size : 0;
   if (bytes == 0) return std::nullopt;
-  const buffer_pool_need n = pool_need_of(bytes, rt.pool_page_bytes, s);
+  // The JVM maps more than its heap from the pool, and before it: the code cache (all of
+  // ReservedCodeCacheSize) and G1's structures beside the heap, each its own mapping rounded up
+  // to whole pages: two mark bitmaps of heap/64 (JDK 17; one from JDK 20), the block offset
+  // table, card table and card counts of heap/512 each. An estimate: other collectors need less.
+  buffer_pool_need n = pool_need_of(bytes, rt.pool_page_bytes, s);
+  const auto pages_of = [&](std::size_t b) { return (b + n.page - 1) / n.page; };
+  const std::uint64_t heap_pages = n.pages, code_pages = pages_of(rt.code_cache_bytes);
+  const std::uint64_t gc_pages = 2 * pages_of(bytes / 64) + 3 * pages_of(bytes / 512);
+  n.pages = heap_pages + code_pages + gc_pages;
+  n.missing = n.pages > n.available ? n.pages - n.available : 0;
   advice a{
       "jvm_pool_short",
       advice_level::warning,
       fmt::format("the JVM has -XX:+UseLargePages (without -XX:+UseTransparentHugePages), "
                   "which maps its heap from the hugetlb pool, yet its heap ({}) is on base "
                   "pages: when the pool is short at start the JVM falls back to base pages "
-                  "and runs on (only a warning on its own output says so); it needs {} "
-                  "pages of {}, the pool has {} free{}; then restart it",
-                  format_bytes(n.bytes), n.pages, format_bytes(n.page), n.available, shortfall(n)),
+                  "and runs on (only a warning on its own output says so); it needs about {} "
+                  "pages of {} ({} for the heap, {} for the code cache of {}, about {} for the "
+                  "garbage collector's structures, which it maps from the pool first), the pool "
+                  "has {} free{}; then restart it",
+                  format_bytes(n.bytes), n.pages, format_bytes(n.page), heap_pages, code_pages,
+                  format_bytes(rt.code_cache_bytes), gc_pages, n.available, shortfall(n)),
       {heap != nullptr ? fmt::format("the heap's mapping ({} resident) is on base pages "
                                      "(smaps KernelPageSize)",
                                      format_bytes(heap->resident))
@@ -195,11 +207,12 @@ std::optional<advice> pool_setting_advice(const process_report& p, const system_
        rt.heap_bytes != 0
            ? fmt::format("heap {} (-Xmx or -XX:MaxHeapSize)", format_bytes(n.bytes))
            : fmt::format("heap {} (its largest resident mapping; no -Xmx)", format_bytes(n.bytes)),
+       fmt::format("code cache {} (-XX:ReservedCodeCacheSize or its default)",
+                   format_bytes(rt.code_cache_bytes)),
        fmt::format("hugetlb pool of {}: {} pages, {} available", format_bytes(n.page), n.total,
                    n.available),
        "runtime: " + rt.evidence},
-      fmt::format("{} reserved for the JVM, unusable for anything else (the JVM maps its "
-                  "code cache from the pool too where pages are left)",
+      fmt::format("{} reserved for the JVM, unusable for anything else",
                   format_bytes(n.pages * n.page)),
       {}};
   const bool heap_class = std::any_of(p.classes.begin(), p.classes.end(), [](const auto& c) {
@@ -214,19 +227,52 @@ std::optional<advice> pool_setting_advice(const process_report& p, const system_
   return a;
 }
 
+advice jvm_thp_advice(const process_report& p, const std::string& head) {
+  const runtime_report& rt = p.runtime;
+  // The variable whose -XX:+UseTransparentHugePages wins over the -XX:- the JVM has: the JVM
+  // reads JAVA_TOOL_OPTIONS first and _JAVA_OPTIONS last, so a -XX:- on the command line or in
+  // JDK_JAVA_OPTIONS overrides JAVA_TOOL_OPTIONS, and only _JAVA_OPTIONS overrides it.
+  const bool late = rt.thp_off && rt.thp_flag_source != "JAVA_TOOL_OPTIONS";
+  const std::string name = late ? "_JAVA_OPTIONS" : "JAVA_TOOL_OPTIONS";
+  std::string why =
+      late ? fmt::format(
+                 "the JVM has -XX:-UseTransparentHugePages from {}, which a flag in "
+                 "JAVA_TOOL_OPTIONS cannot override (the JVM reads that first): remove it from {}, "
+                 "or add -XX:+UseTransparentHugePages to _JAVA_OPTIONS, which the JVM reads last "
+                 "and which wins (it prints \"Picked up _JAVA_OPTIONS\" on its error output); ",
+                 rt.thp_flag_source, rt.thp_flag_source)
+           : "the JVM heap is not advised: add -XX:+UseTransparentHugePages to the java options "
+             "(JAVA_TOOL_OPTIONS), which reaches it; ";
+  return environment_advice(
+      p, "jvm_without_thp", head + why,
+      {"runtime: " + rt.evidence,
+       !rt.settings_known ? "java options unknown (cmdline or environment unreadable)"
+       : rt.thp_off       ? "-XX:-UseTransparentHugePages from " + rt.thp_flag_source
+                          : "no -XX:+UseTransparentHugePages or -XX:+UseLargePages",
+       "THP enabled=madvise"},
+      "the whole heap is committed in 2 MiB steps (more RSS with a sparse heap)", name,
+      "-XX:+UseTransparentHugePages", java_options);
+}
+
 advice glibc_pool_advice(const process_report& p, const system_report& s, const std::string& head,
                          const std::vector<const memory_class_usage*>& classes) {
-  std::size_t base = 0;
-  for (const memory_class_usage* c : classes) base += c->resident - std::min(c->huge, c->resident);
-  const buffer_pool_need n = pool_need_of(base, 0, s);
+  // Each mapping glibc makes takes whole pages: the classes' pool_bytes, where known, else
+  // their base-page bytes.
+  std::size_t base = 0, pool = 0;
+  for (const memory_class_usage* c : classes) {
+    base += c->resident - std::min(c->huge, c->resident);
+    pool += c->pool_bytes;
+  }
+  buffer_pool_need n = pool_need_of(std::max(base, pool), 0, s);
   advice a{"glibc_hugetlb_pool_short",
            advice_level::warning,
            head + fmt::format("GLIBC_TUNABLES has glibc.malloc.hugetlb=2, which maps malloc's "
                               "chunks and thread arenas from the hugetlb pool, yet {} of this "
                               "memory is on base pages: glibc falls back to base pages, without "
                               "a word, for each mapping it makes while the pool has no free page; "
-                              "it needs at least {} pages of {}, the pool has {} free{}; then "
-                              "restart the process",
+                              "it needs at least {} pages of {} (each mapping glibc makes takes "
+                              "whole pages: a 132 KiB chunk takes one), the pool has {} free{}; "
+                              "then restart the process",
                               format_bytes(base), n.pages, format_bytes(n.page), n.available,
                               shortfall(n)),
            {fmt::format("allocator glibc: {}", p.allocator.hugepage_mode),

@@ -248,18 +248,7 @@ void advise_runtime_heap(const process_report& p, const system_report& s, const 
       out.push_back(not_obtained(p, s, "the JVM's huge page flag", classes, true));
       return;
     }
-    out.push_back(with_reach(
-        environment_advice(
-            p, "jvm_without_thp",
-            head + "the JVM heap is not advised: add -XX:+UseTransparentHugePages to the java "
-                   "options (JAVA_TOOL_OPTIONS), which reaches it; ",
-            {"runtime: " + rt.evidence,
-             rt.settings_known ? "no -XX:+UseTransparentHugePages or -XX:+UseLargePages"
-                               : "java options unknown (cmdline or environment unreadable)",
-             "THP enabled=madvise"},
-            "the whole heap is committed in 2 MiB steps (more RSS with a sparse heap)",
-            "JAVA_TOOL_OPTIONS", "-XX:+UseTransparentHugePages", java_options),
-        classes));
+    out.push_back(with_reach(jvm_thp_advice(p, head), classes));
     return;
   }
   if (rt.kind == "node") {
@@ -480,31 +469,56 @@ void advise_tmpfs(const process_report& p, const system_report& s, const memory_
   out.push_back(with_reach(std::move(a), classes));
 }
 
-// Classes each under advice_threshold() on base pages that no setting of the process reaches:
-// from unreached_floor together a note naming them, why, and what --collapse would do, where
-// there would otherwise be a quiet all-clear.
+// Classes each under advice_threshold(), from unreached_floor together on base pages: as notes,
+// the advice a class over it gets where a setting reaches it, else why nothing does and --collapse.
 void advise_unreached(const process_report& p, const system_report& s, std::vector<advice>& out) {
   if (effective_enabled(s, "unknown") != "madvise") return;
-  classes_t left;
+  classes_t left, reachable, shared;
   std::string why;
-  std::size_t base = 0;
+  std::size_t base = 0, total = 0;
   for (const memory_class_usage& c : p.classes) {
-    if (!private_anonymous(c.kind) || wants_huge(c, p) || c.huge_fraction() >= 0.5) continue;
+    const bool priv = private_anonymous(c.kind);
+    const bool shmem =
+        c.kind == memory_class::shared_anonymous || c.kind == memory_class::tmpfs_file;
+    if ((!priv && !shmem) || wants_huge(c, p) || c.huge_fraction() >= 0.5) continue;
+    const std::size_t on_base = c.resident - std::min(c.huge, c.resident);
+    total += on_base;
+    // A class of a few MiB counts in the total but gets no advice of its own (noise).
+    if (on_base < unreached_floor / 16) continue;
+    if (shmem) {
+      if (p.runtime.kind != "postgres") shared.push_back(&c);
+      continue;
+    }
     const std::string reason = out_of_reach_reason(c, p, s.thp_bytes);
-    if (reason.empty()) continue;
+    if (reason.empty()) {
+      reachable.push_back(&c);
+      continue;
+    }
     left.push_back(&c);
     why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", class_phrase(c.kind), reason);
-    base += c.resident - std::min(c.huge, c.resident);
+    base += on_base;
   }
-  if (left.empty() || base < unreached_floor) return;
-  advice a = out_of_reach(p, s, "base_pages_out_of_reach",
-                          fmt::format("{} on base pages that no setting of the process reaches "
-                                      "({})",
-                                      format_bytes(base), why),
-                          left);
-  a.evidence.push_back(fmt::format("each class under {}, together {} on base pages",
-                                   format_bytes(advice_threshold(p)), format_bytes(base)));
-  out.push_back(std::move(a));
+  if (total < unreached_floor) return;
+  const std::string under = fmt::format("each class under {}, together {} on base pages",
+                                        format_bytes(advice_threshold(p)), format_bytes(total));
+  std::vector<advice> more;
+  if (!reachable.empty()) advise_private(p, s, reachable, more);
+  for (const memory_class_usage* c : shared) {
+    c->kind == memory_class::shared_anonymous ? advise_shared(p, s, *c, more)
+                                              : advise_tmpfs(p, s, *c, more);
+  }
+  for (advice& a : more) {
+    a.level = advice_level::note;
+    a.evidence.push_back(under);
+    out.push_back(std::move(a));
+  }
+  if (left.empty() || base == 0) return;
+  out.push_back(
+      out_of_reach(p, s, "base_pages_out_of_reach",
+                   fmt::format("{} on base pages that no setting of the process reaches ({})",
+                               format_bytes(base), why),
+                   left));
+  out.back().evidence.push_back(under);
 }
 
 }  // namespace

@@ -119,16 +119,7 @@ std::vector<advice> advise_process(const process_report& p, const system_report&
       } else if (rt.kind == "jvm") {
         // The Java heap is the JVM's own mapping: malloc settings do not reach it.
         if (!rt.asks_for_huge && enabled == "madvise") {
-          out.push_back(environment_advice(
-              p, "jvm_without_thp",
-              head + "the JVM heap is not advised: add -XX:+UseTransparentHugePages to the "
-                     "java options (JAVA_TOOL_OPTIONS); ",
-              {"runtime: " + rt.evidence,
-               rt.settings_known ? "no -XX:+UseTransparentHugePages or -XX:+UseLargePages"
-                                 : "java options unknown (cmdline or environment unreadable)",
-               "THP enabled=madvise"},
-              "the whole heap is committed in 2 MiB steps (more RSS with a sparse heap)",
-              "JAVA_TOOL_OPTIONS", "-XX:+UseTransparentHugePages", java_options));
+          out.push_back(jvm_thp_advice(p, head));
         } else if (rt.asks_for_huge && !rt.uses_pool && frag.fragmented && fallbacks_matter(s)) {
           out.push_back({"huge_pages_not_obtained",
                          advice_level::warning,

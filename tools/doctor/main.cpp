@@ -196,7 +196,7 @@ int parse(int argc, char** argv, options& o, int& code) {
   return exit_healthy;
 }
 
-int run(const options& o) {
+int run(options o) {
   const bool json = o.format == "json";
   const bool prometheus = o.format == "prometheus";
   if (o.probe) {
@@ -212,6 +212,19 @@ int run(const options& o) {
                 : prometheus ? prometheus_probe(probe)
                              : render_probe(probe),
                 exit_healthy);
+  }
+  if (o.pid) {
+    // A thread id opens /proc/TID as well, with its process's memory: report the process, and
+    // say so, so that a report titled with another pid surprises no one.
+    const auto status = read_text("", "/proc/" + std::to_string(*o.pid) + "/status");
+    const auto fields = status ? parse_meminfo(*status) : decltype(parse_meminfo("")){};
+    const auto tgid = fields.find("Tgid");
+    if (tgid != fields.end() && tgid->second != 0 && tgid->second != std::uint64_t(*o.pid)) {
+      std::fprintf(stderr,
+                   "hugepage-doctor: %d is a thread of process %llu; reporting the process\n",
+                   *o.pid, static_cast<unsigned long long>(tgid->second));
+      o.pid = static_cast<pid_t>(tgid->second);
+    }
   }
   if (o.pid && o.collapse) {
     if (prometheus) return fail("--collapse prints a table or JSON, not prometheus");

@@ -108,7 +108,8 @@ process_report summarize_mappings(const std::vector<mapping_info>& mappings, std
     if (shared) {
       p.largest_shared = std::max(p.largest_shared, m.size());
       if (m.name.rfind("/dev/shm/", 0) == 0) p.dev_shm += m.rss;
-      p.shmem += m.rss;
+      // A MAP_PRIVATE view's Anonymous pages are its own copies: private memory, not shared.
+      p.shmem += is_private(m) ? m.rss - std::min(m.anonymous, m.rss) : m.rss;
       p.shmem_huge += m.shmem_huge;
     } else if (!anonymous) {
       p.file += m.rss > m.anonymous ? m.rss - m.anonymous : 0;

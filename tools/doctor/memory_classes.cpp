@@ -282,10 +282,18 @@ std::vector<memory_class_usage> classify_memory(const std::vector<mapping_info>&
     // The bytes of the record in glibc chunks, and of them in chunks under the PMD size.
     std::size_t chunk_bytes = kind == memory_class::glibc_mmapped_chunks ? m.size() : 0;
     std::size_t small_chunk_bytes = 0;
+    const auto whole_pages = [&](std::size_t bytes) {
+      return (bytes + facts.thp_page_bytes - 1) / facts.thp_page_bytes * facts.thp_page_bytes;
+    };
+    const bool base_pages = !m.is_hugetlb() && huge == 0;
+    std::size_t chunk_pool_bytes =
+        kind == memory_class::glibc_mmapped_chunks && base_pages ? whole_pages(m.size()) : 0;
     if (chunks != nullptr) {
       chunk_bytes = 0;
+      chunk_pool_bytes = 0;
       for (const std::size_t bytes : chunks->chunks) {
         chunk_bytes += bytes;
+        if (base_pages) chunk_pool_bytes += whole_pages(bytes);
         if (bytes < facts.thp_page_bytes) small_chunk_bytes += bytes;
       }
       chunk_bytes = std::min(chunk_bytes, m.size());
@@ -309,15 +317,39 @@ std::vector<memory_class_usage> classify_memory(const std::vector<mapping_info>&
       c.in_small_mappings += whole ? small : share(small, part);
       c.mappings += 1;
       c.largest_mapping = std::max(c.largest_mapping, m.size());
+      if (as != memory_class::glibc_mmapped_chunks && base_pages) {
+        c.pool_bytes += whole_pages(whole ? resident : share(resident, part));
+      }
       if (i < facts.repeated_views.size() && facts.repeated_views[i]) c.views += 1;
       if (as == memory_class::tmpfs_file) c.mount_huge = mount_huge;
       return &c;
     };
-    if (chunk_bytes == 0) {
+    const bool private_copies =
+        kind == memory_class::shared_anonymous && !is_shared(m) && m.anonymous > 0;
+    if (private_copies) {
+      // A MAP_PRIVATE view of shmem: its written pages are its own anonymous copies, which
+      // THP enabled= (not shmem_enabled) governs; its other pages are the object's.
+      memory_class_usage* c = add(kind, m.size());
+      const std::size_t copies = std::min(m.anonymous, c->resident);
+      c->resident -= copies;
+      c->huge -= std::min(c->huge, m.anon_huge);
+      c->advised -= std::min(c->advised, advised != 0 ? copies : 0);
+      c->in_small_mappings -= std::min(c->in_small_mappings, small != 0 ? copies : 0);
+      if (base_pages) c->pool_bytes -= whole_pages(resident) - whole_pages(resident - copies);
+      memory_class_usage& own = usage(memory_class::anonymous_mmap, "");
+      own.resident += copies;
+      own.huge += m.anon_huge;
+      own.advised += advised != 0 ? copies : 0;
+      own.in_small_mappings += small != 0 ? copies : 0;
+      own.mappings += 1;
+      own.largest_mapping = std::max(own.largest_mapping, m.size());
+      if (!m.is_hugetlb() && m.anon_huge == 0) own.pool_bytes += whole_pages(copies);
+    } else if (chunk_bytes == 0) {
       add(kind, m.size());
     } else {
       memory_class_usage* c = add(memory_class::glibc_mmapped_chunks, chunk_bytes);
       c->in_small_chunks += share(resident, small_chunk_bytes);
+      c->pool_bytes += chunk_pool_bytes;
       if (chunk_bytes < m.size()) {
         // The rest gets what the chunk part did not, so the classes still sum to Rss.
         memory_class_usage& rest = usage(kind, mount);
@@ -327,6 +359,7 @@ std::vector<memory_class_usage> classify_memory(const std::vector<mapping_info>&
         rest.in_small_mappings += small - share(small, chunk_bytes);
         rest.mappings += 1;
         rest.largest_mapping = std::max(rest.largest_mapping, m.size());
+        if (base_pages) rest.pool_bytes += whole_pages(resident - share(resident, chunk_bytes));
         ++split_records;
       }
     }

@@ -227,9 +227,13 @@ struct runtime_report {
   std::vector<std::string> settings;
   bool settings_known = false;  ///< false: the command line or environment was unreadable
   bool asks_for_huge = false;   ///< the settings make the runtime advise or map huge pages
-  /// Its settings map from the hugetlb pool (-XX:+UseLargePages alone, MariaDB large_pages).
-  bool uses_pool = false;
-  std::size_t heap_bytes = 0, pool_page_bytes = 0;  ///< JVM -Xmx, -XX:LargePageSizeInBytes or 0
+  bool uses_pool = false;  ///< maps from the hugetlb pool (-XX:+UseLargePages alone, MariaDB's)
+  /// JVM: -Xmx, -XX:LargePageSizeInBytes (0: not set), -XX:ReservedCodeCacheSize or its default;
+  /// where the winning UseTransparentHugePages came from ("the command line", "_JAVA_OPTIONS",
+  /// ...; "" none), thp_off: it is -XX:-; options_unread: an @argfile the doctor did not read.
+  std::size_t heap_bytes = 0, pool_page_bytes = 0, code_cache_bytes = 0;
+  std::string thp_flag_source, options_unread;
+  bool thp_off = false;
 };
 
 /// What maps a share of a process's memory. The class decides which setting can reach it: a
@@ -259,15 +263,14 @@ struct memory_class_usage {
   std::size_t huge = 0;      ///< of them on huge pages (PMD-mapped THP or hugetlb)
   std::size_t mappings = 0;  ///< smaps records in the class
   std::size_t advised = 0;   ///< resident bytes in MADV_HUGEPAGE mappings
-  /// Resident bytes in smaps records (VMAs) smaller than the PMD THP size: neither THP
-  /// enabled=always nor MADV_COLLAPSE makes these huge. Chunks the kernel merged into one larger
-  /// record are not counted here.
+  /// Resident bytes in smaps records (VMAs) under the PMD THP size, which neither THP always nor
+  /// MADV_COLLAPSE makes huge (chunks the kernel merged into a larger record not counted).
   std::size_t in_small_mappings = 0;
-  /// glibc_mmapped_chunks: resident bytes in chunks smaller than the PMD THP size, a record's
-  /// resident bytes shared out by chunk size: glibc.malloc.hugetlb=1 advises a chunk only when
-  /// it maps it, and only from that size up, so it never reaches these.
+  /// glibc_mmapped_chunks: resident bytes in chunks under the PMD THP size (a record's shared out
+  /// by chunk size), which glibc.malloc.hugetlb=1 never advises (only chunks of that size up).
   std::size_t in_small_chunks = 0;
   std::size_t largest_mapping = 0;  ///< size of the class's largest mapping
+  std::size_t pool_bytes = 0;       ///< as hugetlb=2 takes it: per chunk/mapping, whole PMD pages
   std::size_t views = 0;  ///< mappings repeating memory an earlier one maps (counted once)
   std::string evidence;   ///< how the class was told ("chunk headers", "64 MiB-aligned heaps", ...)
   std::string mount;      ///< tmpfs_file: the mount point

@@ -5,6 +5,7 @@
 #include <string>
 #include <string_view>
 
+#include "jvm_options.hpp"
 #include "report.hpp"
 #include "runtime_go.hpp"
 
@@ -215,31 +216,23 @@ runtime_report detect_runtime(const std::vector<std::string>& paths, std::string
     return r;
   }
   if (r.kind != "jvm") return r;
-  // The JVM's huge page flags: the last of + and - wins, the command line after the options
-  // variables (the JVM reads JAVA_TOOL_OPTIONS first). Only the recognised flag names are kept.
-  std::vector<std::string_view> words;
-  for (const auto& [name, value] : settings) {
-    if (name != "JAVA_TOOL_OPTIONS" && name != "_JAVA_OPTIONS" && name != "JDK_JAVA_OPTIONS") {
-      continue;
-    }
-    std::string_view v = value;
-    while (!v.empty()) {
-      const auto space = v.find(' ');
-      if (space != 0) words.push_back(v.substr(0, space));
-      v.remove_prefix(space == std::string_view::npos ? v.size() : space + 1);
-    }
-  }
-  for (const std::string_view w : cmdline_words(cmdline)) words.push_back(w);
+  // The JVM's huge page flags: the last of + and - wins, in the order the JVM reads its options
+  // (jvm_options.hpp); the application's arguments after the main class are not among them.
+  const jvm_options read = read_jvm_options(cmdline, settings);
   r.settings_known = true;
-  std::optional<bool> thp, large;
-  for (std::string_view w : words) {
-    // JDK tools (keytool, jcmd, ...) take JVM options as -J-XX:...
-    if (w.rfind("-J-", 0) == 0) w.remove_prefix(2);
-    if (w == "-XX:+UseTransparentHugePages") thp = true;
-    if (w == "-XX:-UseTransparentHugePages") thp = false;
+  r.options_unread = read.unread;
+  std::optional<bool> thp, large, tiered;
+  for (const jvm_option& option : read.options) {
+    const std::string_view w = option.text;
+    if (w == "-XX:+UseTransparentHugePages" || w == "-XX:-UseTransparentHugePages") {
+      thp = w[4] == '+';
+      r.thp_flag_source = name_of(option.source);
+    }
     if (w == "-XX:+UseLargePages") large = true;
     if (w == "-XX:-UseLargePages") large = false;
-    // The heap's size and the large page's, the last of each.
+    if (w == "-XX:+TieredCompilation") tiered = true;
+    if (w == "-XX:-TieredCompilation") tiered = false;
+    // The heap's size, the large page's and the code cache's, the last of each.
     std::optional<std::size_t> size;
     if (starts_with(w, "-Xmx")) {
       if ((size = jvm_size(w.substr(4)))) r.heap_bytes = *size;
@@ -247,14 +240,23 @@ runtime_report detect_runtime(const std::vector<std::string>& paths, std::string
       if ((size = jvm_size(w.substr(16)))) r.heap_bytes = *size;
     } else if (starts_with(w, "-XX:LargePageSizeInBytes=")) {
       if ((size = jvm_size(w.substr(25)))) r.pool_page_bytes = *size;
+    } else if (starts_with(w, "-XX:ReservedCodeCacheSize=")) {
+      if ((size = jvm_size(w.substr(26)))) r.code_cache_bytes = *size;
     }
+  }
+  // HotSpot's default code cache: 240 MiB with tiered compilation (the default), 48 MiB without.
+  if (r.code_cache_bytes == 0) {
+    r.code_cache_bytes = tiered.value_or(true) ? 240 * units::mib : 48 * units::mib;
   }
   // UseTransparentHugePages madvises the heap (needs THP madvise or always); UseLargePages
   // alone maps the heap from the hugetlb pool (needs nr_hugepages for the whole heap).
   if (thp)
     r.settings.emplace_back(*thp ? "-XX:+UseTransparentHugePages" : "-XX:-UseTransparentHugePages");
   if (large) r.settings.emplace_back(*large ? "-XX:+UseLargePages" : "-XX:-UseLargePages");
+  if (!r.options_unread.empty())
+    r.settings.push_back(r.options_unread + " (argument file, not read)");
   r.asks_for_huge = thp.value_or(false) || large.value_or(false);
+  r.thp_off = thp && !*thp;
   // -XX:+UseTransparentHugePages with UseLargePages madvises (THP); UseLargePages alone maps the
   // heap from the hugetlb pool and falls back to base pages, with a warning, when it is short.
   r.uses_pool = large.value_or(false) && !thp.value_or(false);

@@ -52,21 +52,28 @@ std::optional<std::vector<mapping_info>> counted_once(const std::vector<mapping_
   std::map<std::pair<std::string, std::uint64_t>, std::vector<interval>> objects;
   std::vector<std::uint64_t> keep(mappings.size(), 0);
   bool any = false;
-  for (std::size_t i = 0; i < mappings.size(); ++i) {
-    const mapping_info& m = mappings[i];
-    keep[i] = m.size();
-    const bool shared = m.permissions.size() >= 4 && m.permissions[3] == 's';
-    if (!shared || m.inode == 0 || m.size() == 0) continue;
-    const std::uint64_t from = m.offset;
-    const std::uint64_t to = from + m.size() < from ? UINT64_MAX : from + m.size();
-    std::vector<interval>& covered = objects[{m.device, m.inode}];
-    const std::uint64_t seen = overlap(covered, from, to);
-    if (seen > 0) {
-      repeated[i] = true;
-      any = true;
-      keep[i] = m.size() - std::min<std::uint64_t>(seen, m.size());
+  // Shared views first, private ones after: a private view's page-cache pages (Rss less
+  // Anonymous) are the object's pages, so an offset a shared view covers is counted there; its
+  // Anonymous pages are its own copies (copy-on-write) and always counted. A private view
+  // covers no offsets for the shared ones: pages it copied may be resident in the object too.
+  for (const bool shared_pass : {true, false}) {
+    for (std::size_t i = 0; i < mappings.size(); ++i) {
+      const mapping_info& m = mappings[i];
+      if (shared_pass) keep[i] = m.size();
+      const bool shared = m.permissions.size() >= 4 && m.permissions[3] == 's';
+      if (shared != shared_pass || m.inode == 0 || m.size() == 0 || m.is_hugetlb()) continue;
+      if (!shared && m.rss <= m.anonymous) continue;  // no page-cache page in the view
+      const std::uint64_t from = m.offset;
+      const std::uint64_t to = from + m.size() < from ? UINT64_MAX : from + m.size();
+      std::vector<interval>& covered = objects[{m.device, m.inode}];
+      const std::uint64_t seen = overlap(covered, from, to);
+      if (seen > 0) {
+        repeated[i] = true;
+        any = true;
+        keep[i] = m.size() - std::min<std::uint64_t>(seen, m.size());
+      }
+      if (shared) cover(covered, from, to);
     }
-    cover(covered, from, to);
   }
   if (!any) return std::nullopt;
   std::vector<mapping_info> out = mappings;
@@ -74,6 +81,14 @@ std::optional<std::vector<mapping_info>> counted_once(const std::vector<mapping_
     if (!repeated[i]) continue;
     mapping_info& m = out[i];
     const std::uint64_t size = m.size();
+    if (m.permissions[3] != 's') {
+      // Only the page-cache part repeats; the private copies stay.
+      m.rss = m.anonymous + scaled(m.rss - m.anonymous, keep[i], size);
+      for (std::size_t* field : {&m.shmem_huge, &m.file_huge}) {
+        *field = scaled(*field, keep[i], size);
+      }
+      continue;
+    }
     for (std::size_t* field : {&m.rss, &m.anonymous, &m.anon_huge, &m.shmem_huge, &m.file_huge,
                                &m.private_hugetlb, &m.shared_hugetlb, &m.swap}) {
       *field = scaled(*field, keep[i], size);

@@ -12,6 +12,9 @@
 
 namespace hugepage::doctor {
 
+/// A MAP_PRIVATE view of such an object holds the object's page-cache pages (Rss less Anonymous)
+/// where it only read, and its own copies (Anonymous) where it wrote: the page-cache part counts
+/// once with the shared views, the copies are private anonymous memory and always count.
 /// `mappings` with each shared mapping's counters (Rss, the PMD-mapped and hugetlb bytes, Swap)
 /// scaled to the part of its offsets that no earlier mapping of the same object covers: a view
 /// that repeats a whole earlier one counts nothing. `repeated[i]` says whether mapping i repeats

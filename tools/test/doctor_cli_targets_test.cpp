@@ -1,5 +1,7 @@
 // tools/test/doctor_cli_targets_test.cpp - odd targets: zombies, kernel threads, a target that
 // exits while read, hidepid.
+#include <future>
+
 #include "doctor_cli_support.hpp"
 
 namespace {
@@ -101,6 +103,27 @@ TEST(DoctorCli, HidepidSaysWhy) {
   EXPECT_NE(r.err.find("no process with pid 1 visible: /proc is mounted hidepid="),
             std::string::npos)
       << r.err;
+}
+
+// --pid with a thread id: /proc/TID opens too, with the process's memory; the doctor says it was
+// given a thread and reports the process.
+TEST(DoctorCli, ThreadIdReportsItsProcess) {
+  std::promise<pid_t> tid;
+  std::promise<void> done;
+  std::thread thread([&] {
+    tid.set_value(static_cast<pid_t>(::gettid()));
+    done.get_future().wait();
+  });
+  const pid_t id = tid.get_future().get();
+  const result r = doctor({"--pid", std::to_string(id), "--json"});
+  done.set_value();
+  thread.join();
+  EXPECT_NE(r.err.find(std::to_string(id) + " is a thread of process " +
+                       std::to_string(::getpid()) + "; reporting the process"),
+            std::string::npos)
+      << r.err;
+  ASSERT_TRUE(valid_json(r.out)) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("process").at("pid").get<int>(), ::getpid());
 }
 
 }  // namespace

@@ -97,9 +97,11 @@ TEST(DoctorViews, OnlyOverlappingOffsetsOfOneObjectCountOnce) {
       shared_view(base + 48 * mib, 8 * mib, 0, 24, 8 * mib),
   };
   maps[3].device = "00:05";
-  // A private mapping of the same file: its pages are its own copies, never a view.
+  // A private mapping of the same file written all over: its pages are its own copies
+  // (Anonymous), never a view.
   mapping_info copy = shared_view(base + 64 * mib, 8 * mib, 0, 24, 8 * mib);
   copy.permissions = "rw-p";
+  copy.anonymous = 8 * mib;
   maps.push_back(copy);
   std::vector<bool> repeated;
   const auto once = counted_once(maps, repeated);
@@ -114,6 +116,42 @@ TEST(DoctorViews, OnlyOverlappingOffsetsOfOneObjectCountOnce) {
   maps.erase(maps.begin() + 1);
   EXPECT_FALSE(counted_once(maps, repeated).has_value());
   EXPECT_EQ(repeated, std::vector<bool>(maps.size(), false));
+}
+
+// The red team's: a 256 MiB memfd mapped MAP_SHARED (written), mapped again MAP_PRIVATE (read:
+// the same page-cache pages), and a 64 MiB MAP_PRIVATE view written (copy-on-write anonymous
+// pages). smaps sums 576 MiB; the memory is 320 MiB, 256 of it shared, 64 private anonymous.
+// The private views come first in address order (mmap hands out lower addresses later).
+TEST(DoctorViews, PrivateViewCountsItsPageCacheOnceAndItsCopiesAsAnonymous) {
+  const std::uintptr_t base = 0x7f0000000000;
+  mapping_info written = shared_view(base, 64 * mib, 0, 24, 64 * mib);
+  written.permissions = "rw-p";
+  written.anonymous = 64 * mib;
+  mapping_info read = shared_view(base + 64 * mib, 256 * mib, 0, 24, 256 * mib);
+  read.permissions = "r--p";
+  const std::vector<mapping_info> maps = {
+      written, read, shared_view(base + 512 * mib, 256 * mib, 0, 24, 256 * mib)};
+  std::vector<bool> repeated;
+  const auto once = counted_once(maps, repeated);
+  ASSERT_TRUE(once.has_value());
+  EXPECT_EQ(repeated, (std::vector<bool>{false, true, false}));
+  EXPECT_EQ((*once)[0].rss, 64 * mib);
+  EXPECT_EQ((*once)[1].rss, 0u);
+  EXPECT_EQ((*once)[2].rss, 256 * mib);
+  const process_report p = summarize_mappings(*once, 10);
+  EXPECT_EQ(p.rss, 320 * mib);
+  EXPECT_EQ(p.shmem, 256 * mib);
+  EXPECT_EQ(p.anonymous, 64 * mib);
+  class_facts facts;
+  facts.allocator = "glibc";
+  const std::vector<memory_class_usage> classes = classify_memory(*once, facts);
+  std::size_t shared = 0, own = 0;
+  for (const memory_class_usage& c : classes) {
+    if (c.kind == memory_class::shared_anonymous) shared += c.resident;
+    if (c.kind == memory_class::anonymous_mmap) own += c.resident;
+  }
+  EXPECT_EQ(shared, 256 * mib);
+  EXPECT_EQ(own, 64 * mib);
 }
 
 }  // namespace
