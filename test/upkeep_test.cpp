@@ -259,6 +259,58 @@ TEST(Upkeep, RestoresWhatAPartialMprotectSplit) {
   }
 }
 
+// Under memory pressure the kernel's deferred-split shrinker splits the THP that a write after
+// fork() left partly mapped, and maps the subpages holding only zeroes to the shared zero page
+// (Linux 6.12+; seen splitting half of a GiB block: Block's page 256 of each chunk is all zeroes).
+// Such a chunk still holds data and is decayed: upkeep restores it. Made here without pressure: a
+// page given back and read again is on the zero page too. A chunk wholly on the zero page holds
+// no data: not decayed, not collapsed (that would grow the RSS by 2 MiB).
+TEST(Upkeep, RestoresChunksWithSomePagesOnTheZeroPage) {
+  REQUIRE_THP_AND_COLLAPSE();
+  Block<fares_opts> fares(16 * mib);
+  char* const p = fares.get();
+  ASSERT_GE(huge_of(fares_opts::label), 0.99);
+  // Zero-filled pages (the page index a multiple of 256) of the first 7 chunks to the zero page;
+  // chunk 3 also gets pages 0 and 511, so its data and zero pages alternate.
+  std::size_t zero_pages = 0;
+  const auto to_zero_page = [&](std::size_t page) {
+    char* const at = p + page * 4096;
+    ASSERT_EQ(::madvise(at, 4096, MADV_DONTNEED), 0);
+    EXPECT_EQ(*static_cast<volatile char*>(at), 0);  // a read fault: the zero page
+    ++zero_pages;
+  };
+  for (std::size_t chunk = 0; chunk < 7; ++chunk) to_zero_page(chunk * 512 + 256);
+  to_zero_page(3 * 512);
+  to_zero_page(3 * 512 + 511);
+  char* const last = p + 7 * kChunk;  // all of it given back and read: the zero page
+  ASSERT_EQ(::madvise(last + 4096, kChunk - 4096, MADV_DONTNEED), 0);
+  ASSERT_EQ(::madvise(last, 4096, MADV_DONTNEED), 0);
+  for (std::size_t i = 0; i < kChunk; i += 4096) {
+    EXPECT_EQ(*static_cast<volatile char*>(last + i), 0);
+  }
+  const auto decayed = hugepage::coverage_of(fares_opts::label);
+  EXPECT_EQ(decayed.huge_bytes(), 0u);
+  EXPECT_EQ(decayed.zero_page, zero_pages * 4096 + kChunk)
+      << "setup: the pages read again should be on the zero page";
+  const upkeep_result r = hugepage::upkeep();
+  EXPECT_EQ(r.decayed_bytes, 14 * mib) << describe(r);
+  EXPECT_EQ(accounted(r), r.decayed_bytes) << describe(r);
+  if (ended_on_a_slow_chunk(r)) {
+    finish_upkeep();
+  } else {
+    EXPECT_EQ(r.restored + r.already_huge, 14 * mib) << describe(r);
+  }
+  const auto restored = hugepage::coverage_of(fares_opts::label);
+  EXPECT_EQ(restored.huge_bytes(), 14 * mib) << describe(r);
+  EXPECT_EQ(restored.zero_page, kChunk) << describe(r);
+  EXPECT_EQ(hugepage::backing_of(p, 14 * mib).huge_bytes(), 14 * mib) << describe(r);
+  for (std::size_t i = 0; i < 7 * kChunk; i += 4096) {
+    const std::size_t page = i >> 12;
+    const bool zeroed = page % 256 == 0 || page == 3 * 512 + 511;
+    ASSERT_EQ(p[i], zeroed ? 0 : static_cast<char>(page)) << "at " << i;
+  }
+}
+
 // A chunk the kernel refuses (EINVAL: a 4 KiB mprotect leaves VMA boundaries inside it) is counted
 // and skipped; the decayed chunks on both sides of it are still restored.
 TEST(Upkeep, ARefusedChunkDoesNotHideItsNeighbours) {
