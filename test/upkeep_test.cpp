@@ -3,9 +3,11 @@
 // across fork. The metrics text: metrics_test.cpp.
 #include "hugepage/upkeep.hpp"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -109,18 +111,26 @@ std::chrono::nanoseconds thread_cpu() {
   return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
 }
 
-// Restores with upkeep() calls of `budget` until a call has nothing left; returns the calls, and
-// each call's CPU time in `cpu` when given.
+// Restores with upkeep() calls of `budget` until a call has nothing left and no chunk refused as
+// busy; returns the calls, and each call's CPU time in `cpu` when given. EAGAIN (a busy page) is
+// transient: under memory pressure the deferred-split shrinker holds a reference on each partly
+// mapped THP it is about to split, and MADV_COLLAPSE refuses those chunks until it is done (seen
+// refusing 122 chunks of the GiB table in one call); the next call restores them. Up to 20 such
+// retries, 10 ms apart.
 std::vector<upkeep_result> upkeep_until_done(const collapse_budget& budget, int most = 1000,
                                              std::vector<std::chrono::nanoseconds>* cpu = nullptr) {
   std::vector<upkeep_result> calls;
+  int busy_retries = 20;
   for (int i = 0; i < most; ++i) {
     const auto cpu_before = thread_cpu();
     calls.push_back(hugepage::upkeep(budget));
     if (cpu != nullptr) cpu->push_back(thread_cpu() - cpu_before);
     const upkeep_result& r = calls.back();
-    if (r.left == 0 || r.thp_disabled || r.scan_error) break;
+    if (r.thp_disabled || r.scan_error) break;
+    const bool busy = r.refusals_of(EAGAIN) != 0 && busy_retries-- > 0;
+    if (r.left == 0 && !busy) break;
     if (r.backed_off) std::this_thread::sleep_for(200ms);
+    if (busy) std::this_thread::sleep_for(10ms);
   }
   return calls;
 }
@@ -257,6 +267,89 @@ TEST(Upkeep, RestoresWhatAPartialMprotectSplit) {
   for (std::size_t i = 0; i < fares.size(); i += 4096) {
     ASSERT_EQ(fares.get()[i], static_cast<char>(i >> 12)) << "at " << i;
   }
+}
+
+// Under memory pressure the kernel's deferred-split shrinker splits the THP that a write after
+// fork() left partly mapped, and maps the subpages holding only zeroes to the shared zero page
+// (Linux 6.12+; seen splitting half of a GiB block: Block's page 256 of each chunk is all zeroes).
+// Such a chunk still holds data and is decayed: upkeep restores it. Made here without pressure: a
+// page given back and read again is on the zero page too. A chunk wholly on the zero page holds
+// no data: not decayed, not collapsed (that would grow the RSS by 2 MiB).
+TEST(Upkeep, RestoresChunksWithSomePagesOnTheZeroPage) {
+  REQUIRE_THP_AND_COLLAPSE();
+  Block<fares_opts> fares(16 * mib);
+  char* const p = fares.get();
+  ASSERT_GE(huge_of(fares_opts::label), 0.99);
+  // Zero-filled pages (the page index a multiple of 256) of the first 7 chunks to the zero page;
+  // chunk 3 also gets pages 0 and 511, so its data and zero pages alternate.
+  std::size_t zero_pages = 0;
+  const auto to_zero_page = [&](std::size_t page) {
+    char* const at = p + page * 4096;
+    ASSERT_EQ(::madvise(at, 4096, MADV_DONTNEED), 0);
+    EXPECT_EQ(*static_cast<volatile char*>(at), 0);  // a read fault: the zero page
+    ++zero_pages;
+  };
+  for (std::size_t chunk = 0; chunk < 7; ++chunk) to_zero_page(chunk * 512 + 256);
+  to_zero_page(3 * 512);
+  to_zero_page(3 * 512 + 511);
+  char* const last = p + 7 * kChunk;  // all of it given back and read: the zero page
+  ASSERT_EQ(::madvise(last + 4096, kChunk - 4096, MADV_DONTNEED), 0);
+  ASSERT_EQ(::madvise(last, 4096, MADV_DONTNEED), 0);
+  for (std::size_t i = 0; i < kChunk; i += 4096) {
+    EXPECT_EQ(*static_cast<volatile char*>(last + i), 0);
+  }
+  const auto decayed = hugepage::coverage_of(fares_opts::label);
+  EXPECT_EQ(decayed.huge_bytes(), 0u);
+  EXPECT_EQ(decayed.zero_page, zero_pages * 4096 + kChunk)
+      << "setup: the pages read again should be on the zero page";
+  const upkeep_result r = hugepage::upkeep();
+  EXPECT_EQ(r.decayed_bytes, 14 * mib) << describe(r);
+  EXPECT_EQ(accounted(r), r.decayed_bytes) << describe(r);
+  if (ended_on_a_slow_chunk(r)) {
+    finish_upkeep();
+  } else {
+    EXPECT_EQ(r.restored + r.already_huge, 14 * mib) << describe(r);
+  }
+  const auto restored = hugepage::coverage_of(fares_opts::label);
+  EXPECT_EQ(restored.huge_bytes(), 14 * mib) << describe(r);
+  EXPECT_EQ(restored.zero_page, kChunk) << describe(r);
+  EXPECT_EQ(hugepage::backing_of(p, 14 * mib).huge_bytes(), 14 * mib) << describe(r);
+  for (std::size_t i = 0; i < 7 * kChunk; i += 4096) {
+    const std::size_t page = i >> 12;
+    const bool zeroed = page % 256 == 0 || page == 3 * 512 + 511;
+    ASSERT_EQ(p[i], zeroed ? 0 : static_cast<char>(page)) << "at " << i;
+  }
+}
+
+// A chunk with a busy page (here: a pipe holds a reference to one of its pages, as vmsplice(2)
+// leaves it) is refused with EAGAIN and skipped; the others are restored, and once the page is
+// free again the next call restores that chunk too.
+TEST(Upkeep, ABusyChunkIsRefusedWithEagainAndRestoredByTheNextCall) {
+  REQUIRE_THP_AND_COLLAPSE();
+  Block<fares_opts> fares(8 * mib);
+  fork_and_write(fares.get(), fares.size());
+  ASSERT_LE(huge_of(fares_opts::label), 0.05);
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  iovec page{fares.get() + kChunk + 8192, 4096};
+  ASSERT_EQ(::vmsplice(pipe_fds[1], &page, 1, 0), 4096) << std::strerror(errno);
+  const upkeep_result r = hugepage::upkeep();
+  const auto busy = hugepage::backing_of(fares.get() + kChunk, kChunk);
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
+  EXPECT_EQ(r.decayed_bytes, 8 * mib) << describe(r);
+  EXPECT_EQ(accounted(r), r.decayed_bytes) << describe(r);
+  // The memory pressure of other work may make the kernel's shrinker refuse more (see
+  // upkeep_until_done): at least the busy chunk is refused.
+  EXPECT_GE(r.refusals_of(EAGAIN), 1u) << describe(r);
+  EXPECT_EQ(busy.huge_bytes(), 0u) << describe(r);
+  if (!ended_on_a_slow_chunk(r)) {
+    EXPECT_EQ(r.restored + r.already_huge + r.refused, 8 * mib) << describe(r);
+    EXPECT_EQ(r.left, 0u) << describe(r);
+  }
+  finish_upkeep();
+  EXPECT_GE(huge_of(fares_opts::label), 0.99) << describe(r);
+  EXPECT_TRUE(fares.intact());
 }
 
 // A chunk the kernel refuses (EINVAL: a 4 KiB mprotect leaves VMA boundaries inside it) is counted

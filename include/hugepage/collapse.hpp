@@ -29,6 +29,8 @@
 // allows it, so a service that wants its coverage to survive such churn should also MADV_HUGEPAGE
 // the range. Under memory pressure, Linux 6.12+ may also split THP that are mostly zero-filled
 // (transparent_hugepage/shrink_underused), but only when khugepaged/max_ptes_none is below 511.
+// Whatever max_ptes_none, the same shrinker splits a THP left partly mapped (a write after fork,
+// a partial madvise(DONTNEED)) and maps its zero-filled subpages to the zero page (upkeep.hpp).
 //
 // MADV_COLLAPSE ignores khugepaged's max_ptes_none: a chunk with a single page populated is filled
 // with zeroes and its resident memory grows to 2 MiB. A chunk with no page of data is filled too

@@ -7,8 +7,10 @@
 // (label.hpp), within a budget:
 //   1. Under the registry's lock, copy the list of labelled blocks; release the lock.
 //   2. For each block on THP (hugetlb blocks never decay: skipped), find with PAGEMAP_SCAN (Linux
-//      6.7) its decayed 2 MiB chunks: wholly resident, not on the zero page, not huge. Chunks with
-//      pages not faulted in are left alone: MADV_COLLAPSE would fill them and grow the RSS.
+//      6.7) its decayed 2 MiB chunks: wholly resident, not huge, holding data. Chunks with pages
+//      not faulted in, or all on the zero page, are left alone: MADV_COLLAPSE would fill them
+//      and grow the RSS. Some pages on the zero page do not stop a chunk being decayed: a split
+//      by the kernel's shrinker maps its zero-filled subpages there (decayed_chunks below).
 //   3. Largest loss first, chunk by chunk: pin the block (checking it is still registered with
 //      the same generation), MADV_COLLAPSE the chunk, unpin. The budget is checked before each
 //      chunk, so a call exceeds it by at most one chunk.
@@ -76,7 +78,7 @@ inline constexpr std::chrono::milliseconds upkeep_slow_chunk{50};
 struct upkeep_result {
   std::size_t blocks = 0;          ///< labelled THP blocks examined
   std::size_t examined_bytes = 0;  ///< their THP bytes
-  std::size_t decayed_bytes = 0;   ///< of those, resident on base pages when examined
+  std::size_t decayed_bytes = 0;   ///< of those, resident on base pages (or partly the zero page)
   std::size_t restored = 0;        ///< collapsed into huge pages by this call
   std::size_t already_huge = 0;    ///< found huge again when visited (khugepaged, a fault)
   std::size_t refused = 0;         ///< refused by the kernel (see `refusals`)
@@ -163,24 +165,38 @@ struct chunk_run {
 };
 
 // Appends the decayed chunks of [lo, hi) to `out`: whole 2 MiB chunks all of whose pages are
-// present, none on the zero page and none PMD-mapped. The kernel merges neighbouring pages of the
-// same categories into one region; a region cut where the buffer filled continues the next scan.
+// present, none PMD-mapped, and at least one of them a page of data (not the zero page). A chunk
+// where the kernel put some pages on the zero page is decayed: the deferred-split shrinker, when
+// it splits a THP that copy-on-write or a partial madvise left partly mapped, maps the subpages
+// that hold only zeroes to the zero page (Linux 6.12+). A chunk wholly on the zero page holds no
+// data: collapse() calls it empty and so does upkeep (collapsing it would grow the RSS by 2 MiB).
+// The kernel merges neighbouring pages of the same categories into one region; a region cut where
+// the buffer filled continues the next scan.
 inline std::error_code decayed_chunks(int pagemap_fd, std::uintptr_t lo, std::uintptr_t hi,
                                       std::vector<chunk_run>& out) noexcept {
   constexpr std::uint64_t wanted =
       pagemap::page_is_present | pagemap::page_is_huge | pagemap::page_is_pfnzero;
+  constexpr std::uintptr_t mask = collapse_chunk - 1;
   pagemap::page_region regions[run_capacity];
-  std::uintptr_t run_start = 0, run_end = 0;  // the pending run of base-resident pages
-  const auto flush = [&]() noexcept {
-    const std::uintptr_t a = (run_start + collapse_chunk - 1) & ~(collapse_chunk - 1);
-    const std::uintptr_t b = run_end & ~(collapse_chunk - 1);
-    if (a < b) {
-      try {
+  // The pending run of present pages not PMD-mapped, [run_start, run_end), and the chunks with
+  // data in it not yet emitted, [data_lo, data_hi) (data_lo == data_hi: none).
+  std::uintptr_t run_start = 0, run_end = 0, data_lo = 0, data_hi = 0;
+  const std::size_t first = out.size();  // runs before it are another range's: never extended
+  const auto emit = [&](std::uintptr_t a, std::uintptr_t b) noexcept {
+    a = std::max(a, (run_start + mask) & ~mask);  // whole chunks of the run only
+    if (a >= b) return;
+    try {
+      if (out.size() > first && out.back().end == a) {
+        out.back().end = b;
+      } else {
         out.push_back({a, b});
-      } catch (...) {  // no memory: the chunks are not restored this time
       }
+    } catch (...) {  // no memory: the chunks are not restored this time
     }
-    run_start = run_end = 0;
+  };
+  const auto flush = [&]() noexcept {
+    emit(data_lo, std::min(data_hi, run_end & ~mask));
+    run_start = run_end = data_lo = data_hi = 0;
   };
   for (std::uintptr_t at = lo; at < hi;) {
     std::size_t count = 0;
@@ -190,15 +206,26 @@ inline std::error_code decayed_chunks(int pagemap_fd, std::uintptr_t lo, std::ui
     if (ec) return ec;
     for (std::size_t i = 0; i < count; ++i) {
       const pagemap::page_region& r = regions[i];
-      const bool base = (r.categories & (pagemap::page_is_huge | pagemap::page_is_pfnzero)) == 0;
-      if (base && run_end == r.start && run_end != 0) {
-        run_end = r.end;
+      if ((r.categories & pagemap::page_is_huge) != 0) {
+        flush();
         continue;
       }
-      flush();
-      if (base) {
+      if (run_end != r.start || run_end == 0) {
+        flush();
         run_start = r.start;
-        run_end = r.end;
+      }
+      run_end = r.end;
+      if ((r.categories & pagemap::page_is_pfnzero) != 0) continue;
+      // Data in the chunks [c_lo, c_hi). Those with data before a gap of zero-page-only chunks
+      // are wholly in the run (it goes on past them): emit them now.
+      const std::uintptr_t c_lo = r.start & ~mask;
+      const std::uintptr_t c_hi = (r.end + mask) & ~mask;
+      if (data_lo != data_hi && c_lo <= data_hi) {
+        data_hi = std::max(data_hi, c_hi);
+      } else {
+        if (data_lo != data_hi) emit(data_lo, data_hi);
+        data_lo = c_lo;
+        data_hi = c_hi;
       }
     }
     if (walk_end <= at || count < run_capacity) break;
