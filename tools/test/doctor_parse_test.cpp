@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "doctor_samples.hpp"
 #include "hugepage/cgroup.hpp"
 #include "hugepage/smaps.hpp"
 #include "proc_text.hpp"
@@ -19,14 +20,6 @@ namespace {
 
 using hugepage::units::kib;
 using hugepage::units::mib;
-
-std::string sample(const std::string& name) {
-  std::ifstream in(std::string(HUGEPAGE_DOCTOR_DATA) + "/" + name);
-  EXPECT_TRUE(in) << "missing sample " << name;
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // ---- smaps (the library's parser, the doctor's summary) ----------------------------------------
 

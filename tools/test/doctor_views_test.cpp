@@ -6,6 +6,7 @@
 #include <sstream>
 #include <string>
 
+#include "doctor_samples.hpp"
 #include "hugepage/smaps.hpp"
 #include "report.hpp"
 #include "shared_views.hpp"
@@ -15,14 +16,6 @@ namespace {
 
 using hugepage::units::kib;
 using hugepage::units::mib;
-
-std::string sample(const std::string& name) {
-  std::ifstream in(std::string(HUGEPAGE_DOCTOR_DATA) + "/" + name);
-  EXPECT_TRUE(in) << "missing sample " << name;
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 const memory_class_usage* class_of(const process_report& p, memory_class kind) {
   for (const memory_class_usage& c : p.classes) {
