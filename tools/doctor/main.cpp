@@ -213,9 +213,10 @@ int run(options o) {
                              : render_probe(probe),
                 exit_healthy);
   }
-  if (o.pid) {
+  if (o.pid && !o.collapse) {
     // A thread id opens /proc/TID as well, with its process's memory: report the process, and
-    // say so, so that a report titled with another pid surprises no one.
+    // say so, so that a report titled with another pid surprises no one. A collapse acts on
+    // memory, so it is not redirected: given a thread id, it refuses and names the process.
     const auto status = read_text("", "/proc/" + std::to_string(*o.pid) + "/status");
     const auto fields = status ? parse_meminfo(*status) : decltype(parse_meminfo("")){};
     const auto tgid = fields.find("Tgid");
