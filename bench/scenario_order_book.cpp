@@ -17,6 +17,7 @@
 // it at boot.
 #include <absl/container/flat_hash_map.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -214,6 +215,7 @@ void order_book(benchmark::State& state, alloc_kind k, std::size_t working_set, 
     std::string why;
     fragments = fragment_first(why);
     if (!fragments) {
+      std::replace(why.begin(), why.end(), '\n', ' ');  // one line: a table cell
       state.SkipWithError(("fragment first failed: " + why).c_str());
       return;
     }
@@ -266,9 +268,10 @@ const bool order_book_declared = declare(book_info(
     "build + 2 s (quick) or 30 s of requests"));
 
 const bool fragmented_declared = declare(
-    book_info("Scenario_OrderBookFragmented", 201, per_allocator<book_suite<true>::suite>(),
-              "the order book after fragment_first: no free 2 MiB block left in any zone, then "
-              "build and run")
+    book_info(
+        "Scenario_OrderBookFragmented", 201, per_allocator<book_suite<true>::suite>(),
+        "the order book after fragment_first: free memory fragmented (no free 2 MiB block, or "
+        "none that THP faults are given), then build and run")
         .target(target_info("ours never stalls in direct compaction during the request loop")
                     .value("vm_compact_stall", "hugetlb_2m")
                     .at_most(0))

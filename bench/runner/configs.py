@@ -233,7 +233,8 @@ def thp_always_configs(configs, peer_suites, registry, why_not=sysfs.why_not):
     fast = dict(always, **FAST_KHUGEPAGED)
     why = why_not(fast)
     if why:
-        return [f"thp always (and thp always fast khugepaged): {why}"]
+        return [f"thp always: {why}"] + ([f"thp always fast khugepaged: {why}"]
+                                          if SPARSE_IDLE in (peer_suites or []) else [])
     configs.append(Config("thp always", {}, ["std"], peer_suites, peer=True, sysfs=always,
                           core=registry.peer_core(),
                           note="THP enabled=always machine-wide for this process, then restored"))
