@@ -18,7 +18,8 @@
 // developed on, BM_Collapse_Chunk (bench/introspection_bench.cpp, 5 repetitions, CPUs shared with
 // other work) measured p50 0.65 ms and p99 6 to 20 ms per chunk, 1.4 GiB/s: budgets of a few ms
 // are meaningful, sub-millisecond ones are not. A time budget is exceeded by at most one chunk:
-// it is checked before each chunk, never during one.
+// it is checked before each chunk, never during one. A positive time budget always buys progress:
+// a call tries (or passes) at least its first chunk, however long the scan before it took.
 //
 // What happens to a collapsed range afterwards, under `enabled=madvise` without MADV_HUGEPAGE
 // (no VM_HUGEPAGE on the VMA), tested in test/collapse_test.cpp: it stays PMD-mapped - khugepaged
@@ -74,7 +75,8 @@
 namespace hugepage {
 
 /// How much one collapse() call may do. The budget is checked before each 2 MiB chunk, so a call
-/// exceeds it by at most one chunk.
+/// exceeds it by at most one chunk; with a positive time budget a call always gets past its first
+/// chunk (tried or passed), so a loop of calls ends however loaded the machine.
 struct collapse_budget {
   /// Wall-clock time for the call.
   std::chrono::nanoseconds time = std::chrono::nanoseconds::max();
@@ -244,8 +246,11 @@ inline collapse_result collapse_range(int pidfd, int pagemap_fd, void* p, std::s
   for (; at < hi; at += collapse_chunk) {
     if (r.scanned && at >= scanned_to) {
       // Skipping chunks costs no call, but a vast sparse range costs scans: the time budget is
-      // checked before each.
-      if (clock::now() - start >= budget.time) break;
+      // checked before each, except the first of a positive budget (progress, below).
+      if (budget.time <= decltype(budget.time)::zero() ||
+          (at > lo && clock::now() - start >= budget.time)) {
+        break;
+      }
       const std::uintptr_t limit = hi - at > window ? at + window : hi;
       std::uintptr_t mapped_to = limit;
       r.scanned = huge_runs(pagemap_fd, at, limit, runs, run_count, scanned_to) &&
@@ -284,7 +289,14 @@ inline collapse_result collapse_range(int pidfd, int pagemap_fd, void* p, std::s
         continue;
       }
     }
-    if (clock::now() - start >= budget.time || submitted >= budget.bytes) break;
+    // A positive time budget always buys progress: a call that has neither passed a chunk nor
+    // submitted one tries this one, however long its scan took, so a loop of calls ends on a
+    // loaded machine too (one ran out of a 3 ms budget in the scan, and resumed where it began).
+    const bool progressed = at > lo || submitted > 0;
+    if (submitted >= budget.bytes || budget.time <= decltype(budget.time)::zero() ||
+        (progressed && clock::now() - start >= budget.time)) {
+      break;
+    }
     const clock::time_point chunk_start = clock::now();
     std::error_code ec;
     if (pidfd < 0) {
