@@ -18,7 +18,7 @@
 set -euo pipefail
 
 # Each setting below can also be given in the environment (SIZES=64M ... for a trial run).
-# The scenarios' names as the binary lists them (hugepage_bench --list): the lead adjusts them.
+# The scenarios' names as the binary lists them (hugepage_bench --list).
 SCENARIOS=${SCENARIOS:-"Scenario_FareCache Scenario_OrderBook"}
 SIZES=${SIZES:-"8G 16G 32G"}             # K, M or G
 ALLOCATORS=${ALLOCATORS:-"std,hugetlb_2m"}   # the scenarios' rows: glibc and ours

@@ -30,14 +30,14 @@ runtime_report jvm(const char (&text)[n], const environment& env = {}) {
 }
 
 TEST(DoctorJvmOptions, ApplicationArgumentsAreNotJvmFlags) {
-  // The red team's: "-Xmx16g" is Sleep's argument; the heap is 1 GiB.
+  // "-Xmx16g" is Sleep's argument; the heap is 1 GiB.
   runtime_report r =
-      jvm("java\0-XX:+UseLargePages\0-Xmx1g\0-Xms600m\0-XX:+AlwaysPreTouch\0-cp\0/tmp/rt\0Sleep\0"
+      jvm("java\0-XX:+UseLargePages\0-Xmx1g\0-Xms600m\0-XX:+AlwaysPreTouch\0-cp\0/opt/app\0Sleep\0"
           "0\0-Xmx16g");
   EXPECT_EQ(r.heap_bytes, 1 * gib);
   EXPECT_TRUE(r.uses_pool);
   r = jvm(
-      "java\0-XX:+UseLargePages\0-Xmx1g\0-cp\0/tmp/rt\0Sleep\0000\0-XX:+UseTransparentHugePages");
+      "java\0-XX:+UseLargePages\0-Xmx1g\0-cp\0/opt/app\0Sleep\0000\0-XX:+UseTransparentHugePages");
   EXPECT_TRUE(r.uses_pool);
   EXPECT_EQ(r.settings, std::vector<std::string>{"-XX:+UseLargePages"});
   EXPECT_TRUE(r.thp_flag_source.empty());
@@ -61,8 +61,8 @@ TEST(DoctorJvmOptions, ApplicationArgumentsAreNotJvmFlags) {
 }
 
 TEST(DoctorJvmOptions, PrecedenceIsTheJvms) {
-  // _JAVA_OPTIONS is read last and wins over the command line (the red team's: MaxHeapSize 1 GiB).
-  runtime_report r = jvm("java\0-Xmx768m\0-Xms600m\0-cp\0/tmp/rt\0Sleep",
+  // _JAVA_OPTIONS is read last and wins over the command line (PrintFlagsFinal: MaxHeapSize 1 GiB).
+  runtime_report r = jvm("java\0-Xmx768m\0-Xms600m\0-cp\0/opt/app\0Sleep",
                          {{"_JAVA_OPTIONS", "-Xmx1g -XX:+UseLargePages"}});
   EXPECT_EQ(r.heap_bytes, 1 * gib);
   EXPECT_TRUE(r.uses_pool);

@@ -80,7 +80,7 @@ TEST(DoctorPoolSettings, JvmLargePagesWithAShortPoolSaysByHowMuch) {
   EXPECT_TRUE(mentions(a, "yet its heap (1 GiB) is on base pages")) << a.message;
   // Not the heap alone (512 pages): the code cache (240 MiB, tiered) and G1's bitmaps, block
   // offset table, card table and card counts come from the pool first; 500 free were too few
-  // for the red team's 1 GiB heap, which took 139 pages before its heap.
+  // for a 1 GiB heap, whose JVM took 139 pages before its heap.
   EXPECT_TRUE(mentions(a,
                        "it needs about 651 pages of 2 MiB (512 for the heap, 120 for the code "
                        "cache of 240 MiB, about 19 for the garbage collector's structures"))
@@ -181,7 +181,7 @@ TEST(DoctorPoolSettings, GlibcHugetlb2IsJudgedByThePool) {
 }
 
 // glibc.malloc.hugetlb=2 maps each chunk from the pool on its own, rounded up to whole pages:
-// the red team's python with a 600 MiB bytearray (a chunk of 600 MiB + 4 KiB: 301 pages) and
+// a python with a 600 MiB bytearray (a chunk of 600 MiB + 4 KiB: 301 pages) and
 // two 132 KiB chunks (a page each) needed 303 pages, not the 301 its bytes make.
 TEST(DoctorPoolSettings, GlibcHugetlb2CountsEachChunkInWholePages) {
   const auto anon = [](std::uintptr_t start, std::size_t size) {
@@ -261,7 +261,7 @@ TEST(DoctorPoolSettings, UnreachedMemoryUnderTheThresholdIsANote) {
 
 // A static Go program (kubectl's layout: its executable, the first heap arena at 0xc000000000):
 // recognised, its GODEBUG read, and a note that says no GODEBUG setting reaches its heap.
-// The red team's quiet all-clears: hundreds of MiB on base pages in classes each under the
+// Quiet all-clears seen live: hundreds of MiB on base pages in classes each under the
 // 512 MiB threshold, which a setting not in effect would reach. Each gets a note naming the
 // memory and the setting (exit 0: a note), never "nothing to change".
 TEST(DoctorPoolSettings, ReachableMemoryUnderTheThresholdIsNeverAQuietAllClear) {

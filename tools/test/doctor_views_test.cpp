@@ -111,7 +111,7 @@ TEST(DoctorViews, OnlyOverlappingOffsetsOfOneObjectCountOnce) {
   EXPECT_EQ(repeated, std::vector<bool>(maps.size(), false));
 }
 
-// The red team's: a 256 MiB memfd mapped MAP_SHARED (written), mapped again MAP_PRIVATE (read:
+// Seen live: a 256 MiB memfd mapped MAP_SHARED (written), mapped again MAP_PRIVATE (read:
 // the same page-cache pages), and a 64 MiB MAP_PRIVATE view written (copy-on-write anonymous
 // pages). smaps sums 576 MiB; the memory is 320 MiB, 256 of it shared, 64 private anonymous.
 // The private views come first in address order (mmap hands out lower addresses later).
