@@ -101,9 +101,9 @@ class fragmenter {
   int saved_proactiveness_ = -1;
 };
 
-/// A fragmented machine for a scenario (the scenarios' fragment_first hook): the fragmenter, held
-/// while the returned pointer lives; nullptr with `why` (its summary, or the error) when it could
-/// not start or did not complete.
+/// A fragmented machine for a scenario: the fragmenter, held while the returned pointer lives,
+/// when it ended "complete" or with "no progress" (the blocks left were refused to THP faults);
+/// its summary goes to stderr. nullptr with `why` (the summary, or the error) otherwise.
 std::shared_ptr<fragmenter> fragmented_machine(const fragmenter::options& opts, std::string& why);
 
 }  // namespace hugepage_bench

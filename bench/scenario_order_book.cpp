@@ -190,23 +190,9 @@ void run_book(benchmark::State& state, std::size_t working_set, const std::strin
 // The fragmenter's defaults: the child fills free memory down to 2 GiB available, then gives back
 // every other page of it, so about half of what it took is free again in single pages (here about
 // 8 GiB): room for the order book, which checks for twice its working set. A higher floor leaves
-// the zone it reaches last (DMA32) with free 2 MiB blocks. Proactive compaction is paused while
-// it holds.
-//
-// The child ends "complete" (no free 2 MiB block in any zone but DMA) or with "no progress": the
-// blocks left (a few dozen in DMA32 here) were not given to 64 and more madvised THP faults in a
-// row, which is what a THP fault of the scenario meets too; both are a fragmented machine. Its
-// before and after go to stderr (the runner's log).
+// the zone it reaches last (DMA32) with free 2 MiB blocks.
 std::shared_ptr<void> fragment_first(std::string& why) {
-  try {
-    auto f = std::make_shared<fragmenter>(fragmenter::options{});
-    std::fprintf(stderr, "%s\n", f->summary().c_str());
-    if (f->complete() || f->stopped_by() == "no progress") return f;
-    why = "not fragmented: " + f->summary();
-  } catch (const std::exception& e) {
-    why = e.what();
-  }
-  return nullptr;
+  return fragmented_machine(fragmenter::options{}, why);
 }
 
 void order_book(benchmark::State& state, alloc_kind k, std::size_t working_set, bool fragmented) {
