@@ -11,9 +11,10 @@
 #include <optional>
 #include <thread>
 
+#include "hugepage/backing.hpp"
 #include "hugepage/collapse.hpp"
 #include "hugepage/detail/pagemap.hpp"
-#include "hugepage/detail/proc_file.hpp"
+#include "hugepage/process_view.hpp"
 #include "hugepage/system.hpp"
 #include "json.hpp"
 #include "proc_text.hpp"
@@ -214,8 +215,8 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
     }
     return report;
   }
-  const detail::unique_fd pagemap(
-      detail::open_read_only(("/proc/" + std::to_string(o.pid) + "/pagemap").c_str()));
+  // The target opened once: its pagemap and maps serve every row's coverage, growth and collapse.
+  const process_view view(o.pid);
   const auto thp_enabled = status_fields.find("THP_enabled");
   const bool thp_disabled = thp_enabled != status_fields.end() && thp_enabled->second == 0;
   const std::string shmem_enabled = read_thp_settings().shmem_enabled.value_or("");
@@ -229,7 +230,7 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
     const std::uintptr_t lo = (m.start + chunk - 1) & ~(chunk - 1);
     const std::uintptr_t hi = m.end & ~(chunk - 1);
     if (lo >= hi) continue;
-    const backing_report b = backing_of(o.pid, reinterpret_cast<const void*>(lo), hi - lo);
+    const backing_report b = backing_of(view, reinterpret_cast<const void*>(lo), hi - lo);
     if (b.base == 0) continue;
     collapse_row row;
     row.start = lo;
@@ -242,7 +243,7 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
     row.before = row.after = b.huge_fraction();
     if (row.blocked.empty()) {
       row.resident_base = b.base;
-      row.growth = pagemap ? fill_growth(pagemap.get(), lo, hi) : std::nullopt;
+      row.growth = view.pagemap_fd() >= 0 ? fill_growth(view.pagemap_fd(), lo, hi) : std::nullopt;
       report.expected_gain += b.base;
       if (row.growth) report.growth += *row.growth;
     } else {
@@ -278,7 +279,7 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
     budget.bytes = o.max_bytes - submitted;
     if (spent >= o.budget) budget = {std::chrono::nanoseconds::max(), chunk};
     const collapse_result r =
-        hugepage::collapse(o.pid, reinterpret_cast<void*>(row.start), row.end - row.start, budget);
+        hugepage::collapse(view, reinterpret_cast<void*>(row.start), row.end - row.start, budget);
     // Attempted: a chunk was submitted (the budget may be spent before the first).
     if (r.calls != 0) {
       row.attempted = true;
@@ -294,7 +295,7 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
     }
     submitted += r.collapsed + r.refused;
     report.collapsed += r.collapsed;
-    row.after = backing_of(o.pid, reinterpret_cast<const void*>(row.start), row.end - row.start)
+    row.after = backing_of(view, reinterpret_cast<const void*>(row.start), row.end - row.start)
                     .huge_fraction();
     if (r.fatal) report.fatal = r.fatal;
     return !r.fatal;

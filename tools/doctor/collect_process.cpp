@@ -15,6 +15,7 @@
 #include <system_error>
 #include <utility>
 
+#include "hugepage/process_view.hpp"
 #include "hugepage/smaps.hpp"
 #include "hugepage/system.hpp"
 #include "report.hpp"
@@ -61,7 +62,8 @@ std::string glibc_version_of(pid_t pid, const std::string& library) {
   }, ours{};
   const std::string through_root = "/proc/" + std::to_string(pid) + "/root" + library;
   if (::stat(through_root.c_str(), &theirs) != 0) return {};
-  const auto self = read_text("", "/proc/self/maps");
+  std::error_code ec;
+  const auto self = process_view().maps_text(ec);
   if (!self) return {};
   for (const std::string& path : parse_maps_paths(*self)) {
     const std::string_view base = base_name(path);
