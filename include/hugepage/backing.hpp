@@ -218,14 +218,6 @@ inline std::vector<backing_report> backing_of_mappings(pid_t pid,
   return backing_of_mappings(view, mappings);
 }
 
-namespace detail {
-// The name the benchmarks still call (bench/doctor_bench.cpp): hugepage::backing_of_mappings.
-inline std::vector<backing_report> backing_of_mappings(pid_t pid,
-                                                       const std::vector<mapping_info>& mappings) {
-  return hugepage::backing_of_mappings(pid, mappings);
-}
-}  // namespace detail
-
 /// Reports what backs [p, p + bytes) in this process.
 inline backing_report backing_of(const void* p, std::size_t bytes) {
   return backing_of(0, p, bytes);
