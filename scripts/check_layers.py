@@ -2,9 +2,9 @@
 """Checks that no include in include/hugepage climbs to a higher floor of include/layers.txt.
 
 Reads the layer map (floors, bottom first, each listing its headers), then every header under
-include/hugepage: a header missing from the map, a map entry with no header, and an include of a
-header on a higher floor (or of one the map does not know) are each reported as
-`path:line: what`, and the exit status is 1. Python 3's standard library only; run by
+include/hugepage: a header missing from the map, a map entry with no header, an include of a
+header on a higher floor (or of one the map does not know, or by a relative path) are each reported
+as `path:line: what`, and the exit status is 1. Python 3's standard library only; run by
 scripts/lint and by the ctest Lint.Layers (scripts/check_layers_test.py).
 
 Usage: check_layers.py [--root DIR] [--map FILE]   (defaults: the repository, include/layers.txt)
@@ -16,6 +16,7 @@ import re
 import sys
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]hugepage/([^>"]+)[>"]')
+QUOTED = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
 FLOOR = re.compile(r"^floor\s+([A-Za-z0-9_-]+)\s*:")
 
 
@@ -76,6 +77,10 @@ def check(root, map_path):
         for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
             match = INCLUDE.match(text)
             if not match:
+                quoted = QUOTED.match(text)
+                if quoted:  # a relative path would escape the map: "detail/x.hpp", "../x.hpp"
+                    problems.append(f"{shown}:{number}: includes \"{quoted.group(1)}\" by a "
+                                    f"relative path: name it from include/ (\"hugepage/...\")")
                 continue
             target = match.group(1)
             if target not in layers.floor_of:

@@ -92,6 +92,14 @@ class CheckLayersTest(unittest.TestCase):
         self.assert_fails_with(f"include/hugepage/os.hpp:{line}: includes hugepage/no_such.hpp, "
                                "which is not in the layer map")
 
+    def test_an_include_by_a_relative_path_fails(self):
+        path = self.headers / "detail" / "proc_file.hpp"
+        lines = path.read_text(encoding="utf-8").splitlines()
+        lines.insert(1, '#include "../strategy.hpp"')
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        self.assert_fails_with('include/hugepage/detail/proc_file.hpp:2: includes '
+                               '"../strategy.hpp" by a relative path')
+
     def test_a_map_entry_without_its_header_fails(self):
         (self.headers / "smaps.hpp").unlink()
         self.assert_fails_with("smaps.hpp is not in include/hugepage")
