@@ -18,6 +18,7 @@ import sys
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]hugepage/([^>"]+)[>"]')
 QUOTED = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
 FLOOR = re.compile(r"^floor\s+([A-Za-z0-9_-]+)\s*:")
+ALLOW = re.compile(r"^allow\s+(\S+)\s*->\s*(\S+)$")
 
 
 class Layers:
@@ -27,6 +28,7 @@ class Layers:
         self.floors = []  # names, bottom first
         self.floor_of = {}  # header -> index into floors
         self.line_of = {}  # header -> line of the map that lists it
+        self.allowed = {}  # (header, included header) -> line of its "allow" entry
 
 
 def read_map(path, problems):
@@ -41,6 +43,10 @@ def read_map(path, problems):
             if floor.group(1) in layers.floors:
                 problems.append(f"{path}:{number}: floor {floor.group(1)} opened twice")
             layers.floors.append(floor.group(1))
+            continue
+        allow = ALLOW.match(line)
+        if allow:
+            layers.allowed[(allow.group(1), allow.group(2))] = number
             continue
         if not layers.floors:
             problems.append(f"{path}:{number}: {line} is listed before the first floor")
@@ -66,6 +72,7 @@ def check(root, map_path):
     for missing in sorted(set(layers.floor_of) - present):
         problems.append(f"{map_path}:{layers.line_of[missing]}: {missing} is not in "
                         f"include/hugepage")
+    used = set()  # the "allow" entries an include needed
     for path in headers:
         name = path.relative_to(base).as_posix()
         shown = path.relative_to(root).as_posix()
@@ -86,11 +93,19 @@ def check(root, map_path):
             if target not in layers.floor_of:
                 problems.append(f"{shown}:{number}: includes hugepage/{target}, which is not in "
                                 f"the layer map ({map_path.name})")
+            elif layers.floor_of[target] > own and (name, target) in layers.allowed:
+                used.add((name, target))
+                print(f"{shown}:{number}: known exception, allowed by {map_path.name}:"
+                      f"{layers.allowed[(name, target)]}: includes hugepage/{target}")
             elif layers.floor_of[target] > own:
                 problems.append(
                     f"{shown}:{number}: includes hugepage/{target} (floor "
                     f"{layers.floors[layers.floor_of[target]]}) from floor "
                     f"{layers.floors[own]}: an include climbs")
+    for (name, target), number in sorted(layers.allowed.items(), key=lambda item: item[1]):
+        if (name, target) not in used:
+            problems.append(f"{map_path}:{number}: allow {name} -> {target}: no such include "
+                            f"climbs any more; remove the line")
     return problems
 
 
@@ -113,8 +128,9 @@ def main(argv=None):
         print(f"error: {len(problems)} layer problem(s) in include/hugepage", file=sys.stderr)
         return 1
     layers = read_map(map_path, [])
+    allowed = f" but the {len(layers.allowed)} allowed" if layers.allowed else ""
     print(f"layers: {len(layers.floor_of)} headers on {len(layers.floors)} floors, "
-          f"no include climbs")
+          f"no include climbs{allowed}")
     return 0
 
 

@@ -109,6 +109,20 @@ class CheckLayersTest(unittest.TestCase):
             out.write("os.hpp\n")
         self.assert_fails_with("os.hpp listed twice")
 
+    def test_an_allowed_climb_passes_and_is_named(self):
+        line = append_include(self.headers / "os.hpp", "strategy.hpp")
+        with self.map.open("a", encoding="utf-8") as out:
+            out.write("allow os.hpp -> strategy.hpp  # planted\n")
+        done = subprocess.run([sys.executable, str(CHECKER), "--root", str(self.root)],
+                              capture_output=True, text=True, check=False)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn(f"include/hugepage/os.hpp:{line}: known exception", done.stdout)
+
+    def test_an_allowance_for_an_include_that_no_longer_climbs_fails(self):
+        with self.map.open("a", encoding="utf-8") as out:
+            out.write("allow os.hpp -> strategy.hpp\n")
+        self.assert_fails_with("allow os.hpp -> strategy.hpp: no such include climbs any more")
+
 
 if __name__ == "__main__":
     unittest.main()
