@@ -31,9 +31,11 @@ class Layers:
         self.allowed = {}  # (header, included header) -> line of its "allow" entry
 
 
-def read_map(path, problems):
-    """Parses the map at `path`; appends a `path:line: what` to `problems` for each bad line."""
+def read_map(path, problems, shown=None):
+    """Parses the map at `path`; appends a `shown:line: what` to `problems` for each bad line
+    (`shown`: the path as messages name it, `path` by default)."""
     layers = Layers()
+    shown = shown or path
     for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         line = raw.split("#", 1)[0].strip()
         if not line:
@@ -41,7 +43,7 @@ def read_map(path, problems):
         floor = FLOOR.match(line)
         if floor:
             if floor.group(1) in layers.floors:
-                problems.append(f"{path}:{number}: floor {floor.group(1)} opened twice")
+                problems.append(f"{shown}:{number}: floor {floor.group(1)} opened twice")
             layers.floors.append(floor.group(1))
             continue
         allow = ALLOW.match(line)
@@ -49,12 +51,12 @@ def read_map(path, problems):
             layers.allowed[(allow.group(1), allow.group(2))] = number
             continue
         if not layers.floors:
-            problems.append(f"{path}:{number}: {line} is listed before the first floor")
+            problems.append(f"{shown}:{number}: {line} is listed before the first floor")
         elif " " in line or not line.endswith((".hpp", ".h")):
-            problems.append(f"{path}:{number}: not a header name nor a floor: {line}")
+            problems.append(f"{shown}:{number}: not a header name nor a floor: {line}")
         elif line in layers.floor_of:
             problems.append(
-                f"{path}:{number}: {line} listed twice (first on line {layers.line_of[line]})")
+                f"{shown}:{number}: {line} listed twice (first on line {layers.line_of[line]})")
         else:
             layers.floor_of[line] = len(layers.floors) - 1
             layers.line_of[line] = number
@@ -65,12 +67,16 @@ def check(root, map_path):
     """Returns the problems found in root/include/hugepage against the map: an empty list when
     every header is on a floor and every include stays on its floor or goes down."""
     problems = []
-    layers = read_map(map_path, problems)
+    try:
+        map_shown = map_path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:  # a map outside the repository: named as given
+        map_shown = map_path
+    layers = read_map(map_path, problems, map_shown)
     base = root / "include" / "hugepage"
     headers = sorted(p for p in base.rglob("*") if p.is_file() and p.suffix in (".hpp", ".h"))
     present = {p.relative_to(base).as_posix() for p in headers}
     for missing in sorted(set(layers.floor_of) - present):
-        problems.append(f"{map_path}:{layers.line_of[missing]}: {missing} is not in "
+        problems.append(f"{map_shown}:{layers.line_of[missing]}: {missing} is not in "
                         f"include/hugepage")
     used = set()  # the "allow" entries an include needed
     for path in headers:
@@ -104,7 +110,7 @@ def check(root, map_path):
                     f"{layers.floors[own]}: an include climbs")
     for (name, target), number in sorted(layers.allowed.items(), key=lambda item: item[1]):
         if (name, target) not in used:
-            problems.append(f"{map_path}:{number}: allow {name} -> {target}: no such include "
+            problems.append(f"{map_shown}:{number}: allow {name} -> {target}: no such include "
                             f"climbs any more; remove the line")
     return problems
 

@@ -42,6 +42,11 @@ class CheckLayersTest(unittest.TestCase):
     def tearDown(self):
         self.scratch.cleanup()
 
+    def map_line(self, header):
+        """The line of the map that lists `header`."""
+        lines = self.map.read_text(encoding="utf-8").splitlines()
+        return 1 + next(i for i, line in enumerate(lines) if line.split("#")[0].strip() == header)
+
     def assert_fails_with(self, *expected):
         status, errors = run_checker(self.root)
         self.assertEqual(status, 1, errors)
@@ -102,12 +107,13 @@ class CheckLayersTest(unittest.TestCase):
 
     def test_a_map_entry_without_its_header_fails(self):
         (self.headers / "smaps.hpp").unlink()
-        self.assert_fails_with("smaps.hpp is not in include/hugepage")
+        line = self.map_line("smaps.hpp")
+        self.assert_fails_with(f"include/layers.txt:{line}: smaps.hpp is not in include/hugepage")
 
     def test_a_header_listed_on_two_floors_fails(self):
         with self.map.open("a", encoding="utf-8") as out:
             out.write("os.hpp\n")
-        self.assert_fails_with("os.hpp listed twice")
+        self.assert_fails_with(f"os.hpp listed twice (first on line {self.map_line('os.hpp')})")
 
     def test_an_allowed_climb_passes_and_is_named(self):
         line = append_include(self.headers / "os.hpp", "strategy.hpp")
