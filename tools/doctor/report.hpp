@@ -456,24 +456,57 @@ allocator_report describe_allocator(const allocator_guess& guess, bool environ_r
                                     std::vector<std::pair<std::string, std::string>> settings,
                                     bool environ_overwritten = false);
 
-/// The /proc/PID files a process report is built from (nullopt: unreadable).
+/// The facts a process report is built from: the /proc/PID files (nullopt: unreadable) and what
+/// collect_process() learnt beside them. A capture stores all of it (capture.hpp), so a report
+/// replayed from one is built from the same facts as the live report.
 struct process_files {
   std::string smaps;
   std::optional<std::string> status, cmdline, environ, cgroup, numa_maps;
   std::optional<std::string> mountinfo;      ///< the target's: which files lie on tmpfs
   std::optional<std::string> parent_status;  ///< its parent's status: who disabled THP
   chunk_headers chunks;                      ///< not a file: read from the target's memory
+  /// The machine's NUMA node when it has only one (numa_maps is then not read: the split is
+  /// numa_of_one_node()'s); nullopt otherwise, or not known.
+  std::optional<int> numa_node;
+  /// The exact coverage of every mapping (coverage_of); nullopt: not read (stored files).
+  std::optional<std::vector<mapping_coverage>> coverage;
+  /// The target's glibc version, where its libc is the file this doctor runs with; "" otherwise.
+  std::string glibc_version;
+  /// The Debian packages owning the allocator's library and the runtime's file, where the target
+  /// sees the same files as the doctor: path -> {package, version} (debian_packages()).
+  std::map<std::string, std::pair<std::string, std::string>> packages;
 };
 
-/// Builds a process report from the texts of its files: mappings, name, allocator, runtime,
-/// systemd unit, hugetlb cgroup limits (read under `root`). Pure but for the cgroup limits and
-/// this machine's THP size, so tests feed files captured from real services
-/// (tools/test/data/services).
+/// Who a process is, judged once from its files: its status fields, mapped files, allocator and
+/// runtime (versions and packages not yet applied). Both collection (which facts to read) and
+/// build_process_report() use it.
+struct process_identity {
+  std::map<std::string, std::uint64_t> status;  ///< parse_meminfo of status; empty: unreadable
+  std::vector<std::string> paths;               ///< mapped files, each once, in address order
+  std::vector<std::pair<std::string, std::string>> settings;  ///< allocator environment
+  allocator_report allocator;
+  runtime_report runtime;
+};
+
+/// The identity of the process whose files are `files` and whose parsed smaps is `mappings`.
+/// Pure.
+process_identity identify_process(const process_files& files,
+                                  const std::vector<mapping_info>& mappings);
+
+/// Builds a process report from its facts: mappings, name, allocator, runtime, systemd unit,
+/// NUMA split, coverage, versions and packages, hugetlb cgroup limits (read under `root`). Pure
+/// but for the cgroup limits and this machine's THP size, so tests feed files captured from
+/// real services (tools/test/data/services). The one place a process report is assembled.
 process_report build_process_report(pid_t pid, const process_files& files, std::size_t top,
                                     const std::string& root);
 /// The same from smaps already parsed (`mappings`, of `files.smaps`).
 process_report build_process_report(pid_t pid, const process_files& files,
                                     const std::vector<mapping_info>& mappings, std::size_t top,
+                                    const std::string& root);
+/// The same with the identity already judged (identify_process of the same files).
+process_report build_process_report(pid_t pid, const process_files& files,
+                                    const std::vector<mapping_info>& mappings,
+                                    const process_identity& identity, std::size_t top,
                                     const std::string& root);
 
 /// The Debian packages that own `paths` (as dpkg lists them; /usr-merged paths also match their
