@@ -1,13 +1,18 @@
 // tools/doctor/advise_process.cpp - the rules that turn a process report into advice (the rules'
 // conventions: advise_system.cpp): per memory class where the report has them (advise_classes.cpp),
 // else by the process's totals.
+#include "advise_process.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 
+#include "advice.hpp"
 #include "advice_reach.hpp"
 #include "advice_rules.hpp"
-#include "report.hpp"
+#include "format.hpp"
+#include "process_report.hpp"
+#include "system_report.hpp"
 #include "text.hpp"
 
 namespace hugepage::doctor {

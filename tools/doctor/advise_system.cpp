@@ -14,13 +14,17 @@
 //
 // A warning is something to fix (exit status 1); a note is worth knowing but not a fault (a
 // stock default, a deliberate choice of the service, a pool that is exactly sized and in use).
+#include "advise_system.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 
+#include "advice.hpp"
 #include "advice_rules.hpp"
+#include "format.hpp"
 #include "hugepage/cgroup.hpp"
-#include "report.hpp"
+#include "system_report.hpp"
 #include "text.hpp"
 
 namespace hugepage::doctor {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "hugepage/smaps.hpp"
+#include "mounts.hpp"
 
 namespace hugepage::doctor {
 

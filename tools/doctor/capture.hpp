@@ -24,7 +24,9 @@
 #include <utility>
 #include <vector>
 
-#include "report.hpp"
+#include "collect_process.hpp"
+#include "memory_classes.hpp"
+#include "process_report.hpp"
 
 namespace hugepage::doctor {
 

@@ -1,5 +1,7 @@
 // tools/doctor/collect_process.cpp - the process report: reading /proc/PID, checking the target
 // stayed the same process throughout.
+#include "collect_process.hpp"
+
 #include <gnu/libc-version.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -15,13 +17,22 @@
 #include <system_error>
 #include <utility>
 
+#include "allocator_settings.hpp"
+#include "debian_packages.hpp"
 #include "hugepage/smaps.hpp"
 #include "hugepage/system.hpp"
-#include "report.hpp"
+#include "mapping_coverage.hpp"
+#include "mapping_summary.hpp"
+#include "memory_classes.hpp"
+#include "mounts.hpp"
+#include "process_access.hpp"
+#include "process_report.hpp"
+#include "runtime_detect.hpp"
 #include "runtime_go.hpp"
 #include "shared_views.hpp"
 #include "test_hook.hpp"
 #include "text.hpp"
+#include "thp_disabler.hpp"
 
 namespace hugepage::doctor {
 

@@ -17,11 +17,22 @@
 #include <string>
 #include <string_view>
 
+#include "advice.hpp"
+#include "advise_process.hpp"
+#include "advise_system.hpp"
 #include "capture.hpp"
 #include "collapse_command.hpp"
+#include "collect_process.hpp"
+#include "collect_system.hpp"
 #include "exit_codes.hpp"
 #include "json.hpp"
-#include "report.hpp"
+#include "probe.hpp"
+#include "process_report.hpp"
+#include "prometheus.hpp"
+#include "render_collapse.hpp"
+#include "render_json.hpp"
+#include "render_table.hpp"
+#include "system_report.hpp"
 #include "text.hpp"
 
 namespace {

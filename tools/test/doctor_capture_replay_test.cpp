@@ -19,9 +19,15 @@
 #include <utility>
 #include <vector>
 
+#include "advise_process.hpp"
 #include "capture.hpp"
+#include "collect_process.hpp"
+#include "collect_system.hpp"
 #include "doctor_cli_support.hpp"
-#include "report.hpp"
+#include "process_report.hpp"
+#include "render_json.hpp"
+#include "render_table.hpp"
+#include "system_report.hpp"
 
 namespace {
 
