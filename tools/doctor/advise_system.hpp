@@ -8,7 +8,7 @@
 
 namespace hugepage::doctor {
 
-/// The advice for a system. Pure.
+/// The advice for a system: each rule of the table in advise_system.cpp in turn. Pure.
 std::vector<advice> advise_system(const system_report& system);
 
 }  // namespace hugepage::doctor
