@@ -18,7 +18,6 @@
 #include "proc_text.hpp"
 #include "process_access.hpp"
 #include "test_hook.hpp"
-#include "text.hpp"
 
 namespace hugepage::doctor {
 

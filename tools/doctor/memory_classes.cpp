@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <string_view>
 
-#include "hugepage/kernel_files.hpp"
 #include "mounts.hpp"
 #include "process_report.hpp"
 
