@@ -1,10 +1,13 @@
 // tools/doctor/mapping_coverage.cpp - exact huge bytes per mapping, beside smaps' counters.
+#include "mapping_coverage.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 
+#include "format.hpp"
 #include "hugepage/backing.hpp"
-#include "report.hpp"
+#include "process_report.hpp"
 #include "text.hpp"
 
 namespace hugepage::doctor {

@@ -7,6 +7,8 @@
 // latency of a cache miss plus, when the page is not in the TLB, a page walk. The ratio of the two
 // is the TLB tax that huge pages remove; backing_of() proves what each buffer was really on. Under
 // virtualisation a page walk is two-dimensional (guest and host tables), so the tax is larger.
+#include "probe.hpp"
+
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -15,13 +17,13 @@
 #include <cstdlib>
 #include <exception>
 
+#include "format.hpp"
 #include "hugepage/backing.hpp"
 #include "hugepage/cgroup.hpp"
 #include "hugepage/kernel_files.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/perf_counters.hpp"
 #include "hugepage/strategy.hpp"
-#include "report.hpp"
 #include "tlb_probe.hpp"
 
 namespace hugepage::doctor {
