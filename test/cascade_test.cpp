@@ -28,9 +28,9 @@ using hugepage::test::pool_counts;
 using hugepage::test::read_counts;
 using hugepage::test::run_in_child;
 
-constexpr std::size_t kMiB = std::size_t{1} << 20;
-constexpr std::size_t kGiB = std::size_t{1} << 30;
-constexpr std::size_t kHuge = std::size_t{2} << 20;
+using hugepage::test::kGiB;
+using hugepage::test::kHuge;
+using hugepage::test::kMiB;
 
 template <class T, hugepage::pool_policy Policy = hugepage::strict>
 using one_gib_allocator = hugepage::huge_page_allocator<T, page_size::huge_1g, Policy>;

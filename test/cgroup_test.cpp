@@ -32,8 +32,8 @@ using hugepage::test::read_counts;
 using hugepage::test::run_in_child;
 using hugepage::test::scratch_cgroup;
 
-constexpr std::size_t kMiB = std::size_t{1} << 20;
-constexpr std::size_t kHuge = 2 * kMiB;
+using hugepage::test::kHuge;
+using hugepage::test::kMiB;
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;

@@ -35,8 +35,8 @@ using hugepage::backing_report;
 using hugepage::collapse_budget;
 using hugepage::collapse_result;
 
-constexpr std::size_t kMiB = std::size_t{1} << 20;
-constexpr std::size_t kHuge = 2 * kMiB;
+using hugepage::test::kHuge;
+using hugepage::test::kMiB;
 
 std::size_t page() { return hugepage::os::base_page_size(); }
 

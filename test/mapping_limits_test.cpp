@@ -26,8 +26,8 @@ namespace {
 
 using hugepage::page_size;
 
-constexpr std::size_t kMiB = std::size_t{1} << 20;
-constexpr std::size_t kGiB = std::size_t{1} << 30;
+using hugepage::test::kGiB;
+using hugepage::test::kMiB;
 const std::string kThpCall = "hugepage: mmap of 1 GiB for transparent huge pages failed: ";
 
 using fallback_allocator =

@@ -13,97 +13,28 @@
 #include <utility>
 #include <vector>
 
+#include "contents.hpp"
 #include "hugepage/allocator.hpp"
 #include "hugepage/backing.hpp"
 #include "hugepage/stats.hpp"
 #include "hugepage/system.hpp"
+#include "kinds.hpp"
 #include "support.hpp"
 
 namespace hugepage {
 namespace {
 
-constexpr std::size_t kib = 1024;
-constexpr std::size_t mib = std::size_t{1} << 20;
+using units::kib;
+using units::mib;
 constexpr std::size_t huge_2m_bytes = bytes_of(page_size::huge_2m);
 
-// ---- the resource kinds under test -------------------------------------------------------------
+// ---- the resource kinds under test: kinds.hpp ---------------------------------------------------
 
-struct thp_kind {
-  static std::pmr::memory_resource* resource() { return pmr::thp_resource(); }
-  static constexpr strategy expected = strategy::thp();
-  static constexpr bool strict_pool = false;
-  static constexpr std::size_t statistics::*requested = &statistics::requested_thp;
-  static constexpr std::size_t statistics::*obtained = &statistics::obtained_thp;
-};
-
-struct hugetlb_kind {
-  static std::pmr::memory_resource* resource() { return pmr::huge_page_resource(); }
-  static constexpr strategy expected = strategy::hugetlb();
-  static constexpr bool strict_pool = true;
-  static constexpr std::size_t statistics::*requested = &statistics::requested_hugetlb_2m;
-  static constexpr std::size_t statistics::*obtained = &statistics::obtained_hugetlb_2m;
-};
-
-struct hugetlb_fallback_kind {
-  static std::pmr::memory_resource* resource() {
-    return pmr::huge_page_resource(page_size::huge_2m, fallback);
-  }
-  static constexpr strategy expected = strategy::hugetlb(page_size::huge_2m, fallback);
-  static constexpr bool strict_pool = false;
-  static constexpr std::size_t statistics::*requested = &statistics::requested_hugetlb_2m;
-  // While the pool has pages; obtained_thp after a fallback.
-  static constexpr std::size_t statistics::*obtained = &statistics::obtained_hugetlb_2m;
-};
-
-struct collapse_kind {
-  static std::pmr::memory_resource* resource() { return pmr::collapse_resource(); }
-  static constexpr strategy expected = strategy::collapse();
-  static constexpr bool strict_pool = false;
-  static constexpr std::size_t statistics::*requested = &statistics::requested_collapse;
-  static constexpr std::size_t statistics::*obtained = &statistics::obtained_thp;
-};
-
-// Skips (or fails under HUGEPAGE_REQUIRE=1) a strict hugetlb kind when the 2 MiB pool is short.
-#define HUGEPAGE_REQUIRE_KIND_POOL(Kind, pages)         \
-  do {                                                  \
-    if constexpr (Kind::strict_pool) {                  \
-      HUGEPAGE_REQUIRE_POOL(page_size::huge_2m, pages); \
-    }                                                   \
-  } while (0)
+using test::holds_keys;
+using test::holds_sequence;
+using test::value_of;
 
 // ---- helpers -----------------------------------------------------------------------------------
-
-constexpr std::uint64_t value_of(std::uint64_t i) noexcept {
-  return (i * 0x9E3779B97F4A7C15ULL) ^ (i >> 7);
-}
-
-template <class Container>
-::testing::AssertionResult holds_sequence(const Container& c, std::size_t n) {
-  if (c.size() != n) {
-    return ::testing::AssertionFailure() << "size " << c.size() << ", expected " << n;
-  }
-  for (std::size_t i = 0; i < n; ++i) {
-    if (c[i] != value_of(i)) {
-      return ::testing::AssertionFailure() << "element " << i << " is " << c[i];
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
-
-template <class Map>
-::testing::AssertionResult holds_keys(const Map& m, std::size_t n) {
-  if (m.size() != n) {
-    return ::testing::AssertionFailure() << "size " << m.size() << ", expected " << n;
-  }
-  for (std::uint64_t k = 0; k < n; ++k) {
-    const auto it = m.find(k);
-    if (it == m.end()) return ::testing::AssertionFailure() << "key " << k << " missing";
-    if (it->second != value_of(k)) {
-      return ::testing::AssertionFailure() << "key " << k << " maps to " << it->second;
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
 
 using hugepage::test::is_aligned;
 using hugepage::test::live_mappings;
@@ -113,17 +44,6 @@ using hugepage::test::live_mappings;
 template <class Kind>
 class PmrResourceTest : public ::testing::Test {};
 
-struct kind_names {
-  template <class Kind>
-  static std::string GetName(int /*index*/) {
-    if (std::is_same_v<Kind, thp_kind>) return "Thp";
-    if (std::is_same_v<Kind, hugetlb_kind>) return "HugeTlb2m";
-    if (std::is_same_v<Kind, hugetlb_fallback_kind>) return "HugeTlb2mFallback";
-    return "Collapse";
-  }
-};
-
-using kinds = ::testing::Types<thp_kind, hugetlb_kind, hugetlb_fallback_kind, collapse_kind>;
 TYPED_TEST_SUITE(PmrResourceTest, kinds, kind_names);
 
 TYPED_TEST(PmrResourceTest, ResourceCarriesItsStrategy) {

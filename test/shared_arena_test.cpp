@@ -33,10 +33,7 @@ using hugepage::shared_arena;
 using hugepage::shared_arena_allocator;
 using u64 = std::uint64_t;
 
-bool thp_usable() {
-  const auto mode = hugepage::read_thp_mode();
-  return mode && *mode != hugepage::thp_mode::never;
-}
+using hugepage::test::thp_usable;
 
 // Whether `p` lies in one of the huge pages `a` holds.
 bool in_arena(const arena& a, const void* p) {

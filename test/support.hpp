@@ -338,6 +338,19 @@ class thp_switches {
   std::string per_size_mode_;
 };
 
+/// Sizes in bytes for the tests' arithmetic: the library's units (page_size.hpp) under one name.
+inline constexpr std::size_t kMiB = units::mib;
+inline constexpr std::size_t kGiB = units::gib;
+/// One 2 MiB huge page, in bytes.
+inline constexpr std::size_t kHuge = bytes_of(page_size::huge_2m);
+
+/// Whether 2 MiB THP is usable: its effective mode (the per-size switch over the top-level one)
+/// is madvise or always.
+inline bool thp_usable() {
+  const auto mode = read_thp_mode();
+  return mode && *mode != thp_mode::never;
+}
+
 /// Mappings the library holds now.
 inline std::size_t live_mappings() { return hugepage::stats().live_mappings; }
 

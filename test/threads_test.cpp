@@ -30,7 +30,7 @@ using hugepage::test::pool_back;
 using hugepage::test::pool_counts;
 using hugepage::test::read_counts;
 
-constexpr std::size_t kMiB = std::size_t{1} << 20;
+using hugepage::test::kMiB;
 constexpr int kThreads = 8;
 constexpr std::size_t kBlocksPerThread = 4;
 constexpr std::size_t kMaxBlock = 64 * kMiB;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <utility>
@@ -141,6 +142,23 @@ inline process_report process_with(process_report p, const memory_class_usage& c
   }
   p.base = p.rss - std::min(p.rss, c.huge);
   return p;
+}
+
+// The command --collapse that advice gives for big_process()'s pid.
+inline const std::string collapse_command = "hugepage-doctor --pid 4242 --collapse";
+
+// The JVM's library where Debian's OpenJDK 17 puts it.
+inline const std::string libjvm = "/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so";
+
+// A command line with its NULs, as /proc/PID/cmdline holds it.
+template <std::size_t n>
+std::string cmdline_of(const char (&text)[n]) {
+  return std::string(text, n - 1);
+}
+
+// Whether the advice's message says `text`.
+inline bool mentions(const advice& a, const std::string& text) {
+  return a.message.find(text) != std::string::npos;
 }
 
 }  // namespace hugepage::doctor::advice_test

@@ -26,9 +26,9 @@ void PrintTo(const page_share& share, std::ostream* out) {
 
 namespace {
 
-constexpr std::size_t kib = 1024;
-constexpr std::size_t mib = kib * 1024;
-constexpr std::size_t gib = mib * 1024;
+using hugepage::units::gib;
+using hugepage::units::kib;
+using hugepage::units::mib;
 
 // One smaps record as Linux 6.8 writes it (the fields the doctor reads; the parser skips the
 // others). Sizes in bytes, written in kB.

@@ -19,13 +19,7 @@ namespace {
 
 using namespace advice_test;
 
-const std::string libjvm = "/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so";
 using environment = std::vector<std::pair<std::string, std::string>>;
-
-template <std::size_t n>
-std::string cmdline_of(const char (&text)[n]) {
-  return std::string(text, n - 1);
-}
 
 template <std::size_t n>
 runtime_report jvm(const char (&text)[n], const environment& env = {}) {

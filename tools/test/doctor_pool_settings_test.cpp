@@ -24,18 +24,6 @@ namespace {
 
 using namespace advice_test;
 
-const std::string libjvm = "/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so";
-
-// A command line with its NULs, as /proc/PID/cmdline holds it.
-template <std::size_t n>
-std::string cmdline_of(const char (&text)[n]) {
-  return std::string(text, n - 1);
-}
-
-bool mentions(const advice& a, const std::string& text) {
-  return a.message.find(text) != std::string::npos;
-}
-
 TEST(DoctorPoolSettings, JvmLargePagesAloneDrawOnThePool) {
   runtime_report r =
       detect_runtime({libjvm}, cmdline_of("java\0-XX:+UseLargePages\0-Xmx1g\0Main"), {});
