@@ -4,7 +4,7 @@
 // namespace-scope `const bool` initialised by declare():
 //
 //   const bool vector_chase_declared = declare(
-//       suite_info("Vector_Chase", 21, per_allocator<vector_chase>())
+//       suite_info("Vector_Chase", 21, per_allocator<vector_loads<loads::dependent>>())
 //           .describe("dependent loads over a random cyclic permutation of its cache lines")
 //           .per_op("ns/step")
 //           .quick().core().peers(peer_role::every_full_run).chart());
@@ -41,17 +41,17 @@ constexpr std::size_t kind_count = std::size(all_kinds);
 using bench_fns = std::array<bench_fn, kind_count>;
 
 /// A suite's row body for every byte allocator, indexed by alloc_kind. A suite is written once,
-/// as a struct whose member template is the row body for one inner byte allocator:
+/// as a struct whose member template is its row body over one inner byte allocator:
 ///
-///   struct vector_chase {
+///   struct flat_hash_map_build {
 ///     template <class Inner>
 ///     static void run(benchmark::State& state, alloc_kind k, std::size_t working_set);
 ///   };
 ///
-/// and a family of suites as a struct template over what tells them apart
-/// (`flat_hash_map_lookup<true>`, `node_lookup<std_map, false>`). The node backends (pmr_pool,
-/// arena_mt) have no byte allocator: their entries stay empty, and the node suites fill them
-/// (suites_nodes.cpp).
+/// and suites that differ in one choice as one struct template over it
+/// (`vector_loads<loads::dependent>`, `node_lookup<std_map, timing::one_by_one>`). The node
+/// backends (pmr_pool, arena_mt) have no byte allocator: their entries stay empty, and the node
+/// suites fill them (suites_nodes.cpp).
 template <class Suite>
 bench_fns per_allocator() {
   return {&Suite::template run<std_bytes>,

@@ -102,8 +102,7 @@ struct flat_hash_map_lookup {
       return;
     }
     perf.report(state);
-    report_memory(state, cached_coverage(), cache.block_bytes);
-    report_page_sizes(state, k);
+    report_cached_block(state, k);
   }
 };
 

@@ -91,9 +91,25 @@ node_container<C, Inner>* get_container(benchmark::State& state, alloc_kind k,
   return c.get();
 }
 
-template <class C, class Inner>
-void report_container(benchmark::State& state, const node_container<C, Inner>& c) {
-  report_memory(state, cache.coverage, C::live_bytes(c.map));
+// A row over the cached container of `purpose`: `loop(container, n)` runs google-benchmark's loop
+// inside the PMU window, then `wrong(container, n)` says what is wrong with its result (nullptr:
+// nothing); a right row reports the window and the container (coverage_pct, container_mib, ...).
+template <class C, class Inner, class Loop, class Wrong>
+void over_cached(benchmark::State& state, alloc_kind k, std::size_t working_set,
+                 const char* purpose, Loop&& loop, Wrong&& wrong) {
+  auto* c = get_container<C, Inner>(state, k, working_set, purpose);
+  if (c == nullptr) return;
+  const u64 n = cache.elements;
+  perf_window perf;
+  perf.start();
+  loop(*c, n);
+  perf.stop();
+  if (const char* why = wrong(*c, n)) {
+    state.SkipWithError(why);
+    return;
+  }
+  perf.report(state);
+  report_memory(state, cache.coverage, C::live_bytes(c->map));
 }
 
 // ---- suites -------------------------------------------------------------------------------------
@@ -105,20 +121,15 @@ template <class C, timing Timing>
 struct node_lookup {
   template <class Inner>
   static void run(benchmark::State& state, alloc_kind k, std::size_t working_set) {
-    auto* c = get_container<C, Inner>(state, k, working_set, "lookup");
-    if (c == nullptr) return;
-    const u64 n = cache.elements;
-    perf_window perf;
-    perf.start();
-    const u64 found =
-        sum_of_lookups<Timing>(state, [c, n](u64 i) { return random_hit(c->map, i, n); });
-    perf.stop();
-    if (found == 0 && state.iterations() > 8) {
-      state.SkipWithError("lookups returned wrong results");
-      return;
-    }
-    perf.report(state);
-    report_container(state, *c);
+    u64 found = 0;
+    over_cached<C, Inner>(
+        state, k, working_set, "lookup",
+        [&](const node_container<C, Inner>& c, u64 n) {
+          found = sum_of_lookups<Timing>(state, [&c, n](u64 i) { return random_hit(c.map, i, n); });
+        },
+        [&](const node_container<C, Inner>&, u64) {
+          return found == 0 && state.iterations() > 8 ? "lookups returned wrong results" : nullptr;
+        });
   }
 };
 
@@ -127,23 +138,14 @@ template <class C>
 struct node_churn {
   template <class Inner>
   static void run(benchmark::State& state, alloc_kind k, std::size_t working_set) {
-    auto* c = get_container<C, Inner>(state, k, working_set, "churn");
-    if (c == nullptr) return;
-    const u64 n = cache.elements;
-    perf_window perf;
-    perf.start();
-    for (auto _ : state) {
-      c->map.erase(key_of(c->oldest));
-      c->map.emplace(key_of(c->oldest + n), c->oldest + n);
-      ++c->oldest;
-    }
-    perf.stop();
-    if (c->map.size() != n) {
-      state.SkipWithError("churn changed the size");
-      return;
-    }
-    perf.report(state);
-    report_container(state, *c);
+    over_cached<C, Inner>(
+        state, k, working_set, "churn",
+        [&state](node_container<C, Inner>& c, u64 n) {
+          for (auto _ : state) c.replace_oldest(n);
+        },
+        [](const node_container<C, Inner>& c, u64 n) {
+          return c.map.size() != n ? "churn changed the size" : nullptr;
+        });
   }
 };
 
