@@ -67,8 +67,6 @@ map_type<Inner>* get_map(benchmark::State& state, alloc_kind k, std::size_t work
 // ---- suites
 // --------------------------------------------------------------------------------------
 
-// Each suite is a struct whose run<Inner> is its row body (registry.hpp, per_allocator).
-
 // Which keys a lookup suite asks for: hits, the key of a random inserted index; misses, keys of
 // indices past the inserted ones, which the bijective mixer keeps distinct from every inserted key.
 enum class keys { hits, misses };

@@ -69,8 +69,6 @@ vector_type<Inner>* get_vector(benchmark::State& state, alloc_kind k, std::size_
 // ---- suites
 // --------------------------------------------------------------------------------------
 
-// Each suite is a struct whose run<Inner> is its row body (registry.hpp, per_allocator).
-
 // Which loads a vector suite makes: independent random loads (throughput), or a chase whose
 // every load's address is the previous load's value (latency).
 enum class loads { independent, dependent };
