@@ -146,16 +146,6 @@ struct node_container {
   u64 oldest = 0;  // churn: elements [oldest, oldest + n) are present
 };
 
-/// One random hit in a node container of `n` elements (keys key_of(0) .. key_of(n - 1)): the
-/// lookup of the key of index_of(i, n). Returns its value plus one, 0 when it was not found. The
-/// lookup of the node suites (their mean and their tail) and of their --paired batches; inlined,
-/// so that their timed loops time the lookup alone, as when it was written out in each.
-template <class Map>
-[[gnu::always_inline]] inline u64 random_hit(const Map& map, u64 i, u64 n) {
-  const auto it = map.find(key_of(index_of(i, n)));
-  return it != map.end() ? it->second + 1 : 0;
-}
-
 // Bytes from /proc/self/smaps_rollup. hugetlb pages are not in Rss: `resident` adds them (private
 // and shared: the kernel may count a private 1 GiB page as shared, seen on Linux 6.18).
 struct memory_snapshot {
@@ -257,7 +247,8 @@ contender node_contender(alloc_kind k, std::size_t working_set) {
     } else {
       u64 sum = 0;
       for (std::size_t i = 0; i < paired_lookups; ++i) {
-        sum += random_hit(c->map, round * paired_lookups + i, n);
+        const auto it = c->map.find(key_of(index_of(round * paired_lookups + i, n)));
+        sum += it == c->map.end() ? 1 : it->second;
       }
       benchmark::DoNotOptimize(sum);
     }
