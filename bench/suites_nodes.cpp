@@ -384,6 +384,23 @@ void declare_node_suites(const char* container, const char* what, int order) {
   declare(std::move(churn));
 }
 
+// The purge suites: slow, first round only, each row in a process of its own (what the process
+// holds after the purge is the measure), on the bloat table.
+template <purge Which>
+void declare_purge_suite(const char* name, int order, const char* what) {
+  declare(suite_info(name, order, per_allocator<std_map_purge<Which>>())
+              .in_family("node containers")
+              .describe(what)
+              .per_op_unit("ms/purge")
+              .slow()
+              .first_round_only()
+              .only_for(node_allocators())
+              .with_sizes(node_sizes(), {64 * mib})
+              .peers(peer_role::every_full_run)
+              .own_process()
+              .bloat_table());
+}
+
 const bool nodes_declared = [] {
   // An insert that throws leaves std::map and std::unordered_map as they were; not
   // absl::node_hash_map (README, "Node arena": growth records the new capacity before it
@@ -393,30 +410,14 @@ const bool nodes_declared = [] {
                                                          "std::unordered_map<u64,u64>", 64);
   declare_node_suites<node_hash_map, std::false_type>("NodeHashMap", "absl::node_hash_map<u64,u64>",
                                                       68);
-  declare(suite_info("StdMap_PurgeOldest", 72, per_allocator<std_map_purge<purge::oldest>>())
-              .in_family("node containers")
-              .describe("std::map<u64,u64> of W/48 keys, its oldest 90% erased (insertion order), "
-                        "then cleared: resident bytes vs live bytes; one iteration = one purge")
-              .per_op_unit("ms/purge")
-              .slow()
-              .first_round_only()
-              .only_for(node_allocators())
-              .with_sizes(node_sizes(), {64 * mib})
-              .peers(peer_role::every_full_run)
-              .own_process()
-              .bloat_table());
-  declare(suite_info("StdMap_PurgeScattered", 73, per_allocator<std_map_purge<purge::scattered>>())
-              .in_family("node containers")
-              .describe("std::map<u64,u64> of W/48 keys, 90% erased evenly (every tenth survives, "
-                        "on every page): resident bytes vs live bytes; one iteration = one purge")
-              .per_op_unit("ms/purge")
-              .slow()
-              .first_round_only()
-              .only_for(node_allocators())
-              .with_sizes(node_sizes(), {64 * mib})
-              .peers(peer_role::every_full_run)
-              .own_process()
-              .bloat_table());
+  declare_purge_suite<purge::oldest>(
+      "StdMap_PurgeOldest", 72,
+      "std::map<u64,u64> of W/48 keys, its oldest 90% erased (insertion order), then cleared: "
+      "resident bytes vs live bytes; one iteration = one purge");
+  declare_purge_suite<purge::scattered>(
+      "StdMap_PurgeScattered", 73,
+      "std::map<u64,u64> of W/48 keys, 90% erased evenly (every tenth survives, on every page): "
+      "resident bytes vs live bytes; one iteration = one purge");
   return true;
 }();
 
