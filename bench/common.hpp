@@ -358,9 +358,11 @@ inline double cached_coverage() {
   return cache.coverage;
 }
 
-/// For the 1 GiB allocator's rows: which page sizes served the cached block (its cascade puts
-/// blocks below 1 GiB and the tails of larger ones on 2 MiB pages). Call after cached_coverage().
-inline void report_page_sizes(benchmark::State& state, alloc_kind k) {
+/// Reports the cached container's block (report_memory, with its refreshed coverage) and, for the
+/// 1 GiB allocator's rows, which page sizes served it (on_1g_pct: its cascade puts blocks below
+/// 1 GiB and the tails of larger ones on 2 MiB pages).
+inline void report_cached_block(benchmark::State& state, alloc_kind k) {
+  report_memory(state, cached_coverage(), cache.block_bytes);
   if (k == alloc_kind::hugetlb_1g) state.counters["on_1g_pct"] = cache.on_1g;
 }
 

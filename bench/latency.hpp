@@ -112,4 +112,28 @@ void time_each(benchmark::State& state, Op&& op) {
   state.counters["lat_samples"] = static_cast<double>(hist.count());
 }
 
+/// How a lookup suite times its lookups: their mean over the loop (google-benchmark's time per
+/// iteration), or each one on its own (time_each: p50/p99/p99.9 counters).
+enum class timing { mean, one_by_one };
+
+/// The loop of a lookup suite and of its tail twin: `lookup(i)` for i = 0, 1, 2, ..., one call per
+/// iteration (timing::mean), or time_each's batches (timing::one_by_one). `lookup` returns what it
+/// found (0 for nothing); the sum of those is returned, for the suite's check that the lookups
+/// found what they should.
+template <timing Timing, class Lookup>
+std::uint64_t sum_of_lookups(benchmark::State& state, Lookup&& lookup) {
+  std::uint64_t found = 0;
+  if constexpr (Timing == timing::one_by_one) {
+    time_each(state, [&](std::uint64_t i) {
+      found += lookup(i);
+      benchmark::DoNotOptimize(found);  // the load of the value is part of the timed lookup
+    });
+  } else {
+    std::uint64_t counter = 0;
+    for (auto _ : state) found += lookup(counter++);
+    benchmark::DoNotOptimize(found);
+  }
+  return found;
+}
+
 }  // namespace hugepage_bench

@@ -4,7 +4,7 @@
 // namespace-scope `const bool` initialised by declare():
 //
 //   const bool vector_chase_declared = declare(
-//       suite_info("Vector_Chase", 21, per_allocator<vector_chase>())
+//       suite_info("Vector_Chase", 21, per_allocator<vector_loads<loads::dependent>>())
 //           .describe("dependent loads over a random cyclic permutation of its cache lines")
 //           .per_op("ns/step")
 //           .quick().core().peers(peer_role::every_full_run).chart());
@@ -40,20 +40,40 @@ constexpr std::size_t kind_count = std::size(all_kinds);
 /// The suite's function for every allocator, indexed by alloc_kind.
 using bench_fns = std::array<bench_fn, kind_count>;
 
-/// Instantiates `Suite<Inner>::run` for the byte allocator of every alloc_kind. A suite family
-/// writes its function as `template <class Inner> struct my_suite { static void run(...); };`.
-/// The node backends (pmr_pool, arena_mt) have no byte allocator: their entries stay empty, and
-/// the node suites fill them (suites_nodes.cpp).
-template <template <class> class Suite>
+/// A suite's row body for every byte allocator, indexed by alloc_kind. A suite is written once,
+/// as a struct whose member template is its row body over one inner byte allocator:
+///
+///   struct flat_hash_map_build {
+///     template <class Inner>
+///     static void run(benchmark::State& state, alloc_kind k, std::size_t working_set);
+///   };
+///
+/// and suites that differ in one choice as one struct template over it
+/// (`vector_loads<loads::dependent>`, `node_lookup<std_map, timing::one_by_one>`). The node
+/// backends (pmr_pool, arena_mt) have no byte allocator: their entries stay empty, and the node
+/// suites fill them (suites_nodes.cpp).
+template <class Suite>
 bench_fns per_allocator() {
-  return {&Suite<std_bytes>::run,
-          &Suite<thp_bytes>::run,
-          &Suite<hugetlb_2m_bytes>::run,
-          &Suite<hugetlb_1g_bytes>::run,
-          &Suite<collapse_bytes>::run,
-          &Suite<thp_prefault_bytes>::run,
+  return {&Suite::template run<std_bytes>,
+          &Suite::template run<thp_bytes>,
+          &Suite::template run<hugetlb_2m_bytes>,
+          &Suite::template run<hugetlb_1g_bytes>,
+          &Suite::template run<collapse_bytes>,
+          &Suite::template run<thp_prefault_bytes>,
           nullptr,
           nullptr};
+}
+
+/// The same, for a suite that is one function for every byte allocator: it picks what to build
+/// from the alloc_kind it is given (the scenarios' with_inner) or needs no choice.
+inline bench_fns per_allocator(bench_fn row) {
+  bench_fns fns{};
+  for (const alloc_kind k : all_kinds) {
+    if (k != alloc_kind::pmr_pool && k != alloc_kind::arena_mt) {
+      fns[static_cast<std::size_t>(k)] = row;
+    }
+  }
+  return fns;
 }
 
 /// Default working sets of a full run (functions, not variables: suites are declared during static

@@ -65,13 +65,8 @@ void fare_cache(benchmark::State& state, alloc_kind k, std::size_t working_set) 
   }
 }
 
-template <class Inner>
-struct fare_suite {
-  static void run(benchmark::State& st, alloc_kind k, std::size_t ws) { fare_cache(st, k, ws); }
-};
-
 const bool fare_cache_declared = declare(
-    suite_info("Scenario_FareCache", 202, per_allocator<fare_suite>())
+    suite_info("Scenario_FareCache", 202, per_allocator(&fare_cache))
         .in_family("scenarios")
         .describe("a read-mostly absl::flat_hash_map fare cache: 200k requests/s open loop, 1% "
                   "updates in place, each timed; one iteration = build + 2 s (quick) or 30 s")

@@ -211,13 +211,8 @@ void fork_snapshot(benchmark::State& state, alloc_kind k, std::size_t working_se
   }
 }
 
-template <class Inner>
-struct snapshot_suite {
-  static void run(benchmark::State& st, alloc_kind k, std::size_t ws) { fork_snapshot(st, k, ws); }
-};
-
 const bool fork_snapshot_declared = declare(
-    suite_info("Scenario_ForkSnapshot", 203, per_allocator<snapshot_suite>())
+    suite_info("Scenario_ForkSnapshot", 203, per_allocator(&fork_snapshot))
         .in_family("scenarios")
         .describe("a fare table at 100k requests/s (5% updates) while a child forked now and then "
                   "reads it; coverage every 50 ms, lowest coverage, time from each child's exit "

@@ -195,9 +195,13 @@ std::shared_ptr<void> fragment_first(std::string& why) {
   return fragmented_machine(fragmenter::options{}, why);
 }
 
-void order_book(benchmark::State& state, alloc_kind k, std::size_t working_set, bool fragmented) {
+// Which machine the order book runs on: as it is, or fragmented first (fragment_first).
+enum class machine { as_is, fragmented };
+
+template <machine On>
+void order_book(benchmark::State& state, alloc_kind k, std::size_t working_set) {
   std::shared_ptr<void> fragments;
-  if (fragmented) {
+  if (On == machine::fragmented) {
     std::string why;
     fragments = fragment_first(why);
     if (!fragments) {
@@ -223,16 +227,6 @@ void order_book(benchmark::State& state, alloc_kind k, std::size_t working_set, 
   }
 }
 
-template <bool Fragmented>
-struct book_suite {
-  template <class Inner>
-  struct suite {
-    static void run(benchmark::State& st, alloc_kind k, std::size_t ws) {
-      order_book(st, k, ws, Fragmented);
-    }
-  };
-};
-
 suite_info book_info(const char* name, int order, bench_fns fns, const char* what) {
   suite_info s(name, order, fns);
   s.in_family("scenarios")
@@ -248,14 +242,14 @@ suite_info book_info(const char* name, int order, bench_fns fns, const char* wha
 }
 
 const bool order_book_declared = declare(book_info(
-    "Scenario_OrderBook", 200, per_allocator<book_suite<false>::suite>(),
+    "Scenario_OrderBook", 200, per_allocator(&order_book<machine::as_is>),
     "a matching engine: std::map price levels of std::list orders and an absl::flat_hash_map id "
     "index; 100k requests/s open loop (add/cancel/match/lookup), each timed; one iteration = "
     "build + 2 s (quick) or 30 s of requests"));
 
 const bool fragmented_declared = declare(
     book_info(
-        "Scenario_OrderBookFragmented", 201, per_allocator<book_suite<true>::suite>(),
+        "Scenario_OrderBookFragmented", 201, per_allocator(&order_book<machine::fragmented>),
         "the order book after fragment_first: free memory fragmented (no free 2 MiB block, or "
         "none that THP faults are given), then build and run")
         .target(target_info("ours never stalls in direct compaction during the request loop")

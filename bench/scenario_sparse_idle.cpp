@@ -132,13 +132,8 @@ void sparse_idle(benchmark::State& state, alloc_kind k, std::size_t working_set)
   }
 }
 
-template <class Inner>
-struct sparse_suite {
-  static void run(benchmark::State& st, alloc_kind k, std::size_t ws) { sparse_idle(st, k, ws); }
-};
-
 const bool sparse_idle_declared = declare(
-    suite_info("Scenario_SparseIdle", 204, per_allocator<sparse_suite>())
+    suite_info("Scenario_SparseIdle", 204, per_allocator(&sparse_idle))
         .in_family("scenarios")
         .describe("a fare table beside as many bytes of malloc'd 64 KiB-1 MiB blocks, one byte "
                   "touched per 64 KiB; 1 s (quick) or 5 s of lookups, then idle 3 s or 60 s: RSS "

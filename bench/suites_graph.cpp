@@ -56,55 +56,50 @@ double graph_coverage(const graph_state<Inner>& s) {
   return bytes == 0 ? 0.0 : 100.0 * static_cast<double>(huge) / static_cast<double>(bytes);
 }
 
-template <class Inner>
-void pagerank_round(benchmark::State& state, alloc_kind k, std::size_t working_set) {
-  using family = family_of<Inner>;
-  const std::string key = fmt::format("graph/{}/{}", token_of(k), working_set);
-  if (cache.key != key) {
-    drop_cache();
-    // The edge list is a temporary on the same allocator: about half the working set again.
-    if (const std::string why = shortage(k, working_set + working_set / 2); !why.empty()) {
-      state.SkipWithError(why.c_str());
-      return;
-    }
-    reset_peak_rss();
-    try {
-      const auto nodes = static_cast<hugepage_examples::node_id>(working_set / bytes_per_node);
-      std::shared_ptr<graph_state<Inner>> s;
-      {
-        const auto edges = hugepage_examples::random_edges<family::template type>(
-            nodes, u64{nodes} * edges_per_node, /*seed=*/42);
-        s = std::make_shared<graph_state<Inner>>(
-            graph_state<Inner>::graph::from_edges(nodes, edges));
-      }
-      s->scores = hugepage_examples::pagerank(s->g, /*iterations=*/1);
-      cache.key = key;
-      cache.block = s->g.sources().data();
-      cache.block_bytes = working_set;
-      cache.object = std::move(s);
-    } catch (const std::exception& e) {
+struct pagerank_round {
+  template <class Inner>
+  static void run(benchmark::State& state, alloc_kind k, std::size_t working_set) {
+    using family = family_of<Inner>;
+    const std::string key = fmt::format("graph/{}/{}", token_of(k), working_set);
+    if (cache.key != key) {
       drop_cache();
-      state.SkipWithError(fmt::format("building the graph failed: {}", e.what()).c_str());
-      return;
+      // The edge list is a temporary on the same allocator: about half the working set again.
+      if (const std::string why = shortage(k, working_set + working_set / 2); !why.empty()) {
+        state.SkipWithError(why.c_str());
+        return;
+      }
+      reset_peak_rss();
+      try {
+        const auto nodes = static_cast<hugepage_examples::node_id>(working_set / bytes_per_node);
+        std::shared_ptr<graph_state<Inner>> s;
+        {
+          const auto edges = hugepage_examples::random_edges<family::template type>(
+              nodes, u64{nodes} * edges_per_node, /*seed=*/42);
+          s = std::make_shared<graph_state<Inner>>(
+              graph_state<Inner>::graph::from_edges(nodes, edges));
+        }
+        s->scores = hugepage_examples::pagerank(s->g, /*iterations=*/1);
+        cache.key = key;
+        cache.block = s->g.sources().data();
+        cache.block_bytes = working_set;
+        cache.object = std::move(s);
+      } catch (const std::exception& e) {
+        drop_cache();
+        state.SkipWithError(fmt::format("building the graph failed: {}", e.what()).c_str());
+        return;
+      }
     }
-  }
-  auto& s = *static_cast<graph_state<Inner>*>(cache.object.get());
-  for (auto _ : state) {
-    s.scores = hugepage_examples::pagerank(s.g, /*iterations=*/1);
-    benchmark::DoNotOptimize(s.scores.data());
-  }
-  report_memory(state, graph_coverage(s), working_set);
-}
-
-template <class Inner>
-struct pagerank_suite {
-  static void run(benchmark::State& st, alloc_kind k, std::size_t ws) {
-    pagerank_round<Inner>(st, k, ws);
+    auto& s = *static_cast<graph_state<Inner>*>(cache.object.get());
+    for (auto _ : state) {
+      s.scores = hugepage_examples::pagerank(s.g, /*iterations=*/1);
+      benchmark::DoNotOptimize(s.scores.data());
+    }
+    report_memory(state, graph_coverage(s), working_set);
   }
 };
 
 const bool pagerank_declared =
-    declare(suite_info("Graph_PageRank", 60, per_allocator<pagerank_suite>())
+    declare(suite_info("Graph_PageRank", 60, per_allocator<pagerank_round>())
                 .in_family("graph")
                 .describe("examples/csr_graph.hpp ported by its allocator alias: one PageRank "
                           "round over a random graph of 8 edges a node; one iteration = one round")

@@ -67,130 +67,90 @@ map_type<Inner>* get_map(benchmark::State& state, alloc_kind k, std::size_t work
 // ---- suites
 // --------------------------------------------------------------------------------------
 
-template <class Inner, bool Hit>
-void flat_hash_map_lookup(benchmark::State& state, alloc_kind k, std::size_t working_set) {
-  map_type<Inner>* map = get_map<Inner>(state, k, working_set);
-  if (map == nullptr) return;
-  const u64 n = cache.elements;
-  u64 counter = 0, found = 0;
-  perf_window perf;
-  perf.start();
-  for (auto _ : state) {
-    // Hits: the key of a random inserted index. Misses: keys of indices past the inserted ones,
-    // which the bijective mixer keeps distinct from every inserted key.
-    const u64 i = index_of(counter++, n);
-    if constexpr (Hit) {
-      const auto it = map->find(key_of(i));
-      found += it != map->end() ? it->second : 0;
-    } else {
-      found += map->contains(key_of(n + i)) ? 1 : 0;
-    }
-  }
-  perf.stop();
-  benchmark::DoNotOptimize(found);
-  if (Hit ? found == 0 && n > 1 && state.iterations() > 8 : found != 0) {
-    state.SkipWithError("lookups returned wrong results");
-    return;
-  }
-  perf.report(state);
-  report_memory(state, cached_coverage(), cache.block_bytes);
-  report_page_sizes(state, k);
-}
+// Which keys a lookup suite asks for: hits, the key of a random inserted index; misses, keys of
+// indices past the inserted ones, which the bijective mixer keeps distinct from every inserted key.
+enum class keys { hits, misses };
 
-template <class Inner>
-void flat_hash_map_build(benchmark::State& state, alloc_kind k, std::size_t working_set) {
-  drop_cache();
-  if (const std::string why = shortage(k, map_bytes(working_set)); !why.empty()) {
-    state.SkipWithError(why.c_str());
-    return;
-  }
-  reset_peak_rss();
-  const map_shape shape = shape_of_map(working_set);
-  std::optional<map_type<Inner>> map;
-  double coverage = -1;
-  std::size_t bytes = 0;
-  perf_window perf;
-  for (auto _ : state) {
+// Random lookups in the cached map. Timed one by one (latency.hpp): the map and hits of
+// FlatHashMap_Lookup, so the p50 sits beside that suite's mean per lookup and the tail is what the
+// TLB adds.
+template <keys Keys, timing Timing>
+struct flat_hash_map_lookup {
+  static constexpr bool hit = Keys == keys::hits;
+  static_assert(hit || Timing == timing::mean, "the tail suite times hits");
+  template <class Inner>
+  static void run(benchmark::State& state, alloc_kind k, std::size_t working_set) {
+    map_type<Inner>* map = get_map<Inner>(state, k, working_set);
+    if (map == nullptr) return;
+    const u64 n = cache.elements;
+    perf_window perf;
     perf.start();
-    try {
-      map.emplace();
-      map->reserve(shape.elements);
-      for (u64 i = 0; i < shape.elements; ++i) map->try_emplace(key_of(i), i);
-    } catch (const std::exception& e) {
-      perf.stop();
-      map.reset();
-      state.SkipWithError(fmt::format("build failed: {}", e.what()).c_str());
-      break;
-    }
+    const u64 found = sum_of_lookups<Timing>(state, [map, n](u64 counter) -> u64 {
+      const u64 i = index_of(counter, n);
+      if constexpr (hit) {
+        const auto it = map->find(key_of(i));
+        return it != map->end() ? it->second : 0;
+      } else {
+        return map->contains(key_of(n + i)) ? 1 : 0;
+      }
+    });
     perf.stop();
-    state.PauseTiming();
-    if (coverage < 0) {
-      bytes = largest_block.bytes;
-      coverage = coverage_pct(largest_block.p, largest_block.bytes);
-      report_memory(state, coverage, bytes);
+    if (hit ? found == 0 && n > 1 && state.iterations() > 8 : found != 0) {
+      state.SkipWithError("lookups returned wrong results");
+      return;
     }
-    map.reset();
-    state.ResumeTiming();
+    perf.report(state);
+    report_cached_block(state, k);
   }
-  if (state.error_occurred()) return;
-  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(shape.elements));
-  perf.report(state);
-}
+};
 
-// Each lookup timed on its own (latency.hpp): the same map and keys as FlatHashMap_Lookup, so
-// its p50 sits beside that suite's mean per lookup and the tail is what the TLB adds.
-template <class Inner>
-void flat_hash_map_lookup_latency(benchmark::State& state, alloc_kind k, std::size_t working_set) {
-  map_type<Inner>* map = get_map<Inner>(state, k, working_set);
-  if (map == nullptr) return;
-  const u64 n = cache.elements;
-  u64 found = 0;
-  perf_window perf;
-  perf.start();
-  time_each(state, [&](u64 i) {
-    const auto it = map->find(key_of(index_of(i, n)));
-    found += it != map->end() ? it->second : 0;
-    benchmark::DoNotOptimize(found);  // the load of the value is part of the timed lookup
-  });
-  perf.stop();
-  if (found == 0 && n > 1 && state.iterations() > 8) {
-    state.SkipWithError("lookups returned wrong results");
-    return;
-  }
-  perf.report(state);
-  report_memory(state, cached_coverage(), cache.block_bytes);
-  report_page_sizes(state, k);
-}
-
-template <class Inner>
-struct lookup_hit {
-  static void run(benchmark::State& s, alloc_kind k, std::size_t ws) {
-    flat_hash_map_lookup<Inner, true>(s, k, ws);
-  }
-};
-template <class Inner>
-struct lookup_miss {
-  static void run(benchmark::State& s, alloc_kind k, std::size_t ws) {
-    flat_hash_map_lookup<Inner, false>(s, k, ws);
-  }
-};
-template <class Inner>
-struct lookup_latency {
-  static void run(benchmark::State& s, alloc_kind k, std::size_t ws) {
-    flat_hash_map_lookup_latency<Inner>(s, k, ws);
-  }
-};
-template <class Inner>
-struct build {
-  static void run(benchmark::State& s, alloc_kind k, std::size_t ws) {
-    flat_hash_map_build<Inner>(s, k, ws);
+struct flat_hash_map_build {
+  template <class Inner>
+  static void run(benchmark::State& state, alloc_kind k, std::size_t working_set) {
+    drop_cache();
+    if (const std::string why = shortage(k, map_bytes(working_set)); !why.empty()) {
+      state.SkipWithError(why.c_str());
+      return;
+    }
+    reset_peak_rss();
+    const map_shape shape = shape_of_map(working_set);
+    std::optional<map_type<Inner>> map;
+    double coverage = -1;
+    std::size_t bytes = 0;
+    perf_window perf;
+    for (auto _ : state) {
+      perf.start();
+      try {
+        map.emplace();
+        map->reserve(shape.elements);
+        for (u64 i = 0; i < shape.elements; ++i) map->try_emplace(key_of(i), i);
+      } catch (const std::exception& e) {
+        perf.stop();
+        map.reset();
+        state.SkipWithError(fmt::format("build failed: {}", e.what()).c_str());
+        break;
+      }
+      perf.stop();
+      state.PauseTiming();
+      if (coverage < 0) {
+        bytes = largest_block.bytes;
+        coverage = coverage_pct(largest_block.p, largest_block.bytes);
+        report_memory(state, coverage, bytes);
+      }
+      map.reset();
+      state.ResumeTiming();
+    }
+    if (state.error_occurred()) return;
+    state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(shape.elements));
+    perf.report(state);
   }
 };
 
 // ---- declarations -------------------------------------------------------------------------------
 
 const bool lookup_declared =
-    declare(suite_info("FlatHashMap_Lookup", 10, per_allocator<lookup_hit>())
+    declare(suite_info("FlatHashMap_Lookup", 10,
+                       per_allocator<flat_hash_map_lookup<keys::hits, timing::mean>>())
                 .in_family("hash maps")
                 .describe("absl::flat_hash_map<u64,u64> random hits; one iteration = one lookup")
                 .per_op_unit("ns/lookup")
@@ -206,13 +166,15 @@ const bool lookup_declared =
                             .from(256 * mib)));
 
 const bool lookup_miss_declared =
-    declare(suite_info("FlatHashMap_LookupMiss", 11, per_allocator<lookup_miss>())
+    declare(suite_info("FlatHashMap_LookupMiss", 11,
+                       per_allocator<flat_hash_map_lookup<keys::misses, timing::mean>>())
                 .in_family("hash maps")
                 .describe("random misses in the Lookup map; one iteration = one lookup")
                 .per_op_unit("ns/lookup"));
 
 const bool lookup_latency_declared =
-    declare(suite_info("FlatHashMap_LookupLatency", 12, per_allocator<lookup_latency>())
+    declare(suite_info("FlatHashMap_LookupLatency", 12,
+                       per_allocator<flat_hash_map_lookup<keys::hits, timing::one_by_one>>())
                 .in_family("hash maps")
                 .describe("Lookup's hits timed one by one: p50/p99/p99.9 per lookup (timer cost "
                           "subtracted); one iteration = a batch of 64 timed lookups")
@@ -223,7 +185,7 @@ const bool lookup_latency_declared =
                 .tail_of("FlatHashMap_Lookup"));
 
 const bool build_declared =
-    declare(suite_info("FlatHashMap_Build", 30, per_allocator<build>())
+    declare(suite_info("FlatHashMap_Build", 30, per_allocator<flat_hash_map_build>())
                 .in_family("hash maps")
                 .describe("reserve + try_emplace of N keys; one iteration = one build")
                 .per_op_unit("ms/build")

@@ -91,106 +91,99 @@ node_container<C, Inner>* get_container(benchmark::State& state, alloc_kind k,
   return c.get();
 }
 
-template <class C, class Inner>
-void report_container(benchmark::State& state, const node_container<C, Inner>& c) {
-  report_memory(state, cache.coverage, C::live_bytes(c.map));
+// A row over the cached container of `purpose`: `loop(container, n)` runs google-benchmark's loop
+// inside the PMU window, then `wrong(container, n)` says what is wrong with its result (nullptr:
+// nothing); a right row reports the window and the container (coverage_pct, container_mib, ...).
+template <class C, class Inner, class Loop, class Wrong>
+void over_cached(benchmark::State& state, alloc_kind k, std::size_t working_set,
+                 const char* purpose, Loop&& loop, Wrong&& wrong) {
+  auto* c = get_container<C, Inner>(state, k, working_set, purpose);
+  if (c == nullptr) return;
+  const u64 n = cache.elements;
+  perf_window perf;
+  perf.start();
+  loop(*c, n);
+  perf.stop();
+  if (const char* why = wrong(*c, n)) {
+    state.SkipWithError(why);
+    return;
+  }
+  perf.report(state);
+  report_memory(state, cache.coverage, C::live_bytes(c->map));
 }
 
 // ---- suites -------------------------------------------------------------------------------------
 
-template <class C, class Inner>
-void node_lookup(benchmark::State& state, alloc_kind k, std::size_t working_set) {
-  auto* c = get_container<C, Inner>(state, k, working_set, "lookup");
-  if (c == nullptr) return;
-  const u64 n = cache.elements;
-  u64 counter = 0, found = 0;
-  perf_window perf;
-  perf.start();
-  for (auto _ : state) {
-    const auto it = c->map.find(key_of(index_of(counter++, n)));
-    found += it != c->map.end() ? it->second + 1 : 0;
+// Random hits in the cached container, their mean per lookup or each timed on its own
+// (latency.hpp): the tail twin uses the container and keys of <Container>_Lookup, so its p50 sits
+// beside that suite's mean and the tail shows what TLB misses add.
+template <class C, timing Timing>
+struct node_lookup {
+  template <class Inner>
+  static void run(benchmark::State& state, alloc_kind k, std::size_t working_set) {
+    u64 found = 0;
+    over_cached<C, Inner>(
+        state, k, working_set, "lookup",
+        [&](const node_container<C, Inner>& c, u64 n) {
+          found = sum_of_lookups<Timing>(state, [&c, n](u64 i) -> u64 {
+            const auto it = c.map.find(key_of(index_of(i, n)));
+            return it != c.map.end() ? it->second + 1 : 0;
+          });
+        },
+        [&](const node_container<C, Inner>&, u64) {
+          return found == 0 && state.iterations() > 8 ? "lookups returned wrong results" : nullptr;
+        });
   }
-  perf.stop();
-  benchmark::DoNotOptimize(found);
-  if (found == 0 && state.iterations() > 8) {
-    state.SkipWithError("lookups returned wrong results");
-    return;
-  }
-  perf.report(state);
-  report_container(state, *c);
-}
-
-// Each lookup timed on its own (latency.hpp): the container and keys of <Container>_Lookup, so the
-// p50 sits beside that suite's mean and the tail shows what TLB misses add.
-template <class C, class Inner>
-void node_lookup_latency(benchmark::State& state, alloc_kind k, std::size_t working_set) {
-  auto* c = get_container<C, Inner>(state, k, working_set, "lookup");
-  if (c == nullptr) return;
-  const u64 n = cache.elements;
-  u64 found = 0;
-  perf_window perf;
-  perf.start();
-  time_each(state, [&](u64 i) {
-    const auto it = c->map.find(key_of(index_of(i, n)));
-    found += it != c->map.end() ? it->second + 1 : 0;
-    benchmark::DoNotOptimize(found);
-  });
-  perf.stop();
-  if (found == 0 && state.iterations() > 8) {
-    state.SkipWithError("lookups returned wrong results");
-    return;
-  }
-  perf.report(state);
-  report_container(state, *c);
-}
+};
 
 // Steady state of a book that purges its oldest order for each new one: the size stays n.
-template <class C, class Inner>
-void node_churn(benchmark::State& state, alloc_kind k, std::size_t working_set) {
-  auto* c = get_container<C, Inner>(state, k, working_set, "churn");
-  if (c == nullptr) return;
-  const u64 n = cache.elements;
-  perf_window perf;
-  perf.start();
-  for (auto _ : state) {
-    c->map.erase(key_of(c->oldest));
-    c->map.emplace(key_of(c->oldest + n), c->oldest + n);
-    ++c->oldest;
+template <class C>
+struct node_churn {
+  template <class Inner>
+  static void run(benchmark::State& state, alloc_kind k, std::size_t working_set) {
+    over_cached<C, Inner>(
+        state, k, working_set, "churn",
+        [&state](node_container<C, Inner>& c, u64 n) {
+          for (auto _ : state) {
+            c.map.erase(key_of(c.oldest));
+            c.map.emplace(key_of(c.oldest + n), c.oldest + n);
+            ++c.oldest;
+          }
+        },
+        [](const node_container<C, Inner>& c, u64 n) {
+          return c.map.size() != n ? "churn changed the size" : nullptr;
+        });
   }
-  perf.stop();
-  if (c->map.size() != n) {
-    state.SkipWithError("churn changed the size");
-    return;
-  }
-  perf.report(state);
-  report_container(state, *c);
-}
+};
 
-template <class C, class Inner>
-void node_build(benchmark::State& state, alloc_kind k, std::size_t working_set) {
-  drop_cache();
-  reset_peak_rss();
-  const u64 n = working_set / bytes_per_element;
-  perf_window perf;
-  bool reported = false;
-  for (auto _ : state) {
-    double coverage = 0;
-    perf.start();
-    auto c = build_container<C, Inner>(state, k, working_set, coverage);
-    perf.stop();
-    if (!c) break;
-    state.PauseTiming();
-    if (!reported) {
-      report_memory(state, coverage, C::live_bytes(c->map));
-      reported = true;
+template <class C>
+struct node_build {
+  template <class Inner>
+  static void run(benchmark::State& state, alloc_kind k, std::size_t working_set) {
+    drop_cache();
+    reset_peak_rss();
+    const u64 n = working_set / bytes_per_element;
+    perf_window perf;
+    bool reported = false;
+    for (auto _ : state) {
+      double coverage = 0;
+      perf.start();
+      auto c = build_container<C, Inner>(state, k, working_set, coverage);
+      perf.stop();
+      if (!c) break;
+      state.PauseTiming();
+      if (!reported) {
+        report_memory(state, coverage, C::live_bytes(c->map));
+        reported = true;
+      }
+      c.reset();
+      state.ResumeTiming();
     }
-    c.reset();
-    state.ResumeTiming();
+    if (state.error_occurred()) return;
+    state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(n));
+    perf.report(state);
   }
-  if (state.error_occurred()) return;
-  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(n));
-  perf.report(state);
-}
+};
 
 // What the process holds for a std::map after most of it is erased, beside what is still live.
 // Oldest: an order book drops its oldest 90% (insertion order: the survivors were allocated last,
@@ -202,78 +195,57 @@ void node_build(benchmark::State& state, alloc_kind k, std::size_t working_set) 
 // its heap only (or on malloc_trim). The runner runs each purge row (suite and size) in a process
 // of its own, so no memory that earlier rows freed is reused by the build. One iteration = one
 // purge (the build is not timed).
-template <class Inner, bool Scattered>
-void std_map_purge(benchmark::State& state, alloc_kind k, std::size_t working_set) {
-  drop_cache();
-  reset_peak_rss();
-  const u64 n = working_set / bytes_per_element;
-  const u64 survivors = n - n * 9 / 10;
-  for (auto _ : state) {
-    state.PauseTiming();
-    const memory_snapshot before = read_rollup();
-    double coverage = 0;
-    auto c = build_container<std_map, Inner>(state, k, working_set, coverage);
-    if (!c) break;
-    const memory_snapshot built = read_rollup();
-    state.ResumeTiming();
-    for (u64 i = 0; i < n; ++i) {
-      if (Scattered ? i % 10 != 0 : i < n - survivors) c->map.erase(key_of(i));
-    }
-    state.PauseTiming();
-    const memory_snapshot purged = read_rollup();
-    report_memory(state, coverage, std_map::live_bytes(c->map));
-    const auto built_live = static_cast<double>(n * bytes_per_element);
-    if (built.resident() - before.resident() < built_live / 2) {
-      // The nodes went into memory that was resident before the build (mimalloc maps and
-      // touches its reserved 1 GiB pages at start-up): the process's growth cannot tell what the
-      // allocator holds.
-      state.counters["resident_before_build"] = 1;
+enum class purge { oldest, scattered };
+
+template <purge Which>
+struct std_map_purge {
+  static constexpr bool scattered = Which == purge::scattered;
+  template <class Inner>
+  static void run(benchmark::State& state, alloc_kind k, std::size_t working_set) {
+    drop_cache();
+    reset_peak_rss();
+    const u64 n = working_set / bytes_per_element;
+    const u64 survivors = n - n * 9 / 10;
+    for (auto _ : state) {
+      state.PauseTiming();
+      const memory_snapshot before = read_rollup();
+      double coverage = 0;
+      auto c = build_container<std_map, Inner>(state, k, working_set, coverage);
+      if (!c) break;
+      const memory_snapshot built = read_rollup();
+      state.ResumeTiming();
+      for (u64 i = 0; i < n; ++i) {
+        if (scattered ? i % 10 != 0 : i < n - survivors) c->map.erase(key_of(i));
+      }
+      state.PauseTiming();
+      const memory_snapshot purged = read_rollup();
+      report_memory(state, coverage, std_map::live_bytes(c->map));
+      const auto built_live = static_cast<double>(n * bytes_per_element);
+      if (built.resident() - before.resident() < built_live / 2) {
+        // The nodes went into memory that was resident before the build (mimalloc maps and
+        // touches its reserved 1 GiB pages at start-up): the process's growth cannot tell what the
+        // allocator holds.
+        state.counters["resident_before_build"] = 1;
+        c.reset();
+        state.ResumeTiming();
+        continue;
+      }
+      const auto live = static_cast<double>(std_map::live_bytes(c->map));
+      const double held = purged.resident() - before.resident();
+      state.counters["live_kib"] = live / 1024;
+      state.counters["resident_mib"] = held / mib;
+      state.counters["bloat_x"] = held / live;
+      state.counters["built_resident_mib"] = (built.resident() - before.resident()) / mib;
+      state.counters["built_live_mib"] = built_live / mib;
+      if (!scattered) {
+        c->map.clear();
+        state.counters["cleared_resident_mib"] =
+            (read_rollup().resident() - before.resident()) / mib;
+      }
       c.reset();
       state.ResumeTiming();
-      continue;
     }
-    const auto live = static_cast<double>(std_map::live_bytes(c->map));
-    const double held = purged.resident() - before.resident();
-    state.counters["live_kib"] = live / 1024;
-    state.counters["resident_mib"] = held / mib;
-    state.counters["bloat_x"] = held / live;
-    state.counters["built_resident_mib"] = (built.resident() - before.resident()) / mib;
-    state.counters["built_live_mib"] = built_live / mib;
-    if (!Scattered) {
-      c->map.clear();
-      state.counters["cleared_resident_mib"] = (read_rollup().resident() - before.resident()) / mib;
-    }
-    c.reset();
-    state.ResumeTiming();
   }
-}
-
-template <class C>
-struct suites_of {
-  template <class Inner>
-  struct lookup {
-    static void run(benchmark::State& s, alloc_kind k, std::size_t ws) {
-      node_lookup<C, Inner>(s, k, ws);
-    }
-  };
-  template <class Inner>
-  struct lookup_latency {
-    static void run(benchmark::State& s, alloc_kind k, std::size_t ws) {
-      node_lookup_latency<C, Inner>(s, k, ws);
-    }
-  };
-  template <class Inner>
-  struct build {
-    static void run(benchmark::State& s, alloc_kind k, std::size_t ws) {
-      node_build<C, Inner>(s, k, ws);
-    }
-  };
-  template <class Inner>
-  struct churn {
-    static void run(benchmark::State& s, alloc_kind k, std::size_t ws) {
-      node_churn<C, Inner>(s, k, ws);
-    }
-  };
 };
 
 // ---- declarations -------------------------------------------------------------------------------
@@ -305,11 +277,11 @@ std::vector<alloc_kind> node_change_allocators() {
 std::vector<std::size_t> node_sizes() { return {64 * mib, 256 * mib}; }
 
 /// The node suites' function for every allocator, the node backends included.
-template <template <class> class Suite>
+template <class Suite>
 bench_fns per_node_backend() {
   bench_fns f = per_allocator<Suite>();
-  f[static_cast<std::size_t>(alloc_kind::pmr_pool)] = &Suite<pmr_pool_nodes>::run;
-  f[static_cast<std::size_t>(alloc_kind::arena_mt)] = &Suite<arena_mt_nodes>::run;
+  f[static_cast<std::size_t>(alloc_kind::pmr_pool)] = &Suite::template run<pmr_pool_nodes>;
+  f[static_cast<std::size_t>(alloc_kind::arena_mt)] = &Suite::template run<arena_mt_nodes>;
   return f;
 }
 
@@ -370,7 +342,7 @@ void churn_targets(suite_info& s) {
 template <class C, class Strong>
 void declare_node_suites(const char* container, const char* what, int order) {
   suite_info lookup(std::string(container) + "_Lookup", order,
-                    per_node_backend<suites_of<C>::template lookup>());
+                    per_node_backend<node_lookup<C, timing::mean>>());
   lookup.in_family("node containers")
       .describe(std::string(what) + " random hits; one iteration = one lookup")
       .per_op_unit("ns/lookup")
@@ -381,7 +353,7 @@ void declare_node_suites(const char* container, const char* what, int order) {
   lookup_targets(lookup);
   declare(std::move(lookup));
   declare(suite_info(std::string(container) + "_LookupLatency", order + 1,
-                     per_node_backend<suites_of<C>::template lookup_latency>())
+                     per_node_backend<node_lookup<C, timing::one_by_one>>())
               .in_family("node containers")
               .describe(std::string("Lookup's hits timed one by one: p50/p99/p99.9 per lookup; ") +
                         "one iteration = a batch of timed lookups")
@@ -391,8 +363,7 @@ void declare_node_suites(const char* container, const char* what, int order) {
               .peers(peer_role::every_full_run)
               .tail_of(std::string(container) + "_Lookup"));
   declare(
-      suite_info(std::string(container) + "_Build", order + 2,
-                 per_node_backend<suites_of<C>::template build>())
+      suite_info(std::string(container) + "_Build", order + 2, per_node_backend<node_build<C>>())
           .in_family("node containers")
           .describe(std::string(what) + " emplace of W/48 random keys; one iteration = one build")
           .per_op_unit("ms/build")
@@ -400,8 +371,7 @@ void declare_node_suites(const char* container, const char* what, int order) {
           .first_round_only()
           .only_for(node_change_allocators())
           .with_sizes({64 * mib, 256 * mib}, {64 * mib}));
-  suite_info churn(std::string(container) + "_Churn", order + 3,
-                   per_node_backend<suites_of<C>::template churn>());
+  suite_info churn(std::string(container) + "_Churn", order + 3, per_node_backend<node_churn<C>>());
   churn.in_family("node containers")
       .describe(std::string(what) +
                 " erase the oldest element + emplace a new one; one iteration = both")
@@ -414,18 +384,22 @@ void declare_node_suites(const char* container, const char* what, int order) {
   declare(std::move(churn));
 }
 
-template <class Inner>
-struct purge_oldest {
-  static void run(benchmark::State& s, alloc_kind k, std::size_t ws) {
-    std_map_purge<Inner, false>(s, k, ws);
-  }
-};
-template <class Inner>
-struct purge_scattered {
-  static void run(benchmark::State& s, alloc_kind k, std::size_t ws) {
-    std_map_purge<Inner, true>(s, k, ws);
-  }
-};
+// The purge suites: slow, first round only, each row in a process of its own (what the process
+// holds after the purge is the measure), on the bloat table.
+template <purge Which>
+void declare_purge_suite(const char* name, int order, const char* what) {
+  declare(suite_info(name, order, per_allocator<std_map_purge<Which>>())
+              .in_family("node containers")
+              .describe(what)
+              .per_op_unit("ms/purge")
+              .slow()
+              .first_round_only()
+              .only_for(node_allocators())
+              .with_sizes(node_sizes(), {64 * mib})
+              .peers(peer_role::every_full_run)
+              .own_process()
+              .bloat_table());
+}
 
 const bool nodes_declared = [] {
   // An insert that throws leaves std::map and std::unordered_map as they were; not
@@ -436,30 +410,14 @@ const bool nodes_declared = [] {
                                                          "std::unordered_map<u64,u64>", 64);
   declare_node_suites<node_hash_map, std::false_type>("NodeHashMap", "absl::node_hash_map<u64,u64>",
                                                       68);
-  declare(suite_info("StdMap_PurgeOldest", 72, per_allocator<purge_oldest>())
-              .in_family("node containers")
-              .describe("std::map<u64,u64> of W/48 keys, its oldest 90% erased (insertion order), "
-                        "then cleared: resident bytes vs live bytes; one iteration = one purge")
-              .per_op_unit("ms/purge")
-              .slow()
-              .first_round_only()
-              .only_for(node_allocators())
-              .with_sizes(node_sizes(), {64 * mib})
-              .peers(peer_role::every_full_run)
-              .own_process()
-              .bloat_table());
-  declare(suite_info("StdMap_PurgeScattered", 73, per_allocator<purge_scattered>())
-              .in_family("node containers")
-              .describe("std::map<u64,u64> of W/48 keys, 90% erased evenly (every tenth survives, "
-                        "on every page): resident bytes vs live bytes; one iteration = one purge")
-              .per_op_unit("ms/purge")
-              .slow()
-              .first_round_only()
-              .only_for(node_allocators())
-              .with_sizes(node_sizes(), {64 * mib})
-              .peers(peer_role::every_full_run)
-              .own_process()
-              .bloat_table());
+  declare_purge_suite<purge::oldest>(
+      "StdMap_PurgeOldest", 72,
+      "std::map<u64,u64> of W/48 keys, its oldest 90% erased (insertion order), then cleared: "
+      "resident bytes vs live bytes; one iteration = one purge");
+  declare_purge_suite<purge::scattered>(
+      "StdMap_PurgeScattered", 73,
+      "std::map<u64,u64> of W/48 keys, 90% erased evenly (every tenth survives, on every page): "
+      "resident bytes vs live bytes; one iteration = one purge");
   return true;
 }();
 

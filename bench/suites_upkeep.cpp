@@ -204,8 +204,10 @@ double percentile(std::vector<double> v, double p) {
   return v[std::max<std::size_t>(rank, 1) - 1];
 }
 
-void lookups(benchmark::State& state, std::size_t working_set, stage want) {
-  decay_state* s = table_at(state, working_set, want);
+// The row of stage Want (thp only: the allocator is not a choice here).
+template <stage Want>
+void lookups(benchmark::State& state, alloc_kind /*k*/, std::size_t working_set) {
+  decay_state* s = table_at(state, working_set, Want);
   if (s == nullptr) return;
   const u64* data = s->table.data();
   const u64 n = s->table.size();
@@ -219,7 +221,7 @@ void lookups(benchmark::State& state, std::size_t working_set, stage want) {
   benchmark::DoNotOptimize(value);
   perf.report(state);
   report_memory(state, label_coverage_pct(), n * sizeof(u64));
-  if (want == stage::after_upkeep) {
+  if (Want == stage::after_upkeep) {
     double total = 0;
     for (const double ms : s->upkeep_ms) total += ms;
     state.counters["upkeep_calls"] = static_cast<double>(s->upkeep_ms.size());
@@ -230,18 +232,8 @@ void lookups(benchmark::State& state, std::size_t working_set, stage want) {
     state.counters["refused_chunks"] = static_cast<double>(s->refused_chunks);
     state.counters["backed_off_calls"] = static_cast<double>(s->backed_off);
   }
-  if (want == stage::khugepaged_only) state.counters["khugepaged_wait_s"] = s->khugepaged_wait_s;
+  if (Want == stage::khugepaged_only) state.counters["khugepaged_wait_s"] = s->khugepaged_wait_s;
 }
-
-template <stage Stage>
-struct at_stage {
-  template <class Inner>
-  struct suite {
-    static void run(benchmark::State& st, alloc_kind /*k*/, std::size_t ws) {
-      lookups(st, ws, Stage);
-    }
-  };
-};
 
 // ---- declarations -------------------------------------------------------------------------------
 
@@ -261,19 +253,19 @@ suite_info upkeep_suite(const char* name, int order, bench_fns fns, const char* 
 }
 
 const bool fresh_declared = declare(upkeep_suite(
-    "Upkeep_Fresh", 90, per_allocator<at_stage<stage::fresh>::suite>(),
+    "Upkeep_Fresh", 90, per_allocator(&lookups<stage::fresh>),
     "dependent random lookups in a labelled THP vector<u64> as built (stage 1 of 4); one "
     "iteration = one lookup"));
 const bool decayed_declared = declare(upkeep_suite(
-    "Upkeep_Decayed", 91, per_allocator<at_stage<stage::decayed>::suite>(),
+    "Upkeep_Decayed", 91, per_allocator(&lookups<stage::decayed>),
     "the same after fork() + one write per 2 MiB in the parent while the child lives (stage 2)",
     true));
 const bool after_upkeep_declared = declare(
-    upkeep_suite("Upkeep_AfterUpkeep", 92, per_allocator<at_stage<stage::after_upkeep>::suite>(),
+    upkeep_suite("Upkeep_AfterUpkeep", 92, per_allocator(&lookups<stage::after_upkeep>),
                  "the same after upkeep() calls of 50 ms until coverage stops improving (stage 3; "
                  "upkeep_p50_ms, upkeep_p99_ms, upkeep_total_ms)"));
 const bool khugepaged_declared = declare(upkeep_suite(
-    "Upkeep_KhugepagedOnly", 93, per_allocator<at_stage<stage::khugepaged_only>::suite>(),
+    "Upkeep_KhugepagedOnly", 93, per_allocator(&lookups<stage::khugepaged_only>),
     "the same decay again, then one khugepaged period (scan_sleep_millisecs, at most 10 s) "
     "without upkeep (stage 4)",
     true));

@@ -69,49 +69,30 @@ vector_type<Inner>* get_vector(benchmark::State& state, alloc_kind k, std::size_
 // ---- suites
 // --------------------------------------------------------------------------------------
 
-template <class Inner>
-void vector_gather(benchmark::State& state, alloc_kind k, std::size_t working_set) {
-  vector_type<Inner>* v = get_vector<Inner>(state, k, working_set);
-  if (v == nullptr) return;
-  const u64* data = v->data();
-  const u64 n = v->size();
-  u64 counter = 0, sum = 0;
-  perf_window perf;
-  perf.start();
-  for (auto _ : state) sum += data[index_of(counter++, n)];
-  perf.stop();
-  benchmark::DoNotOptimize(sum);
-  perf.report(state);
-  report_memory(state, cached_coverage(), cache.block_bytes);
-  report_page_sizes(state, k);
-}
+// Which loads a vector suite makes: independent random loads (throughput), or a chase whose
+// every load's address is the previous load's value (latency).
+enum class loads { independent, dependent };
 
-template <class Inner>
-void vector_chase(benchmark::State& state, alloc_kind k, std::size_t working_set) {
-  vector_type<Inner>* v = get_vector<Inner>(state, k, working_set);
-  if (v == nullptr) return;
-  const u64* data = v->data();
-  u64 at = 0;
-  perf_window perf;
-  perf.start();
-  for (auto _ : state) at = data[at];  // each load's address is the previous load's value
-  perf.stop();
-  benchmark::DoNotOptimize(at);
-  perf.report(state);
-  report_memory(state, cached_coverage(), cache.block_bytes);
-  report_page_sizes(state, k);
-}
-
-template <class Inner>
-struct gather {
-  static void run(benchmark::State& s, alloc_kind k, std::size_t ws) {
-    vector_gather<Inner>(s, k, ws);
-  }
-};
-template <class Inner>
-struct chase {
-  static void run(benchmark::State& s, alloc_kind k, std::size_t ws) {
-    vector_chase<Inner>(s, k, ws);
+template <loads Loads>
+struct vector_loads {
+  template <class Inner>
+  static void run(benchmark::State& state, alloc_kind k, std::size_t working_set) {
+    vector_type<Inner>* v = get_vector<Inner>(state, k, working_set);
+    if (v == nullptr) return;
+    const u64* data = v->data();
+    const u64 n = v->size();
+    u64 counter = 0, loaded = 0;
+    perf_window perf;
+    perf.start();
+    if constexpr (Loads == loads::independent) {
+      for (auto _ : state) loaded += data[index_of(counter++, n)];
+    } else {
+      for (auto _ : state) loaded = data[loaded];  // the cycle of get_vector
+    }
+    perf.stop();
+    benchmark::DoNotOptimize(loaded);
+    perf.report(state);
+    report_cached_block(state, k);
   }
 };
 
@@ -124,14 +105,14 @@ std::vector<std::size_t> chase_sizes() {
 }
 
 const bool gather_declared =
-    declare(suite_info("Vector_Gather", 20, per_allocator<gather>())
+    declare(suite_info("Vector_Gather", 20, per_allocator<vector_loads<loads::independent>>())
                 .in_family("vectors")
                 .describe("independent random loads from a vector<u64> (throughput); one "
                           "iteration = one load")
                 .per_op_unit("ns/load"));
 
 const bool chase_declared =
-    declare(suite_info("Vector_Chase", 21, per_allocator<chase>())
+    declare(suite_info("Vector_Chase", 21, per_allocator<vector_loads<loads::dependent>>())
                 .in_family("vectors")
                 .describe("dependent loads over a random cyclic permutation of its cache lines "
                           "(latency); one iteration = one step")
