@@ -1,5 +1,6 @@
-// bench/fragmenter.cpp - the fragmenter of fragmenter.hpp: the /proc/buddyinfo parser, the
-// child that splits the free blocks and holds every other base page, and its parent's side.
+// bench/fragmenter.cpp - the fragmenter of fragmenter.hpp: its strict view of /proc/buddyinfo
+// (over the library's parser), the child that splits the free blocks and holds every other base
+// page, and its parent's side.
 #include "fragmenter.hpp"
 
 #include <fcntl.h>
