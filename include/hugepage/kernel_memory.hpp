@@ -50,7 +50,7 @@ inline std::optional<std::uint64_t> digits_value(std::string_view word) {
 }
 
 /// The node of a "N," word ("0," -> 0) in "Node N, zone NAME"; nullopt otherwise.
-inline std::optional<int> node_of(std::string_view word) {
+inline std::optional<int> node_of_zone_line(std::string_view word) {
   if (word.size() < 2 || word.back() != ',') return std::nullopt;
   const auto node = digits_value(word.substr(0, word.size() - 1));
   if (!node || *node > 1U << 20) return std::nullopt;
@@ -102,7 +102,7 @@ inline std::optional<buddy_zone> parse_buddyinfo_line(std::string_view line,
   };
   const std::vector<std::string_view> w = detail::words_of(line);
   if (w.empty()) return refuse("");
-  const std::optional<int> node = w.size() >= 4 ? detail::node_of(w[1]) : std::nullopt;
+  const std::optional<int> node = w.size() >= 4 ? detail::node_of_zone_line(w[1]) : std::nullopt;
   if (w[0] != "Node" || !node || w[2] != "zone") {
     return refuse("not 'Node N, zone NAME' and counts");
   }
@@ -157,7 +157,7 @@ inline std::vector<zone_info> parse_zoneinfo(std::string_view text) {
   for (const std::string_view line : detail::split(text, '\n')) {
     const std::vector<std::string_view> w = detail::words_of(line);
     if (w.size() == 4 && w[0] == "Node" && w[2] == "zone") {
-      if (const auto node = detail::node_of(w[1])) {
+      if (const auto node = detail::node_of_zone_line(w[1])) {
         zones.push_back(zone_info{*node, std::string(w[3]), 0});
         continue;
       }
