@@ -14,7 +14,7 @@
 //       tens of seconds); the row is skipped with the reason when MemAvailable is short.
 //   BM_CoverageOf/<mappings>  the per-mapping coverage alone, in this process against the same
 //       target: smaps read and parsed once, then one report per mapping
-//       (detail::backing_of_mappings).
+//       (backing_of_mappings).
 //   BM_BackingOfEachMapping/<mappings>  the same with backing_of() per mapping, as the table did
 //       before: where its PROCMAP_QUERY fast path is not taken (kernels before 6.11, or a zero
 //       page PAGEMAP_SCAN does not flag) every call reads smaps again.
@@ -154,7 +154,7 @@ void coverage_rows(benchmark::State& state, Cover cover) {
 // The doctor's way: one pass over all mappings.
 void BM_CoverageOf(benchmark::State& state) {
   coverage_rows(state, [](pid_t pid, const std::vector<hugepage::mapping_info>& mappings) {
-    const auto reports = hugepage::detail::backing_of_mappings(pid, mappings);
+    const auto reports = hugepage::backing_of_mappings(pid, mappings);
     benchmark::DoNotOptimize(reports.data());
   });
 }

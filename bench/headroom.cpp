@@ -1,7 +1,7 @@
 // bench/headroom.cpp - hugepage_bench --headroom: the headroom this machine offers, for the
 // runner's machine header. Dependent loads over a random cycle of each working set on base pages
 // and on huge pages, measured as hugepage-doctor --probe measures them (the same code:
-// hugepage/detail/tlb_probe.hpp). A working set that does not fit in MemAvailable is left out,
+// tools/common/tlb_probe.hpp). A working set that does not fit in MemAvailable is left out,
 // with the reason.
 #include <fmt/format.h>
 
@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "common.hpp"
-#include "hugepage/detail/tlb_probe.hpp"
 #include "modes.hpp"
+#include "tlb_probe.hpp"
 
 namespace hugepage_bench {
 
@@ -32,17 +32,17 @@ int print_headroom(const std::vector<std::size_t>& sizes) {
     std::size_t bytes = 0;
     hugepage::os::round_up(std::max(requested, align), align, bytes);
     std::string error;
-    hugepage::detail::chase_pair pair;
+    hugepage::tools::chase_pair pair;
     // One buffer at a time, and the cycle's 4 bytes a line, with the rows' own margin.
     const std::size_t need = bytes + bytes / 16 + 512 * mib;
     if (need > mem_available()) {
       error = fmt::format("needs ~{} MiB, MemAvailable {} MiB", need / mib, mem_available() / mib);
-    } else if (bytes / hugepage::detail::probe_line_bytes > UINT32_MAX) {
+    } else if (bytes / hugepage::tools::probe_line_bytes > UINT32_MAX) {
       error = "working set too large for the probe";
     } else {
       try {
         std::error_code ec;
-        pair = hugepage::detail::chase_base_and_huge(bytes, steps, perf, ec);
+        pair = hugepage::tools::chase_base_and_huge(bytes, steps, perf, ec);
         if (ec) error = "cannot map: " + ec.message();
       } catch (const std::exception& e) {
         error = e.what();

@@ -31,12 +31,11 @@
 
 #include <sys/types.h>
 
-#include <cerrno>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "hugepage/backing_report.hpp"
@@ -44,14 +43,15 @@
 #include "hugepage/detail/huge_zero_probe.hpp"
 #include "hugepage/detail/pagemap.hpp"
 #include "hugepage/detail/proc_file.hpp"
+#include "hugepage/process_view.hpp"
 #include "hugepage/smaps.hpp"
 
 namespace hugepage {
 
 namespace detail {
 
-// backing_of(pid, p, bytes, source) before an unavailable report's bytes are made unknown.
-inline backing_report backing_from(pid_t pid, const void* p, std::size_t bytes,
+// backing_of(view, p, bytes, source) before an unavailable report's bytes are made unknown.
+inline backing_report backing_from(const process_view& view, const void* p, std::size_t bytes,
                                    backing_source source) {
   backing_report r;
   if (bytes == 0) {
@@ -67,50 +67,47 @@ inline backing_report backing_from(pid_t pid, const void* p, std::size_t bytes,
     return r;
   }
   std::error_code ec;
-  const detail::unique_fd pagemap(
-      detail::open_read_only(detail::proc_path(pid, "pagemap").c_str()));
-  const int pagemap_errno = errno;
+  const int pagemap = view.pagemap_fd();
   const auto scan_failed = [&r](const std::error_code& error) {
     backing_report failed;
     failed.bytes = r.bytes;
     failed.note = detail::scan_failure_note(error);
     return failed;
   };
-  if (source == backing_source::pagemap_scan && pagemap && detail::scan_flags_huge_zero_page()) {
+  if (source == backing_source::pagemap_scan && pagemap >= 0 &&
+      detail::scan_flags_huge_zero_page()) {
     // The fast way first: no smaps read (it walks every page table of the process).
-    const detail::unique_fd maps(detail::open_read_only(detail::proc_path(pid, "maps").c_str()));
     backing_report q;
     q.bytes = r.bytes;
-    const auto outcome = maps ? detail::backing_by_query(maps.get(), pagemap.get(), lo, hi, q, ec)
-                              : detail::query_outcome::no_query;
+    const auto outcome = view.maps_fd() >= 0
+                             ? detail::backing_by_query(view.maps_fd(), pagemap, lo, hi, q, ec)
+                             : detail::query_outcome::no_query;
     if (outcome == detail::query_outcome::done) return q;
     if (outcome == detail::query_outcome::no_scan) return scan_failed(ec);
     ec.clear();  // no PROCMAP_QUERY (before 6.11), or file THP to classify: smaps below
   }
-  const std::vector<mapping_info> mappings = read_smaps(pid, ec);
+  const std::vector<mapping_info> mappings = view.read_smaps(ec);
   if (ec) {
-    r.note = "cannot read " + detail::proc_path(pid, "smaps") + ": " + ec.message();
+    r.note = "cannot read " + view.path_of("smaps") + ": " + ec.message();
     return r;
   }
   if (mappings.empty()) {  // a zombie's smaps reads empty: no process is all unmapped
-    r.note = detail::no_address_space(pid);
+    r.note = detail::no_address_space(view.pid());
     return r;
   }
   if (source == backing_source::pagemap_scan) {
-    if (!pagemap) {
-      r.note =
-          "cannot open " + detail::proc_path(pid, "pagemap") + ": " + std::strerror(pagemap_errno);
+    if (pagemap < 0) {
+      r.note = view.pagemap_error();
       return r;
     }
     std::vector<detail::pagemap::page_region> regions;
-    if (!detail::backing_by_scan(mappings, lo, hi, pagemap.get(), r, ec, regions)) {
+    if (!detail::backing_by_scan(mappings, lo, hi, pagemap, r, ec, regions)) {
       return scan_failed(ec);
     }
     return r;
   }
-  const detail::unique_fd kpageflags(
-      source == backing_source::kpageflags ? detail::open_read_only("/proc/kpageflags") : -1);
-  detail::backing_by_pfn(mappings, lo, hi, pagemap.get(), kpageflags.get(), r);
+  const int kpageflags = source == backing_source::kpageflags ? view.kpageflags_fd() : -1;
+  detail::backing_by_pfn(mappings, lo, hi, pagemap, kpageflags, r);
   // No fallback: smaps asked for, or kpageflags exact.
   detail::settle_pfn_note(r, !(source == backing_source::smaps || (r.exact && r.source == source)));
   return r;
@@ -118,14 +115,15 @@ inline backing_report backing_from(pid_t pid, const void* p, std::size_t bytes,
 
 }  // namespace detail
 
-/// Reports what backs [p, p + bytes) in process `pid` (0: this process; another process needs
-/// ptrace-read access to read its pagemap), from `source` only: pagemap_scan, kpageflags (which
-/// falls to smaps when PFNs are hidden, and says so) or smaps. When `source` cannot be used the
-/// report's source is `unavailable`, its bytes are `unknown` and `note` says why. For comparing
-/// sources and benchmarks; backing_of(pid, p, bytes) picks the best source itself. Thread-safe.
-inline backing_report backing_of(pid_t pid, const void* p, std::size_t bytes,
+/// Reports what backs [p, p + bytes) in the process of `view`, from `source` only: pagemap_scan,
+/// kpageflags (which falls to smaps when PFNs are hidden, and says so) or smaps. When `source`
+/// cannot be used the report's source is `unavailable`, its bytes are `unknown` and `note` says
+/// why. For comparing sources and benchmarks; backing_of(view, p, bytes) picks the best source
+/// itself. Opens nothing but kpageflags (on the view, the first time it is the source) and smaps
+/// (where the fast path is not taken). Thread-safe.
+inline backing_report backing_of(const process_view& view, const void* p, std::size_t bytes,
                                  backing_source source) {
-  backing_report r = detail::backing_from(pid, p, bytes, source);
+  backing_report r = detail::backing_from(view, p, bytes, source);
   if (r.source == backing_source::unavailable) {
     r.thp = r.hugetlb_2m = r.hugetlb_1g = r.base = r.not_resident = r.unmapped = 0;
     r.thp_shmem = r.thp_file = r.zero_page = 0;
@@ -136,23 +134,88 @@ inline backing_report backing_of(pid_t pid, const void* p, std::size_t bytes,
 }
 
 /// Reports what backs [p, p + bytes) in process `pid` (0: this process; another process needs
-/// ptrace-read access to read its pagemap). Never throws for an unreadable or unmapped range: the
-/// report says so. Tries pagemap_scan, then kpageflags, then smaps (see the top of this file);
-/// `note` says why a source was passed over. Thread-safe, but a concurrent munmap in the range
-/// makes the answer stale. Cost: one PROCMAP_QUERY per mapping in the range and one PAGEMAP_SCAN
-/// per 1024 runs of pages with the same categories (measured in docs/coverage-and-collapse.md);
-/// the fallbacks read smaps, then one pagemap word per 4 KiB and two kpageflags words per 2 MiB.
-inline backing_report backing_of(pid_t pid, const void* p, std::size_t bytes) {
-  backing_report r = backing_of(pid, p, bytes, backing_source::pagemap_scan);
+/// ptrace-read access to read its pagemap), from `source` only: backing_of(view, p, bytes, source)
+/// with a view of its own. Thread-safe.
+inline backing_report backing_of(pid_t pid, const void* p, std::size_t bytes,
+                                 backing_source source) {
+  const process_view view(pid);
+  return backing_of(view, p, bytes, source);
+}
+
+/// Reports what backs [p, p + bytes) in the process of `view` (see process_view.hpp: one view
+/// serves many calls and opens the process once). Never throws for an unreadable or unmapped
+/// range: the report says so. Tries pagemap_scan, then kpageflags, then smaps (see the top of
+/// this file); `note` says why a source was passed over. Thread-safe, but a concurrent munmap in
+/// the range makes the answer stale. Cost: one PROCMAP_QUERY per mapping in the range and one
+/// PAGEMAP_SCAN per 1024 runs of pages with the same categories (measured in
+/// docs/coverage-and-collapse.md); the fallbacks read smaps, then one pagemap word per 4 KiB and
+/// two kpageflags words per 2 MiB.
+inline backing_report backing_of(const process_view& view, const void* p, std::size_t bytes) {
+  backing_report r = backing_of(view, p, bytes, backing_source::pagemap_scan);
   if (r.source != backing_source::unavailable || bytes == 0) return r;
   // No smaps, or no address space (the process has exited): no other source can do better.
   if (r.note.compare(0, 12, "cannot read ") == 0 || r.note.compare(0, 8, "process ") == 0) {
     return r;
   }
   const std::string why = r.note;
-  r = backing_of(pid, p, bytes, backing_source::kpageflags);
+  r = backing_of(view, p, bytes, backing_source::kpageflags);
   r.note = detail::after_fallback(why, r);
   return r;
+}
+
+/// Reports what backs [p, p + bytes) in process `pid` (0: this process; another process needs
+/// ptrace-read access to read its pagemap): backing_of(view, p, bytes) with a view of its own,
+/// opened once for all the sources it tries.
+inline backing_report backing_of(pid_t pid, const void* p, std::size_t bytes) {
+  const process_view view(pid);
+  return backing_of(view, p, bytes);
+}
+
+/// What backs each whole mapping of `mappings`, the smaps of the process of `view` that the
+/// caller has already read (read_smaps): one report per mapping, in order, as
+/// backing_of(view, m.start, m.size()) gives it from the same smaps (PAGEMAP_SCAN, else
+/// kpageflags, else smaps' counters; `note` says why a source was passed over), without reading
+/// smaps again. PAGEMAP_SCAN is given up at its first failure (an unopenable pagemap, a kernel
+/// before 6.7) and the reason heads the note of that mapping and every later one; kpageflags is
+/// opened then, once. For a report of every mapping of a process (the doctor's): backing_of reads
+/// smaps on every call where its fast path is not taken, which for every mapping of a process
+/// costs the square of its size; this costs one PAGEMAP_SCAN per mapping and run of pages.
+/// Throws std::bad_alloc only; thread-safe.
+inline std::vector<backing_report> backing_of_mappings(const process_view& view,
+                                                       const std::vector<mapping_info>& mappings) {
+  std::vector<backing_report> out;
+  out.reserve(mappings.size());
+  // Why PAGEMAP_SCAN is passed over; "" while it answers.
+  std::string why = view.pagemap_error();
+  std::vector<mapping_info> one(1);                   // the walkers take a list of mappings
+  std::vector<detail::pagemap::page_region> regions;  // one scan buffer for every mapping
+  for (const mapping_info& m : mappings) {
+    one[0] = m;
+    backing_report r;
+    r.bytes = m.size();
+    std::error_code ec;
+    if (why.empty()) {
+      if (detail::backing_by_scan(one, m.start, m.end, view.pagemap_fd(), r, ec, regions)) {
+        out.push_back(std::move(r));
+        continue;
+      }
+      why = detail::scan_failure_note(ec);
+      r = backing_report{};
+      r.bytes = m.size();
+    }
+    detail::backing_by_pfn(one, m.start, m.end, view.pagemap_fd(), view.kpageflags_fd(), r);
+    detail::settle_pfn_note(r, !(r.exact && r.source == backing_source::kpageflags));
+    r.note = detail::after_fallback(why, r);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+/// backing_of_mappings(view, mappings) with a view of process `pid` (0: this process) of its own.
+inline std::vector<backing_report> backing_of_mappings(pid_t pid,
+                                                       const std::vector<mapping_info>& mappings) {
+  const process_view view(pid);
+  return backing_of_mappings(view, mappings);
 }
 
 /// Reports what backs [p, p + bytes) in this process.

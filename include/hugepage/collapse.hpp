@@ -71,6 +71,7 @@
 #include "hugepage/detail/proc_file.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/page_size.hpp"
+#include "hugepage/process_view.hpp"
 
 namespace hugepage {
 
@@ -98,6 +99,17 @@ struct collapse_refusal {
   int error = 0;           ///< errno (EAGAIN, ENOMEM, EBUSY, EINVAL, EPERM, ...)
   std::size_t chunks = 0;  ///< 2 MiB chunks refused with it
 };
+
+namespace detail {
+// The chunks of `refusals` (a result's table, by errno) refused with `error`; 0 for error 0.
+inline std::size_t refused_with(const std::array<collapse_refusal, 8>& refusals,
+                                int error) noexcept {
+  for (const collapse_refusal& r : refusals) {
+    if (r.error == error && error != 0) return r.chunks;
+  }
+  return 0;
+}
+}  // namespace detail
 
 /// What a collapse() call did, in bytes that always add up to the range's: `already_huge + empty +
 /// collapsed + refused + unmapped + left + unaligned == bytes`. `unaligned` is the head and tail
@@ -139,25 +151,28 @@ struct collapse_result {
   bool done() const noexcept { return left == 0; }
   /// Chunks refused with `error`.
   std::size_t refusals_of(int error) const noexcept {
-    for (const collapse_refusal& r : refusals) {
-      if (r.error == error && error != 0) return r.chunks;
-    }
-    return 0;
+    return detail::refused_with(refusals, error);
   }
 };
 
 namespace detail {
 
-// Counts a chunk refused with `error` under its errno; past eight errnos, under the last entry.
-inline void count_refusal(collapse_result& r, int error) noexcept {
-  for (collapse_refusal& x : r.refusals) {
+// Counts a chunk refused with `error` in `refusals` (a result's table) under its errno; past
+// eight errnos, under the last entry.
+inline void count_refusal(std::array<collapse_refusal, 8>& refusals, int error) noexcept {
+  for (collapse_refusal& x : refusals) {
     if (x.error == error || x.error == 0) {
       x.error = error;
       ++x.chunks;
       return;
     }
   }
-  ++r.refusals.back().chunks;
+  ++refusals.back().chunks;
+}
+
+// count_refusal on the table of `r`.
+inline void count_refusal(collapse_result& r, int error) noexcept {
+  count_refusal(r.refusals, error);
 }
 
 // Whether the mapping at `address` of the /proc/<pid>/maps file `maps_fd` is anonymous (no file,
@@ -320,7 +335,7 @@ inline collapse_result collapse_range(int pidfd, int pagemap_fd, void* p, std::s
       continue;
     }
     r.refused += collapse_chunk;
-    count_refusal(r, ec.value());
+    count_refusal(r.refusals, ec.value());
     if (collapse_fatal(ec.value())) {
       r.fatal = ec;
       at += collapse_chunk;
@@ -330,6 +345,15 @@ inline collapse_result collapse_range(int pidfd, int pagemap_fd, void* p, std::s
   r.left = hi - std::min(at, hi);
   r.resume = r.left == 0 ? range_end : base + (at - address);
   r.elapsed = clock::now() - start;
+  return r;
+}
+
+// The result of a call that could not start (no pidfd for the target: `ec`): nothing visited,
+// every whole chunk left, the head and tail unaligned, `fatal` set.
+inline collapse_result collapse_not_started(void* p, std::size_t bytes,
+                                            const std::error_code& ec) noexcept {
+  collapse_result r = collapse_range(-1, -1, p, bytes, collapse_budget{{}, 0});
+  r.fatal = ec;
   return r;
 }
 
@@ -346,31 +370,42 @@ inline collapse_result collapse_range(int pidfd, int pagemap_fd, void* p, std::s
 /// collapse(p, SIZE_MAX): its parts past user space cost nothing, and an empty stretch costs one
 /// PROCMAP_QUERY (Linux 6.11) or a few scans of doubling windows, not a step per chunk. Thread-safe
 /// (other threads may touch the range meanwhile; the kernel copies under the page table lock).
+/// Opens this process's pagemap and maps for the call: collapse(view, ...) opens them once for
+/// many calls.
 inline collapse_result collapse(void* p, std::size_t bytes,
                                 const collapse_budget& budget = {}) noexcept {
-  const detail::unique_fd pagemap(detail::open_read_only("/proc/self/pagemap"));
-  const detail::unique_fd maps(detail::open_read_only("/proc/self/maps"));
-  return detail::collapse_range(-1, pagemap.get(), p, bytes, budget, maps.get());
+  const process_view self;
+  return detail::collapse_range(-1, self.pagemap_fd(), p, bytes, budget, self.maps_fd());
 }
 
 /// Collapses [p, p + bytes) of process `pid` with process_madvise(2) (Linux 6.1 for
 /// MADV_COLLAPSE): needs CAP_SYS_NICE and ptrace access to it; otherwise the result's `fatal` is
 /// EPERM and nothing changed. The target keeps running; chunks it unmaps meanwhile are counted in
 /// `unmapped` (the kernel's ENOMEM for them is no refusal), and no other memory is touched.
+/// Opens the process's pagemap and maps for the call: collapse(view, ...) opens them once.
 inline collapse_result collapse(pid_t pid, void* p, std::size_t bytes,
                                 const collapse_budget& budget = {}) {
   std::error_code ec;
   const detail::unique_fd pidfd(detail::pagemap::pidfd_open(pid, ec));
-  if (!pidfd) {
-    // Nothing visited: every whole chunk is left, the head and tail are unaligned.
-    collapse_result r = detail::collapse_range(-1, -1, p, bytes, collapse_budget{{}, 0});
-    r.fatal = ec;
-    return r;
+  if (!pidfd) return detail::collapse_not_started(p, bytes, ec);
+  const process_view view(pid);
+  return detail::collapse_range(pidfd.get(), view.pagemap_fd(), p, bytes, budget, view.maps_fd());
+}
+
+/// Collapses [p, p + bytes) of the process of `view`, reading its pagemap and maps through the
+/// view (opened once, for any number of calls): collapse(p, bytes, budget) for a view of this
+/// process (pid 0), collapse(pid, p, bytes, budget) for another one, whose pidfd (the right to
+/// advise it) is opened for each call. Where the view's pagemap could not be opened, every chunk
+/// is tried (`scanned` false). Never throws for a view of this process; allocates nothing.
+inline collapse_result collapse(const process_view& view, void* p, std::size_t bytes,
+                                const collapse_budget& budget = {}) noexcept {
+  if (view.pid() == 0) {
+    return detail::collapse_range(-1, view.pagemap_fd(), p, bytes, budget, view.maps_fd());
   }
-  const detail::unique_fd pagemap(
-      detail::open_read_only(detail::proc_path(pid, "pagemap").c_str()));
-  const detail::unique_fd maps(detail::open_read_only(detail::proc_path(pid, "maps").c_str()));
-  return detail::collapse_range(pidfd.get(), pagemap.get(), p, bytes, budget, maps.get());
+  std::error_code ec;
+  const detail::unique_fd pidfd(detail::pagemap::pidfd_open(view.pid(), ec));
+  if (!pidfd) return detail::collapse_not_started(p, bytes, ec);
+  return detail::collapse_range(pidfd.get(), view.pagemap_fd(), p, bytes, budget, view.maps_fd());
 }
 
 }  // namespace hugepage

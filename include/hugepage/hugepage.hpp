@@ -18,6 +18,7 @@
 //   kernel_files.hpp  one parser and one reader per kernel file (mountinfo, cgroup, statm, ...)
 //   kernel_counters.hpp  the "key value" files: meminfo, vmstat, PID/status, PID/smaps_rollup
 //   kernel_memory.hpp    the free-memory files: buddyinfo, zoneinfo
+//   process_view.hpp  one process opened once: pagemap, maps, kpageflags (backing_of, collapse)
 //   errors.hpp     the exceptions: allocation_error, pool_exhausted and the cgroup refusals
 //   refusal.hpp    why hugetlb pages were refused, in words, and the command that sizes a pool
 //   stats.hpp      what the library has mapped
@@ -43,6 +44,7 @@
 #include "hugepage/page_size.hpp"
 #include "hugepage/perf_counters.hpp"
 #include "hugepage/pmr.hpp"
+#include "hugepage/process_view.hpp"
 #include "hugepage/refusal.hpp"
 #include "hugepage/shared_arena_allocator.hpp"
 #include "hugepage/smaps.hpp"

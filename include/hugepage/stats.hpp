@@ -5,8 +5,6 @@
 // path stays free of shared cache lines. A snapshot is consistent per field, not across fields.
 #pragma once
 
-#include <time.h>
-
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -76,12 +74,6 @@ struct counters {
   std::atomic<std::int64_t> collapse_retry_at{0};  // monotonic seconds
   std::atomic<std::uint64_t> prefaulted_bytes{0};
 };
-
-inline std::int64_t monotonic_seconds() noexcept {
-  timespec now{};
-  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
-  return static_cast<std::int64_t>(now.tv_sec);
-}
 
 inline counters& global_counters() noexcept {
   static counters instance;  // trivially destructible atomics: safe to use during exit

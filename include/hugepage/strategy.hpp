@@ -64,6 +64,7 @@
 #include "hugepage/detail/format_bytes.hpp"
 #include "hugepage/detail/mapping_registry.hpp"
 #include "hugepage/detail/mapping_steps.hpp"
+#include "hugepage/detail/monotonic_clock.hpp"
 #include "hugepage/detail/small_blocks.hpp"
 #include "hugepage/errors.hpp"
 #include "hugepage/kernel_files.hpp"

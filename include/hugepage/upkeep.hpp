@@ -65,6 +65,7 @@
 #include "hugepage/detail/mapping_steps.hpp"
 #include "hugepage/detail/pagemap.hpp"
 #include "hugepage/detail/proc_file.hpp"
+#include "hugepage/process_view.hpp"
 #include "hugepage/stats.hpp"
 
 namespace hugepage {
@@ -103,11 +104,9 @@ struct upkeep_result {
   /// Chunks refused, by errno, in order of first appearance (collapse.hpp).
   std::array<collapse_refusal, 8> refusals{};
 
+  /// Chunks refused with `error`.
   std::size_t refusals_of(int error) const noexcept {
-    for (const collapse_refusal& r : refusals) {
-      if (r.error == error && error != 0) return r.chunks;
-    }
-    return 0;
+    return detail::refused_with(refusals, error);
   }
 };
 
@@ -282,7 +281,10 @@ struct upkeep_candidate {
 /// one PAGEMAP_SCAN per block and is not bounded by the budget. Never throws; takes no lock during
 /// a kernel call that allocate or deallocate need (see the top of this file). Thread-safe: calls
 /// run one at a time, so a call made during another waits for it and then finds its work done.
-inline upkeep_result upkeep(const collapse_budget& budget = {}) noexcept {
+/// Scans through `self`, a view of this process (process_view.hpp) that the caller keeps for many
+/// calls: a view of another process, or one whose pagemap could not be opened, sets `scan_error`
+/// (EINVAL, or the open's errno) and nothing is examined.
+inline upkeep_result upkeep(const process_view& self, const collapse_budget& budget = {}) noexcept {
   using clock = std::chrono::steady_clock;
   const clock::time_point start = clock::now();
   upkeep_result r;
@@ -309,9 +311,12 @@ inline upkeep_result upkeep(const collapse_budget& budget = {}) noexcept {
   } catch (...) {
     return finish();  // no memory for the list: nothing examined
   }
-  const detail::unique_fd pagemap(detail::open_read_only("/proc/self/pagemap"));
-  if (!pagemap) {
-    r.scan_error = std::error_code(errno, std::generic_category());
+  if (self.pid() != 0 && self.pid() != ::getpid()) {
+    r.scan_error = std::make_error_code(std::errc::invalid_argument);
+    return finish();
+  }
+  if (self.pagemap_fd() < 0) {
+    r.scan_error = std::error_code(self.pagemap_errno(), std::generic_category());
     return finish();
   }
   for (const auto& v : blocks) {
@@ -337,7 +342,7 @@ inline upkeep_result upkeep(const collapse_budget& budget = {}) noexcept {
     for (int i = 0; i < count; ++i) {
       r.examined_bytes += parts[i][1] - parts[i][0];
       const std::error_code ec =
-          detail::decayed_chunks(pagemap.get(), parts[i][0], parts[i][1], runs);
+          detail::decayed_chunks(self.pagemap_fd(), parts[i][0], parts[i][1], runs);
       if (ec) {
         r.scan_error = ec;
         return finish();
@@ -399,7 +404,7 @@ inline upkeep_result upkeep(const collapse_budget& budget = {}) noexcept {
         // The chunk's pointer derived from the block's, not made from an integer.
         char* const chunk = static_cast<char*>(k.p) + (at - reinterpret_cast<std::uintptr_t>(k.p));
         const collapse_result one =
-            detail::collapse_range(-1, pagemap.get(), chunk, detail::collapse_chunk, {});
+            detail::collapse_range(-1, self.pagemap_fd(), chunk, detail::collapse_chunk, {});
         detail::registry().unpin(k.p);
         visited += detail::collapse_chunk;
         r.calls += one.calls;
@@ -412,13 +417,7 @@ inline upkeep_result upkeep(const collapse_budget& budget = {}) noexcept {
         if (one.refused != 0) {
           r.refused += one.refused;
           const int error = one.refusals[0].error;
-          for (collapse_refusal& x : r.refusals) {
-            if (x.error == error || x.error == 0 || &x == &r.refusals.back()) {
-              x.error = x.error == 0 ? error : x.error;
-              ++x.chunks;
-              break;
-            }
-          }
+          detail::count_refusal(r.refusals, error);
           c.refused_chunks.fetch_add(1, relaxed);
           detail::count_upkeep_refusal(error, 1);
           if (error == ENOMEM || error == EBUSY) {
@@ -457,6 +456,13 @@ inline upkeep_statistics upkeep_stats() noexcept {
                      static_cast<std::size_t>(c.refusal_chunks[i].load(relaxed))};
   }
   return s;
+}
+
+/// Restores the huge pages labelled THP blocks have lost: upkeep(self, budget) with a view of
+/// this process opened for the call.
+inline upkeep_result upkeep(const collapse_budget& budget = {}) noexcept {
+  const process_view self;
+  return upkeep(self, budget);
 }
 
 /// Runs upkeep(budget) every `period` on a thread of its own, from construction to destruction

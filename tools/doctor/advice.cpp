@@ -1,7 +1,7 @@
 // tools/doctor/advice.cpp - advice levels, and the exit status a list of advice gives.
-#include <algorithm>
+#include "advice.hpp"
 
-#include "report.hpp"
+#include <algorithm>
 
 namespace hugepage::doctor {
 

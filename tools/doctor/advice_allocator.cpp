@@ -5,8 +5,9 @@
 #include <optional>
 #include <utility>
 
+#include "advice.hpp"
 #include "advice_rules.hpp"
-#include "report.hpp"
+#include "process_report.hpp"
 #include "text.hpp"
 
 namespace hugepage::doctor {

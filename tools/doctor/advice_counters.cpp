@@ -1,7 +1,7 @@
 // tools/doctor/advice_counters.cpp - the counters advice rests on: vmstat, meminfo, free-memory
 // fragmentation.
 #include "advice_rules.hpp"
-#include "report.hpp"
+#include "system_report.hpp"
 
 namespace hugepage::doctor {
 

@@ -4,8 +4,10 @@
 
 #include <optional>
 
+#include "advice.hpp"
 #include "advice_rules.hpp"
-#include "report.hpp"
+#include "process_report.hpp"
+#include "system_report.hpp"
 #include "text.hpp"
 
 namespace hugepage::doctor {

@@ -6,7 +6,7 @@
 
 #include "advice_rules.hpp"
 #include "hugepage/refusal.hpp"
-#include "report.hpp"
+#include "system_report.hpp"
 #include "text.hpp"
 
 namespace hugepage::doctor {

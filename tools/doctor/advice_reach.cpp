@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "advise_process.hpp"
+#include "format.hpp"
 #include "runtime_go.hpp"
 #include "text.hpp"
 

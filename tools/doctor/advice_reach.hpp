@@ -9,7 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "report.hpp"
+#include "process_report.hpp"
+#include "system_report.hpp"
 
 namespace hugepage::doctor {
 

@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "report.hpp"
+#include "advice.hpp"
+#include "process_report.hpp"
+#include "system_report.hpp"
 
 namespace hugepage::doctor {
 

@@ -5,10 +5,14 @@
 
 #include <algorithm>
 
+#include "advice.hpp"
 #include "advice_reach.hpp"
 #include "advice_rules.hpp"
-#include "report.hpp"
+#include "format.hpp"
+#include "process_report.hpp"
+#include "system_report.hpp"
 #include "text.hpp"
+#include "thp_disabler.hpp"
 
 namespace hugepage::doctor {
 

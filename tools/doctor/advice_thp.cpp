@@ -3,7 +3,8 @@
 #include <fmt/format.h>
 
 #include "advice_rules.hpp"
-#include "report.hpp"
+#include "format.hpp"
+#include "system_report.hpp"
 #include "text.hpp"
 
 namespace hugepage::doctor {

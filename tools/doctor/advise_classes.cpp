@@ -6,9 +6,12 @@
 
 #include <algorithm>
 
+#include "advice.hpp"
 #include "advice_reach.hpp"
 #include "advice_rules.hpp"
-#include "report.hpp"
+#include "format.hpp"
+#include "process_report.hpp"
+#include "system_report.hpp"
 #include "text.hpp"
 
 namespace hugepage::doctor {

@@ -1,25 +1,28 @@
 // tools/doctor/advise_process.cpp - the rules that turn a process report into advice (the rules'
 // conventions: advise_system.cpp): per memory class where the report has them (advise_classes.cpp),
 // else by the process's totals.
+#include "advise_process.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 
+#include "advice.hpp"
 #include "advice_reach.hpp"
 #include "advice_rules.hpp"
-#include "report.hpp"
+#include "format.hpp"
+#include "process_report.hpp"
+#include "system_report.hpp"
 #include "text.hpp"
 
 namespace hugepage::doctor {
 
-std::vector<advice> advise_process(const process_report& p, const system_report& s) {
-  std::vector<advice> out;
-  const std::size_t anon = p.anonymous + p.hugetlb_total();
-  const std::string enabled = effective_enabled(s, "unknown");
-  const runtime_report& rt = p.runtime;
+namespace {
 
-  // Redis turns THP off for itself (disable-thp yes, the default since 6.2) because its
-  // fork-based persistence would copy 2 MiB per written page: that is its choice, not a fault.
+// Redis turns THP off for itself (disable-thp yes, the default since 6.2) because its
+// fork-based persistence would copy 2 MiB per written page: that is its choice, not a fault.
+void judge_redis(const process_report& p, const system_report& /*s*/, std::vector<advice>& out) {
+  const runtime_report& rt = p.runtime;
   if (rt.kind == "redis" && p.thp_enabled && !*p.thp_enabled) {
     out.push_back({"redis_disables_thp",
                    advice_level::note,
@@ -30,20 +33,30 @@ std::vector<advice> advise_process(const process_report& p, const system_report&
                    "",
                    {}});
   }
+}
 
+// THP disabled for the process (prctl), and by whom (advise_thp_disabled).
+void judge_thp_disabled(const process_report& p, const system_report& s, std::vector<advice>& out) {
+  const std::size_t anon = p.anonymous + p.hugetlb_total();
   if (p.thp_enabled && !*p.thp_enabled && anon >= advice_threshold(p) && p.huge_fraction() < 0.5) {
     advise_thp_disabled(p, s,
                         fmt::format("{} anonymous memory, {} huge; ", format_bytes(anon),
                                     percent(p.huge_fraction())),
                         out);
   }
+}
 
-  // A setting that maps from the hugetlb pool, short of pages: the pool, by how many.
+// A setting that maps from the hugetlb pool, short of pages: the pool, by how many.
+void judge_pool_setting(const process_report& p, const system_report& s, std::vector<advice>& out) {
   if (auto pool = pool_setting_advice(p, s)) out.push_back(std::move(*pool));
+}
 
-  // PostgreSQL: shared_buffers is one shared mapping; huge_pages=try (the default) takes it
-  // from the hugetlb pool when the pool has room, silently falls back otherwise.
-  // The mapping's size, not its resident bytes: shared_buffers fill up as the server works.
+// postgres_huge_pages: PostgreSQL's shared memory on base pages.
+// PostgreSQL: shared_buffers is one shared mapping; huge_pages=try (the default) takes it
+// from the hugetlb pool when the pool has room, silently falls back otherwise.
+// The mapping's size, not its resident bytes: shared_buffers fill up as the server works.
+void judge_postgres(const process_report& p, const system_report& s, std::vector<advice>& out) {
+  const runtime_report& rt = p.runtime;
   const std::size_t largest_shared = p.largest_shared;
   if (rt.kind == "postgres" && largest_shared >= 64 * units::mib && p.hugetlb_total() == 0) {
     const std::size_t page = s.pools.empty() ? s.thp_bytes : s.pools.front().page_bytes;
@@ -74,7 +87,14 @@ std::vector<advice> advise_process(const process_report& p, const system_report&
     }
     out.push_back(std::move(a));
   }
+}
 
+// the memory itself: by class where the classes are known (advise_classes), else
+// shmem_without_thp and the advice on the anonymous memory as a whole.
+void judge_memory(const process_report& p, const system_report& s, std::vector<advice>& out) {
+  const std::size_t anon = p.anonymous + p.hugetlb_total();
+  const std::string enabled = effective_enabled(s, "unknown");
+  const runtime_report& rt = p.runtime;
   if (!p.classes.empty()) {
     advise_classes(p, s, out);
   } else {
@@ -179,7 +199,11 @@ std::vector<advice> advise_process(const process_report& p, const system_report&
       }
     }
   }
+}
 
+// pool_exhausted: the process's hugetlb pool has none left while more was wanted.
+void judge_pool_exhausted(const process_report& p, const system_report& s,
+                          std::vector<advice>& out) {
   for (const auto& [page_bytes, bytes] : p.hugetlb) {
     for (const hugetlb_pool& pool : s.pools) {
       if (pool.page_bytes != page_bytes) continue;
@@ -198,6 +222,29 @@ std::vector<advice> advise_process(const process_report& p, const system_report&
                      target ? pool_commands(s, page_bytes, *target) : std::vector<std::string>{}});
     }
   }
+}
+
+// One rule: its name and the function that judges a process on its system, appending the advice
+// it finds. In the order the advice is listed.
+struct process_rule {
+  const char* id;
+  void (*judge)(const process_report& p, const system_report& s, std::vector<advice>& out);
+};
+
+constexpr process_rule process_rules[] = {
+    {"redis_disables_thp", judge_redis},
+    {"thp_disabled", judge_thp_disabled},
+    {"pool_setting", judge_pool_setting},
+    {"postgres_huge_pages", judge_postgres},
+    {"memory", judge_memory},
+    {"pool_exhausted", judge_pool_exhausted},
+};
+
+}  // namespace
+
+std::vector<advice> advise_process(const process_report& p, const system_report& s) {
+  std::vector<advice> out;
+  for (const process_rule& rule : process_rules) rule.judge(p, s, out);
   return out;
 }
 

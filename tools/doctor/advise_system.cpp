@@ -14,22 +14,26 @@
 //
 // A warning is something to fix (exit status 1); a note is worth knowing but not a fault (a
 // stock default, a deliberate choice of the service, a pool that is exactly sized and in use).
+#include "advise_system.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 
+#include "advice.hpp"
 #include "advice_rules.hpp"
+#include "format.hpp"
 #include "hugepage/cgroup.hpp"
-#include "report.hpp"
+#include "system_report.hpp"
 #include "text.hpp"
 
 namespace hugepage::doctor {
 
-std::vector<advice> advise_system(const system_report& s) {
-  std::vector<advice> out;
-  const std::string enabled = effective_enabled(s, "");
-  const std::string defrag = s.thp.defrag.value_or("");
+namespace {
 
+// thp_never: THP is off for the whole machine.
+void judge_thp_never(const system_report& s, std::vector<advice>& out) {
+  const std::string enabled = effective_enabled(s, "");
   if (enabled == "never") {
     thp_off off = thp_off_of(s);
     out.push_back({"thp_never", advice_level::warning,
@@ -41,7 +45,11 @@ std::vector<advice> advise_system(const system_report& s) {
                    "other programs",
                    std::move(off.commands)});
   }
+}
 
+// max_ptes_none: khugepaged may collapse sparse ranges.
+void judge_max_ptes_none(const system_report& s, std::vector<advice>& out) {
+  const std::string enabled = effective_enabled(s, "");
   // khugepaged fills up to max_ptes_none empty PTEs of a 2 MiB range to collapse it: with the
   // default (511 of 512) one touched 4 KiB page can become 2 MiB of RSS. That is the stock
   // setting and costs nothing unless sparse THP memory exists, so it is a note; Linux 6.12+
@@ -69,7 +77,12 @@ std::vector<advice> advise_system(const system_report& s) {
          sysfs_setting(fmt::format("{}", per_huge / 8),
                        fmt::format("{}/khugepaged/max_ptes_none", thp_dir))});
   }
+}
 
+// defrag_always_stalls, defrag_never: the THP defrag setting.
+void judge_defrag(const system_report& s, std::vector<advice>& out) {
+  const std::string enabled = effective_enabled(s, "");
+  const std::string defrag = s.thp.defrag.value_or("");
   if (enabled == "always" && defrag == "always") {
     out.push_back(
         {"defrag_always_stalls",
@@ -89,7 +102,10 @@ std::vector<advice> advise_system(const system_report& s) {
                    "faults in MADV_HUGEPAGE ranges may stall in compaction",
                    sysfs_setting("madvise", fmt::format("{}/defrag", thp_dir))});
   }
+}
 
+// pool_idle: hugetlb pages nothing uses.
+void judge_idle_pools(const system_report& s, std::vector<advice>& out) {
   // A pool nothing has faulted in or reserved holds memory no other use can have. It is worth
   // saying once it is big: 512 MiB, or 5% of MemTotal on a small machine; from 10% of MemTotal
   // idle in all pools together it is a cost to fix. Surplus pages exist only while in use, so
@@ -144,7 +160,10 @@ std::vector<advice> advise_system(const system_report& s) {
                              : ""),
          pool_commands(s, pool.page_bytes, 0)});
   }
+}
 
+// pool_in_use, pool_exhausted: a hugetlb pool with nothing available.
+void judge_used_pools(const system_report& s, std::vector<advice>& out) {
   for (const hugetlb_pool& pool : s.pools) {
     const std::uint64_t total = pool.total.value_or(0);
     const auto available = pool.available();
@@ -178,7 +197,11 @@ std::vector<advice> advise_system(const system_report& s) {
                 : "the pool is already at 80% of MemTotal: reduce what uses it",
          target ? pool_commands(s, pool.page_bytes, *target) : std::vector<std::string>{}});
   }
+}
 
+// fragmented, thp_fault_fallback: free memory and the THP fault counters.
+void judge_compaction(const system_report& s, std::vector<advice>& out) {
+  const std::string defrag = s.thp.defrag.value_or("");
   // Compaction is advised only when both the free lists and the fault counters show the cost.
   const fragmentation frag = fragmentation_of(s);
   const bool fallbacks = fallbacks_matter(s);
@@ -227,7 +250,10 @@ std::vector<advice> advise_system(const system_report& s) {
                    "",
                    {}});
   }
+}
 
+// cgroup_limit_below_pool, cgroup_limit_at_fault: the doctor's hugetlb cgroup.
+void judge_cgroup_limits(const system_report& s, std::vector<advice>& out) {
   for (const hugetlb_limit& limit : s.cgroup.limits) {
     // The directory comes from /proc/self/cgroup and mountinfo: the doctor's own cgroup, named
     // by whoever created it. Like a process's environment value, it enters a command only when
@@ -277,7 +303,10 @@ std::vector<advice> advise_system(const system_report& s) {
                      command(max, "rsvd.max")});
     }
   }
+}
 
+// no_1g_pages: the CPU has no 1 GiB pages.
+void judge_1g_pages(const system_report& s, std::vector<advice>& out) {
   if (s.cpu_1g_pages && !*s.cpu_1g_pages) {
     out.push_back({"no_1g_pages",
                    advice_level::note,
@@ -287,6 +316,31 @@ std::vector<advice> advise_system(const system_report& s) {
                    "",
                    {}});
   }
+}
+
+// One rule: its name and the function that judges a report, appending the advice it finds (the
+// ids each gives are in its comment). In the order the advice is listed.
+struct system_rule {
+  const char* id;
+  void (*judge)(const system_report& s, std::vector<advice>& out);
+};
+
+constexpr system_rule system_rules[] = {
+    {"thp_never", judge_thp_never},
+    {"max_ptes_none", judge_max_ptes_none},
+    {"defrag", judge_defrag},
+    {"pool_idle", judge_idle_pools},
+    {"pool_in_use", judge_used_pools},
+    {"fragmented", judge_compaction},
+    {"cgroup_limit", judge_cgroup_limits},
+    {"no_1g_pages", judge_1g_pages},
+};
+
+}  // namespace
+
+std::vector<advice> advise_system(const system_report& s) {
+  std::vector<advice> out;
+  for (const system_rule& rule : system_rules) rule.judge(s, out);
   return out;
 }
 

@@ -1,9 +1,11 @@
 // tools/doctor/allocator_settings.cpp - what a process's allocator does with huge pages, from its
 // name, version and environment.
+#include "allocator_settings.hpp"
+
 #include <optional>
 #include <string_view>
 
-#include "report.hpp"
+#include "process_report.hpp"
 
 namespace hugepage::doctor {
 

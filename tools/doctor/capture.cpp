@@ -6,16 +6,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <sstream>
 #include <utility>
 #include <vector>
 
 #include "hugepage/smaps.hpp"
+#include "mounts.hpp"
 
 namespace hugepage::doctor {
 
@@ -89,6 +93,103 @@ std::optional<chunk_headers> parse_chunks(std::string_view text) {
     }
     if (!out.mappings.empty() && out.mappings.back().start >= m.start) return std::nullopt;
     out.mappings.push_back(std::move(m));
+  }
+  return out;
+}
+
+std::string coverage_text(const std::vector<mapping_coverage>& coverage) {
+  std::string out;
+  for (const mapping_coverage& c : coverage) {
+    const backing_report& e = c.exact;
+    char start[32];
+    std::snprintf(start, sizeof start, "%llx", static_cast<unsigned long long>(c.mapping.start));
+    out += start;
+    for (const std::size_t n : {e.bytes, e.thp, e.hugetlb_2m, e.hugetlb_1g, e.base, e.not_resident,
+                                e.unmapped, e.unknown, e.thp_shmem, e.thp_file, e.zero_page}) {
+      out += " " + std::to_string(n);
+    }
+    out += std::string(" ") + name_of(e.source) + (e.exact ? " exact " : " approximate ") +
+           std::to_string(c.smaps_huge) + (c.smaps_disagrees ? " disagrees" : " agrees");
+    if (!e.note.empty()) {
+      std::string note = e.note;
+      std::replace(note.begin(), note.end(), '\n', ' ');
+      out += " " + note;
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+std::optional<std::vector<mapping_coverage>> parse_coverage(
+    std::string_view text, const std::vector<mapping_info>& mappings) {
+  static constexpr backing_source sources[] = {backing_source::pagemap_scan,
+                                               backing_source::kpageflags, backing_source::smaps,
+                                               backing_source::unavailable};
+  std::vector<mapping_coverage> out;
+  for (std::string_view rest : lines_of(text)) {
+    std::vector<std::string_view> words;  // the 16 fields, then the note (the rest, spaces kept)
+    while (!rest.empty() && words.size() < 16) {
+      const auto space = rest.find(' ');
+      words.push_back(rest.substr(0, space));
+      rest.remove_prefix(space == std::string_view::npos ? rest.size() : space + 1);
+    }
+    if (words.size() < 16) return std::nullopt;
+    const auto start = number(words[0], 16);
+    if (!start) return std::nullopt;
+    const auto at =
+        std::lower_bound(mappings.begin(), mappings.end(), *start,
+                         [](const mapping_info& m, unsigned long long s) { return m.start < s; });
+    if (at == mappings.end() || at->start != *start) return std::nullopt;  // not in smaps
+    mapping_coverage c;
+    c.mapping = *at;
+    backing_report& e = c.exact;
+    std::size_t* const counts[] = {&e.bytes,     &e.thp,          &e.hugetlb_2m, &e.hugetlb_1g,
+                                   &e.base,      &e.not_resident, &e.unmapped,   &e.unknown,
+                                   &e.thp_shmem, &e.thp_file,     &e.zero_page};
+    for (std::size_t i = 0; i < std::size(counts); ++i) {
+      const auto n = number(words[1 + i], 10);
+      if (!n) return std::nullopt;
+      *counts[i] = static_cast<std::size_t>(*n);
+    }
+    const auto source = std::find_if(std::begin(sources), std::end(sources),
+                                     [&](backing_source b) { return words[12] == name_of(b); });
+    const auto smaps_huge = number(words[14], 10);
+    if (source == std::end(sources) || (words[13] != "exact" && words[13] != "approximate") ||
+        !smaps_huge || (words[15] != "disagrees" && words[15] != "agrees")) {
+      return std::nullopt;
+    }
+    e.source = *source;
+    e.exact = words[13] == "exact";
+    e.note = std::string(rest);
+    c.smaps_huge = static_cast<std::size_t>(*smaps_huge);
+    c.smaps_disagrees = words[15] == "disagrees";
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::string packages_text(
+    const std::map<std::string, std::pair<std::string, std::string>>& packages) {
+  std::string out;
+  for (const auto& [path, owner] : packages) {
+    out += owner.first + " " + owner.second + " " + path + "\n";
+  }
+  return out;
+}
+
+std::optional<std::map<std::string, std::pair<std::string, std::string>>> parse_packages(
+    std::string_view text) {
+  std::map<std::string, std::pair<std::string, std::string>> out;
+  for (std::string_view rest : lines_of(text)) {
+    const auto first = rest.find(' ');
+    if (first == 0 || first == std::string_view::npos) return std::nullopt;
+    const auto second = rest.find(' ', first + 1);
+    if (second == first + 1 || second == std::string_view::npos || second + 1 == rest.size()) {
+      return std::nullopt;
+    }
+    out[std::string(rest.substr(second + 1))] = {
+        std::string(rest.substr(0, first)),
+        std::string(rest.substr(first + 1, second - first - 1))};
   }
   return out;
 }
@@ -191,6 +292,14 @@ std::string write_capture(const std::string& dir, const process_files& files,
   }
   if (files.mountinfo) parts.emplace_back("mountinfo", &mountinfo);
   parts.emplace_back("chunks", &chunks);
+  const std::string numa_node = files.numa_node ? std::to_string(*files.numa_node) + "\n" : "";
+  if (files.numa_node) parts.emplace_back("numa_node", &numa_node);
+  const std::string coverage = files.coverage ? coverage_text(*files.coverage) : "";
+  if (files.coverage) parts.emplace_back("coverage", &coverage);
+  const std::string glibc_version = files.glibc_version + "\n";
+  if (!files.glibc_version.empty()) parts.emplace_back("glibc_version", &glibc_version);
+  const std::string packages = packages_text(files.packages);
+  if (!files.packages.empty()) parts.emplace_back("packages", &packages);
   parts.emplace_back("stat", &stat);  // last: a capture without stat is no capture
   std::vector<const char*> written;
   for (const auto& [name, text] : parts) {
@@ -255,6 +364,37 @@ std::optional<process_capture> read_capture(const std::string& dir, std::string&
     f.chunks = *parsed;
   } else {
     f.chunks.evidence = "not in the capture";
+  }
+  if (const auto node = slurp(base + "numa_node")) {
+    const auto value = number(lines_of(*node).empty() ? "" : lines_of(*node)[0], 10);
+    if (!value || *value > 0x7fffffff) {
+      error = dir + "/numa_node: not a node number";
+      return std::nullopt;
+    }
+    f.numa_node = static_cast<int>(*value);
+  }
+  if (const auto coverage = slurp(base + "coverage")) {
+    f.coverage = parse_coverage(*coverage, parse_smaps(f.smaps));
+    if (!f.coverage) {
+      error = dir + "/coverage: not the coverage format, or a mapping not in smaps";
+      return std::nullopt;
+    }
+  }
+  if (const auto version = slurp(base + "glibc_version")) {
+    const auto lines = lines_of(*version);
+    if (lines.size() != 1 || lines[0].empty()) {
+      error = dir + "/glibc_version: not one line";
+      return std::nullopt;
+    }
+    f.glibc_version = std::string(lines[0]);
+  }
+  if (const auto packages = slurp(base + "packages")) {
+    const auto parsed = parse_packages(*packages);
+    if (!parsed) {
+      error = dir + "/packages: not the packages format";
+      return std::nullopt;
+    }
+    f.packages = *parsed;
   }
   return out;
 }

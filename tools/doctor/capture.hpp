@@ -5,18 +5,28 @@
 // One file per input, named as in /proc/PID: smaps, status, cmdline, environ, cgroup, numa_maps,
 // mountinfo (cut to the mounts the report uses: /, /dev/shm, hugetlbfs and those holding a mapped
 // file), stat, the parent's status as parent_status, and chunks: the glibc chunk headers read
-// from the target's memory, which no stored file holds (format: chunks_text). A file the doctor
-// could not read is absent. The capture holds the process's command line and environment, which
-// may hold secrets: every file is mode 0600 in a directory created 0700.
+// from the target's memory, which no stored file holds (format: chunks_text); and what the
+// doctor learnt beside the files, so that a replayed capture gives the live report: numa_node
+// (the machine's one NUMA node, where numa_maps is not read), coverage (the exact coverage of
+// each mapping from the page tables, format: coverage_text), glibc_version (where the target's
+// libc is the doctor's) and packages (the Debian packages of its allocator and runtime, format:
+// packages_text). A file the doctor could not read, or a fact it did not learn, is absent. The
+// capture holds the process's command line and environment, which may hold secrets: every file is
+// mode 0600 in a directory created 0700.
 #pragma once
 
 #include <sys/types.h>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
-#include "report.hpp"
+#include "collect_process.hpp"
+#include "memory_classes.hpp"
+#include "process_report.hpp"
 
 namespace hugepage::doctor {
 
@@ -32,6 +42,25 @@ struct process_capture {
 std::string chunks_text(const chunk_headers& chunks);
 /// The chunk headers in `text` (chunks_text's format); nullopt when it is not that format. Pure.
 std::optional<chunk_headers> parse_chunks(std::string_view text);
+
+/// The coverage file: one line per mapping, its start in hex, the counts of its backing_report
+/// in decimal (bytes thp hugetlb_2m hugetlb_1g base not_resident unmapped unknown thp_shmem
+/// thp_file zero_page), the source's name, "exact" or "approximate", smaps' huge bytes,
+/// "disagrees" or "agrees", then the note when there is one (a newline in it becomes a space).
+/// Pure.
+std::string coverage_text(const std::vector<mapping_coverage>& coverage);
+/// The coverage in `text` (coverage_text's format) of the mappings `mappings` (parsed smaps, in
+/// address order); nullopt when it is not that format or names a mapping not among them. Pure.
+std::optional<std::vector<mapping_coverage>> parse_coverage(
+    std::string_view text, const std::vector<mapping_info>& mappings);
+
+/// The packages file: one line per path, "package version path" (the path is the rest of the
+/// line). Pure.
+std::string packages_text(
+    const std::map<std::string, std::pair<std::string, std::string>>& packages);
+/// The packages in `text` (packages_text's format); nullopt when it is not that format. Pure.
+std::optional<std::map<std::string, std::pair<std::string, std::string>>> parse_packages(
+    std::string_view text);
 
 /// The mountinfo lines the report uses (see above) of `mountinfo`, for a process whose smaps is
 /// `smaps`. Pure.

@@ -11,16 +11,15 @@
 #include <optional>
 #include <thread>
 
+#include "hugepage/backing.hpp"
 #include "hugepage/collapse.hpp"
 #include "hugepage/detail/pagemap.hpp"
-#include "hugepage/detail/proc_file.hpp"
 #include "hugepage/kernel_counters.hpp"
+#include "hugepage/process_view.hpp"
 #include "hugepage/system.hpp"
-#include "json.hpp"
 #include "proc_text.hpp"
-#include "report.hpp"
+#include "process_access.hpp"
 #include "test_hook.hpp"
-#include "text.hpp"
 
 namespace hugepage::doctor {
 
@@ -77,17 +76,6 @@ std::string blocked_reason(const mapping_info& m, bool thp_disabled) {
   return {};
 }
 
-// A short name for a blocked row's reason, for the table.
-std::string blocked_label(const std::string& reason) {
-  if (reason.rfind("THP is disabled", 0) == 0) return "THP disabled for the process";
-  if (reason == file_reason) return "private file mapping";
-  if (reason.rfind("shared memory", 0) == 0) {
-    const auto at = reason.find("shmem_enabled=");
-    return reason.substr(at, reason.find(':', at) - at);
-  }
-  return "VM_NOHUGEPAGE";
-}
-
 // Shared memory on the kernel's internal shmem mount (MAP_SHARED anonymous, SysV, memfd)
 // follows shmem_enabled, under which deny makes MADV_COLLAPSE refuse it (EINVAL). The doctor does
 // not collapse shared memory (other processes map it too); it lists it when that setting rules a
@@ -142,6 +130,16 @@ std::optional<std::size_t> fill_growth(int pagemap_fd, std::uintptr_t lo, std::u
 }
 
 }  // namespace
+
+std::string blocked_label(const std::string& reason) {
+  if (reason.rfind("THP is disabled", 0) == 0) return "THP disabled for the process";
+  if (reason == file_reason) return "private file mapping";
+  if (reason.rfind("shared memory", 0) == 0) {
+    const auto at = reason.find("shmem_enabled=");
+    return reason.substr(at, reason.find(':', at) - at);
+  }
+  return "VM_NOHUGEPAGE";
+}
 
 std::string explain_refusal(int error, pid_t pid) {
   const std::string who = "pid " + std::to_string(pid);
@@ -212,8 +210,8 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
     }
     return report;
   }
-  const detail::unique_fd pagemap(
-      detail::open_read_only(("/proc/" + std::to_string(o.pid) + "/pagemap").c_str()));
+  // The target opened once: its pagemap and maps serve every row's coverage, growth and collapse.
+  const process_view view(o.pid);
   const auto thp_enabled = status ? status->number("THP_enabled") : std::nullopt;
   const bool thp_disabled = thp_enabled && *thp_enabled == 0;
   const std::string shmem_enabled = read_thp_settings().shmem_enabled.value_or("");
@@ -227,7 +225,7 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
     const std::uintptr_t lo = (m.start + chunk - 1) & ~(chunk - 1);
     const std::uintptr_t hi = m.end & ~(chunk - 1);
     if (lo >= hi) continue;
-    const backing_report b = backing_of(o.pid, reinterpret_cast<const void*>(lo), hi - lo);
+    const backing_report b = backing_of(view, reinterpret_cast<const void*>(lo), hi - lo);
     if (b.base == 0) continue;
     collapse_row row;
     row.start = lo;
@@ -240,7 +238,7 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
     row.before = row.after = b.huge_fraction();
     if (row.blocked.empty()) {
       row.resident_base = b.base;
-      row.growth = pagemap ? fill_growth(pagemap.get(), lo, hi) : std::nullopt;
+      row.growth = view.pagemap_fd() >= 0 ? fill_growth(view.pagemap_fd(), lo, hi) : std::nullopt;
       report.expected_gain += b.base;
       if (row.growth) report.growth += *row.growth;
     } else {
@@ -276,7 +274,7 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
     budget.bytes = o.max_bytes - submitted;
     if (spent >= o.budget) budget = {std::chrono::nanoseconds::max(), chunk};
     const collapse_result r =
-        hugepage::collapse(o.pid, reinterpret_cast<void*>(row.start), row.end - row.start, budget);
+        hugepage::collapse(view, reinterpret_cast<void*>(row.start), row.end - row.start, budget);
     // Attempted: a chunk was submitted (the budget may be spent before the first).
     if (r.calls != 0) {
       row.attempted = true;
@@ -292,7 +290,7 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
     }
     submitted += r.collapsed + r.refused;
     report.collapsed += r.collapsed;
-    row.after = backing_of(o.pid, reinterpret_cast<const void*>(row.start), row.end - row.start)
+    row.after = backing_of(view, reinterpret_cast<const void*>(row.start), row.end - row.start)
                     .huge_fraction();
     if (r.fatal) report.fatal = r.fatal;
     return !r.fatal;
@@ -334,114 +332,6 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
   }
   if (report.fatal) explain(report.fatal.value());
   return report;
-}
-
-namespace {
-const std::string budget_spent =
-    "the budget (--budget-ms, --max-bytes) ran out before a chunk collapsed";
-
-// Whether the budget left a candidate range, or chunks of one, untried (and no error stopped
-// the run).
-bool budget_cut(const collapse_report& report) {
-  if (report.fatal) return false;
-  return std::any_of(report.rows.begin(), report.rows.end(), [](const collapse_row& row) {
-    return row.blocked.empty() && (!row.attempted || row.left != 0);
-  });
-}
-}  // namespace
-
-std::string nothing_collapsed(const collapse_report& report) {
-  if (report.expected_gain + report.blocked == 0) return {};  // nothing on base pages to raise
-  if (report.dry_run ? report.expected_gain != 0 : report.collapsed != 0) return {};
-  std::string why;
-  for (const std::string& e : report.blocked_why) why += (why.empty() ? "" : " ") + e;
-  if (!report.dry_run) {
-    for (const std::string& e : report.explanations) why += (why.empty() ? "" : " ") + e;
-    if (budget_cut(report)) why += (why.empty() ? "" : " ") + budget_spent;
-  }
-  return why;
-}
-
-std::string render_collapse(const collapse_report& report) {
-  std::size_t candidates = 0;
-  for (const collapse_row& row : report.rows) candidates += row.blocked.empty() ? 1 : 0;
-  std::string out = fmt::format(
-      "{} pid {}: {} candidate range(s), {} resident on base pages in whole 2 MiB chunks; "
-      "filling partly populated chunks adds {}\n",
-      report.dry_run ? "Would collapse (dry run, nothing changed) in" : "Collapse in", report.pid,
-      candidates, format_bytes(report.expected_gain), format_bytes(report.growth));
-  if (candidates != report.rows.size()) {
-    out += fmt::format("{} range(s) with {} on base pages cannot collapse: 0 expected gain\n",
-                       report.rows.size() - candidates, format_bytes(report.blocked));
-  }
-  out += fmt::format("  {:<33} {:>10} {:>10} {:>8} {:>8} {:>10} {:>9}  {}\n", "range", "gain",
-                     "+memory", "before", "after", "collapsed", "ms", "mapping");
-  for (const collapse_row& row : report.rows) {
-    out += fmt::format(
-        "  {:#014x}-{:#014x} {:>10} {:>10} {:>7.1f}% {:>7} {:>10} {:>9}  {}\n", row.start, row.end,
-        format_bytes(row.resident_base), row.growth ? format_bytes(*row.growth) : "?",
-        100 * row.before, row.attempted ? fmt::format("{:.1f}%", 100 * row.after) : "-",
-        row.attempted ? format_bytes(row.collapsed) : "-",
-        row.attempted ? fmt::format("{:.2f}", row.ms) : "-",
-        // The mapping's name is the target's text: escaped, never put into a command.
-        row.blocked.empty()
-            ? printable(row.name)
-            : printable(row.name) + " (cannot collapse: " + blocked_label(row.blocked) + ")");
-  }
-  if (!report.dry_run) out += fmt::format("Collapsed {}.\n", format_bytes(report.collapsed));
-  for (const std::string& e : report.blocked_why) out += "Cannot collapse: " + e + "\n";
-  for (const std::string& e : report.explanations) out += "Refused: " + e + "\n";
-  if (const std::string why = nothing_collapsed(report); !why.empty()) {
-    // The lines above give the blocked ranges and refusals; a budget spent is said here.
-    const bool budget = !report.dry_run && budget_cut(report);
-    out += fmt::format("{} (exit status 1){}\n",
-                       report.dry_run ? "Nothing can be collapsed" : "Nothing collapsed",
-                       budget ? ": " + budget_spent + "." : ".");
-  }
-  return out;
-}
-
-std::string json_collapse(const collapse_report& report) {
-  json ranges = json::array();
-  for (const collapse_row& row : report.rows) {
-    json refusals = json::array();
-    for (const auto& [error, chunks] : row.refusals) {
-      refusals.push(json::object().set("errno", error).set("chunks", chunks));
-    }
-    ranges.push(json::object()
-                    .set("start", row.start)
-                    .set("end", row.end)
-                    .set("mapping", row.name)
-                    .set("expected_gain_bytes", row.resident_base)
-                    .set("base_bytes", row.on_base)
-                    .set("blocked", row.blocked.empty() ? json() : json(row.blocked))
-                    .set("growth_bytes", row.growth)
-                    .set("huge_fraction_before", row.before)
-                    .set("huge_fraction_after", row.attempted ? json(row.after) : json())
-                    .set("attempted", row.attempted)
-                    .set("collapsed_bytes", row.collapsed)
-                    .set("refused_bytes", row.refused)
-                    .set("left_bytes", row.left)
-                    .set("milliseconds", row.ms)
-                    .set("passes", row.passes)
-                    .set("refusals", refusals));
-  }
-  json explanations = json::array();
-  for (const std::string& e : report.explanations) explanations.push(e);
-  const std::string why = nothing_collapsed(report);
-  return json::object()
-      .set("schema", json_schema)
-      .set("mode", "collapse")
-      .set("pid", static_cast<std::int64_t>(report.pid))
-      .set("dry_run", report.dry_run)
-      .set("expected_gain_bytes", report.expected_gain)
-      .set("growth_bytes", report.growth)
-      .set("collapsed_bytes", report.collapsed)
-      .set("blocked_bytes", report.blocked)
-      .set("nothing_collapsed", why.empty() ? json() : json(why))
-      .set("ranges", ranges)
-      .set("refusals_explained", explanations)
-      .dump();
 }
 
 }  // namespace hugepage::doctor

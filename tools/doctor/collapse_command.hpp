@@ -17,7 +17,6 @@
 
 #include "hugepage/backing.hpp"
 #include "hugepage/smaps.hpp"
-#include "report.hpp"
 
 namespace hugepage::doctor {
 
@@ -70,18 +69,10 @@ struct collapse_report {
 /// process but `o.pid`. Sets `ec` and `error` when the process cannot be read at all.
 collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std::string& error);
 
-/// Why nothing was (or, in a dry run, would be) collapsed although the process has memory on
-/// base pages that a collapse could raise: the blocked reasons and refusals; "" when something
-/// was collapsed or there was nothing to collapse. The doctor exits 1 when it is not "".
-std::string nothing_collapsed(const collapse_report& report);
-
 /// What an errno from process_madvise(MADV_COLLAPSE) means, and what to do about it.
 std::string explain_refusal(int error, pid_t pid);
 
-/// The report as a table.
-std::string render_collapse(const collapse_report& report);
-
-/// The report as JSON (schema json_schema, mode "collapse"; see tools/README.md).
-std::string json_collapse(const collapse_report& report);
+/// A short name for a blocked row's reason (collapse_row::blocked), for the table.
+std::string blocked_label(const std::string& reason);
 
 }  // namespace hugepage::doctor

@@ -1,5 +1,7 @@
 // tools/doctor/collect_process.cpp - the process report: reading /proc/PID, checking the target
 // stayed the same process throughout.
+#include "collect_process.hpp"
+
 #include <gnu/libc-version.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -15,13 +17,24 @@
 #include <system_error>
 #include <utility>
 
+#include "allocator_settings.hpp"
+#include "debian_packages.hpp"
+#include "hugepage/kernel_counters.hpp"
+#include "hugepage/process_view.hpp"
 #include "hugepage/smaps.hpp"
 #include "hugepage/system.hpp"
-#include "report.hpp"
+#include "mapping_coverage.hpp"
+#include "mapping_summary.hpp"
+#include "memory_classes.hpp"
+#include "mounts.hpp"
+#include "process_access.hpp"
+#include "process_report.hpp"
+#include "runtime_detect.hpp"
 #include "runtime_go.hpp"
 #include "shared_views.hpp"
 #include "test_hook.hpp"
 #include "text.hpp"
+#include "thp_disabler.hpp"
 
 namespace hugepage::doctor {
 
@@ -61,7 +74,8 @@ std::string glibc_version_of(pid_t pid, const std::string& library) {
   }, ours{};
   const std::string through_root = "/proc/" + std::to_string(pid) + "/root" + library;
   if (::stat(through_root.c_str(), &theirs) != 0) return {};
-  const auto self = read_text("", "/proc/self/maps");
+  std::error_code ec;
+  const auto self = process_view().maps_text(ec);
   if (!self) return {};
   for (const std::string& path : parse_maps_paths(*self)) {
     const std::string_view base = base_name(path);
@@ -191,6 +205,30 @@ chunk_headers read_chunk_headers(pid_t pid, const std::vector<mapping_info>& map
 
 }  // namespace
 
+process_identity identify_process(const process_files& files,
+                                  const std::vector<mapping_info>& mappings) {
+  process_identity id;
+  if (files.status) id.status = parse_meminfo(*files.status);
+  for (const mapping_info& m : mappings) {
+    if (!m.name.empty() && m.name.front() == '/' &&
+        std::find(id.paths.begin(), id.paths.end(), m.name) == id.paths.end()) {
+      id.paths.push_back(m.name);
+    }
+  }
+  const auto& cmdline = files.cmdline;
+  const auto& environ = files.environ;
+  const bool overwritten = environ && environ_overwritten(*environ);
+  if (environ && !overwritten) id.settings = parse_allocator_environ(*environ);
+  id.allocator =
+      describe_allocator(detect_allocator(id.paths), environ.has_value(), id.settings, overwritten);
+  id.runtime = detect_runtime(id.paths, cmdline.value_or(""), id.settings);
+  detect_go(id.runtime, mappings, id.settings);
+  if (id.runtime.kind == "jvm" && (!cmdline || !environ || overwritten)) {
+    id.runtime.settings_known = false;
+  }
+  return id;
+}
+
 process_report build_process_report(pid_t pid, const process_files& files, std::size_t top,
                                     const std::string& root) {
   return build_process_report(pid, files, parse_smaps(files.smaps), top, root);
@@ -198,6 +236,13 @@ process_report build_process_report(pid_t pid, const process_files& files, std::
 
 process_report build_process_report(pid_t pid, const process_files& files,
                                     const std::vector<mapping_info>& mappings, std::size_t top,
+                                    const std::string& root) {
+  return build_process_report(pid, files, mappings, identify_process(files, mappings), top, root);
+}
+
+process_report build_process_report(pid_t pid, const process_files& files,
+                                    const std::vector<mapping_info>& mappings,
+                                    const process_identity& identity, std::size_t top,
                                     const std::string& root) {
   // The THP shares in the PMD size of this machine (the size smaps' AnonHugePages counts in).
   // Views of one shared object (ZGC maps its heap three times) count their memory once.
@@ -208,8 +253,7 @@ process_report build_process_report(pid_t pid, const process_files& files,
   p.pid = pid;
   if (files.status) {
     p.name = status_text_field(*files.status, "Name").value_or("");
-    const auto fields = parse_meminfo(*files.status);
-    if (const auto it = fields.find("THP_enabled"); it != fields.end()) {
+    if (const auto it = identity.status.find("THP_enabled"); it != identity.status.end()) {
       p.thp_enabled = it->second != 0;
     }
   }
@@ -217,32 +261,38 @@ process_report build_process_report(pid_t pid, const process_files& files,
   // itself); the title is the command line, which servers rewrite ("redis-server *:6379",
   // "postgres: checkpointer"). Both are the process's own text: shown escaped, never put in a
   // command.
-  const auto& cmdline = files.cmdline;
-  if (cmdline) {
-    std::string title = *cmdline;
+  if (files.cmdline) {
+    std::string title = *files.cmdline;
     while (!title.empty() && title.back() == '\0') title.pop_back();
     std::replace(title.begin(), title.end(), '\0', ' ');
     p.title = std::move(title);
   }
-  std::vector<std::string> paths;
-  for (const mapping_info& m : mappings) {
-    if (!m.name.empty() && m.name.front() == '/' &&
-        std::find(paths.begin(), paths.end(), m.name) == paths.end()) {
-      paths.push_back(m.name);
+  p.allocator = identity.allocator;
+  p.runtime = identity.runtime;
+  if (files.numa_maps) {
+    p.numa = parse_numa_maps(*files.numa_maps);
+  } else if (files.numa_node) {
+    p.numa = numa_of_one_node(mappings, *files.numa_node);
+  }
+  if (files.coverage) p.coverage = top_coverage(*files.coverage, top);
+  if (p.allocator.guess.name == "glibc" && p.allocator.guess.version.empty()) {
+    p.allocator.guess.version = files.glibc_version;
+  }
+  if (const auto it = files.packages.find(p.allocator.guess.library); it != files.packages.end()) {
+    auto& g = p.allocator.guess;
+    g.package = it->second.first + " " + it->second.second;
+    const std::string upstream = upstream_version(it->second.second);
+    // The package's upstream version is more precise than a soname ("2.0" -> "2.0.9"), and
+    // must agree with it.
+    if (g.version.empty() || upstream.rfind(g.version, 0) == 0) g.version = upstream;
+  }
+  if (const auto it = files.packages.find(p.runtime.file); it != files.packages.end()) {
+    p.runtime.package = it->second.first + " " + it->second.second;
+    const std::string upstream = upstream_version(it->second.second);
+    if (p.runtime.version.empty() || upstream.rfind(p.runtime.version, 0) == 0) {
+      p.runtime.version = upstream;
     }
   }
-  const auto& environ = files.environ;
-  const bool overwritten = environ && environ_overwritten(*environ);
-  std::vector<std::pair<std::string, std::string>> settings;
-  if (environ && !overwritten) settings = parse_allocator_environ(*environ);
-  p.allocator =
-      describe_allocator(detect_allocator(paths), environ.has_value(), settings, overwritten);
-  p.runtime = detect_runtime(paths, cmdline.value_or(""), settings);
-  detect_go(p.runtime, mappings, settings);
-  if (p.runtime.kind == "jvm" && (!cmdline || !environ || overwritten)) {
-    p.runtime.settings_known = false;
-  }
-  if (files.numa_maps) p.numa = parse_numa_maps(*files.numa_maps);
   class_facts facts;
   facts.allocator = p.allocator.guess.name;
   facts.runtime = p.runtime.kind;
@@ -327,37 +377,32 @@ std::optional<process_report> collect_process(pid_t pid, std::size_t top, collec
   const std::vector<mapping_info> mappings = parse_smaps(files.smaps);
   // The text is kept only for a capture (files_out): a large process's smaps is megabytes.
   if (files_out == nullptr) files.smaps = std::string();
-  const auto status = read_status_text("", pid);
-  files.status = status;
+  files.status = read_status_text("", pid);
   files.cmdline = read_text("", dir + "/cmdline");
   files.environ = read_text("", dir + "/environ");
   files.cgroup = read_text("", dir + "/cgroup");
+  // Who the process is, judged once: it decides which of the facts below are read.
+  const process_identity identity = identify_process(files, mappings);
   // One NUMA node: numa_maps would say that all of it is there (numa_of_one_node).
   const std::vector<int> nodes = numa_nodes("");
-  if (nodes.size() != 1) files.numa_maps = read_text("", dir + "/numa_maps");
+  if (nodes.size() == 1) {
+    files.numa_node = nodes.front();
+  } else {
+    files.numa_maps = read_text("", dir + "/numa_maps");
+  }
   files.mountinfo = read_text("", dir + "/mountinfo");
-  if (status) {
-    const auto fields = parse_meminfo(*status);
-    const auto ppid = fields.find("PPid");
-    // PPid 0: no parent in this pid namespace to ask. PPid 1 (init, or the adopter of an
-    // orphan) tells nothing about who set the process's THP: unknown.
-    if (ppid != fields.end() && ppid->second > 1) {
-      files.parent_status = read_status_text("", static_cast<pid_t>(ppid->second));
-    }
+  const auto ppid = identity.status.find("PPid");
+  // PPid 0: no parent in this pid namespace to ask. PPid 1 (init, or the adopter of an
+  // orphan) tells nothing about who set the process's THP: unknown.
+  if (ppid != identity.status.end() && ppid->second > 1) {
+    files.parent_status = read_status_text("", static_cast<pid_t>(ppid->second));
   }
   // Only glibc's chunks carry its headers: another malloc's mappings are not read.
-  std::vector<std::string> paths;
-  for (const mapping_info& m : mappings) {
-    if (!m.name.empty() && m.name.front() == '/') paths.push_back(m.name);
-  }
-  if (mallocs_with_glibc(detect_allocator(paths).name)) {
-    files.chunks = read_chunk_headers(pid, mappings);
-  }
-  process_report p = build_process_report(pid, files, mappings, top, "");
-  if (nodes.size() == 1) p.numa = numa_of_one_node(mappings, nodes.front());
-  p.coverage = top_coverage(coverage_of(pid, mappings), top);
-  if (p.allocator.guess.name == "glibc" && p.allocator.guess.version.empty()) {
-    p.allocator.guess.version = glibc_version_of(pid, p.allocator.guess.library);
+  const allocator_guess& allocator = identity.allocator.guess;
+  if (mallocs_with_glibc(allocator.name)) files.chunks = read_chunk_headers(pid, mappings);
+  files.coverage = coverage_of(pid, mappings);
+  if (allocator.name == "glibc" && allocator.version.empty()) {
+    files.glibc_version = glibc_version_of(pid, allocator.library);
   }
   // Versions from the package database, where the target sees the same files as the doctor
   // (not in a container with its own root).
@@ -366,32 +411,18 @@ std::optional<process_report> collect_process(pid_t pid, std::size_t top, collec
   if (::stat("/", &ours) == 0 && ::stat((dir + "/root").c_str(), &theirs) == 0 &&
       ours.st_dev == theirs.st_dev && ours.st_ino == theirs.st_ino) {
     std::vector<std::string> files_of_interest;
-    if (!p.allocator.guess.library.empty()) files_of_interest.push_back(p.allocator.guess.library);
-    if (!p.runtime.file.empty()) files_of_interest.push_back(p.runtime.file);
-    const auto packages = debian_packages("", files_of_interest);
-    if (const auto it = packages.find(p.allocator.guess.library); it != packages.end()) {
-      auto& g = p.allocator.guess;
-      g.package = it->second.first + " " + it->second.second;
-      const std::string upstream = upstream_version(it->second.second);
-      // The package's upstream version is more precise than a soname ("2.0" -> "2.0.9"), and
-      // must agree with it.
-      if (g.version.empty() || upstream.rfind(g.version, 0) == 0) g.version = upstream;
-    }
-    if (const auto it = packages.find(p.runtime.file); it != packages.end()) {
-      p.runtime.package = it->second.first + " " + it->second.second;
-      const std::string upstream = upstream_version(it->second.second);
-      if (p.runtime.version.empty() || upstream.rfind(p.runtime.version, 0) == 0) {
-        p.runtime.version = upstream;
-      }
-    }
+    if (!allocator.library.empty()) files_of_interest.push_back(allocator.library);
+    if (!identity.runtime.file.empty()) files_of_interest.push_back(identity.runtime.file);
+    files.packages = debian_packages("", files_of_interest);
   }
+  process_report p = build_process_report(pid, files, mappings, identity, top, "");
   test_hook();
   // The same process from start to end: a pid that vanished, or was reused by a process
   // started since, would make a report of two processes or of none.
   int err = 0;
   const auto after = read_proc_stat(dir, err);
   if (!after || after->start_time != before->start_time || after->state == 'Z' ||
-      after->state == 'X' || !status) {
+      after->state == 'X' || !files.status) {
     failure.message = who + " exited while being read; no report";
     return std::nullopt;
   }

@@ -1,4 +1,6 @@
 // tools/doctor/collect_system.cpp - the system report, from the live machine (or a root tree).
+#include "collect_system.hpp"
+
 #include <string_view>
 #include <utility>
 
@@ -8,7 +10,7 @@
 #include "hugepage/os.hpp"
 #include "hugepage/perf_counters.hpp"
 #include "hugepage/system.hpp"
-#include "report.hpp"
+#include "system_report.hpp"
 
 namespace hugepage::doctor {
 

@@ -1,7 +1,9 @@
 // tools/doctor/debian_packages.cpp - which Debian package, at which version, owns a file.
+#include "debian_packages.hpp"
+
 #include <dirent.h>
 
-#include "report.hpp"
+#include "proc_text.hpp"
 
 namespace hugepage::doctor {
 

@@ -1,9 +1,9 @@
 // tools/doctor/format.cpp - numbers for people: shares. Byte sizes: hugepage::detail::format_bytes.
+#include "format.hpp"
+
 #include <fmt/format.h>
 
 #include <cstdint>
-
-#include "report.hpp"
 
 namespace hugepage::doctor {
 

@@ -17,12 +17,23 @@
 #include <string>
 #include <string_view>
 
+#include "advice.hpp"
+#include "advise_process.hpp"
+#include "advise_system.hpp"
 #include "capture.hpp"
 #include "collapse_command.hpp"
+#include "collect_process.hpp"
+#include "collect_system.hpp"
 #include "exit_codes.hpp"
 #include "hugepage/kernel_counters.hpp"
 #include "json.hpp"
-#include "report.hpp"
+#include "probe.hpp"
+#include "process_report.hpp"
+#include "prometheus.hpp"
+#include "render_collapse.hpp"
+#include "render_json.hpp"
+#include "render_table.hpp"
+#include "system_report.hpp"
 #include "text.hpp"
 
 namespace {
@@ -65,8 +76,10 @@ Options:
   --top N       with --pid: how many of the largest mappings to list (default 10)
   --capture DIR with --pid: also store the files the report is built from in DIR (created 0700,
                 or empty; files 0600): its smaps, status, stat, cmdline, environ, cgroup,
-                numa_maps, mounts, parent's status and the glibc chunk headers read from its
-                memory. They hold the process's command line and environment, secrets included
+                numa_maps, mounts, parent's status, the glibc chunk headers read from its
+                memory, and the facts read beside them (NUMA node, per-mapping coverage, glibc
+                version, packages), so that the report built from DIR is this one. They hold
+                the process's command line and environment, secrets included
   --collapse    with --pid: collapse its mappings into huge pages now (process_madvise
                 MADV_COLLAPSE, Linux 6.1; needs CAP_SYS_NICE and ptrace access), largest gain
                 first; --dry-run lists them and changes nothing; --budget-ms N (default 1000)

@@ -1,10 +1,13 @@
 // tools/doctor/mapping_coverage.cpp - exact huge bytes per mapping, beside smaps' counters.
+#include "mapping_coverage.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 
+#include "format.hpp"
 #include "hugepage/backing.hpp"
-#include "report.hpp"
+#include "process_report.hpp"
 #include "text.hpp"
 
 namespace hugepage::doctor {
@@ -54,7 +57,7 @@ std::vector<mapping_coverage> coverage_of(pid_t pid, const std::vector<mapping_i
   for (const mapping_info& m : mappings) {
     if (needs_walk(m)) walked.push_back(m);
   }
-  std::vector<backing_report> exact = detail::backing_of_mappings(pid, walked);
+  std::vector<backing_report> exact = backing_of_mappings(pid, walked);
   std::vector<mapping_coverage> out;
   out.reserve(mappings.size());
   std::size_t next = 0;  // the next report of `exact`

@@ -1,10 +1,12 @@
 // tools/doctor/mapping_summary.cpp - a process's parsed smaps summed up: memory classes, their
 // huge shares, its largest mappings (a 1 GiB cascade block joined into one entry).
+#include "mapping_summary.hpp"
+
 #include <algorithm>
 #include <string_view>
 
 #include "hugepage/os.hpp"
-#include "report.hpp"
+#include "process_report.hpp"
 
 namespace hugepage::doctor {
 
@@ -64,15 +66,6 @@ void join(anon_mapping& block, const anon_mapping& next) {
 }
 
 }  // namespace
-
-const char* name_of(page_kind kind) noexcept {
-  switch (kind) {
-    case page_kind::hugetlb: return "hugetlb";
-    case page_kind::thp: return "thp";
-    case page_kind::base: break;
-  }
-  return "base";
-}
 
 bool joins_cascade(const mapping_info& head, const mapping_info& next) noexcept {
   if (head.end != next.start || !is_private(head) || head.permissions != next.permissions) {

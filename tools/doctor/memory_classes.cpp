@@ -4,61 +4,17 @@
 // (and a few facts collect_process reads) gives: glibc's thread heaps are 64 MiB reservations
 // on 64 MiB boundaries, its mmapped chunks carry a header naming their own length, tmpfs files
 // follow the huge= option of the mount they lie on.
+#include "memory_classes.hpp"
+
 #include <algorithm>
 #include <string_view>
 
-#include "hugepage/kernel_files.hpp"
-#include "report.hpp"
+#include "mounts.hpp"
+#include "process_report.hpp"
 
 namespace hugepage::doctor {
 
-const char* name_of(memory_class kind) noexcept {
-  switch (kind) {
-    case memory_class::glibc_main_arena: return "glibc_main_arena";
-    case memory_class::glibc_thread_arenas: return "glibc_thread_arenas";
-    case memory_class::glibc_mmapped_chunks: return "glibc_mmapped_chunks";
-    case memory_class::allocator_arenas: return "allocator_arenas";
-    case memory_class::runtime_heap: return "runtime_heap";
-    case memory_class::anonymous_mmap: return "anonymous_mmap";
-    case memory_class::shared_anonymous: return "shared_anonymous";
-    case memory_class::tmpfs_file: return "tmpfs_file";
-    case memory_class::hugetlb: return "hugetlb";
-    case memory_class::file: return "file";
-  }
-  return "unknown";
-}
-
-const char* name_of(thp_disabler who) noexcept {
-  switch (who) {
-    case thp_disabler::none: return "none";
-    case thp_disabler::process: return "process";
-    case thp_disabler::inherited: return "inherited";
-    case thp_disabler::unknown: return "unknown";
-  }
-  return "unknown";
-}
-
-thp_disabler thp_disabler_of(std::optional<bool> thp_enabled,
-                             std::optional<bool> parent_thp_enabled) noexcept {
-  if (!thp_enabled) return thp_disabler::unknown;
-  if (*thp_enabled) return thp_disabler::none;
-  // PR_SET_THP_DISABLE survives fork and exec: a parent with it set passed it down.
-  if (!parent_thp_enabled) return thp_disabler::unknown;
-  return *parent_thp_enabled ? thp_disabler::process : thp_disabler::inherited;
-}
-
 namespace {
-
-// The non-empty pieces of `text` between `separator`s.
-std::vector<std::string_view> split(std::string_view text, char separator) {
-  std::vector<std::string_view> out;
-  while (!text.empty()) {
-    const auto at = text.find(separator);
-    if (at != 0) out.push_back(text.substr(0, at));
-    text.remove_prefix(at == std::string_view::npos ? text.size() : at + 1);
-  }
-  return out;
-}
 
 bool is_anonymous_name(std::string_view name) {
   return name.empty() || name == "[heap]" || name == "[stack]" || name.rfind("[anon:", 0) == 0;
@@ -138,24 +94,6 @@ std::string runtime_of(const std::vector<mapping_info>& mappings, const std::str
 bool mallocs_with_glibc(std::string_view allocator) noexcept {
   return allocator != "jemalloc" && allocator != "tcmalloc" && allocator != "mimalloc" &&
          allocator != "musl";
-}
-
-std::vector<mount_entry> parse_mountinfo(std::string_view text) {
-  std::vector<mount_entry> out;
-  for (mount_info& mount : hugepage::parse_mountinfo(text)) {
-    mount_entry m;
-    m.device = std::move(mount.device);
-    m.point = std::move(mount.point);
-    m.fstype = std::move(mount.fstype);
-    if (m.fstype == "tmpfs") {
-      m.huge = "never";  // tmpfs's default, which mountinfo leaves out
-      for (const std::string_view option : split(mount.super_options, ',')) {
-        if (option.rfind("huge=", 0) == 0) m.huge = std::string(option.substr(5));
-      }
-    }
-    out.push_back(std::move(m));
-  }
-  return out;
 }
 
 std::vector<std::size_t> thread_heap_candidates(const std::vector<mapping_info>& mappings) {

@@ -7,6 +7,8 @@
 // latency of a cache miss plus, when the page is not in the TLB, a page walk. The ratio of the two
 // is the TLB tax that huge pages remove; backing_of() proves what each buffer was really on. Under
 // virtualisation a page walk is two-dimensional (guest and host tables), so the tax is larger.
+#include "probe.hpp"
+
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -15,22 +17,22 @@
 #include <cstdlib>
 #include <exception>
 
+#include "format.hpp"
 #include "hugepage/backing.hpp"
 #include "hugepage/cgroup.hpp"
-#include "hugepage/detail/tlb_probe.hpp"
 #include "hugepage/kernel_files.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/perf_counters.hpp"
 #include "hugepage/strategy.hpp"
-#include "report.hpp"
+#include "tlb_probe.hpp"
 
 namespace hugepage::doctor {
 
 namespace {
 
-// The measuring core (the random cycle, the chase on base and on huge pages) is the library's,
-// shared with the benchmark's machine header.
-constexpr std::size_t line_bytes = detail::probe_line_bytes;
+// The measuring core (the random cycle, the chase on base and on huge pages) is shared with the
+// benchmark's machine header (tools/common/tlb_probe.hpp).
+constexpr std::size_t line_bytes = tools::probe_line_bytes;
 
 std::size_t resident_bytes() {
   const std::optional<statm_pages> statm = read_statm();
@@ -127,8 +129,7 @@ probe_report run_probe(const std::vector<std::size_t>& working_sets) {
     }
     try {
       std::error_code ec;
-      const detail::chase_pair pair =
-          detail::chase_base_and_huge(bytes, row.accesses, counters, ec);
+      const tools::chase_pair pair = tools::chase_base_and_huge(bytes, row.accesses, counters, ec);
       if (ec) {
         row.error = "cannot map " + format_bytes(bytes) + ": " + ec.message();
         report.rows.push_back(row);

@@ -1,4 +1,6 @@
 // tools/doctor/process_access.cpp - why a process cannot be read: the facts, and the message.
+#include "process_access.hpp"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,7 +12,7 @@
 
 #include "hugepage/kernel_counters.hpp"
 #include "hugepage/kernel_files.hpp"
-#include "report.hpp"
+#include "proc_text.hpp"
 
 namespace hugepage::doctor {
 

@@ -5,14 +5,19 @@
 // its # HELP and # TYPE lines once, before its first sample. Label values a process controls
 // (comm) go through printable() first, so they hold no control byte and only valid UTF-8, then
 // get the format's own escapes.
+#include "prometheus.hpp"
+
 #include <fmt/format.h>
 
 #include <cmath>
 #include <utility>
 #include <vector>
 
+#include "advice.hpp"
 #include "hugepage/detail/prometheus_text.hpp"
-#include "report.hpp"
+#include "probe.hpp"
+#include "process_report.hpp"
+#include "system_report.hpp"
 #include "text.hpp"
 
 namespace hugepage::doctor {

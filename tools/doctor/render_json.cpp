@@ -2,12 +2,17 @@
 //
 // The JSON field names are a contract (tools/README.md, "JSON schema"): add fields, never rename
 // or remove them without a new json_schema.
+#include "render_json.hpp"
+
 #include <fmt/format.h>
 
 #include <cmath>
 
+#include "advice.hpp"
 #include "json.hpp"
-#include "report.hpp"
+#include "probe.hpp"
+#include "process_report.hpp"
+#include "system_report.hpp"
 
 namespace hugepage::doctor {
 

@@ -2,13 +2,21 @@
 //
 // What a process controls (its title, comm, mapping and file names, environment) is printed
 // through printable(); commands are printed as they are, to be pasted (advice_rules.hpp).
+#include "render_table.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 
-#include "report.hpp"
+#include "advice.hpp"
+#include "format.hpp"
+#include "mapping_coverage.hpp"
+#include "probe.hpp"
+#include "process_report.hpp"
+#include "system_report.hpp"
 #include "text.hpp"
+#include "thp_disabler.hpp"
 
 namespace hugepage::doctor {
 

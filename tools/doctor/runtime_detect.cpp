@@ -1,12 +1,14 @@
 // tools/doctor/runtime_detect.cpp - recognising a runtime or server (JVM, PostgreSQL, Redis,
 // MariaDB/MySQL, memcached, Node.js, Python with numpy) and its huge page settings.
+#include "runtime_detect.hpp"
+
 #include <algorithm>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "jvm_options.hpp"
-#include "report.hpp"
+#include "process_report.hpp"
 #include "runtime_go.hpp"
 
 namespace hugepage::doctor {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "hugepage/smaps.hpp"
-#include "report.hpp"
+#include "process_report.hpp"
 
 namespace hugepage::doctor {
 

@@ -9,9 +9,13 @@
 #include <optional>
 #include <string>
 
+#include "advice.hpp"
+#include "advise_process.hpp"
 #include "doctor_advice_support.hpp"
 #include "proc_text.hpp"
-#include "report.hpp"
+#include "process_report.hpp"
+#include "runtime_detect.hpp"
+#include "system_report.hpp"
 #include "text.hpp"
 
 namespace hugepage::doctor {

@@ -9,8 +9,14 @@
 #include <optional>
 #include <string>
 
+#include "advice.hpp"
+#include "advise_process.hpp"
+#include "allocator_settings.hpp"
 #include "doctor_advice_support.hpp"
-#include "report.hpp"
+#include "mapping_summary.hpp"
+#include "process_report.hpp"
+#include "runtime_detect.hpp"
+#include "system_report.hpp"
 #include "text.hpp"
 
 namespace hugepage::doctor {

@@ -6,11 +6,17 @@
 #include <string>
 #include <vector>
 
+#include "advice.hpp"
 #include "advice_reach.hpp"
 #include "advice_rules.hpp"
+#include "advise_process.hpp"
+#include "allocator_settings.hpp"
 #include "doctor_advice_support.hpp"
 #include "proc_text.hpp"
-#include "report.hpp"
+#include "process_report.hpp"
+#include "runtime_detect.hpp"
+#include "system_report.hpp"
+#include "thp_disabler.hpp"
 
 namespace hugepage::doctor {
 namespace {

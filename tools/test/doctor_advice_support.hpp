@@ -8,8 +8,11 @@
 #include <utility>
 #include <vector>
 
+#include "advice.hpp"
+#include "allocator_settings.hpp"
 #include "hugepage/page_size.hpp"
-#include "report.hpp"
+#include "process_report.hpp"
+#include "system_report.hpp"
 
 namespace hugepage::doctor::advice_test {
 

@@ -8,9 +8,12 @@
 #include <optional>
 #include <string>
 
+#include "advice.hpp"
+#include "advise_system.hpp"
 #include "doctor_advice_support.hpp"
+#include "format.hpp"
 #include "hugepage/refusal.hpp"
-#include "report.hpp"
+#include "system_report.hpp"
 #include "text.hpp"
 
 namespace hugepage::doctor {

@@ -11,7 +11,11 @@
 #include <vector>
 
 #include "hugepage/smaps.hpp"
-#include "report.hpp"
+#include "mapping_summary.hpp"
+#include "process_report.hpp"
+#include "render_json.hpp"
+#include "render_table.hpp"
+#include "system_report.hpp"
 
 namespace hugepage::doctor {
 

@@ -18,8 +18,14 @@
 #include <sstream>
 
 #include "capture.hpp"
+#include "collect_process.hpp"
 #include "doctor_cli_support.hpp"
-#include "report.hpp"
+#include "mapping_summary.hpp"
+#include "memory_classes.hpp"
+#include "mounts.hpp"
+#include "process_report.hpp"
+#include "runtime_detect.hpp"
+#include "thp_disabler.hpp"
 
 namespace {
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "collapse_command.hpp"
+#include "render_collapse.hpp"
 
 namespace {
 

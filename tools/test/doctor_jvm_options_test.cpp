@@ -7,9 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "advice.hpp"
+#include "advise_process.hpp"
 #include "doctor_advice_support.hpp"
 #include "jvm_options.hpp"
-#include "report.hpp"
+#include "process_report.hpp"
+#include "runtime_detect.hpp"
 
 namespace hugepage::doctor {
 namespace {

@@ -9,11 +9,19 @@
 #include <sstream>
 #include <string>
 
+#include "advise_system.hpp"
+#include "allocator_settings.hpp"
+#include "collect_system.hpp"
 #include "doctor_samples.hpp"
+#include "format.hpp"
 #include "hugepage/cgroup.hpp"
 #include "hugepage/smaps.hpp"
+#include "mapping_summary.hpp"
 #include "proc_text.hpp"
-#include "report.hpp"
+#include "process_report.hpp"
+#include "render_json.hpp"
+#include "render_table.hpp"
+#include "system_report.hpp"
 
 namespace hugepage::doctor {
 namespace {

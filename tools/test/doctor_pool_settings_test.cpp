@@ -7,11 +7,17 @@
 #include <string>
 #include <vector>
 
+#include "advice.hpp"
 #include "advice_reach.hpp"
 #include "advice_rules.hpp"
+#include "advise_process.hpp"
+#include "allocator_settings.hpp"
 #include "doctor_advice_support.hpp"
-#include "report.hpp"
+#include "memory_classes.hpp"
+#include "process_report.hpp"
+#include "runtime_detect.hpp"
 #include "runtime_go.hpp"
+#include "system_report.hpp"
 
 namespace hugepage::doctor {
 namespace {

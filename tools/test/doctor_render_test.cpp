@@ -7,7 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "report.hpp"
+#include "advice.hpp"
+#include "mapping_coverage.hpp"
+#include "process_report.hpp"
+#include "render_json.hpp"
+#include "render_table.hpp"
+#include "system_report.hpp"
 
 namespace hugepage::doctor {
 namespace {

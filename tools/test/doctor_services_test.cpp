@@ -17,9 +17,14 @@
 #include <string>
 #include <vector>
 
+#include "advice.hpp"
+#include "advise_process.hpp"
 #include "capture.hpp"
+#include "collect_process.hpp"
 #include "hugepage/page_size.hpp"
-#include "report.hpp"
+#include "process_report.hpp"
+#include "render_table.hpp"
+#include "system_report.hpp"
 
 namespace hugepage::doctor {
 namespace {

@@ -7,7 +7,9 @@
 #include <cstdlib>
 #include <string>
 
-#include "report.hpp"
+#include "collect_process.hpp"
+#include "debian_packages.hpp"
+#include "process_access.hpp"
 #include "text.hpp"
 
 namespace hugepage::doctor {

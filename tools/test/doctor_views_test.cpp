@@ -6,9 +6,12 @@
 #include <sstream>
 #include <string>
 
+#include "collect_process.hpp"
 #include "doctor_samples.hpp"
 #include "hugepage/smaps.hpp"
-#include "report.hpp"
+#include "mapping_summary.hpp"
+#include "memory_classes.hpp"
+#include "process_report.hpp"
 #include "shared_views.hpp"
 
 namespace hugepage::doctor {

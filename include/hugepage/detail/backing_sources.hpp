@@ -14,7 +14,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <optional>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -482,48 +481,6 @@ inline void settle_pfn_note(backing_report& r, bool fell_back) {
 // report's own note, or else the source it used.
 inline std::string after_fallback(const std::string& why, const backing_report& r) {
   return why + "; " + (r.note.empty() ? "used " + std::string(name_of(r.source)) : r.note);
-}
-
-/// What backs each whole mapping of `mappings`, the smaps of process `pid` that the caller has
-/// already read: one report per mapping, in order, as backing_of(pid, m.start, m.size()) gives it
-/// from the same smaps (PAGEMAP_SCAN, else kpageflags, else smaps' counters; `note` says why a
-/// source was passed over), without reading smaps again. backing_of reads smaps on every call
-/// where its fast path is not taken, which for every mapping of a process costs the square of
-/// its size; this costs one PAGEMAP_SCAN per mapping and run of pages.
-inline std::vector<backing_report> backing_of_mappings(pid_t pid,
-                                                       const std::vector<mapping_info>& mappings) {
-  std::vector<backing_report> out;
-  out.reserve(mappings.size());
-  const unique_fd pagemap(open_read_only(proc_path(pid, "pagemap").c_str()));
-  const int pagemap_errno = errno;
-  // Why PAGEMAP_SCAN is passed over; "" while it answers.
-  std::string why =
-      pagemap ? std::string()
-              : "cannot open " + proc_path(pid, "pagemap") + ": " + std::strerror(pagemap_errno);
-  std::optional<unique_fd> kpageflags;        // opened once PAGEMAP_SCAN is passed over
-  std::vector<mapping_info> one(1);           // the walkers take a list of mappings
-  std::vector<pagemap::page_region> regions;  // one scan buffer for every mapping
-  for (const mapping_info& m : mappings) {
-    one[0] = m;
-    backing_report r;
-    r.bytes = m.size();
-    std::error_code ec;
-    if (why.empty()) {
-      if (backing_by_scan(one, m.start, m.end, pagemap.get(), r, ec, regions)) {
-        out.push_back(std::move(r));
-        continue;
-      }
-      why = scan_failure_note(ec);
-      r = backing_report{};
-      r.bytes = m.size();
-    }
-    if (!kpageflags) kpageflags.emplace(open_read_only("/proc/kpageflags"));
-    backing_by_pfn(one, m.start, m.end, pagemap.get(), kpageflags->get(), r);
-    settle_pfn_note(r, !(r.exact && r.source == backing_source::kpageflags));
-    r.note = after_fallback(why, r);
-    out.push_back(std::move(r));
-  }
-  return out;
 }
 
 }  // namespace hugepage::detail

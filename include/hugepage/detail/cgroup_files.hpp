@@ -18,10 +18,10 @@
 #include <system_error>
 #include <vector>
 
+#include "hugepage/detail/monotonic_clock.hpp"
 #include "hugepage/detail/proc_file.hpp"
 #include "hugepage/kernel_files.hpp"
 #include "hugepage/page_size.hpp"
-#include "hugepage/stats.hpp"
 
 namespace hugepage::detail {
 

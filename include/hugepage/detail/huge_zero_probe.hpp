@@ -6,6 +6,7 @@
 #pragma once
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include "hugepage/detail/proc_file.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/page_size.hpp"
+#include "hugepage/process_view.hpp"
 
 namespace hugepage::detail {
 
@@ -45,9 +47,11 @@ inline bool scan_alone_is_exact(const read_fault_probe& p) noexcept {
   return !p.small_zero_page || p.huge_zero_page_off;
 }
 
-// Read-faults a THP-advised, aligned 2 MiB and a MADV_NOHUGEPAGE page of our own and scans both.
-inline read_fault_probe probe_read_faults() noexcept {
+// Read-faults a THP-advised, aligned 2 MiB and a MADV_NOHUGEPAGE page of our own and scans both
+// through `self`, a view of this process (scanned = false for a view of another one).
+inline read_fault_probe probe_read_faults(const process_view& self) noexcept {
   read_fault_probe probe;
+  if (self.pid() != 0 && self.pid() != ::getpid()) return probe;
   const std::size_t window = 2 * units::mib;
   const std::size_t page = os::base_page_size();
   const std::size_t length = 2 * window + page;
@@ -62,18 +66,18 @@ inline read_fault_probe probe_read_faults() noexcept {
   (void)*static_cast<volatile const char*>(huge);
   (void)*static_cast<volatile const char*>(small);
   probe.huge_zero_page_off = huge_zero_page_off();
-  const unique_fd fd(open_read_only("/proc/self/pagemap"));
+  const int fd = self.pagemap_fd();
   constexpr std::uint64_t wanted =
       pagemap::page_is_present | pagemap::page_is_huge | pagemap::page_is_pfnzero;
   pagemap::page_region region{};
   std::size_t count = 0;
   std::uintptr_t walk_end = 0;
-  if (fd && !pagemap::scan(fd.get(), aligned, aligned + window, pagemap::page_is_present, wanted,
-                           &region, 1, count, walk_end)) {
+  if (fd >= 0 && !pagemap::scan(fd, aligned, aligned + window, pagemap::page_is_present, wanted,
+                                &region, 1, count, walk_end)) {
     probe.huge = count != 0 && (region.categories & pagemap::page_is_huge) != 0;
     probe.huge_pfnzero = probe.huge && (region.categories & pagemap::page_is_pfnzero) != 0;
     const auto at = reinterpret_cast<std::uintptr_t>(small);
-    if (!pagemap::scan(fd.get(), at, at + page, pagemap::page_is_present, wanted, &region, 1, count,
+    if (!pagemap::scan(fd, at, at + page, pagemap::page_is_present, wanted, &region, 1, count,
                        walk_end)) {
       probe.scanned = true;
       probe.small_zero_page = count != 0 && (region.categories & pagemap::page_is_pfnzero) != 0;
@@ -81,6 +85,12 @@ inline read_fault_probe probe_read_faults() noexcept {
   }
   ::munmap(raw, length);
   return probe;
+}
+
+// probe_read_faults(self) with a view of this process of its own.
+inline read_fault_probe probe_read_faults() noexcept {
+  const process_view self;
+  return probe_read_faults(self);
 }
 
 // Whether backing_of may use PAGEMAP_SCAN without smaps (see scan_alone_is_exact). Probed once per

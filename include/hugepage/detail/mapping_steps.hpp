@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <system_error>
 
+#include "hugepage/detail/monotonic_clock.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/page_size.hpp"
 #include "hugepage/stats.hpp"

@@ -19,6 +19,7 @@
 #include "hugepage/kernel_files.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/page_size.hpp"
+#include "hugepage/process_view.hpp"
 
 namespace hugepage::detail {
 
@@ -51,24 +52,23 @@ inline std::uint64_t address_space_used() {
 /// [vsyscall], which the kernel lists (last, at the top of the address space) but does not count.
 /// 0 when unreadable. Reads through a buffer on the stack: at the limit, malloc cannot map more.
 inline std::uint64_t mapping_count() noexcept {
-  const int fd = open_read_only("/proc/self/maps");
-  if (fd < 0) return 0;
+  const process_view self;
+  if (self.maps_fd() < 0) return 0;
   char buffer[4096];
   constexpr char vsyscall_line_end[] = "[vsyscall]\n";
   constexpr std::size_t tail_size = sizeof vsyscall_line_end - 1;
   char tail[tail_size] = {};  // the last bytes read, oldest first
   std::uint64_t lines = 0;
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
+  for (std::uint64_t offset = 0;;) {
+    const long n = self.read_maps(buffer, sizeof buffer, offset);
     if (n <= 0) break;
-    for (ssize_t i = 0; i < n; ++i) {
+    offset += static_cast<std::uint64_t>(n);
+    for (long i = 0; i < n; ++i) {
       lines += buffer[i] == '\n' ? 1 : 0;
       std::memmove(tail, tail + 1, tail_size - 1);
       tail[tail_size - 1] = buffer[i];
     }
   }
-  ::close(fd);
   const bool vsyscall_last = std::memcmp(tail, vsyscall_line_end, tail_size) == 0;
   return vsyscall_last && lines > 0 ? lines - 1 : lines;
 }

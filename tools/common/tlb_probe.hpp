@@ -1,5 +1,6 @@
-// hugepage/detail/tlb_probe.hpp - the measuring core of hugepage-doctor --probe, shared with the
-// benchmark's machine header: what huge pages save a dependent random-access workload.
+// tools/common/tlb_probe.hpp - the measuring core of hugepage-doctor --probe, shared with the
+// benchmark's machine header: what huge pages save a dependent random-access workload. Code of
+// the tools, over the library's public API: not part of the library, and not installed.
 //
 // One random cyclic permutation of a working set's 64-byte lines (Sattolo's algorithm: a single
 // cycle, so the chase visits every line) is written as pointers into two buffers: one on base
@@ -25,7 +26,7 @@
 #include "hugepage/perf_counters.hpp"
 #include "hugepage/strategy.hpp"
 
-namespace hugepage::detail {
+namespace hugepage::tools {
 
 inline constexpr std::size_t probe_line_bytes = 64;
 
@@ -118,4 +119,4 @@ inline chase_pair chase_base_and_huge(std::size_t bytes, std::uint64_t steps,
   return out;
 }
 
-}  // namespace hugepage::detail
+}  // namespace hugepage::tools

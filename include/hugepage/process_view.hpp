@@ -1,0 +1,212 @@
+// hugepage/process_view.hpp - one process, opened once: its pagemap, its maps, kpageflags.
+//
+// backing_of(), collapse(), upkeep() and the doctor read the same files of a process: its
+// /proc/PID/pagemap (PAGEMAP_SCAN and pagemap words), its /proc/PID/maps (PROCMAP_QUERY, or the
+// text) and, for exact coverage without PAGEMAP_SCAN, /proc/kpageflags. A process_view opens the
+// first two when it is made and kpageflags the first time it is asked for, keeps the errno of
+// each open, and words a failed open once ("cannot open /proc/PID/pagemap: Permission denied").
+// Hand one view to several calls and the process is opened once; the overloads that take a pid
+// build a view of their own.
+//
+//   file                 opened            used by
+//   /proc/PID/pagemap    when made         backing_of, collapse, upkeep, the huge-zero probe
+//   /proc/PID/maps       when made         backing_of, collapse (PROCMAP_QUERY); maps_text()
+//   /proc/PID/smaps      per read_smaps()  backing_of where the fast path is not taken
+//   /proc/kpageflags     on first use      backing_of with the kpageflags source
+//
+// The descriptors stay with the process the view was made for: an exited one reads as such, never
+// as a later process given the same pid, and a view of this process made before fork() reads the
+// parent's memory in the child (the child makes its own). `root` puts every file under a directory
+// ("" for the live system), as kernel_files.hpp's readers do: a copy of a process's maps and smaps
+// reads from there; the ioctls answer only on the kernel's own files.
+//
+// Needs: read access to the files (for another process, ptrace-read access). Any kernel; the
+// ioctls callers run on the descriptors need Linux 6.7 (PAGEMAP_SCAN) and 6.11 (PROCMAP_QUERY).
+// Thread-safe: the descriptors are read-only once made, and kpageflags is opened once whichever
+// thread asks first.
+#pragma once
+
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "hugepage/detail/proc_file.hpp"
+#include "hugepage/smaps.hpp"
+
+namespace hugepage {
+
+/// The pagemap, maps and (on demand) kpageflags files of one process, opened once. Not copyable
+/// or movable: make it where it is used, and pass it by reference.
+class process_view {
+ public:
+  /// Opens the pagemap and maps files of process `pid` (0: this process, /proc/self) on the live
+  /// system. Never throws and allocates nothing (collapse() and upkeep() build one on an
+  /// allocation path); a file that cannot be opened is recorded (pagemap_errno(), maps_errno()).
+  explicit process_view(pid_t pid = 0) noexcept : pid_(pid) { open_files(); }
+
+  /// The same under `root` ("" for the live system): every file the view opens is root + its
+  /// path. Throws std::bad_alloc.
+  process_view(pid_t pid, std::string root) : pid_(pid), root_(std::move(root)) { open_files(); }
+
+  process_view(const process_view&) = delete;
+  process_view& operator=(const process_view&) = delete;
+
+  ~process_view() {
+    close_fd(pagemap_fd_);
+    close_fd(maps_fd_);
+    close_fd(kpageflags_fd_.load());
+  }
+
+  /// The process (0: this process).
+  pid_t pid() const noexcept { return pid_; }
+  /// The directory the files are read under ("": the live system).
+  const std::string& root() const noexcept { return root_; }
+
+  /// /proc/PID/pagemap, or -1 when it could not be opened (pagemap_errno() says why).
+  int pagemap_fd() const noexcept { return pagemap_fd_; }
+  /// The errno of the pagemap open; 0 when it is open.
+  int pagemap_errno() const noexcept { return pagemap_errno_; }
+  /// "cannot open /proc/PID/pagemap: <strerror>"; "" when it is open.
+  std::string pagemap_error() const { return error_of("pagemap", pagemap_errno_); }
+
+  /// /proc/PID/maps, or -1 when it could not be opened (maps_errno() says why).
+  int maps_fd() const noexcept { return maps_fd_; }
+  /// The errno of the maps open; 0 when it is open.
+  int maps_errno() const noexcept { return maps_errno_; }
+  /// "cannot open /proc/PID/maps: <strerror>"; "" when it is open.
+  std::string maps_error() const { return error_of("maps", maps_errno_); }
+
+  /// /proc/kpageflags, opened on the first call (once, whichever thread asks first); -1 when it
+  /// cannot be opened (it needs CAP_SYS_ADMIN): kpageflags_errno() says why.
+  int kpageflags_fd() const noexcept {
+    int fd = kpageflags_fd_.load();
+    if (fd != not_tried) return fd;
+    char path[path_capacity];
+    int opened = -1;
+    if (!kpageflags_path(path, sizeof path)) {
+      kpageflags_errno_.store(ENAMETOOLONG);
+    } else {
+      opened = detail::open_read_only(path);
+      if (opened < 0) kpageflags_errno_.store(errno);
+    }
+    if (!kpageflags_fd_.compare_exchange_strong(fd, opened)) {
+      close_fd(opened);  // another thread opened it first: `fd` holds its answer
+      return fd;
+    }
+    return opened;
+  }
+  /// Whether kpageflags_fd() has been asked for (and so /proc/kpageflags opened, or tried).
+  bool kpageflags_tried() const noexcept { return kpageflags_fd_.load() != not_tried; }
+  /// The errno of the kpageflags open; 0 when it is open or has not been tried.
+  int kpageflags_errno() const noexcept { return kpageflags_errno_.load(); }
+
+  /// The path of the process's `file` ("pagemap", "maps", "smaps"): root + /proc/PID/file, with
+  /// /proc/self for pid 0. Throws std::bad_alloc.
+  std::string path_of(const char* file) const { return root_ + detail::proc_path(pid_, file); }
+
+  /// The text of /proc/PID/maps, read from the view's descriptor; nullopt (and `ec` set) when it
+  /// is not open or a read fails. Throws std::bad_alloc.
+  std::optional<std::string> maps_text(std::error_code& ec) const {
+    ec.clear();
+    if (maps_fd_ < 0) {
+      ec = std::error_code(maps_errno_, std::generic_category());
+      return std::nullopt;
+    }
+    std::string text;
+    char buffer[16384];
+    for (std::uint64_t offset = 0;;) {
+      const long n = read_maps(buffer, sizeof buffer, offset);
+      if (n < 0) {
+        ec = std::error_code(errno, std::generic_category());
+        return std::nullopt;
+      }
+      if (n == 0) break;
+      text.append(buffer, static_cast<std::size_t>(n));
+      offset += static_cast<std::uint64_t>(n);
+    }
+    return text;
+  }
+
+  /// Reads up to `size` bytes of /proc/PID/maps at `offset` into `buffer`: the bytes read (0 at
+  /// the end), or -1 with errno set. Allocates nothing (for counting mappings when the process is
+  /// at its limit and malloc cannot map more).
+  long read_maps(char* buffer, std::size_t size, std::uint64_t offset) const noexcept {
+    if (maps_fd_ < 0) {
+      errno = maps_errno_;
+      return -1;
+    }
+    return detail::pread_full(maps_fd_, buffer, size, offset);
+  }
+
+  /// The process's smaps (root + /proc/PID/smaps), parsed; empty and `ec` set when it cannot be
+  /// read. Read anew on every call: smaps walks the process's page tables. Throws std::bad_alloc.
+  std::vector<mapping_info> read_smaps(std::error_code& ec) const {
+    if (root_.empty()) return hugepage::read_smaps(pid_, ec);
+    const std::string text = detail::read_file(path_of("smaps").c_str(), ec);
+    if (ec) return {};
+    return parse_smaps(text);
+  }
+
+ private:
+  static constexpr int not_tried = -2;
+  static constexpr std::size_t path_capacity = 4096;  // PATH_MAX
+
+  static void close_fd(int fd) noexcept {
+    if (fd >= 0) ::close(fd);
+  }
+
+  // root + /proc/PID/file (or /proc/self/file) into `out`; false when it does not fit.
+  bool format_path(const char* file, char* out, std::size_t size) const noexcept {
+    const int n = pid_ == 0 ? std::snprintf(out, size, "%s/proc/self/%s", root_.c_str(), file)
+                            : std::snprintf(out, size, "%s/proc/%ld/%s", root_.c_str(),
+                                            static_cast<long>(pid_), file);
+    return n >= 0 && static_cast<std::size_t>(n) < size;
+  }
+
+  bool kpageflags_path(char* out, std::size_t size) const noexcept {
+    const int n = std::snprintf(out, size, "%s/proc/kpageflags", root_.c_str());
+    return n >= 0 && static_cast<std::size_t>(n) < size;
+  }
+
+  void open_one(const char* file, int& fd, int& error) noexcept {
+    char path[path_capacity];
+    if (!format_path(file, path, sizeof path)) {
+      error = ENAMETOOLONG;
+      return;
+    }
+    fd = detail::open_read_only(path);
+    error = fd < 0 ? errno : 0;
+  }
+
+  void open_files() noexcept {
+    open_one("pagemap", pagemap_fd_, pagemap_errno_);
+    open_one("maps", maps_fd_, maps_errno_);
+  }
+
+  std::string error_of(const char* file, int error) const {
+    if (error == 0) return {};
+    return "cannot open " + path_of(file) + ": " + std::strerror(error);
+  }
+
+  pid_t pid_;
+  std::string root_;
+  int pagemap_fd_ = -1;
+  int pagemap_errno_ = 0;
+  int maps_fd_ = -1;
+  int maps_errno_ = 0;
+  mutable std::atomic<int> kpageflags_fd_{not_tried};
+  mutable std::atomic<int> kpageflags_errno_{0};
+};
+
+}  // namespace hugepage

@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""Tests of scripts/check_layers.py: the repository passes, and each planted fault in a temporary
+copy of include/ fails, naming the file and line. Run by the ctest Lint.Layers:
+`python3 -m unittest scripts/check_layers_test.py` from the repository root."""
+
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+SCRIPTS = pathlib.Path(__file__).resolve().parent
+ROOT = SCRIPTS.parent
+CHECKER = SCRIPTS / "check_layers.py"
+
+
+def run_checker(root):
+    """Runs the checker as scripts/lint does: (exit status, stderr)."""
+    done = subprocess.run([sys.executable, str(CHECKER), "--root", str(root)],
+                          capture_output=True, text=True, check=False)
+    return done.returncode, done.stderr
+
+
+def append_include(path, target):
+    """Adds `#include "hugepage/<target>"` after the last include of `path`; returns its line."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    last = max(i for i, line in enumerate(lines) if line.startswith("#include"))
+    lines.insert(last + 1, f'#include "hugepage/{target}"')
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return last + 2
+
+
+class CheckLayersTest(unittest.TestCase):
+    def setUp(self):
+        self.scratch = tempfile.TemporaryDirectory()
+        self.root = pathlib.Path(self.scratch.name)
+        shutil.copytree(ROOT / "include", self.root / "include")
+        self.headers = self.root / "include" / "hugepage"
+        self.map = self.root / "include" / "layers.txt"
+
+    def tearDown(self):
+        self.scratch.cleanup()
+
+    def map_line(self, header):
+        """The line of the map that lists `header`."""
+        lines = self.map.read_text(encoding="utf-8").splitlines()
+        return 1 + next(i for i, line in enumerate(lines) if line.split("#")[0].strip() == header)
+
+    def assert_fails_with(self, *expected):
+        status, errors = run_checker(self.root)
+        self.assertEqual(status, 1, errors)
+        for text in expected:
+            self.assertIn(text, errors)
+
+    def test_the_repository_has_no_climbing_include(self):
+        status, errors = run_checker(ROOT)
+        self.assertEqual(status, 0, errors)
+
+    def test_the_untouched_copy_passes(self):
+        status, errors = run_checker(self.root)
+        self.assertEqual(status, 0, errors)
+
+    def test_a_public_header_including_a_higher_floor_fails(self):
+        line = append_include(self.headers / "os.hpp", "strategy.hpp")
+        self.assert_fails_with(
+            f"include/hugepage/os.hpp:{line}: includes hugepage/strategy.hpp (floor strategy) "
+            "from floor kernel: an include climbs")
+
+    def test_a_detail_header_including_a_higher_floor_fails(self):
+        line = append_include(self.headers / "detail" / "pagemap.hpp", "backing.hpp")
+        self.assert_fails_with(
+            f"include/hugepage/detail/pagemap.hpp:{line}: includes hugepage/backing.hpp (floor "
+            "introspection) from floor kernel: an include climbs")
+
+    def test_an_include_in_angle_brackets_is_checked_too(self):
+        path = self.headers / "strategy.hpp"
+        lines = path.read_text(encoding="utf-8").splitlines()
+        lines.insert(1, "#include <hugepage/arena.hpp>")
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        self.assert_fails_with("include/hugepage/strategy.hpp:2: includes hugepage/arena.hpp "
+                               "(floor adapters) from floor strategy: an include climbs")
+
+    def test_an_include_on_the_same_floor_or_below_passes(self):
+        append_include(self.headers / "collapse.hpp", "label.hpp")  # same floor: upkeep
+        append_include(self.headers / "collapse.hpp", "errors.hpp")  # down to kernel
+        status, errors = run_checker(self.root)
+        self.assertEqual(status, 0, errors)
+
+    def test_a_header_missing_from_the_map_fails(self):
+        (self.headers / "detail" / "planted.hpp").write_text("#pragma once\n", encoding="utf-8")
+        self.assert_fails_with("include/hugepage/detail/planted.hpp:1: not in the layer map "
+                               "(layers.txt)")
+
+    def test_an_include_of_an_unknown_header_fails(self):
+        line = append_include(self.headers / "os.hpp", "no_such.hpp")
+        self.assert_fails_with(f"include/hugepage/os.hpp:{line}: includes hugepage/no_such.hpp, "
+                               "which is not in the layer map")
+
+    def test_an_include_by_a_relative_path_fails(self):
+        path = self.headers / "detail" / "proc_file.hpp"
+        lines = path.read_text(encoding="utf-8").splitlines()
+        lines.insert(1, '#include "../strategy.hpp"')
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        self.assert_fails_with('include/hugepage/detail/proc_file.hpp:2: includes '
+                               '"../strategy.hpp" by a relative path')
+
+    def test_a_map_entry_without_its_header_fails(self):
+        (self.headers / "smaps.hpp").unlink()
+        line = self.map_line("smaps.hpp")
+        self.assert_fails_with(f"include/layers.txt:{line}: smaps.hpp is not in include/hugepage")
+
+    def test_a_header_listed_on_two_floors_fails(self):
+        with self.map.open("a", encoding="utf-8") as out:
+            out.write("os.hpp\n")
+        self.assert_fails_with(f"os.hpp listed twice (first on line {self.map_line('os.hpp')})")
+
+    def test_an_allowed_climb_passes_and_is_named(self):
+        line = append_include(self.headers / "os.hpp", "strategy.hpp")
+        with self.map.open("a", encoding="utf-8") as out:
+            out.write("allow os.hpp -> strategy.hpp  # planted\n")
+        done = subprocess.run([sys.executable, str(CHECKER), "--root", str(self.root)],
+                              capture_output=True, text=True, check=False)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn(f"include/hugepage/os.hpp:{line}: known exception", done.stdout)
+
+    def test_an_allowance_for_an_include_that_no_longer_climbs_fails(self):
+        with self.map.open("a", encoding="utf-8") as out:
+            out.write("allow os.hpp -> strategy.hpp\n")
+        self.assert_fails_with("allow os.hpp -> strategy.hpp: no such include climbs any more")
+
+
+if __name__ == "__main__":
+    unittest.main()

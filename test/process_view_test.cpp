@@ -1,0 +1,307 @@
+// process_view_test.cpp - process_view: a process opened once, its errors worded once, and the
+// same answers through a view as through the calls that take a pid.
+#include "hugepage/process_view.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "hugepage/backing.hpp"
+#include "hugepage/collapse.hpp"
+#include "hugepage/os.hpp"
+#include "hugepage/upkeep.hpp"
+#include "support.hpp"
+
+namespace {
+
+using hugepage::backing_report;
+using hugepage::backing_source;
+using hugepage::process_view;
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+constexpr pid_t kNoSuchPid = 0x3fffffff;  // above pid_max's ceiling (2^22): never a process
+
+// 8 MiB of private anonymous memory on base pages (MADV_NOHUGEPAGE: nothing makes it huge
+// between two reads), its first 3 MiB written.
+class base_block {
+ public:
+  base_block() {
+    std::error_code ec;
+    p_ = hugepage::os::map_aligned(length, 2 * kMiB, ec);
+    if (p_ == nullptr) return;
+    ::madvise(p_, length, MADV_NOHUGEPAGE);
+    for (std::size_t at = 0; at < written; at += hugepage::os::base_page_size()) {
+      static_cast<volatile char*>(p_)[at] = 1;
+    }
+  }
+  base_block(const base_block&) = delete;
+  base_block& operator=(const base_block&) = delete;
+  ~base_block() {
+    if (p_ != nullptr) ::munmap(p_, length);
+  }
+  void* get() const { return p_; }
+
+  static constexpr std::size_t length = 8 * kMiB;
+  static constexpr std::size_t written = 3 * kMiB;
+
+ private:
+  void* p_ = nullptr;
+};
+
+// Every count of a report, and its source, note and exactness.
+std::string describe(const backing_report& r) {
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "source %s exact %d bytes %zu thp %zu base %zu not_resident %zu zero %zu "
+                "unmapped %zu unknown %zu note '%s'",
+                hugepage::name_of(r.source), r.exact ? 1 : 0, r.bytes, r.thp, r.base,
+                r.not_resident, r.zero_page, r.unmapped, r.unknown, r.note.c_str());
+  return line;
+}
+
+// How many of this process's descriptors are open on `target` ("/proc/kpageflags").
+int descriptors_on(const std::string& target) {
+  int count = 0;
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) return -1;
+  while (const dirent* entry = ::readdir(dir)) {
+    char link[PATH_MAX];
+    const std::string path = std::string("/proc/self/fd/") + entry->d_name;
+    const ssize_t n = ::readlink(path.c_str(), link, sizeof link - 1);
+    if (n > 0 && std::string(link, static_cast<std::size_t>(n)) == target) ++count;
+  }
+  ::closedir(dir);
+  return count;
+}
+
+TEST(ProcessView, NoSuchProcessGivesTheExactError) {
+  const process_view view(kNoSuchPid);
+  EXPECT_EQ(view.pid(), kNoSuchPid);
+  EXPECT_EQ(view.pagemap_fd(), -1);
+  EXPECT_EQ(view.pagemap_errno(), ENOENT);
+  EXPECT_EQ(view.pagemap_error(),
+            "cannot open /proc/1073741823/pagemap: No such file or directory");
+  EXPECT_EQ(view.maps_fd(), -1);
+  EXPECT_EQ(view.maps_errno(), ENOENT);
+  EXPECT_EQ(view.maps_error(), "cannot open /proc/1073741823/maps: No such file or directory");
+  std::error_code ec;
+  EXPECT_FALSE(view.maps_text(ec).has_value());
+  EXPECT_EQ(ec, std::errc::no_such_file_or_directory);
+  EXPECT_FALSE(view.kpageflags_tried()) << "nothing asked for kpageflags";
+  // backing_of_mappings passes PAGEMAP_SCAN over with the view's words, first in every note.
+  hugepage::mapping_info m;
+  m.start = 0x10000000;
+  m.end = m.start + 2 * kMiB;
+  const std::vector<backing_report> reports = hugepage::backing_of_mappings(view, {m});
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0].note.rfind(view.pagemap_error() + "; ", 0), 0u) << describe(reports[0]);
+  // The process's own files: an open of a pagemap that is no kernel file is not worded here.
+  EXPECT_EQ(process_view().pagemap_error(), "");
+  EXPECT_EQ(process_view().maps_error(), "");
+}
+
+// A view of this process answers what backing_of(p, n) answers, for every source, however many
+// calls it serves; backing_of_mappings(view, ...) what backing_of gives each whole mapping.
+TEST(ProcessView, OfSelfAnswersAsBackingOf) {
+  const base_block block;
+  ASSERT_NE(block.get(), nullptr);
+  const process_view view;
+  ASSERT_GE(view.pagemap_fd(), 0) << view.pagemap_error();
+  ASSERT_GE(view.maps_fd(), 0) << view.maps_error();
+  for (int round = 0; round < 2; ++round) {
+    const backing_report by_view = hugepage::backing_of(view, block.get(), block.length);
+    const backing_report by_call = hugepage::backing_of(block.get(), block.length);
+    EXPECT_EQ(describe(by_view), describe(by_call));
+    EXPECT_TRUE(by_view.exact) << describe(by_view);
+    EXPECT_EQ(by_view.base, block.written) << describe(by_view);
+    EXPECT_EQ(by_view.not_resident, block.length - block.written) << describe(by_view);
+    EXPECT_EQ(by_view.thp + by_view.unmapped + by_view.unknown, 0u) << describe(by_view);
+    for (const backing_source source :
+         {backing_source::pagemap_scan, backing_source::kpageflags, backing_source::smaps}) {
+      EXPECT_EQ(describe(hugepage::backing_of(view, block.get(), block.length, source)),
+                describe(hugepage::backing_of(0, block.get(), block.length, source)))
+          << hugepage::name_of(source);
+    }
+  }
+  std::error_code ec;
+  const std::vector<hugepage::mapping_info> mappings = view.read_smaps(ec);
+  ASSERT_FALSE(ec) << ec.message();
+  std::vector<hugepage::mapping_info> ours;
+  for (const hugepage::mapping_info& m : mappings) {
+    if (m.start <= reinterpret_cast<std::uintptr_t>(block.get()) &&
+        m.end > reinterpret_cast<std::uintptr_t>(block.get())) {
+      ours.push_back(m);
+    }
+  }
+  ASSERT_EQ(ours.size(), 1u) << "the block is one mapping";
+  const std::vector<backing_report> each = hugepage::backing_of_mappings(view, ours);
+  ASSERT_EQ(each.size(), 1u);
+  const backing_report whole =
+      hugepage::backing_of(view, reinterpret_cast<const void*>(ours[0].start), ours[0].size());
+  EXPECT_EQ(describe(each[0]), describe(whole));
+  // The maps text through the view is the process's own.
+  const auto text = view.maps_text(ec);
+  ASSERT_TRUE(text.has_value()) << ec.message();
+  char start[32];
+  std::snprintf(start, sizeof start, "%lx-", static_cast<unsigned long>(ours[0].start));
+  EXPECT_NE(text->find(start), std::string::npos) << "the block's line";
+}
+
+// kpageflags is opened only by a call that needs it, once for the view, closed with it.
+TEST(ProcessView, OpensKpageflagsOnlyWhenAsked) {
+  const base_block block;
+  ASSERT_NE(block.get(), nullptr);
+  const int before = descriptors_on("/proc/kpageflags");
+  ASSERT_GE(before, 0);
+  {
+    const process_view view;
+    const backing_report scan =
+        hugepage::backing_of(view, block.get(), block.length, backing_source::pagemap_scan);
+    hugepage::backing_of(view, block.get(), block.length, backing_source::smaps);
+    EXPECT_FALSE(view.kpageflags_tried());
+    EXPECT_EQ(descriptors_on("/proc/kpageflags"), before);
+    if (scan.source == backing_source::pagemap_scan) {
+      hugepage::backing_of(view, block.get(), block.length);  // PAGEMAP_SCAN answers: no fallback
+      EXPECT_FALSE(view.kpageflags_tried()) << describe(scan);
+    }
+    hugepage::backing_of(view, block.get(), block.length, backing_source::kpageflags);
+    hugepage::backing_of(view, block.get(), block.length, backing_source::kpageflags);
+    EXPECT_TRUE(view.kpageflags_tried());
+    if (::geteuid() == 0) {
+      EXPECT_GE(view.kpageflags_fd(), 0);
+      EXPECT_EQ(view.kpageflags_errno(), 0);
+      EXPECT_EQ(descriptors_on("/proc/kpageflags"), before + 1) << "opened once";
+    } else {
+      EXPECT_EQ(view.kpageflags_fd(), -1);
+      EXPECT_NE(view.kpageflags_errno(), 0);
+    }
+  }
+  EXPECT_EQ(descriptors_on("/proc/kpageflags"), before) << "closed with the view";
+}
+
+// Hides `path` behind an empty file (a bind mount, in the caller's own mount namespace).
+bool hide(const char* path) {
+  char blank[] = "/tmp/hugepage-view-XXXXXX";
+  const int fd = ::mkstemp(blank);
+  if (fd < 0) return false;
+  ::close(fd);
+  const bool hidden = ::mount(blank, path, nullptr, MS_BIND, nullptr) == 0;
+  ::unlink(blank);  // the mount keeps the inode
+  return hidden;
+}
+
+// The view reads the files it opened when it was made: hiding them afterwards (a mount over
+// pagemap and maps) changes nothing for it, while a call that opens them anew reads the empty
+// files that hide them, which answer no PAGEMAP_SCAN.
+TEST(ProcessView, ReadsTheFilesItOpenedWhenMade) {
+  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("hiding /proc files needs root (mount namespace)");
+  const int code = hugepage::test::run_in_child([]() -> int {
+    const base_block block;
+    if (block.get() == nullptr) return 2;
+    const process_view view;
+    const backing_report before = hugepage::backing_of(view, block.get(), block.length);
+    if (before.source != backing_source::pagemap_scan) return 77;  // no PAGEMAP_SCAN here
+    if (::unshare(CLONE_NEWNS) != 0) return 3;
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return 4;
+    if (!hide("/proc/self/pagemap") || !hide("/proc/self/maps")) return 5;
+    const backing_report after = hugepage::backing_of(view, block.get(), block.length);
+    std::fprintf(stderr, "child: view %s\n", describe(after).c_str());
+    if (describe(after) != describe(before)) return 10;
+    std::error_code ec;
+    const auto text = view.maps_text(ec);
+    if (!text || text->find("[stack]") == std::string::npos) return 11;
+    const backing_report fresh =
+        hugepage::backing_of(0, block.get(), block.length, backing_source::pagemap_scan);
+    std::fprintf(stderr, "child: fresh %s\n", describe(fresh).c_str());
+    if (fresh.source != backing_source::unavailable) return 12;
+    if (fresh.note.find("PAGEMAP_SCAN failed") == std::string::npos) return 13;
+    if (!process_view().maps_text(ec) || !process_view().maps_text(ec)->empty()) return 14;
+    return 0;
+  });
+  if (code == 77) HUGEPAGE_SKIP_OR_FAIL("PAGEMAP_SCAN (Linux 6.7) does not answer here");
+  EXPECT_EQ(code, 0);
+}
+
+// Under a root, every file the view opens is root + its path: maps and smaps read from a copy,
+// and the error names the path it tried.
+TEST(ProcessView, RootPutsEveryFileUnderIt) {
+  char dir[] = "/tmp/hugepage-view-root-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string root = dir;
+  const std::string proc = root + "/proc/4242";
+  ASSERT_EQ(::mkdir((root + "/proc").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(proc.c_str(), 0755), 0);
+  const std::string maps = "7f0000000000-7f0000400000 rw-p 00000000 00:00 0 \n";
+  const std::string smaps = maps +
+                            "Size:               4096 kB\n"
+                            "KernelPageSize:       4 kB\n"
+                            "Rss:                 1024 kB\n"
+                            "AnonHugePages:          0 kB\n";
+  std::ofstream(proc + "/maps") << maps;
+  std::ofstream(proc + "/smaps") << smaps;
+  {
+    const process_view view(4242, root);
+    EXPECT_EQ(view.root(), root);
+    EXPECT_EQ(view.path_of("smaps"), proc + "/smaps");
+    EXPECT_EQ(view.pagemap_errno(), ENOENT);
+    EXPECT_EQ(view.pagemap_error(), "cannot open " + proc + "/pagemap: No such file or directory");
+    EXPECT_EQ(view.maps_error(), "");
+    std::error_code ec;
+    EXPECT_EQ(view.maps_text(ec).value_or("(unread)"), maps);
+    const std::vector<hugepage::mapping_info> read = view.read_smaps(ec);
+    ASSERT_FALSE(ec) << ec.message();
+    ASSERT_EQ(read.size(), 1u);
+    EXPECT_EQ(read[0].start, 0x7f0000000000u);
+    EXPECT_EQ(read[0].rss, 1024 * 1024u);
+    EXPECT_EQ(view.kpageflags_fd(), -1) << "no kpageflags under the root";
+    EXPECT_EQ(view.kpageflags_errno(), ENOENT);
+  }
+  std::remove((proc + "/maps").c_str());
+  std::remove((proc + "/smaps").c_str());
+  ::rmdir(proc.c_str());
+  ::rmdir((root + "/proc").c_str());
+  ::rmdir(dir);
+}
+
+// collapse() and upkeep() through a view: its pagemap skips what is unmapped, without a call; a
+// view of no process, or of another process for upkeep, starts nothing.
+TEST(ProcessView, CollapseAndUpkeepTakeAView) {
+  std::error_code ec;
+  void* p = hugepage::os::map_aligned(4 * kMiB, 2 * kMiB, ec);
+  ASSERT_NE(p, nullptr) << ec.message();
+  ASSERT_EQ(::munmap(p, 4 * kMiB), 0);
+  const process_view self;
+  const hugepage::collapse_result r = hugepage::collapse(self, p, 4 * kMiB);
+  EXPECT_TRUE(r.scanned);
+  EXPECT_EQ(r.unmapped, 4 * kMiB);
+  EXPECT_EQ(r.calls, 0u);
+  EXPECT_TRUE(r.done());
+
+  const process_view nobody(kNoSuchPid);
+  const hugepage::collapse_result gone = hugepage::collapse(nobody, p, 4 * kMiB);
+  EXPECT_EQ(gone.fatal, std::errc::no_such_process);
+  EXPECT_EQ(gone.left, 4 * kMiB);
+  EXPECT_EQ(gone.calls, 0u);
+
+  const hugepage::upkeep_result u = hugepage::upkeep(nobody);
+  EXPECT_EQ(u.scan_error, std::errc::invalid_argument);
+  EXPECT_EQ(u.blocks + u.calls, 0u);
+}
+
+}  // namespace

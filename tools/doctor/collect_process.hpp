@@ -1,0 +1,109 @@
+// tools/doctor/collect_process.hpp - the process report's facts, read from /proc/PID and the
+// process's memory, and the one place a report is built from them (collect_process.cpp). Nothing
+// here prints: an error never leaves half a report on stdout.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "exit_codes.hpp"
+#include "hugepage/smaps.hpp"
+#include "memory_classes.hpp"
+#include "process_report.hpp"
+
+namespace hugepage::doctor {
+
+/// The facts a process report is built from: the /proc/PID files (nullopt: unreadable) and what
+/// collect_process() learnt beside them. A capture stores all of it (capture.hpp), so a report
+/// replayed from one is built from the same facts as the live report.
+struct process_files {
+  std::string smaps;
+  std::optional<std::string> status, cmdline, environ, cgroup, numa_maps;
+  std::optional<std::string> mountinfo;      ///< the target's: which files lie on tmpfs
+  std::optional<std::string> parent_status;  ///< its parent's status: who disabled THP
+  chunk_headers chunks;                      ///< not a file: read from the target's memory
+  /// The machine's NUMA node when it has only one (numa_maps is then not read: the split is
+  /// numa_of_one_node()'s); nullopt otherwise, or not known.
+  std::optional<int> numa_node;
+  /// The exact coverage of every mapping (coverage_of); nullopt: not read (stored files).
+  std::optional<std::vector<mapping_coverage>> coverage;
+  /// The target's glibc version, where its libc is the file this doctor runs with; "" otherwise.
+  std::string glibc_version;
+  /// The Debian packages owning the allocator's library and the runtime's file, where the target
+  /// sees the same files as the doctor: path -> {package, version} (debian_packages()).
+  std::map<std::string, std::pair<std::string, std::string>> packages;
+};
+
+/// Who a process is, judged once from its files: its status fields, mapped files, allocator and
+/// runtime (versions and packages not yet applied). Both collection (which facts to read) and
+/// build_process_report() use it.
+struct process_identity {
+  std::map<std::string, std::uint64_t> status;  ///< parse_meminfo of status; empty: unreadable
+  std::vector<std::string> paths;               ///< mapped files, each once, in address order
+  std::vector<std::pair<std::string, std::string>> settings;  ///< allocator environment
+  allocator_report allocator;
+  runtime_report runtime;
+};
+
+/// The identity of the process whose files are `files` and whose parsed smaps is `mappings`.
+/// Pure.
+process_identity identify_process(const process_files& files,
+                                  const std::vector<mapping_info>& mappings);
+
+/// Builds a process report from its facts: mappings, name, allocator, runtime, systemd unit,
+/// NUMA split, coverage, versions and packages, hugetlb cgroup limits (read under `root`). Pure
+/// but for the cgroup limits and this machine's THP size, so tests feed files captured from
+/// real services (tools/test/data/services). The one place a process report is assembled.
+process_report build_process_report(pid_t pid, const process_files& files, std::size_t top,
+                                    const std::string& root);
+
+/// The same from smaps already parsed (`mappings`, of `files.smaps`).
+process_report build_process_report(pid_t pid, const process_files& files,
+                                    const std::vector<mapping_info>& mappings, std::size_t top,
+                                    const std::string& root);
+
+/// The same with the identity already judged (identify_process of the same files).
+process_report build_process_report(pid_t pid, const process_files& files,
+                                    const std::vector<mapping_info>& mappings,
+                                    const process_identity& identity, std::size_t top,
+                                    const std::string& root);
+
+/// Why collect_process() returned no report: the exit status and one line for stderr.
+struct collect_failure {
+  int exit_code = exit_error;
+  std::string message;
+};
+
+/// Collects the report for `pid`, or says why not. The target's start time is read before and
+/// after the other files: a target that exited, or a pid reused meanwhile, is a failure ("exited
+/// while being read"), never a partial report. Permission failures name the cause (another
+/// user, hidepid, a user namespace, a missing capability). `files`, when given, receives the
+/// files the report was built from (for --capture, capture.hpp).
+std::optional<process_report> collect_process(pid_t pid, std::size_t top, collect_failure& failure,
+                                              process_files* files = nullptr);
+
+/// Whether `pid` is a process with user memory to report or collapse; otherwise fills `failure`:
+/// no such process or unreadable (exit_error), a zombie (exit_zombie), a kernel thread
+/// (exit_kernel_thread).
+bool is_reportable_target(pid_t pid, collect_failure& failure);
+
+/// Facts from /proc/PID/stat: state letter, kernel flags, start time (clock ticks after boot).
+struct proc_stat {
+  char state = '?';
+  std::uint64_t flags = 0;
+  std::uint64_t start_time = 0;
+  bool kernel_thread() const noexcept { return (flags & 0x00200000U) != 0; }  // PF_KTHREAD
+};
+
+/// Parses /proc/PID/stat text (the comm field may hold spaces and parentheses).
+std::optional<proc_stat> parse_proc_stat(std::string_view text);
+
+}  // namespace hugepage::doctor
