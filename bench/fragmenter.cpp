@@ -24,6 +24,7 @@
 
 #include "hugepage/kernel_counters.hpp"
 #include "hugepage/kernel_memory.hpp"
+#include "hugepage/process_view.hpp"
 
 namespace hugepage_bench {
 namespace {
@@ -90,8 +91,7 @@ class child_work {
   explicit child_work(const fragmenter::options& o)
       : opts_(o),
         page_(static_cast<std::size_t>(::sysconf(_SC_PAGESIZE))),
-        end_(std::chrono::steady_clock::now() + o.deadline),
-        pagemap_(::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC)) {}
+        end_(std::chrono::steady_clock::now() + o.deadline) {}
 
   std::string run() {
     // A limit or a failed mmap ends the splitting; the taking below says which limit stops it.
@@ -204,8 +204,9 @@ class child_work {
       const std::size_t pages = r.len / page_;
       entries.assign(pages, 0);
       const off_t at = static_cast<off_t>(reinterpret_cast<std::uintptr_t>(r.p) / page_ * 8);
-      if (pagemap_ < 0 ||
-          ::pread(pagemap_, entries.data(), pages * 8, at) != static_cast<ssize_t>(pages * 8)) {
+      const int pagemap = self_.pagemap_fd();
+      if (pagemap < 0 ||
+          ::pread(pagemap, entries.data(), pages * 8, at) != static_cast<ssize_t>(pages * 8)) {
         std::fill(entries.begin(), entries.end(), 0);
       }
       std::size_t run_start = 0, run_len = 0;
@@ -234,7 +235,7 @@ class child_work {
   fragmenter::options opts_;
   std::size_t page_;
   std::chrono::steady_clock::time_point end_;
-  int pagemap_;
+  hugepage::process_view self_;  // made in the child: its own pagemap
   std::vector<region> pending_;
   char* slot_ = nullptr;
   char* slots_end_ = nullptr;

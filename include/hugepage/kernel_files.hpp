@@ -137,9 +137,15 @@ inline std::vector<mount_info> parse_mountinfo(std::string_view text) {
 }
 
 /// Reads /proc/PID/mountinfo under `root` (pid 0: /proc/self); nullopt when unreadable.
+/// The text of /proc/PID/mountinfo under `root` (pid 0: /proc/self), as the doctor's captures
+/// keep it; nullopt when unreadable.
+inline std::optional<std::string> read_mountinfo_text(const std::string& root = "", pid_t pid = 0) {
+  return detail::read_under_root(root, detail::proc_path(pid, "mountinfo"));
+}
+
 inline std::optional<std::vector<mount_info>> read_mountinfo(const std::string& root = "",
                                                              pid_t pid = 0) {
-  const auto text = detail::read_under_root(root, detail::proc_path(pid, "mountinfo"));
+  const auto text = read_mountinfo_text(root, pid);
   if (!text) return std::nullopt;
   return parse_mountinfo(*text);
 }
@@ -169,10 +175,16 @@ inline std::vector<proc_cgroup_line> parse_proc_cgroup(std::string_view text) {
   return lines;
 }
 
+/// The text of /proc/PID/cgroup under `root` (pid 0: /proc/self); nullopt when unreadable.
+inline std::optional<std::string> read_proc_cgroup_text(const std::string& root = "",
+                                                        pid_t pid = 0) {
+  return detail::read_under_root(root, detail::proc_path(pid, "cgroup"));
+}
+
 /// Reads /proc/PID/cgroup under `root` (pid 0: /proc/self); nullopt when unreadable.
 inline std::optional<std::vector<proc_cgroup_line>> read_proc_cgroup(const std::string& root = "",
                                                                      pid_t pid = 0) {
-  const auto text = detail::read_under_root(root, detail::proc_path(pid, "cgroup"));
+  const auto text = read_proc_cgroup_text(root, pid);
   if (!text) return std::nullopt;
   return parse_proc_cgroup(*text);
 }

@@ -20,6 +20,7 @@
 #include "allocator_settings.hpp"
 #include "debian_packages.hpp"
 #include "hugepage/kernel_counters.hpp"
+#include "hugepage/kernel_files.hpp"
 #include "hugepage/process_view.hpp"
 #include "hugepage/smaps.hpp"
 #include "hugepage/system.hpp"
@@ -380,7 +381,7 @@ std::optional<process_report> collect_process(pid_t pid, std::size_t top, collec
   files.status = read_status_text("", pid);
   files.cmdline = read_text("", dir + "/cmdline");
   files.environ = read_text("", dir + "/environ");
-  files.cgroup = read_text("", dir + "/cgroup");
+  files.cgroup = read_proc_cgroup_text("", pid);
   // Who the process is, judged once: it decides which of the facts below are read.
   const process_identity identity = identify_process(files, mappings);
   // One NUMA node: numa_maps would say that all of it is there (numa_of_one_node).
@@ -390,7 +391,7 @@ std::optional<process_report> collect_process(pid_t pid, std::size_t top, collec
   } else {
     files.numa_maps = read_text("", dir + "/numa_maps");
   }
-  files.mountinfo = read_text("", dir + "/mountinfo");
+  files.mountinfo = read_mountinfo_text("", pid);
   const auto ppid = identity.status.find("PPid");
   // PPid 0: no parent in this pid namespace to ask. PPid 1 (init, or the adopter of an
   // orphan) tells nothing about who set the process's THP: unknown.
