@@ -15,13 +15,14 @@
 #include "hugepage/cgroup.hpp"
 #include "hugepage/kernel_counters.hpp"
 #include "hugepage/kernel_memory.hpp"
+#include "hugepage/page_size.hpp"
 #include "hugepage/system.hpp"
 
 namespace {
 
 using hugepage::mount_info;
 
-constexpr std::uint64_t mib = std::uint64_t{1} << 20;
+using hugepage::units::mib;
 
 // A directory tree in /tmp, removed at the end: files written at paths below it.
 class tree {
