@@ -24,6 +24,7 @@
 #include "hugepage/process_view.hpp"
 #include "hugepage/smaps.hpp"
 #include "hugepage/system.hpp"
+#include "hugetlb_cgroup.hpp"
 #include "mapping_coverage.hpp"
 #include "mapping_summary.hpp"
 #include "memory_classes.hpp"

@@ -10,6 +10,7 @@
 #include "hugepage/os.hpp"
 #include "hugepage/perf_counters.hpp"
 #include "hugepage/system.hpp"
+#include "hugetlb_cgroup.hpp"
 #include "system_report.hpp"
 
 namespace hugepage::doctor {

@@ -3,6 +3,8 @@
 // Where the cgroup lives is the library's answer (hugepage/cgroup.hpp: /proc/PID/cgroup against
 // mountinfo); what the doctor adds is the report: every limit file of each size (max, rsvd.max,
 // usage, refusals), and why nothing could be read.
+#include "hugetlb_cgroup.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <string>

@@ -17,6 +17,7 @@
 #include "hugepage/backing_report.hpp"
 #include "hugepage/page_size.hpp"
 #include "hugepage/smaps.hpp"
+#include "hugetlb_cgroup.hpp"
 #include "proc_text.hpp"
 #include "thp_disabler.hpp"
 

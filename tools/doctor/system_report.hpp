@@ -11,6 +11,7 @@
 
 #include "hugepage/page_size.hpp"
 #include "hugepage/system.hpp"
+#include "hugetlb_cgroup.hpp"
 #include "proc_text.hpp"
 
 namespace hugepage::doctor {

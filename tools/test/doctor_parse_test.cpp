@@ -16,6 +16,7 @@
 #include "format.hpp"
 #include "hugepage/cgroup.hpp"
 #include "hugepage/smaps.hpp"
+#include "hugetlb_cgroup.hpp"
 #include "mapping_summary.hpp"
 #include "proc_text.hpp"
 #include "process_report.hpp"
