@@ -73,13 +73,6 @@ def short_size(n):
     return fmt_size(n).replace(" ", "").replace("iB", "")
 
 
-def read_text(path, default=""):
-    try:
-        return Path(path).read_text().strip()
-    except OSError:
-        return default
-
-
 def fmt_num(x, digits=3):
     """A number with about `digits` significant digits, '-' for missing."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
