@@ -4,7 +4,6 @@ import argparse
 import math
 import re
 import sys
-from pathlib import Path
 
 MiB = 1 << 20
 GiB = 1 << 30
