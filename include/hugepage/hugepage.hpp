@@ -36,6 +36,7 @@
 #include "hugepage/format_bytes.hpp"
 #include "hugepage/kernel_files.hpp"
 #include "hugepage/label.hpp"
+#include "hugepage/mapping_records.hpp"
 #include "hugepage/metrics.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/page_size.hpp"
