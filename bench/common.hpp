@@ -165,20 +165,10 @@ inline std::optional<hugepage::page_size> pool_of(alloc_kind k) {
   return std::nullopt;
 }
 
-// ---- /proc readers ------------------------------------------------------------------------------
-
-inline std::string read_text(const char* path) {
-  std::error_code ec;
-  return hugepage::detail::read_file(path, ec);
-}
-
-// A "Key:   N kB" field of a /proc file, in bytes; nullopt when absent.
-inline std::optional<std::size_t> kb_field(const std::string& text, const char* key) {
-  return hugepage::detail::kb_field(text, key);
-}
+// ---- /proc readers: the library's (hugepage/kernel_counters.hpp) -------------------------------
 
 inline std::size_t mem_available() {
-  return hugepage::detail::read_meminfo_field("MemAvailable").value_or(0);
+  return hugepage::read_meminfo_value("MemAvailable").value_or(0);
 }
 
 struct rss_figures {
@@ -187,16 +177,17 @@ struct rss_figures {
 
 // RSS plus this process's hugetlb pages, which the kernel leaves out of RSS (statm, VmRSS).
 inline rss_figures read_rss() {
-  const std::string status = read_text("/proc/self/status");
+  const hugepage::process_status status =
+      hugepage::read_status().value_or(hugepage::process_status{});
   rss_figures r;
-  const double hugetlb = static_cast<double>(kb_field(status, "HugetlbPages").value_or(0));
+  const double hugetlb = static_cast<double>(status.number("HugetlbPages").value_or(0));
   if (const std::optional<hugepage::statm_pages> statm = hugepage::read_statm()) {
     r.rss_mib = (static_cast<double>(statm->resident) *
                      static_cast<double>(hugepage::os::base_page_size()) +
                  hugetlb) /
                 mib;
   }
-  r.peak_rss_mib = (static_cast<double>(kb_field(status, "VmHWM").value_or(0)) + hugetlb) / mib;
+  r.peak_rss_mib = (static_cast<double>(status.number("VmHWM").value_or(0)) + hugetlb) / mib;
   return r;
 }
 

@@ -34,6 +34,7 @@
 
 #include "hugepage/backing.hpp"
 #include "hugepage/detail/proc_file.hpp"
+#include "hugepage/kernel_counters.hpp"
 #include "hugepage/smaps.hpp"
 #include "target_launcher.hpp"
 

@@ -10,12 +10,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <stdexcept>
 #include <string>
 
 #include "fragmenter.hpp"
+#include "hugepage/kernel_counters.hpp"
 
 namespace {
 
@@ -55,13 +55,9 @@ std::size_t parse_size(const std::string& flag, const std::string& text) {
   return static_cast<std::size_t>(value << shift);
 }
 
-std::map<std::string, unsigned long long> vmstat() {
-  std::map<std::string, unsigned long long> out;
-  std::ifstream in("/proc/vmstat");
-  std::string key;
-  unsigned long long value = 0;
-  while (in >> key >> value) out[key] = value;
-  return out;
+// /proc/vmstat (hugepage::read_vmstat()); empty when unreadable.
+hugepage::kernel_values vmstat() {
+  return hugepage::read_vmstat().value_or(hugepage::kernel_values{});
 }
 
 // Maps `bytes`, madvise(MADV_HUGEPAGE), touches one byte per 4 KiB; prints the time and what the
@@ -80,7 +76,9 @@ void probe_fault(const char* when, std::size_t bytes) {
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   auto after = vmstat();
   ::munmap(p, bytes + (2 << 20));
-  const auto delta = [&](const char* k) { return after[k] - before.at(k); };
+  const auto delta = [&](const char* k) {
+    return static_cast<unsigned long long>(after[k] - before.at(k));
+  };
   std::printf(
       "probe %s: %zu MiB THP fault in %.1f ms: thp_fault_alloc +%llu, thp_fault_fallback +%llu, "
       "compact_stall +%llu, compact_success +%llu, compact_fail +%llu\n",

@@ -1,5 +1,6 @@
-// bench/fragmenter.cpp - the fragmenter of fragmenter.hpp: the /proc/buddyinfo parser, the
-// child that splits the free blocks and holds every other base page, and its parent's side.
+// bench/fragmenter.cpp - the fragmenter of fragmenter.hpp: its strict view of /proc/buddyinfo
+// (over the library's parser), the child that splits the free blocks and holds every other base
+// page, and its parent's side.
 #include "fragmenter.hpp"
 
 #include <fcntl.h>
@@ -16,9 +17,14 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <utility>
+
+#include "hugepage/kernel_counters.hpp"
+#include "hugepage/kernel_memory.hpp"
+#include "hugepage/process_view.hpp"
 
 namespace hugepage_bench {
 namespace {
@@ -28,29 +34,13 @@ constexpr std::size_t mib = kib * kib;
 // The child maps and touches this much at a time, then looks at /proc/buddyinfo again.
 constexpr std::size_t chunk_bytes = 64 * mib;
 
-std::string slurp(const char* path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error(std::string("cannot read ") + path + ": " + strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-bool all_digits(std::string_view s) {
-  return !s.empty() && s.size() <= 19 &&
-         std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
-std::vector<std::string_view> words(std::string_view line) {
-  std::vector<std::string_view> out;
-  std::size_t i = 0;
-  while (i < line.size()) {
-    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
-    const std::size_t start = i;
-    while (i < line.size() && line[i] != ' ' && line[i] != '\t') ++i;
-    if (i > start) out.push_back(line.substr(start, i - start));
+// The text of /proc/buddyinfo (hugepage::read_buddyinfo_text()); throws when it cannot be read.
+std::string buddyinfo_text() {
+  std::optional<std::string> text = hugepage::read_buddyinfo_text();
+  if (!text) {
+    throw std::runtime_error(std::string("cannot read /proc/buddyinfo: ") + strerror(errno));
   }
-  return out;
+  return std::move(*text);
 }
 
 std::size_t block_bytes(int order) { return std::size_t{4} * kib << order; }
@@ -67,27 +57,21 @@ std::size_t free_bytes(const buddy_zone& z) {
   return sum;
 }
 
-// Pages on the per-cpu free lists of every zone and CPU (/proc/zoneinfo "count:").
+// Pages on the per-cpu free lists of every zone and CPU (/proc/zoneinfo "count:"); 0 when
+// unreadable.
 std::uint64_t per_cpu_free_pages() {
-  std::ifstream in("/proc/zoneinfo");
-  std::string word;
-  std::uint64_t sum = 0, n = 0;
-  while (in >> word) {
-    if (word == "count:" && in >> n) sum += n;
-  }
-  return sum;
+  const auto zones = hugepage::read_zoneinfo();
+  return zones ? hugepage::per_cpu_free_pages(*zones) : 0;
 }
 
 // (compact_stall, thp_fault_alloc) of /proc/vmstat: event counters, summed over CPUs when read.
 std::pair<std::uint64_t, std::uint64_t> thp_events() {
-  std::ifstream in("/proc/vmstat");
-  std::string key;
-  std::uint64_t value = 0, stalls = 0, faults = 0;
-  while (in >> key >> value) {
-    if (key == "compact_stall") stalls = value;
-    if (key == "thp_fault_alloc") faults = value;
-  }
-  return {stalls, faults};
+  const hugepage::kernel_values v = hugepage::read_vmstat().value_or(hugepage::kernel_values{});
+  const auto get = [&v](const char* key) {
+    const auto it = v.find(key);
+    return it == v.end() ? std::uint64_t{0} : it->second;
+  };
+  return {get("compact_stall"), get("thp_fault_alloc")};
 }
 
 // ---- the child ----------------------------------------------------------------------------------
@@ -107,8 +91,7 @@ class child_work {
   explicit child_work(const fragmenter::options& o)
       : opts_(o),
         page_(static_cast<std::size_t>(::sysconf(_SC_PAGESIZE))),
-        end_(std::chrono::steady_clock::now() + o.deadline),
-        pagemap_(::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC)) {}
+        end_(std::chrono::steady_clock::now() + o.deadline) {}
 
   std::string run() {
     // A limit or a failed mmap ends the splitting; the taking below says which limit stops it.
@@ -221,8 +204,9 @@ class child_work {
       const std::size_t pages = r.len / page_;
       entries.assign(pages, 0);
       const off_t at = static_cast<off_t>(reinterpret_cast<std::uintptr_t>(r.p) / page_ * 8);
-      if (pagemap_ < 0 ||
-          ::pread(pagemap_, entries.data(), pages * 8, at) != static_cast<ssize_t>(pages * 8)) {
+      const int pagemap = self_.pagemap_fd();
+      if (pagemap < 0 ||
+          ::pread(pagemap, entries.data(), pages * 8, at) != static_cast<ssize_t>(pages * 8)) {
         std::fill(entries.begin(), entries.end(), 0);
       }
       std::size_t run_start = 0, run_len = 0;
@@ -251,7 +235,7 @@ class child_work {
   fragmenter::options opts_;
   std::size_t page_;
   std::chrono::steady_clock::time_point end_;
-  int pagemap_;
+  hugepage::process_view self_;  // made in the child: its own pagemap
   std::vector<region> pending_;
   char* slot_ = nullptr;
   char* slots_end_ = nullptr;
@@ -282,8 +266,7 @@ void write_all(int fd, const std::string& text) {
     const std::string reason = work.run();
     report = "held " + std::to_string(work.held()) + "\nfreed " + std::to_string(work.freed()) +
              "\ntaken " + std::to_string(work.taken()) + "\nper_cpu " +
-             std::to_string(work.from_per_cpu()) + "\nreason " + reason + "\n" +
-             slurp("/proc/buddyinfo");
+             std::to_string(work.from_per_cpu()) + "\nreason " + reason + "\n" + buddyinfo_text();
   } catch (const std::exception& e) {
     report = std::string("error ") + e.what() + "\n";
   }
@@ -331,30 +314,27 @@ std::vector<buddy_zone> parse_buddyinfo(std::string_view text) {
     const std::string_view line = text.substr(0, eol);
     text.remove_prefix(eol == std::string_view::npos ? text.size() : eol + 1);
     ++line_no;
-    const std::vector<std::string_view> w = words(line);
-    if (w.empty()) continue;
     const auto bad = [&](const std::string& why) {
       return std::invalid_argument("buddyinfo line " + std::to_string(line_no) + ": " + why +
                                    ": '" + std::string(line) + "'");
     };
-    if (w.size() < 5 || w[0] != "Node" || w[1].back() != ',' ||
-        !all_digits(w[1].substr(0, w[1].size() - 1)) || w[2] != "zone") {
-      throw bad("not 'Node N, zone NAME' and counts");
-    }
-    if (w.size() - 4 > 11) throw bad("more than 11 orders");
+    // The library's parser reads the line; the fragmenter wants counts, at most 11 orders.
+    std::string why;
+    const std::optional<hugepage::buddy_zone> zone = hugepage::parse_buddyinfo_line(line, &why);
+    if (!zone && why.empty()) continue;  // a blank line
+    if (!zone) throw bad(why);
+    if (zone->free_blocks.empty()) throw bad("not 'Node N, zone NAME' and counts");
+    if (zone->free_blocks.size() > 11) throw bad("more than 11 orders");
     buddy_zone z;
-    z.node_zone = std::string(w[1].substr(0, w[1].size() - 1)) + "/" + std::string(w[3]);
-    for (std::size_t i = 4; i < w.size(); ++i) {
-      if (!all_digits(w[i])) throw bad("bad count '" + std::string(w[i]) + "'");
-      z.free_blocks[i - 4] = std::stoull(std::string(w[i]));
-    }
+    z.node_zone = std::to_string(zone->node) + "/" + zone->zone;
+    std::copy(zone->free_blocks.begin(), zone->free_blocks.end(), z.free_blocks.begin());
     zones.push_back(std::move(z));
   }
   if (zones.empty()) throw std::invalid_argument("buddyinfo: no zone");
   return zones;
 }
 
-std::vector<buddy_zone> read_buddyinfo() { return parse_buddyinfo(slurp("/proc/buddyinfo")); }
+std::vector<buddy_zone> read_buddyinfo() { return parse_buddyinfo(buddyinfo_text()); }
 
 std::uint64_t free_blocks_at_least(const std::vector<buddy_zone>& zones, int order) {
   std::uint64_t sum = 0;
@@ -374,15 +354,7 @@ std::vector<buddy_zone> user_zones(const std::vector<buddy_zone>& zones) {
 }
 
 std::size_t mem_available_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  std::size_t kb = 0;
-  std::string unit;
-  while (in >> key >> kb) {
-    if (key == "MemAvailable:") return kb * kib;
-    std::getline(in, unit);
-  }
-  return 0;
+  return static_cast<std::size_t>(hugepage::read_meminfo_value("MemAvailable").value_or(0));
 }
 
 namespace {

@@ -30,10 +30,13 @@ struct buddy_zone {
   std::array<std::uint64_t, 11> free_blocks{};
 };
 
-/// Parses /proc/buddyinfo text. Throws std::invalid_argument naming the line on anything else
-/// (a line that is not "Node N, zone NAME c0 c1 ...", more than 11 orders, a bad count).
+/// Parses /proc/buddyinfo text, each line with hugepage::parse_buddyinfo_line()
+/// (hugepage/kernel_memory.hpp). Throws std::invalid_argument naming the line on anything else
+/// (a line that is not "Node N, zone NAME c0 c1 ...", more than 11 orders, a bad count), where
+/// the library's parse_buddyinfo() skips it.
 std::vector<buddy_zone> parse_buddyinfo(std::string_view text);
-/// parse_buddyinfo of /proc/buddyinfo; throws std::runtime_error when it cannot be read.
+/// parse_buddyinfo of /proc/buddyinfo (hugepage::read_buddyinfo_text()); throws
+/// std::runtime_error when it cannot be read.
 std::vector<buddy_zone> read_buddyinfo();
 
 /// Free blocks of order >= `order`, summed over `zones`.

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "hugepage/kernel_files.hpp"
 #include "hugepage/system.hpp"
 #include "latency.hpp"
 #include "modes.hpp"
@@ -131,13 +132,25 @@ int print_machine_facts_json() {
     pools += fmt::format("{}\n    {{\"page_bytes\": {}, \"total\": {}, \"free\": {}}}",
                          pools.empty() ? "" : ",", p.page_bytes, number(p.total), number(p.free));
   }
+  // Every size the kernel has a pool directory for, readable or not (pools lists the readable).
+  std::string sizes;
+  for (const std::size_t bytes : hugepage::pool_page_sizes()) {
+    sizes += (sizes.empty() ? "" : ", ") + std::to_string(bytes);
+  }
+  // The CPU as /proc/cpuinfo names it; pdpe1gb (x86's 1 GiB pages) null where there is no flags
+  // line (other architectures) or no file.
+  const std::optional<hugepage::cpu_info> cpu = hugepage::read_cpuinfo();
+  const std::string model = cpu && !cpu->model_name.empty() ? json_string(cpu->model_name) : "null";
+  const std::string pdpe1gb =
+      cpu && cpu->has_flags ? (cpu->has_flag("pdpe1gb") ? "true" : "false") : "null";
   fmt::print(
       "{{\n  \"kernel\": {},\n  \"thp\": {{\"mode\": {}, \"enabled\": {}, \"pmd_enabled\": {}, "
-      "\"defrag\": {}, \"pmd_bytes\": {}}},\n  \"pools\": [{}{}]\n}}\n",
+      "\"defrag\": {}, \"pmd_bytes\": {}}},\n  \"cpu\": {{\"model\": {}, \"pdpe1gb\": {}}},\n"
+      "  \"pool_sizes\": [{}],\n  \"pools\": [{}{}]\n}}\n",
       json_string(sys.kernel_release),
       sys.thp.pmd_mode ? json_string(hugepage::name_of(*sys.thp.pmd_mode)) : "null",
       text(sys.thp.enabled), text(sys.thp.pmd_enabled), text(sys.thp.defrag),
-      number(sys.thp.pmd_bytes), pools, pools.empty() ? "" : "\n  ");
+      number(sys.thp.pmd_bytes), model, pdpe1gb, sizes, pools, pools.empty() ? "" : "\n  ");
   return 0;
 }
 

@@ -236,12 +236,8 @@ options parse_flags(int& argc, char** argv) {
 // -------------------------------------------------------------------------------------
 
 std::string cpu_model() {
-  const std::string text = read_text("/proc/cpuinfo");
-  const auto at = text.find("model name");
-  if (at == std::string::npos) return "unknown";
-  const auto colon = text.find(':', at);
-  const auto end = text.find('\n', colon);
-  return text.substr(colon + 2, end - colon - 2);
+  const std::optional<hugepage::cpu_info> cpu = hugepage::read_cpuinfo();
+  return cpu && !cpu->model_name.empty() ? cpu->model_name : "unknown";
 }
 
 std::string describe_pools() {

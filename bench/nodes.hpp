@@ -154,11 +154,9 @@ struct memory_snapshot {
   double huge() const { return anon_huge + hugetlb; }
 };
 inline memory_snapshot read_rollup() {
-  const std::string text = read_text("/proc/self/smaps_rollup");
-  const auto bytes = [&text](const char* key) {
-    return static_cast<double>(kb_field(text, key).value_or(0));
-  };
-  return {bytes("Rss"), bytes("AnonHugePages"), bytes("Private_Hugetlb") + bytes("Shared_Hugetlb")};
+  const hugepage::smaps_totals t = hugepage::read_smaps_rollup().value_or(hugepage::smaps_totals{});
+  return {static_cast<double>(t.rss), static_cast<double>(t.anon_huge),
+          static_cast<double>(t.hugetlb)};
 }
 
 // ---- --paired: every backend's container in one process ----------------------------------------

@@ -40,40 +40,25 @@ inline constexpr std::array<const char*, 8> vmstat_names = {
 
 using vmstat_counts = std::array<std::optional<u64>, vmstat_names.size()>;
 
-/// Parses "name value" lines of /proc/vmstat text; a counter the kernel lacks stays empty.
-inline vmstat_counts parse_vmstat(const std::string& text) {
+/// The counters of vmstat_names in /proc/vmstat (hugepage::read_vmstat()); a counter the kernel
+/// lacks, or all of them when the file is unreadable, stays empty.
+inline vmstat_counts read_vmstat() {
   vmstat_counts out{};
-  std::size_t at = 0;
-  while (at < text.size()) {
-    const std::size_t end = std::min(text.find('\n', at), text.size());
-    const std::size_t space = text.find(' ', at);
-    if (space < end) {
-      const std::string name = text.substr(at, space - at);
-      for (std::size_t i = 0; i < vmstat_names.size(); ++i) {
-        if (name == vmstat_names[i]) {
-          out[i] = hugepage::detail::parse_u64(text.substr(space + 1, end - space - 1));
-        }
-      }
-    }
-    at = end + 1;
+  const std::optional<hugepage::kernel_values> all = hugepage::read_vmstat();
+  if (!all) return out;
+  for (std::size_t i = 0; i < vmstat_names.size(); ++i) {
+    if (const auto it = all->find(vmstat_names[i]); it != all->end()) out[i] = it->second;
   }
   return out;
 }
 
-inline vmstat_counts read_vmstat() { return parse_vmstat(read_text("/proc/vmstat")); }
-
 /// Huge share of the process's resident memory: (AnonHugePages + hugetlb) / (Rss + hugetlb) from
 /// /proc/self/smaps_rollup, in percent; -1 when unreadable.
 inline double process_huge_pct() {
-  const std::string text = read_text("/proc/self/smaps_rollup");
-  const auto rss = kb_field(text, "Rss");
-  if (!rss) return -1;
-  const auto field = [&text](const char* key) {
-    return static_cast<double>(kb_field(text, key).value_or(0));
-  };
-  const double hugetlb = field("Private_Hugetlb") + field("Shared_Hugetlb");
-  const double resident = static_cast<double>(*rss) + hugetlb;
-  return resident > 0 ? 100.0 * (field("AnonHugePages") + hugetlb) / resident : 0.0;
+  const std::optional<hugepage::smaps_totals> rollup = hugepage::read_smaps_rollup();
+  if (!rollup) return -1;
+  const auto resident = static_cast<double>(rollup->resident());
+  return resident > 0 ? 100.0 * static_cast<double>(rollup->huge()) / resident : 0.0;
 }
 
 // ---- the request loop ---------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 // The parsers of kernel files over captured and hostile text, and their readers over a tree under
-// a root directory (kernel_files.hpp, and the cgroup and THP readers that follow its shape).
+// a root directory (kernel_files.hpp, kernel_counters.hpp, kernel_memory.hpp, and the cgroup and
+// THP readers that follow their shape).
 #include "hugepage/kernel_files.hpp"
 
 #include <gtest/gtest.h>
@@ -12,13 +13,16 @@
 #include <vector>
 
 #include "hugepage/cgroup.hpp"
+#include "hugepage/kernel_counters.hpp"
+#include "hugepage/kernel_memory.hpp"
+#include "hugepage/page_size.hpp"
 #include "hugepage/system.hpp"
 
 namespace {
 
 using hugepage::mount_info;
 
-constexpr std::uint64_t mib = std::uint64_t{1} << 20;
+using hugepage::units::mib;
 
 // A directory tree in /tmp, removed at the end: files written at paths below it.
 class tree {
@@ -329,6 +333,255 @@ TEST(ThpFiles, SystemStateUnderARoot) {
   EXPECT_EQ(s.pools[0].free, std::optional<std::uint64_t>(6));
   EXPECT_FALSE(s.pools[0].reserved);
   EXPECT_FALSE(s.thp.enabled);
+}
+
+// ---- cpuinfo -----------------------------------------------------------------------------------
+
+TEST(CpuInfo, TakesTheFirstModelAndFlagsLines) {
+  const hugepage::cpu_info cpu = hugepage::parse_cpuinfo(
+      "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) CPU @ 2.20GHz\n"
+      "flags\t\t: fpu vme pse pdpe1gb rdtscp lm\n\nprocessor\t: 1\nmodel name\t: other\n"
+      "flags\t\t: fpu\n");
+  EXPECT_EQ(cpu.model_name, "Intel(R) Xeon(R) CPU @ 2.20GHz");
+  EXPECT_TRUE(cpu.has_flags);
+  EXPECT_TRUE(cpu.has_flag("pdpe1gb"));
+  EXPECT_TRUE(cpu.has_flag("fpu"));
+  EXPECT_FALSE(cpu.has_flag("pdpe1"));
+  EXPECT_FALSE(cpu.has_flag("pse36"));
+}
+
+TEST(CpuInfo, WithoutModelOrFlags) {
+  struct row {
+    const char* text;
+    const char* model;
+    bool has_flags;
+  };
+  const row rows[] = {
+      {"", "", false},
+      {"processor\t: 0\nFeatures\t: fp asimd\nCPU part\t: 0xd0c\n", "", false},  // arm64
+      {"model name\t:\nflags\t\t:\n", "", true},
+      {"garbage without colons\nflags: pdpe1gb\n", "", true},
+  };
+  for (const row& r : rows) {
+    const hugepage::cpu_info cpu = hugepage::parse_cpuinfo(r.text);
+    EXPECT_EQ(cpu.model_name, r.model) << r.text;
+    EXPECT_EQ(cpu.has_flags, r.has_flags) << r.text;
+  }
+  EXPECT_TRUE(hugepage::parse_cpuinfo("flags: pdpe1gb\n").has_flag("pdpe1gb"));
+  EXPECT_FALSE(hugepage::parse_cpuinfo("model name: x\n").has_flag("pdpe1gb"));
+}
+
+TEST(CpuInfo, ReadsThisMachineAndATree) {
+  EXPECT_TRUE(hugepage::read_cpuinfo());
+  tree t;
+  EXPECT_FALSE(hugepage::read_cpuinfo(t.root()));
+  t.write("/proc/cpuinfo", "model name\t: Test CPU\nflags\t\t: lm pdpe1gb\n");
+  const auto cpu = hugepage::read_cpuinfo(t.root());
+  ASSERT_TRUE(cpu);
+  EXPECT_EQ(cpu->model_name, "Test CPU");
+  EXPECT_TRUE(cpu->has_flag("pdpe1gb"));
+}
+
+// ---- meminfo, vmstat, status, smaps_rollup -----------------------------------------------------
+
+TEST(KernelCounters, MeminfoValuesInBytesAndCountsAsTheyAre) {
+  struct row {
+    const char* line;
+    const char* key;
+    std::optional<std::uint64_t> value;
+  };
+  const row rows[] = {
+      {"MemAvailable:   20480 kB", "MemAvailable", 20480 * 1024},
+      {"HugePages_Total:     600", "HugePages_Total", 600},
+      {"Hugepagesize:       2048 kB", "Hugepagesize", 2 * mib},
+      {"Unaccepted:            0 kB", "Unaccepted", 0},
+      {"SomethingNew:     12 MB", "SomethingNew", std::nullopt},  // not a unit meminfo uses
+      {"Uid:\t0\t0\t0\t0", "Uid", std::nullopt},                  // several numbers
+      {"Broken: x kB", "Broken", std::nullopt},
+      {"NoColon 12 kB", "NoColon", std::nullopt},
+      {"Huge:  99999999999999999999 kB", "Huge", std::nullopt},  // overflows
+      {"Big:  18014398509481984 kB", "Big", std::nullopt},       // overflows in bytes
+  };
+  for (const row& r : rows) {
+    const hugepage::kernel_values v = hugepage::parse_meminfo(r.line);
+    const auto it = v.find(r.key);
+    const std::optional<std::uint64_t> got =
+        it == v.end() ? std::nullopt : std::optional<std::uint64_t>(it->second);
+    EXPECT_EQ(got, r.value) << r.line;
+  }
+}
+
+TEST(KernelCounters, VmstatTakesNameAndAllDigitValue) {
+  const hugepage::kernel_values v = hugepage::parse_vmstat(
+      "thp_fault_alloc 11096\nthp_fault_fallback\t7\r\nnot_a_number 12x\nlonely_name\n"
+      "  padded   5  extra\n-1\n\ncompact_stall 99999999999999999999\n");
+  EXPECT_EQ(v.at("thp_fault_alloc"), 11096u);
+  EXPECT_EQ(v.at("thp_fault_fallback"), 7u);
+  EXPECT_EQ(v.at("padded"), 5u);
+  EXPECT_EQ(v.count("not_a_number"), 0u);
+  EXPECT_EQ(v.count("lonely_name"), 0u);
+  EXPECT_EQ(v.count("-1"), 0u);
+  EXPECT_EQ(v.count("compact_stall"), 0u);
+  EXPECT_EQ(v.size(), 3u);
+}
+
+TEST(KernelCounters, StatusTextNumbersAndMasks) {
+  const hugepage::process_status s = hugepage::parse_status(
+      "Name:\tfared worker\nUmask:\t0022\nTgid:\t4242\nPPid:\t1\nUid:\t0\t0\t0\t0\n"
+      "VmHWM:\t  102400 kB\nHugetlbPages:\t    2048 kB\nTHP_enabled:\t0\n"
+      "CapEff:\t000001ffffffffff\nCapBnd:\tnot-hex\nSeccomp:\t2\nName:\tsecond\nno colon\n"
+      ":\tno key\n");
+  EXPECT_EQ(s.field("Name").value_or(""), "fared worker");  // the first line of a key wins
+  EXPECT_EQ(s.field("Seccomp").value_or(""), "2");
+  EXPECT_FALSE(s.field("no colon"));
+  EXPECT_FALSE(s.field(""));
+  EXPECT_EQ(s.number("Tgid"), std::optional<std::uint64_t>(4242));
+  EXPECT_EQ(s.number("THP_enabled"), std::optional<std::uint64_t>(0));
+  EXPECT_EQ(s.number("VmHWM"), std::optional<std::uint64_t>(102400 * 1024));
+  EXPECT_EQ(s.number("HugetlbPages"), std::optional<std::uint64_t>(2 * mib));
+  EXPECT_FALSE(s.number("Name"));
+  EXPECT_FALSE(s.number("Missing"));
+  EXPECT_EQ(s.mask("CapEff"), std::optional<std::uint64_t>(0x1ffffffffffULL));
+  EXPECT_FALSE(s.mask("CapBnd"));
+  EXPECT_FALSE(s.mask("Missing"));
+  EXPECT_EQ(hugepage::parse_status("CapEff:\t00000000000000000\n").mask("CapEff"), std::nullopt);
+}
+
+TEST(KernelCounters, SmapsRollupNeedsRss) {
+  const auto rollup = hugepage::parse_smaps_rollup(
+      "00400000-7ffd1c3fe000 ---p 00000000 00:00 0                  [rollup]\n"
+      "Rss:              204800 kB\nAnonHugePages:    102400 kB\nShared_Hugetlb:     2048 kB\n"
+      "Private_Hugetlb:  1048576 kB\n");
+  ASSERT_TRUE(rollup);
+  EXPECT_EQ(rollup->rss, 200 * mib);
+  EXPECT_EQ(rollup->anon_huge, 100 * mib);
+  EXPECT_EQ(rollup->hugetlb, 1026 * mib);
+  EXPECT_EQ(rollup->resident(), 1226 * mib);
+  EXPECT_EQ(rollup->huge(), 1126 * mib);
+  const auto old = hugepage::parse_smaps_rollup("Rss:  4 kB\n");  // no huge lines: 0
+  ASSERT_TRUE(old);
+  EXPECT_EQ(old->huge(), 0u);
+  EXPECT_FALSE(hugepage::parse_smaps_rollup(""));
+  EXPECT_FALSE(hugepage::parse_smaps_rollup("AnonHugePages: 2048 kB\n"));
+}
+
+TEST(KernelCounters, ReadersLiveAndUnderARoot) {
+  EXPECT_GT(hugepage::read_meminfo_value("MemTotal").value_or(0), 0u);
+  EXPECT_TRUE(hugepage::read_vmstat());
+  const auto self = hugepage::read_status();
+  ASSERT_TRUE(self);
+  EXPECT_EQ(self->number("Tgid"), std::optional<std::uint64_t>(::getpid()));
+  const auto rollup = hugepage::read_smaps_rollup();
+  ASSERT_TRUE(rollup);  // Linux 4.14+
+  EXPECT_GT(rollup->rss, 0u);
+  tree t;
+  EXPECT_FALSE(hugepage::read_meminfo(t.root()));
+  EXPECT_FALSE(hugepage::read_meminfo_value("MemTotal", t.root()));
+  EXPECT_FALSE(hugepage::read_vmstat(t.root()));
+  EXPECT_FALSE(hugepage::read_status(t.root(), 9));
+  EXPECT_FALSE(hugepage::read_smaps_rollup(t.root(), 9));
+  t.write("/proc/meminfo", "MemTotal:  1024 kB\n");
+  t.write("/proc/vmstat", "thp_fault_alloc 3\n");
+  t.write("/proc/9/status", "Name:\tx\nTgid:\t9\n");
+  t.write("/proc/9/smaps_rollup", "Rss:  8 kB\n");
+  EXPECT_EQ(hugepage::read_meminfo(t.root())->at("MemTotal"), 1024u * 1024);
+  EXPECT_EQ(hugepage::read_meminfo_value("MemTotal", t.root()),
+            std::optional<std::uint64_t>(1 << 20));
+  EXPECT_FALSE(hugepage::read_meminfo_value("MemFree", t.root()));
+  EXPECT_EQ(hugepage::read_vmstat(t.root())->at("thp_fault_alloc"), 3u);
+  EXPECT_EQ(hugepage::read_status_text(t.root(), 9).value_or(""), "Name:\tx\nTgid:\t9\n");
+  EXPECT_EQ(hugepage::read_status(t.root(), 9)->field("Name").value_or(""), "x");
+  EXPECT_EQ(hugepage::read_smaps_rollup(t.root(), 9)->rss, 8u * 1024);
+}
+
+// ---- buddyinfo, zoneinfo -----------------------------------------------------------------------
+
+TEST(KernelMemory, BuddyinfoLinesAndWhyOthersAreRefused) {
+  struct row {
+    const char* line;
+    const char* why;  // "" with a zone: read
+    int node;
+    const char* zone;
+    std::size_t orders;
+  };
+  const row rows[] = {
+      {"Node 0, zone   Normal  70786   6649  35692      0      1", "", 0, "Normal", 5},
+      {"Node 1, zone  Movable\t0 0 0 0 0 0 0 0 0 0 0 \r", "", 1, "Movable", 11},
+      {"Node 0, zone Normal 1 2 3 4 5 6 7 8 9 10 11 12 13", "", 0, "Normal", 13},
+      {"Node 0, zone Normal", "", 0, "Normal", 0},
+      {"", "", -1, "", 0},
+      {"   \t ", "", -1, "", 0},
+      {"Node 0 zone DMA 1", "not 'Node N, zone NAME' and counts", -1, "", 0},
+      {"Node x, zone Normal 1 1", "not 'Node N, zone NAME' and counts", -1, "", 0},
+      {"Node 1, zone", "not 'Node N, zone NAME' and counts", -1, "", 0},
+      {"garbage line", "not 'Node N, zone NAME' and counts", -1, "", 0},
+      {"Node 0, zone Device 1 two 3", "bad count 'two'", -1, "", 0},
+      {"Node 0, zone Normal -1", "bad count '-1'", -1, "", 0},
+      {"Node 0, zone Normal 99999999999999999999", "bad count '99999999999999999999'", -1, "", 0},
+  };
+  for (const row& r : rows) {
+    std::string why = "unset";
+    const auto zone = hugepage::parse_buddyinfo_line(r.line, &why);
+    if (r.node < 0) {
+      EXPECT_FALSE(zone) << r.line;
+      EXPECT_EQ(why, r.why) << r.line;
+      continue;
+    }
+    ASSERT_TRUE(zone) << r.line;
+    EXPECT_EQ(zone->node, r.node);
+    EXPECT_EQ(zone->zone, r.zone);
+    EXPECT_EQ(zone->free_blocks.size(), r.orders) << r.line;
+  }
+}
+
+TEST(KernelMemory, BuddyinfoSkipsWhatItCannotReadAndCountsBlocks) {
+  const std::vector<hugepage::buddy_zone> zones = hugepage::parse_buddyinfo(
+      "Node 0, zone      DMA      0      0      0      0      0      0      0      0      1"
+      "      1      3 \ngarbage\nNode 0, zone   Normal    100 50 25 12 6 3 1 1 1 1 2\n"
+      "Node 0, zone  Device      1    two      3\n");
+  ASSERT_EQ(zones.size(), 2u);
+  EXPECT_EQ(zones[0].zone, "DMA");
+  EXPECT_EQ(zones[1].free_blocks[0], 100u);
+  EXPECT_EQ(zones[1].blocks_of(9), 1u + 2 * 2u);
+  EXPECT_EQ(zones[1].free_bytes_from(9, 4096), 2 * mib + 2 * 4 * mib);
+  EXPECT_EQ(zones[0].free_bytes(4096), (256 + 512 + 3 * 1024) * 4 * 1024u);
+  EXPECT_TRUE(hugepage::parse_buddyinfo("").empty());
+}
+
+TEST(KernelMemory, ZoneinfoSumsPerCpuCountsPerZone) {
+  const std::vector<hugepage::zone_info> zones = hugepage::parse_zoneinfo(
+      "  count: 1000\n"  // before any zone: skipped
+      "Node 0, zone      DMA\n  per-node stats\n      nr_free_pages 3840\n  pagesets\n"
+      "    cpu: 0\n              count: 0\n              high:  0\n"
+      "Node 0, zone    Normal\n  pages free     70786\n  pagesets\n    cpu: 0\n"
+      "              count: 120\n              high:  378\n    cpu: 1\n"
+      "              count: 31\n              count: x\n"
+      "Node 1, zone    Normal\n    cpu: 0\n              count: 7\n");
+  ASSERT_EQ(zones.size(), 3u);
+  EXPECT_EQ(zones[0].zone, "DMA");
+  EXPECT_EQ(zones[0].per_cpu_free_pages, 0u);
+  EXPECT_EQ(zones[1].per_cpu_free_pages, 151u);
+  EXPECT_EQ(zones[2].node, 1);
+  EXPECT_EQ(zones[2].per_cpu_free_pages, 7u);
+  EXPECT_EQ(hugepage::per_cpu_free_pages(zones), 158u);
+  EXPECT_TRUE(hugepage::parse_zoneinfo("").empty());
+}
+
+TEST(KernelMemory, ReadersLiveAndUnderARoot) {
+  const auto live = hugepage::read_buddyinfo();
+  ASSERT_TRUE(live);
+  EXPECT_FALSE(live->empty());
+  const auto zoneinfo = hugepage::read_zoneinfo();
+  ASSERT_TRUE(zoneinfo);
+  EXPECT_GE(zoneinfo->size(), live->size());  // zoneinfo lists empty zones too
+  tree t;
+  EXPECT_FALSE(hugepage::read_buddyinfo(t.root()));
+  EXPECT_FALSE(hugepage::read_zoneinfo(t.root()));
+  t.write("/proc/buddyinfo", "Node 0, zone Normal 1 2 3\n");
+  t.write("/proc/zoneinfo", "Node 0, zone Normal\n  count: 5\n");
+  EXPECT_EQ(hugepage::read_buddyinfo_text(t.root()).value_or(""), "Node 0, zone Normal 1 2 3\n");
+  EXPECT_EQ(hugepage::read_buddyinfo(t.root())->at(0).free_blocks.size(), 3u);
+  EXPECT_EQ(hugepage::read_zoneinfo(t.root())->at(0).per_cpu_free_pages, 5u);
 }
 
 }  // namespace

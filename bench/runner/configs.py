@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import sysfs
-from .util import GiB, read_text
+from .util import GiB
 
 # Environment variables that select or tune a malloc: removed before each run, then set per config.
 MALLOC_ENV_PREFIXES = ("LD_PRELOAD", "GLIBC_TUNABLES", "MALLOC_CONF", "JE_MALLOC_CONF",
@@ -70,24 +70,34 @@ def one_gib_pages_needed(max_size):
     return max(1, math.ceil(max_size * 1.07 / GiB))
 
 
-def one_gib_pool_shortage(max_size, cpuinfo_path="/proc/cpuinfo", pool_dir=POOL_1G_DIR):
+def pool_of(facts, page_bytes):
+    """The pool of `page_bytes` in `facts` (the binary's --machine-facts: {"page_bytes", "total",
+    "free"}), or None."""
+    return next((p for p in facts.get("pools") or [] if p.get("page_bytes") == page_bytes), None)
+
+
+def one_gib_pool_shortage(max_size, facts):
     """Why the hugetlb_1g configuration cannot run, in words, or "" when the 1 GiB pool holds the
-    pages its largest row needs. Every 1 GiB configuration is gated on this."""
-    flags = re.search(r"^flags\s*:(.*)$", read_text(cpuinfo_path), re.M)
-    if flags is not None and "pdpe1gb" not in flags.group(1).split():
+    pages its largest row needs. Every 1 GiB configuration is gated on this. `facts`: what the
+    binary reads (machine.machine_facts(): "cpu", "pool_sizes", "pools"); the runner reads no
+    kernel file itself."""
+    if "problem" in facts:
+        return f"the machine facts could not be read ({facts['problem']})"
+    if (facts.get("cpu") or {}).get("pdpe1gb") is False:
         return "this CPU has no 1 GiB pages (no pdpe1gb flag in /proc/cpuinfo)"
-    if not os.path.isdir(pool_dir):
-        return f"this kernel has no 1 GiB hugetlb pool ({pool_dir} does not exist)"
-    free = read_text(os.path.join(pool_dir, "free_hugepages"), None)
-    if free is None or not free.isdigit():
-        return (f"the 1 GiB pool could not be reserved ({pool_dir}/free_hugepages is not "
+    if GiB not in (facts.get("pool_sizes") or []):
+        return f"this kernel has no 1 GiB hugetlb pool ({POOL_1G_DIR} does not exist)"
+    pool = pool_of(facts, GiB) or {}
+    free = pool.get("free")
+    if not isinstance(free, int):
+        return (f"the 1 GiB pool could not be reserved ({POOL_1G_DIR}/free_hugepages is not "
                 f"readable)")
     need = one_gib_pages_needed(max_size)
-    if int(free) < need:
-        total = read_text(os.path.join(pool_dir, "nr_hugepages"), "?")
-        return (f"the 1 GiB pool could not be reserved: {free} free page(s) of {total}, the "
-                f"largest working set needs {need} (scripts/bench reserves them when root and "
-                f"memory is not too fragmented)")
+    if free < need:
+        total = pool.get("total")
+        return (f"the 1 GiB pool could not be reserved: {free} free page(s) of "
+                f"{'?' if total is None else total}, the largest working set needs {need} "
+                f"(scripts/bench reserves them when root and memory is not too fragmented)")
     return ""
 
 
@@ -117,13 +127,6 @@ def find_library(soname, package, beside=None):
     return None
 
 
-def hugetlb_free(kb):
-    try:
-        return int(read_text(f"/sys/kernel/mm/hugepages/hugepages-{kb}kB/free_hugepages", "0"))
-    except ValueError:
-        return 0
-
-
 def make_configs(args, registry):
     """(configurations, skipped): ours one per allocator, then the peers; `skipped` says in words
     why a configuration is not there (a missing library, no 1 GiB pool)."""
@@ -138,8 +141,12 @@ def make_configs(args, registry):
         if not (args.quick or scenarios) or wanted & set(registry.suites_of_allocator(a))]
     configs = []
     skipped = []
+    # What the machine offers, as the binary reads it (configs and machine import each other's
+    # names, so the function is imported here).
+    from .machine import machine_facts
+    facts = machine_facts(args.bench)
     if "hugetlb_1g" in ours_allocs:
-        why = one_gib_pool_shortage(args.max_size)
+        why = one_gib_pool_shortage(args.max_size, facts)
         if why:
             ours_allocs = [a for a in ours_allocs if a != "hugetlb_1g"]
             skipped.append(f"ours hugetlb_1g: {why}")
@@ -192,7 +199,7 @@ def make_configs(args, registry):
         # working set, and keep large OS pages on for whatever does not fit in that arena.
         env = {"LD_PRELOAD": mi, "MIMALLOC_LARGE_OS_PAGES": "1"}
         want_1g = max(1, math.ceil(2 * args.max_size / GiB))
-        n_1g = min(want_1g, hugetlb_free(1048576))
+        n_1g = min(want_1g, (pool_of(facts, GiB) or {}).get("free") or 0)
         if n_1g > 0:
             env["MIMALLOC_RESERVE_HUGE_OS_PAGES"] = str(n_1g)
         configs.append(Config("mimalloc", env, ["std"], ps, peer=True, lib=mi, core=registry.peer_core(),

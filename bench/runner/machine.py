@@ -1,16 +1,14 @@
 """The machine header: what the benchmark's JSON context says (CPU, kernel, THP, pools, counters,
 the dTLB encoding cross-check), and where the context is silent, what the binary says the library
-reads (`hugepage_bench --machine-facts --json`): the runner reads no kernel file itself but the
-CPU model."""
+reads (`hugepage_bench --machine-facts --json`): the runner reads no kernel file itself."""
 
 import json
 import os
 import platform
-import re
 import subprocess
 
 from .configs import MALLOC_ENV_PREFIXES, clean_env
-from .util import fmt_num, fmt_size, log, read_text, size_flag
+from .util import fmt_num, fmt_size, log, size_flag
 
 
 GB_STD_CONTEXT = {"date", "host_name", "executable", "num_cpus", "mhz_per_cpu",
@@ -35,7 +33,8 @@ def measure_headroom(bench, sizes, cpu=None):
 
 def machine_facts(bench):
     """`bench --machine-facts --json`: {"kernel", "thp": {"mode", "enabled", "pmd_enabled",
-    "defrag", "pmd_bytes"}, "pools": [{"page_bytes", "total", "free"}]}, or {"problem": why}."""
+    "defrag", "pmd_bytes"}, "cpu": {"model", "pdpe1gb"}, "pool_sizes": [page_bytes],
+    "pools": [{"page_bytes", "total", "free"}]}, or {"problem": why}."""
     cmd = [str(bench), "--machine-facts", "--json"]
     try:
         r = subprocess.run(cmd, env=clean_env({}), capture_output=True, text=True, timeout=60)
@@ -102,22 +101,26 @@ def machine_lines(context, args):
     custom = {k: v for k, v in (context or {}).items()
               if k not in GB_STD_CONTEXT and not k.startswith(MALLOC_ENV_PREFIXES)}
     keys = " ".join(custom).lower()
-    # What the runner reads itself, for whatever the benchmark's context does not say.
+    # What the binary reads, for whatever the benchmark's context does not say.
     own = {}
-    if "cpu" not in keys and "model" not in keys:
-        cpuinfo = read_text("/proc/cpuinfo")
-        m = re.search(r"^model name\s*:\s*(.*)$", cpuinfo, re.M)
-        own["cpu_model"] = m.group(1) if m else platform.processor()
-    if "kernel" not in keys or "thp" not in keys or ("pool" not in keys and "hugetlb" not in keys):
+    by_runner = set()  # keys the runner had to fill in itself
+    need_cpu = "cpu" not in keys and "model" not in keys
+    if need_cpu or "kernel" not in keys or "thp" not in keys or (
+            "pool" not in keys and "hugetlb" not in keys):
         facts = getattr(args, "machine_facts", None)
         if facts is None:
             facts = machine_facts(args.bench) if getattr(args, "bench", None) else {
                 "problem": "no benchmark binary to ask"}
+        if need_cpu:
+            own["cpu_model"] = (facts.get("cpu") or {}).get("model")
+            if not own["cpu_model"]:
+                own["cpu_model"] = platform.processor()
+                by_runner.add("cpu_model")
         own.update(facts_lines(facts, keys))
     for k, v in custom.items():
         lines.append(f"  {k}: {v}")
     for k, v in own.items():
-        lines.append(f"  {k}: {v}  ({'read by run.py' if k == 'cpu_model' else 'hugepage_bench --machine-facts'})")
+        lines.append(f"  {k}: {v}  ({'read by run.py' if k in by_runner else 'hugepage_bench --machine-facts'})")
     headroom = headroom_line(getattr(args, "headroom", None))
     if headroom:
         lines.append(headroom)

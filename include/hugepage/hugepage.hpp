@@ -16,6 +16,8 @@
 //   system.hpp     THP settings, hugetlb pools, MADV_COLLAPSE support
 //   cgroup.hpp     the memory and hugetlb cgroup limits this process runs under
 //   kernel_files.hpp  one parser and one reader per kernel file (mountinfo, cgroup, statm, ...)
+//   kernel_counters.hpp  the "key value" files: meminfo, vmstat, PID/status, PID/smaps_rollup
+//   kernel_memory.hpp    the free-memory files: buddyinfo, zoneinfo
 //   process_view.hpp  one process opened once: pagemap, maps, kpageflags (backing_of, collapse)
 //   errors.hpp     the exceptions: allocation_error, pool_exhausted and the cgroup refusals
 //   refusal.hpp    why hugetlb pages were refused, in words, and the command that sizes a pool
@@ -34,7 +36,9 @@
 #include "hugepage/collapse.hpp"
 #include "hugepage/errors.hpp"
 #include "hugepage/format_bytes.hpp"
+#include "hugepage/kernel_counters.hpp"
 #include "hugepage/kernel_files.hpp"
+#include "hugepage/kernel_memory.hpp"
 #include "hugepage/label.hpp"
 #include "hugepage/mapping_records.hpp"
 #include "hugepage/metrics.hpp"

@@ -11,6 +11,9 @@
 //   /proc/PID/cgroup                 parse_proc_cgroup        read_proc_cgroup
 //   /proc/PID/statm                  parse_statm              read_statm
 //   /proc/sys/kernel/osrelease       parse_kernel_version     kernel_release (uname when live)
+//   /proc/cpuinfo                    parse_cpuinfo            read_cpuinfo
+//   meminfo, vmstat, status, smaps_rollup: kernel_counters.hpp; buddyinfo, zoneinfo:
+//   kernel_memory.hpp (the same shape, one concept per header)
 //   <cgroup>/hugetlb.<size>.*        parse_cgroup_limit       read_hugetlb_charge (cgroup.hpp)
 //   THP enabled + per-size enabled   effective_thp_mode       read_thp_settings (system.hpp)
 //   THP hugepages-<kB>kB/            (mode, number files)     read_mthp_sizes (system.hpp)
@@ -134,9 +137,15 @@ inline std::vector<mount_info> parse_mountinfo(std::string_view text) {
 }
 
 /// Reads /proc/PID/mountinfo under `root` (pid 0: /proc/self); nullopt when unreadable.
+/// The text of /proc/PID/mountinfo under `root` (pid 0: /proc/self), as the doctor's captures
+/// keep it; nullopt when unreadable.
+inline std::optional<std::string> read_mountinfo_text(const std::string& root = "", pid_t pid = 0) {
+  return detail::read_under_root(root, detail::proc_path(pid, "mountinfo"));
+}
+
 inline std::optional<std::vector<mount_info>> read_mountinfo(const std::string& root = "",
                                                              pid_t pid = 0) {
-  const auto text = detail::read_under_root(root, detail::proc_path(pid, "mountinfo"));
+  const auto text = read_mountinfo_text(root, pid);
   if (!text) return std::nullopt;
   return parse_mountinfo(*text);
 }
@@ -166,10 +175,16 @@ inline std::vector<proc_cgroup_line> parse_proc_cgroup(std::string_view text) {
   return lines;
 }
 
+/// The text of /proc/PID/cgroup under `root` (pid 0: /proc/self); nullopt when unreadable.
+inline std::optional<std::string> read_proc_cgroup_text(const std::string& root = "",
+                                                        pid_t pid = 0) {
+  return detail::read_under_root(root, detail::proc_path(pid, "cgroup"));
+}
+
 /// Reads /proc/PID/cgroup under `root` (pid 0: /proc/self); nullopt when unreadable.
 inline std::optional<std::vector<proc_cgroup_line>> read_proc_cgroup(const std::string& root = "",
                                                                      pid_t pid = 0) {
-  const auto text = detail::read_under_root(root, detail::proc_path(pid, "cgroup"));
+  const auto text = read_proc_cgroup_text(root, pid);
   if (!text) return std::nullopt;
   return parse_proc_cgroup(*text);
 }
@@ -305,6 +320,53 @@ inline std::string kernel_release(const std::string& root = "") {
   const auto text = detail::read_under_root(root, "/proc/sys/kernel/osrelease");
   if (!text) return {};
   return text->substr(0, text->find('\n'));
+}
+
+// ---- /proc/cpuinfo
+// --------------------------------------------------------------------------------
+
+/// What the project needs of /proc/cpuinfo: the first processor's model and feature flags.
+struct cpu_info {
+  std::string model_name;  ///< "model name" (x86); "" when the file has none
+  std::string flags;       ///< "flags" (x86), space-separated; "" when the file has none
+  bool has_flags = false;  ///< the file has a "flags" line
+
+  /// Whether `flags` lists `flag` ("pdpe1gb": 1 GiB pages on x86).
+  bool has_flag(std::string_view flag) const {
+    for (const std::string_view word : detail::split(flags, ' ')) {
+      if (word == flag) return true;
+    }
+    return false;
+  }
+};
+
+/// Parses /proc/cpuinfo text: the first "model name" and "flags" lines ("key<tabs>: value"). Pure.
+inline cpu_info parse_cpuinfo(std::string_view text) {
+  cpu_info info;
+  bool have_model = false;
+  for (const std::string_view line : detail::split(text, '\n')) {
+    const std::size_t colon = line.find(':');
+    if (colon == std::string_view::npos) continue;
+    std::string_view key = line.substr(0, colon);
+    while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.remove_suffix(1);
+    std::string_view value = line.substr(colon + 1);
+    if (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+    if (key == "model name" && !have_model) {
+      info.model_name = std::string(value);
+      have_model = true;
+    } else if (key == "flags" && !info.has_flags) {
+      info.flags = std::string(value);
+      info.has_flags = true;
+    }
+  }
+  return info;
+}
+
+/// Reads /proc/cpuinfo under `root`; nullopt when unreadable.
+inline std::optional<cpu_info> read_cpuinfo(const std::string& root = "") {
+  const auto text = detail::read_under_root(root, "/proc/cpuinfo");
+  if (!text) return std::nullopt;
+  return parse_cpuinfo(*text);
 }
 
 }  // namespace hugepage

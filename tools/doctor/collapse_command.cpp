@@ -13,6 +13,7 @@
 
 #include "hugepage/backing.hpp"
 #include "hugepage/collapse.hpp"
+#include "hugepage/kernel_counters.hpp"
 #include "hugepage/process_view.hpp"
 #include "hugepage/system.hpp"
 #include "proc_text.hpp"
@@ -142,17 +143,14 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
   collapse_report report;
   report.pid = o.pid;
   report.dry_run = o.dry_run;
-  const std::optional<std::string> status =
-      read_text("", "/proc/" + std::to_string(o.pid) + "/status");
-  const std::map<std::string, std::uint64_t> status_fields =
-      status ? parse_meminfo(*status) : std::map<std::string, std::uint64_t>{};
+  const std::optional<process_status> status = read_status("", o.pid);
   // A thread's id reads its process's memory, but process_madvise needs the process itself.
-  if (const auto tgid = status_fields.find("Tgid");
-      tgid != status_fields.end() && tgid->second != static_cast<std::uint64_t>(o.pid)) {
+  if (const auto tgid = status ? status->number("Tgid") : std::nullopt;
+      tgid && *tgid != static_cast<std::uint64_t>(o.pid)) {
     ec = std::make_error_code(std::errc::invalid_argument);
     error =
         fmt::format("pid {} is a thread of process {}: a collapse works on a process (--pid {})",
-                    o.pid, tgid->second, tgid->second);
+                    o.pid, *tgid, *tgid);
     return report;
   }
   const std::vector<mapping_info> mappings = read_smaps(o.pid, ec);
@@ -177,8 +175,8 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
   }
   // The target opened once: its pagemap and maps serve every row's coverage, growth and collapse.
   const process_view view(o.pid);
-  const auto thp_enabled = status_fields.find("THP_enabled");
-  const bool thp_disabled = thp_enabled != status_fields.end() && thp_enabled->second == 0;
+  const auto thp_enabled = status ? status->number("THP_enabled") : std::nullopt;
+  const bool thp_disabled = thp_enabled && *thp_enabled == 0;
   const std::string shmem_enabled = read_thp_settings().shmem_enabled.value_or("");
   // deny forbids huge pages to shared memory, MADV_COLLAPSE's too; never stops only faults and
   // khugepaged (Linux 6.18 collapses memfd and MAP_SHARED memory under never).

@@ -19,6 +19,8 @@
 
 #include "allocator_settings.hpp"
 #include "debian_packages.hpp"
+#include "hugepage/kernel_counters.hpp"
+#include "hugepage/kernel_files.hpp"
 #include "hugepage/process_view.hpp"
 #include "hugepage/smaps.hpp"
 #include "hugepage/system.hpp"
@@ -376,10 +378,10 @@ std::optional<process_report> collect_process(pid_t pid, std::size_t top, collec
   const std::vector<mapping_info> mappings = parse_smaps(files.smaps);
   // The text is kept only for a capture (files_out): a large process's smaps is megabytes.
   if (files_out == nullptr) files.smaps = std::string();
-  files.status = read_text("", dir + "/status");
+  files.status = read_status_text("", pid);
   files.cmdline = read_text("", dir + "/cmdline");
   files.environ = read_text("", dir + "/environ");
-  files.cgroup = read_text("", dir + "/cgroup");
+  files.cgroup = read_proc_cgroup_text("", pid);
   // Who the process is, judged once: it decides which of the facts below are read.
   const process_identity identity = identify_process(files, mappings);
   // One NUMA node: numa_maps would say that all of it is there (numa_of_one_node).
@@ -389,12 +391,12 @@ std::optional<process_report> collect_process(pid_t pid, std::size_t top, collec
   } else {
     files.numa_maps = read_text("", dir + "/numa_maps");
   }
-  files.mountinfo = read_text("", dir + "/mountinfo");
+  files.mountinfo = read_mountinfo_text("", pid);
   const auto ppid = identity.status.find("PPid");
   // PPid 0: no parent in this pid namespace to ask. PPid 1 (init, or the adopter of an
   // orphan) tells nothing about who set the process's THP: unknown.
   if (ppid != identity.status.end() && ppid->second > 1) {
-    files.parent_status = read_text("", "/proc/" + std::to_string(ppid->second) + "/status");
+    files.parent_status = read_status_text("", static_cast<pid_t>(ppid->second));
   }
   // Only glibc's chunks carry its headers: another malloc's mappings are not read.
   const allocator_guess& allocator = identity.allocator.guess;

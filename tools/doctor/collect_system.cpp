@@ -2,8 +2,11 @@
 #include "collect_system.hpp"
 
 #include <string_view>
+#include <utility>
 
+#include "hugepage/kernel_counters.hpp"
 #include "hugepage/kernel_files.hpp"
+#include "hugepage/kernel_memory.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/perf_counters.hpp"
 #include "hugepage/system.hpp"
@@ -48,11 +51,11 @@ system_report collect_system(const std::string& root, bool probe) {
     }
   }
 
-  if (const auto text = read_text(root, "/proc/buddyinfo")) {
+  if (const auto buddyinfo = read_buddyinfo(root)) {
     std::size_t order = 0;
     while ((s.base_page_bytes << order) < s.thp_bytes && order < 40) ++order;
     std::vector<zone_readiness> zones;
-    for (const buddy_zone& z : parse_buddyinfo(*text)) {
+    for (const buddy_zone& z : *buddyinfo) {
       zone_readiness r;
       r.node = z.node;
       r.zone = z.zone;
@@ -63,16 +66,15 @@ system_report collect_system(const std::string& root, bool probe) {
     }
     s.zones = std::move(zones);
   }
-  if (const auto text = read_text(root, "/proc/vmstat")) {
+  if (const auto all = read_vmstat(root)) {
     s.vmstat_readable = true;
-    const auto all = parse_vmstat(*text);
     for (const char* name : vmstat_counters) {
-      if (const auto it = all.find(name); it != all.end()) s.vmstat.insert(*it);
+      if (const auto it = all->find(name); it != all->end()) s.vmstat.insert(*it);
     }
   }
-  if (const auto text = read_text(root, "/proc/meminfo")) {
+  if (auto meminfo = read_meminfo(root)) {
     s.meminfo_readable = true;
-    s.meminfo = parse_meminfo(*text);
+    s.meminfo = std::move(*meminfo);
   }
   std::vector<std::size_t> sizes;
   for (const hugetlb_pool& pool : s.pools) sizes.push_back(pool.page_bytes);
@@ -83,14 +85,9 @@ system_report collect_system(const std::string& root, bool probe) {
   }
   // Multi-size THP (Linux 6.8+): one directory per size, with its own enabled and counters.
   s.mthp = read_mthp_sizes(root);
-  if (const auto cpuinfo = read_text(root, "/proc/cpuinfo")) {
+  if (const auto cpu = read_cpuinfo(root)) {
     // x86 names 1 GiB page support pdpe1gb; other architectures have no such flag.
-    const auto flags = cpuinfo->find("\nflags");
-    if (flags != std::string::npos) {
-      const auto end = cpuinfo->find('\n', flags + 1);
-      const std::string line = cpuinfo->substr(flags, end - flags);
-      s.cpu_1g_pages = line.find(" pdpe1gb") != std::string::npos;
-    }
+    if (cpu->has_flags) s.cpu_1g_pages = cpu->has_flag("pdpe1gb");
   }
 
   const perf_counters counters({perf_event::dtlb_loads, perf_event::dtlb_load_misses});

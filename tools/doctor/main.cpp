@@ -25,6 +25,7 @@
 #include "collect_process.hpp"
 #include "collect_system.hpp"
 #include "exit_codes.hpp"
+#include "hugepage/kernel_counters.hpp"
 #include "json.hpp"
 #include "probe.hpp"
 #include "process_report.hpp"
@@ -230,14 +231,13 @@ int run(options o) {
     // A thread id opens /proc/TID as well, with its process's memory: report the process, and
     // say so, so that a report titled with another pid surprises no one. A collapse acts on
     // memory, so it is not redirected: given a thread id, it refuses and names the process.
-    const auto status = read_text("", "/proc/" + std::to_string(*o.pid) + "/status");
-    const auto fields = status ? parse_meminfo(*status) : decltype(parse_meminfo("")){};
-    const auto tgid = fields.find("Tgid");
-    if (tgid != fields.end() && tgid->second != 0 && tgid->second != std::uint64_t(*o.pid)) {
+    const auto status = hugepage::read_status("", *o.pid);
+    const auto tgid = status ? status->number("Tgid") : std::nullopt;
+    if (tgid && *tgid != 0 && *tgid != std::uint64_t(*o.pid)) {
       std::fprintf(stderr,
                    "hugepage-doctor: %d is a thread of process %llu; reporting the process\n",
-                   *o.pid, static_cast<unsigned long long>(tgid->second));
-      o.pid = static_cast<pid_t>(tgid->second);
+                   *o.pid, static_cast<unsigned long long>(*tgid));
+      o.pid = static_cast<pid_t>(*tgid);
     }
   }
   if (o.pid && o.collapse) {

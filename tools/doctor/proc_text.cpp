@@ -1,4 +1,4 @@
-// tools/doctor/proc_text.cpp - parsers for buddyinfo, vmstat, meminfo, cgroup, environ, maps.
+// tools/doctor/proc_text.cpp - parsers for cgroup, environ, maps, numa_maps.
 #include "proc_text.hpp"
 
 #include <dirent.h>
@@ -49,85 +49,10 @@ bool all_digits(std::string_view s) {
 
 }  // namespace
 
-// ---- buddyinfo ---------------------------------------------------------------------------------
-
-std::uint64_t buddy_zone::free_bytes(std::size_t base_page) const noexcept {
-  return free_bytes_from(0, base_page);
-}
-
-std::uint64_t buddy_zone::free_bytes_from(std::size_t order, std::size_t base_page) const noexcept {
-  std::uint64_t bytes = 0;
-  for (std::size_t o = order; o < free_blocks.size() && o < 40; ++o) {
-    bytes += free_blocks[o] * (std::uint64_t{base_page} << o);
-  }
-  return bytes;
-}
-
-std::uint64_t buddy_zone::blocks_of(std::size_t order) const noexcept {
-  std::uint64_t blocks = 0;
-  for (std::size_t o = order; o < free_blocks.size() && o < order + 40; ++o) {
-    blocks += free_blocks[o] << (o - order);
-  }
-  return blocks;
-}
-
-std::vector<buddy_zone> parse_buddyinfo(std::string_view text) {
-  std::vector<buddy_zone> zones;
-  while (!text.empty()) {
-    std::string_view line = next_line(text);
-    // "Node 0, zone   Normal  2175 1280 ..."
-    if (next_word(line) != "Node") continue;
-    std::string_view node = next_word(line);
-    if (!node.empty() && node.back() == ',') node.remove_suffix(1);
-    if (!all_digits(node) || next_word(line) != "zone") continue;
-    buddy_zone zone;
-    zone.node = static_cast<int>(parse_number(node).value_or(0));
-    zone.zone = std::string(next_word(line));
-    if (zone.zone.empty()) continue;
-    bool ok = true;
-    for (std::string_view word = next_word(line); !word.empty(); word = next_word(line)) {
-      const auto value = parse_number(word);
-      if (!value || !all_digits(word)) {
-        ok = false;
-        break;
-      }
-      zone.free_blocks.push_back(*value);
-    }
-    if (ok) zones.push_back(std::move(zone));
-  }
-  return zones;
-}
-
-// ---- vmstat, meminfo, status -------------------------------------------------------------------
-
-std::map<std::string, std::uint64_t> parse_vmstat(std::string_view text) {
-  std::map<std::string, std::uint64_t> values;
-  while (!text.empty()) {
-    std::string_view line = next_line(text);
-    const std::string_view name = next_word(line);
-    const std::string_view number = next_word(line);
-    if (name.empty() || !all_digits(number)) continue;
-    if (const auto value = parse_number(number)) values[std::string(name)] = *value;
-  }
-  return values;
-}
-
-std::map<std::string, std::uint64_t> parse_meminfo(std::string_view text) {
-  std::map<std::string, std::uint64_t> values;
-  detail::for_each_kb_field(text, [&values](std::string_view name, std::uint64_t bytes) {
-    values[std::string(name)] = bytes;
-  });
-  return values;
-}
+// ---- status ------------------------------------------------------------------------------------
 
 std::optional<std::string> status_text_field(std::string_view text, std::string_view key) {
-  while (!text.empty()) {
-    const std::string_view line = next_line(text);
-    const auto colon = line.find(':');
-    if (colon == std::string_view::npos) continue;
-    if (line.substr(0, colon) == key) return std::string(trim(line.substr(colon + 1)));
-  }
-  return std::nullopt;
+  return parse_status(text).field(std::string(key));
 }
 
 // ---- environ, maps -----------------------------------------------------------------------------

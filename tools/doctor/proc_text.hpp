@@ -1,14 +1,12 @@
 // tools/doctor/proc_text.hpp - parsers for the kernel files the library does not read itself.
 //
-// hugepage-doctor needs a few more of the kernel's text files than the library does:
-//   /proc/buddyinfo              free blocks per order and zone: can the kernel find 2 MiB now?
-//   /proc/vmstat                 THP and compaction event counters
-//   /proc/meminfo                system-wide AnonHugePages, Hugetlb, MemAvailable
+// hugepage-doctor needs a few more of the kernel's text files than the library does (buddyinfo,
+// vmstat, meminfo, status and cpuinfo it reads with the library's parsers and readers:
+// hugepage/kernel_memory.hpp, kernel_counters.hpp, kernel_files.hpp):
 //   <cgroup>/hugetlb.<size>.*    the report of the hugetlb cgroup limits (v2: max, rsvd.max; v1:
 //                                limit_in_bytes), read by the library (hugepage/cgroup.hpp)
 //   /proc/<pid>/environ          allocator settings (MALLOC_CONF, GLIBC_TUNABLES, ...)
 //   /proc/<pid>/maps             mapped libraries: which malloc the process runs
-//   /proc/<pid>/status           Name, THP_enabled (prctl(PR_SET_THP_DISABLE), Linux 5.0+)
 // Every parser takes the text, so tests feed stored samples; every reader takes a root directory
 // ("" for the live system), so tests feed a fake tree. Unknown fields and malformed lines are
 // skipped; a file that cannot be read is an empty optional, never a made-up zero.
@@ -24,39 +22,17 @@
 #include <utility>
 #include <vector>
 
+#include "hugepage/kernel_counters.hpp"
 #include "hugepage/kernel_files.hpp"
+#include "hugepage/kernel_memory.hpp"
 
 namespace hugepage::doctor {
 
-// ---- buddyinfo ---------------------------------------------------------------------------------
+// ---- status ------------------------------------------------------------------------------------
 
-/// One line of /proc/buddyinfo: free blocks of each order (2^order base pages) in one zone.
-struct buddy_zone {
-  int node = 0;
-  std::string zone;                        ///< "DMA", "DMA32", "Normal", "Movable"
-  std::vector<std::uint64_t> free_blocks;  ///< index: order
-
-  /// Free bytes in the zone.
-  std::uint64_t free_bytes(std::size_t base_page) const noexcept;
-  /// Free bytes held in blocks of at least `order`.
-  std::uint64_t free_bytes_from(std::size_t order, std::size_t base_page) const noexcept;
-  /// How many naturally aligned blocks of `order` the free lists hold (larger blocks split).
-  std::uint64_t blocks_of(std::size_t order) const noexcept;
-};
-
-/// Parses /proc/buddyinfo ("Node 0, zone   Normal   2175   1280 ..."). Any number of orders.
-std::vector<buddy_zone> parse_buddyinfo(std::string_view text);
-
-// ---- vmstat, meminfo, status -------------------------------------------------------------------
-
-/// Parses "name value" lines (/proc/vmstat). Lines without a number are skipped.
-std::map<std::string, std::uint64_t> parse_vmstat(std::string_view text);
-
-/// Parses "Name:   value [kB]" lines (/proc/meminfo, /proc/<pid>/status). Values with a kB unit
-/// are returned in bytes; the others (HugePages_Total, THP_enabled) as they are.
-std::map<std::string, std::uint64_t> parse_meminfo(std::string_view text);
-
-/// The text fields of /proc/<pid>/status that the doctor wants ("Name").
+/// A text field of /proc/<pid>/status ("Name"): parse_status() (hugepage/kernel_counters.hpp).
+/// buddyinfo, vmstat, meminfo and status numbers are the library's parse_buddyinfo(),
+/// parse_vmstat(), parse_meminfo() (kernel_memory.hpp, kernel_counters.hpp).
 std::optional<std::string> status_text_field(std::string_view text, std::string_view key);
 
 // ---- environ, maps -----------------------------------------------------------------------------

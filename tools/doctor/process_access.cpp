@@ -10,6 +10,7 @@
 #include <string_view>
 #include <system_error>
 
+#include "hugepage/kernel_counters.hpp"
 #include "hugepage/kernel_files.hpp"
 #include "proc_text.hpp"
 
@@ -36,11 +37,9 @@ access_facts read_access_facts(pid_t pid) {
     f.user_namespace = std::sscanf(map->c_str(), "%lu %lu %lu", &inside, &outside, &count) != 3 ||
                        inside != 0 || outside != 0 || count != 4294967295UL;
   }
-  if (const auto status = read_text("", "/proc/self/status")) {
-    const auto at = status->find("\nCapEff:");
-    if (at != std::string::npos) {
-      const std::uint64_t caps = std::strtoull(status->c_str() + at + 8, nullptr, 16);
-      f.cap_sys_ptrace = (caps >> 19U) & 1U;  // CAP_SYS_PTRACE
+  if (const auto status = read_status()) {
+    if (const auto caps = status->mask("CapEff")) {
+      f.cap_sys_ptrace = (*caps >> 19U) & 1U;  // CAP_SYS_PTRACE
     }
   }
   return f;

@@ -9,6 +9,7 @@
 
 #include "doctor_cli_support.hpp"
 #include "hugepage/detail/proc_file.hpp"
+#include "hugepage/kernel_counters.hpp"
 
 namespace doctor_cli {
 namespace {

@@ -5,9 +5,11 @@ the runner's header asks it for (--machine-facts --json). Usage: python3 -m runn
 
 import io
 import os
+import re
 import subprocess
 import sys
 from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
 
 from runner import cli
 from runner.machine import machine_facts
@@ -70,6 +72,13 @@ def machine_facts_read(bench):
     sizes = [p.get("page_bytes") for p in facts.get("pools") or []]
     if sizes != sorted(sizes) or not all(isinstance(b, int) and b > 0 for b in sizes):
         out.append(f"--machine-facts: pools {facts.get('pools')!r}")
+    # The CPU facts the runner gates the 1 GiB configurations on, against /proc/cpuinfo read here.
+    flags = re.search(r"^flags\s*:(.*)$", Path("/proc/cpuinfo").read_text(), re.M)
+    want = None if flags is None else "pdpe1gb" in flags.group(1).split()
+    if (facts.get("cpu") or {}).get("pdpe1gb") is not want:
+        out.append(f"--machine-facts: cpu {facts.get('cpu')!r}, /proc/cpuinfo says pdpe1gb {want}")
+    if not set(sizes) <= set(facts.get("pool_sizes") or []):
+        out.append(f"--machine-facts: pool_sizes {facts.get('pool_sizes')!r} lack a pool's size")
     r = subprocess.run([bench, "--machine-facts"], capture_output=True, text=True, timeout=60)
     if r.returncode != 2 or "add --json" not in r.stderr:
         out.append(f"--machine-facts without --json: exit {r.returncode} {r.stderr.strip()!r}")

@@ -62,5 +62,20 @@ class MachineFacts(unittest.TestCase):
         self.assertEqual(len(said), 1, lines)
 
 
+class MachineFactsCpu(unittest.TestCase):
+    def test_the_cpu_model_comes_from_the_binary(self):
+        args = SimpleNamespace(machine_facts=json.loads(FIXTURE.read_text()), headroom=None)
+        lines = machine_lines({}, args)
+        self.assertIn("  cpu_model: Test CPU @ 2.20GHz  (hugepage_bench --machine-facts)", lines)
+        self.assertFalse([line for line in lines if "read by run.py" in line], lines)
+
+    def test_without_a_model_the_runner_names_the_processor_itself(self):
+        args = SimpleNamespace(machine_facts={"problem": "no binary"}, headroom=None)
+        lines = machine_lines({}, args)
+        self.assertEqual(len([line for line in lines
+                              if line.startswith("  cpu_model: ") and "(read by run.py)" in line]),
+                         1, lines)
+
+
 if __name__ == "__main__":
     unittest.main()

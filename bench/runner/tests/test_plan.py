@@ -1,5 +1,3 @@
-import os
-import tempfile
 import unittest
 
 from runner import configs, plan
@@ -99,41 +97,39 @@ class SuitesForRound(unittest.TestCase):
 
 
 class OneGibPool(unittest.TestCase):
+    """The gate of the 1 GiB configurations, over the machine facts the binary reads."""
+
     def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory()
-        self.cpuinfo = os.path.join(self.tmp.name, "cpuinfo")
-        self.pool = os.path.join(self.tmp.name, "hugepages-1048576kB")
-
-    def tearDown(self):
-        self.tmp.cleanup()
-
-    def write(self, path, text):
-        with open(path, "w") as f:
-            f.write(text)
+        self.facts = {"cpu": {"model": "x", "pdpe1gb": None}, "pool_sizes": [], "pools": []}
 
     def shortage(self, max_size=256 << 20):
-        return configs.one_gib_pool_shortage(max_size, self.cpuinfo, self.pool)
+        return configs.one_gib_pool_shortage(max_size, self.facts)
 
     def test_no_pdpe1gb(self):
-        self.write(self.cpuinfo, "processor\t: 0\nflags\t\t: fpu sse2 pse\n")
+        self.facts["cpu"]["pdpe1gb"] = False
         self.assertEqual(self.shortage(),
                          "this CPU has no 1 GiB pages (no pdpe1gb flag in /proc/cpuinfo)")
 
     def test_pool_hidden_or_unreadable(self):
-        self.write(self.cpuinfo, "flags\t: fpu pdpe1gb\n")
+        self.facts["cpu"]["pdpe1gb"] = True
         self.assertIn("has no 1 GiB hugetlb pool", self.shortage())
-        os.mkdir(self.pool)  # what an empty bind mount over the sysfs directory looks like
+        self.facts["pool_sizes"] = [1 << 30]  # an empty bind mount over the sysfs directory
         self.assertIn("the 1 GiB pool could not be reserved", self.shortage())
         self.assertIn("free_hugepages is not readable", self.shortage())
 
     def test_too_few_free_pages(self):
-        self.write(self.cpuinfo, "flags\t: fpu pdpe1gb\n")
-        os.mkdir(self.pool)
-        self.write(os.path.join(self.pool, "free_hugepages"), "1\n")
-        self.write(os.path.join(self.pool, "nr_hugepages"), "2\n")
+        self.facts["cpu"]["pdpe1gb"] = True
+        self.facts["pool_sizes"] = [2 << 20, 1 << 30]
+        self.facts["pools"] = [{"page_bytes": 2 << 20, "total": 9, "free": 9},
+                               {"page_bytes": 1 << 30, "total": 2, "free": 1}]
         self.assertEqual(self.shortage(256 << 20), "")
         why = self.shortage(1 << 30)  # a 1 GiB working set's map needs two pages
         self.assertIn("1 free page(s) of 2, the largest working set needs 2", why)
+
+    def test_facts_the_binary_could_not_give(self):
+        self.facts = {"problem": "hugepage_bench --machine-facts --json: exit status 2"}
+        self.assertEqual(self.shortage(), "the machine facts could not be read "
+                                          "(hugepage_bench --machine-facts --json: exit status 2)")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -20,6 +21,7 @@
 
 #include "hugepage/detail/errno_text.hpp"
 #include "hugepage/detail/proc_file.hpp"
+#include "hugepage/kernel_counters.hpp"
 
 namespace hugepage::detail {
 
@@ -34,25 +36,19 @@ inline std::optional<int> perf_event_paranoid() {
   return static_cast<int>(value);
 }
 
-/// The value of a "Key:\tvalue" line of /proc/self/status, or "".
+/// The value of a "Key:\tvalue" line of this process's status (read_status()), or "".
 inline std::string status_field(const char* key) {
-  std::error_code ec;
-  const std::string text = read_file("/proc/self/status", ec);
-  const std::string needle = std::string("\n") + key + ":";
-  const auto at = text.find(needle);
-  if (ec || at == std::string::npos) return {};
-  auto begin = at + needle.size();
-  while (begin < text.size() && (text[begin] == ' ' || text[begin] == '\t')) ++begin;
-  const auto end = text.find('\n', begin);
-  return text.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+  const std::optional<process_status> status = read_status();
+  return status ? status->field(key).value_or("") : std::string();
 }
 
 /// Whether this process has CAP_PERFMON (38) or CAP_SYS_ADMIN (21) in its effective set, which
 /// lifts the perf_event_paranoid restrictions.
 inline bool perf_privileged() {
-  const std::string caps = status_field("CapEff");
-  if (caps.empty()) return ::geteuid() == 0;
-  const unsigned long long mask = std::strtoull(caps.c_str(), nullptr, 16);
+  const std::optional<process_status> status = read_status();
+  const std::optional<std::uint64_t> caps = status ? status->mask("CapEff") : std::nullopt;
+  if (!caps) return ::geteuid() == 0;
+  const std::uint64_t mask = *caps;
   return (mask >> 38 & 1U) != 0 || (mask >> 21 & 1U) != 0;
 }
 

@@ -150,15 +150,6 @@ inline std::optional<std::uint64_t> kb_field(std::string_view text, std::string_
   return found;
 }
 
-/// A field of /proc/meminfo in bytes ("MemAvailable", "Hugepagesize"); nullopt when the file
-/// cannot be read or has no such line.
-inline std::optional<std::uint64_t> read_meminfo_field(std::string_view name) {
-  std::error_code ec;
-  const std::string text = read_file("/proc/meminfo", ec);
-  if (ec) return std::nullopt;
-  return kb_field(text, name);
-}
-
 /// Reads at most `size - 1` bytes of a small file into `buffer`; -1 when it cannot be read.
 /// Allocates nothing.
 inline long read_small_file(const char* path, char* buffer, std::size_t size) noexcept {

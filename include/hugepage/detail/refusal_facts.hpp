@@ -15,6 +15,7 @@
 #include <system_error>
 
 #include "hugepage/detail/proc_file.hpp"
+#include "hugepage/kernel_counters.hpp"
 #include "hugepage/kernel_files.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/page_size.hpp"
@@ -30,7 +31,7 @@ inline std::size_t parse_default_huge_page_bytes(std::string_view meminfo) {
 
 /// Reads the default huge page size (parse_default_huge_page_bytes); 0 when unknown.
 inline std::size_t read_default_huge_page_bytes() {
-  return static_cast<std::size_t>(read_meminfo_field("Hugepagesize").value_or(0));
+  return static_cast<std::size_t>(read_meminfo_value("Hugepagesize").value_or(0));
 }
 
 /// The soft RLIMIT_AS in bytes; empty when unlimited (or getrlimit fails).
