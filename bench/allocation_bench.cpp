@@ -19,7 +19,7 @@
 
 #include "hugepage/allocator.hpp"
 #include "hugepage/cgroup.hpp"
-#include "hugepage/detail/mapping_registry.hpp"
+#include "hugepage/mapping_records.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/strategy.hpp"
 #include "hugepage/system.hpp"
@@ -84,20 +84,20 @@ BENCHMARK(BM_HugetlbLimit_Read);
 // One record taken and put back while `records` others are live. The keys are made up (nothing
 // else registers while this runs) and removed again at the end.
 void BM_Registry_TakeAdd(benchmark::State& state) {
-  auto& registry = hugepage::detail::registry();
   const auto records = static_cast<std::uintptr_t>(state.range(0));
   const auto key = [](std::uintptr_t i) { return reinterpret_cast<void*>((i + 1) * kHuge); };
   for (std::uintptr_t i = 0; i < records; ++i) {
-    registry.add(key(i), {hugepage::backing::thp, kHuge, false});
+    hugepage::record_mapping(key(i), kHuge, hugepage::backing::thp);
   }
   std::uintptr_t i = 0;
   for (auto _ : state) {
     void* p = key(i);
-    benchmark::DoNotOptimize(registry.take(p, hugepage::backing::hugetlb_2m));
-    registry.add(p, {hugepage::backing::thp, kHuge, false});
+    benchmark::DoNotOptimize(hugepage::take_mapping_record(p, hugepage::backing::hugetlb_2m));
+    hugepage::record_mapping(p, kHuge, hugepage::backing::thp);
     i = i + 1 == records ? 0 : i + 1;
   }
-  for (std::uintptr_t j = 0; j < records; ++j) registry.take(key(j), hugepage::backing::thp);
+  for (std::uintptr_t j = 0; j < records; ++j)
+    hugepage::take_mapping_record(key(j), hugepage::backing::thp);
   state.SetLabel(std::to_string(records) + " records live");
 }
 BENCHMARK(BM_Registry_TakeAdd)->Arg(1)->Arg(1000)->Arg(100000);

@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "hugepage/allocator.hpp"
-#include "hugepage/detail/mapping_registry.hpp"
 #include "hugepage/label.hpp"
 #include "hugepage/page_size.hpp"
 
@@ -26,19 +25,18 @@ struct bench_opts : hugepage::default_options {
 };
 
 void BM_Label_RecordRemove(benchmark::State& state) {
-  auto& registry = hugepage::detail::registry();
   // Addresses that are never dereferenced: the registry only keys on them.
   std::vector<char*> others(static_cast<std::size_t>(state.range(0)));
   auto* base = reinterpret_cast<char*>(std::uintptr_t{1} << 44);
   for (std::size_t i = 0; i < others.size(); ++i) {
     others[i] = base + (i + 1) * 2 * mib;
-    registry.add_labelled(others[i], bench_opts::label, 2 * mib, 2 * mib, hugepage::backing::thp);
+    hugepage::label_mapping(others[i], bench_opts::label, 2 * mib, hugepage::backing::thp);
   }
   for (auto _ : state) {
-    registry.add_labelled(base, bench_opts::label, 2 * mib, 2 * mib, hugepage::backing::thp);
-    registry.remove_labelled(base);
+    hugepage::label_mapping(base, bench_opts::label, 2 * mib, hugepage::backing::thp);
+    hugepage::unlabel_mapping(base);
   }
-  for (char* p : others) registry.remove_labelled(p);
+  for (char* p : others) hugepage::unlabel_mapping(p);
 }
 BENCHMARK(BM_Label_RecordRemove)->Arg(0)->Arg(1000)->Arg(100000);
 

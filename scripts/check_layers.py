@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
-"""Checks that no include in include/hugepage climbs to a higher floor of include/layers.txt.
+"""Checks that no include in include/hugepage climbs to a higher floor of include/layers.txt,
+and that tools/, bench/ and examples/ include only the library's public headers.
 
 Reads the layer map (floors, bottom first, each listing its headers), then every header under
 include/hugepage: a header missing from the map, a map entry with no header, an include of a
 header on a higher floor (or of one the map does not know, or by a relative path) are each reported
-as `path:line: what`, and the exit status is 1. Python 3's standard library only; run by
+as `path:line: what`, and the exit status is 1. Then every source under tools/, bench/ and
+examples/ (tests under tools/test excepted, as test/ is: they test internals): an include of a
+hugepage/detail/ header is reported the same way, unless the map allows it ("allow
+tools/x.cpp -> detail/y.hpp"; each allowance used is named on every run). Python 3's standard library only; run by
 scripts/lint and by the ctest Lint.Layers (scripts/check_layers_test.py).
 
 Usage: check_layers.py [--root DIR] [--map FILE]   (defaults: the repository, include/layers.txt)
@@ -19,6 +23,9 @@ INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]hugepage/([^>"]+)[>"]')
 QUOTED = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
 FLOOR = re.compile(r"^floor\s+([A-Za-z0-9_-]+)\s*:")
 ALLOW = re.compile(r"^allow\s+(\S+)\s*->\s*(\S+)$")
+SOURCE_DIRS = ("tools", "bench", "examples")  # what is built over the library, not inside it
+SOURCE_SUFFIXES = (".cpp", ".cc", ".hpp", ".h")
+EXEMPT = ("tools/test/",)  # tests, like test/, may reach the internals they test
 
 
 class Layers:
@@ -108,11 +115,44 @@ def check(root, map_path):
                     f"{shown}:{number}: includes hugepage/{target} (floor "
                     f"{layers.floors[layers.floor_of[target]]}) from floor "
                     f"{layers.floors[own]}: an include climbs")
+    check_sources(root, layers, map_path.name, used, problems)
     for (name, target), number in sorted(layers.allowed.items(), key=lambda item: item[1]):
-        if (name, target) not in used:
+        if (name, target) in used:
+            continue
+        if name.startswith(tuple(d + "/" for d in SOURCE_DIRS)):
+            problems.append(f"{map_shown}:{number}: allow {name} -> {target}: {name} no longer "
+                            f"includes hugepage/{target}; remove the line")
+        else:
             problems.append(f"{map_shown}:{number}: allow {name} -> {target}: no such include "
                             f"climbs any more; remove the line")
     return problems
+
+
+def check_sources(root, layers, map_name, used, problems):
+    """Appends a `path:line: what` to `problems` for each include of a hugepage/detail/ header in
+    a source under SOURCE_DIRS that no "allow <source> -> <header>" entry of the map lets pass;
+    adds the entries used to `used` and names each on stdout."""
+    for directory in SOURCE_DIRS:
+        base = root / directory
+        if not base.is_dir():
+            continue
+        for path in sorted(p for p in base.rglob("*") if p.is_file()):
+            shown = path.relative_to(root).as_posix()
+            if path.suffix not in SOURCE_SUFFIXES or shown.startswith(EXEMPT):
+                continue
+            text = path.read_text(encoding="utf-8", errors="replace")
+            for number, line in enumerate(text.splitlines(), start=1):
+                match = INCLUDE.match(line)
+                if not match or not match.group(1).startswith("detail/"):
+                    continue
+                target = match.group(1)
+                if (shown, target) in layers.allowed:
+                    used.add((shown, target))
+                    print(f"{shown}:{number}: known exception, allowed by {map_name}:"
+                          f"{layers.allowed[(shown, target)]}: includes hugepage/{target}")
+                else:
+                    problems.append(f"{shown}:{number}: includes hugepage/{target}, the "
+                                    f"library's internals: {directory}/ uses its public API only")
 
 
 def main(argv=None):
@@ -131,12 +171,16 @@ def main(argv=None):
     for problem in problems:
         print(problem, file=sys.stderr)
     if problems:
-        print(f"error: {len(problems)} layer problem(s) in include/hugepage", file=sys.stderr)
+        print(f"error: {len(problems)} layer problem(s)", file=sys.stderr)
         return 1
     layers = read_map(map_path, [])
-    allowed = f" but the {len(layers.allowed)} allowed" if layers.allowed else ""
+    tools = sum(1 for name, _ in layers.allowed if name.split("/")[0] in SOURCE_DIRS)
+    climbs = len(layers.allowed) - tools
+    allowed = f" but the {climbs} allowed" if climbs else ""
+    tools_allowed = f" but the {tools} allowed" if tools else ""
     print(f"layers: {len(layers.floor_of)} headers on {len(layers.floors)} floors, "
-          f"no include climbs{allowed}")
+          f"no include climbs{allowed}; tools/, bench/ and examples/ include no detail/ "
+          f"header{tools_allowed}")
     return 0
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Tests of scripts/check_layers.py: the repository passes, and each planted fault in a temporary
-copy of include/ fails, naming the file and line. Run by the ctest Lint.Layers:
+copy of include/ (and of the sources of tools/, bench/ and examples/) fails, naming the file and
+line. Run by the ctest Lint.Layers:
 `python3 -m unittest scripts/check_layers_test.py` from the repository root."""
 
 import pathlib
@@ -31,11 +32,20 @@ def append_include(path, target):
     return last + 2
 
 
+def not_a_source(directory, names):
+    """shutil.copytree's ignore: the files that are not C++ sources or headers."""
+    folder = pathlib.Path(directory)
+    return [n for n in names
+            if not (folder / n).is_dir() and not n.endswith((".cpp", ".cc", ".hpp", ".h"))]
+
+
 class CheckLayersTest(unittest.TestCase):
     def setUp(self):
         self.scratch = tempfile.TemporaryDirectory()
         self.root = pathlib.Path(self.scratch.name)
         shutil.copytree(ROOT / "include", self.root / "include")
+        for directory in ("tools", "bench", "examples"):  # their sources, no data or build
+            shutil.copytree(ROOT / directory, self.root / directory, ignore=not_a_source)
         self.headers = self.root / "include" / "hugepage"
         self.map = self.root / "include" / "layers.txt"
 
@@ -128,6 +138,46 @@ class CheckLayersTest(unittest.TestCase):
         with self.map.open("a", encoding="utf-8") as out:
             out.write("allow os.hpp -> strategy.hpp\n")
         self.assert_fails_with("allow os.hpp -> strategy.hpp: no such include climbs any more")
+
+    def test_a_tool_including_a_detail_header_fails(self):
+        line = append_include(self.root / "tools" / "doctor" / "main.cpp", "detail/pagemap.hpp")
+        self.assert_fails_with(
+            f"tools/doctor/main.cpp:{line}: includes hugepage/detail/pagemap.hpp, the library's "
+            "internals: tools/ uses its public API only")
+
+    def test_a_benchmark_or_example_including_a_detail_header_fails(self):
+        bench = append_include(self.root / "bench" / "main.cpp", "detail/proc_file.hpp")
+        example = next(p for p in sorted((self.root / "examples").rglob("*.cpp"))
+                       if "#include" in p.read_text(encoding="utf-8"))
+        shown = example.relative_to(self.root).as_posix()
+        line = append_include(example, "detail/errno_text.hpp")
+        self.assert_fails_with(
+            f"bench/main.cpp:{bench}: includes hugepage/detail/proc_file.hpp",
+            f"{shown}:{line}: includes hugepage/detail/errno_text.hpp, the library's internals: "
+            "examples/ uses its public API only")
+
+    def test_a_tool_test_may_include_a_detail_header(self):
+        append_include(self.root / "tools" / "test" / "doctor_parse_test.cpp",
+                       "detail/pagemap.hpp")
+        status, errors = run_checker(self.root)
+        self.assertEqual(status, 0, errors)
+
+    def test_an_allowed_tool_include_passes_and_is_named(self):
+        line = append_include(self.root / "tools" / "doctor" / "main.cpp", "detail/pagemap.hpp")
+        with self.map.open("a", encoding="utf-8") as out:
+            out.write("allow tools/doctor/main.cpp -> detail/pagemap.hpp  # planted\n")
+        done = subprocess.run([sys.executable, str(CHECKER), "--root", str(self.root)],
+                              capture_output=True, text=True, check=False)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn(f"tools/doctor/main.cpp:{line}: known exception, allowed by layers.txt:",
+                      done.stdout)
+
+    def test_a_tool_allowance_no_longer_needed_fails(self):
+        with self.map.open("a", encoding="utf-8") as out:
+            out.write("allow tools/doctor/main.cpp -> detail/pagemap.hpp\n")
+        self.assert_fails_with("allow tools/doctor/main.cpp -> detail/pagemap.hpp: "
+                               "tools/doctor/main.cpp no longer includes "
+                               "hugepage/detail/pagemap.hpp; remove the line")
 
 
 if __name__ == "__main__":

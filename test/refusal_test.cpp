@@ -17,17 +17,17 @@
 #include <vector>
 
 #include "hugepage/allocator.hpp"
-#include "hugepage/detail/format_bytes.hpp"
 #include "hugepage/detail/refusal_facts.hpp"
+#include "hugepage/format_bytes.hpp"
 #include "support.hpp"
 
 namespace {
 
+using hugepage::format_bytes;
 using hugepage::hugetlb_refusal;
 using hugepage::page_size;
 using hugepage::refusal_cause;
 using hugepage::refusal_stage;
-using hugepage::detail::format_bytes;
 using hugepage::units::gib;
 using hugepage::units::kib;
 using hugepage::units::mib;

@@ -38,6 +38,7 @@
 // where it has a page table (pages given back, or read faults on the zero page) and refused with
 // EINVAL where it has none; collapse() skips both (`empty`). Collapse populated ranges. (All
 // checked on Linux 6.18.)
+// collapse_growth(view, lo, hi) says beforehand how much a collapse would add that way.
 //
 // Errors (man 2 madvise, Documentation/admin-guide/mm/transhuge.rst):
 //   EINVAL  kernel before 6.1, a chunk not THP-eligible (hugetlb, VM_NOHUGEPAGE, not anonymous or
@@ -63,8 +64,10 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "hugepage/detail/collapse_chunks.hpp"
 #include "hugepage/detail/pagemap.hpp"
@@ -406,6 +409,47 @@ inline collapse_result collapse(const process_view& view, void* p, std::size_t b
   const detail::unique_fd pidfd(detail::pagemap::pidfd_open(view.pid(), ec));
   if (!pidfd) return detail::collapse_not_started(p, bytes, ec);
   return detail::collapse_range(pidfd.get(), view.pagemap_fd(), p, bytes, budget, view.maps_fd());
+}
+
+/// The memory a collapse of [lo, hi) of the process of `view` would add, in bytes: MADV_COLLAPSE
+/// fills every 2 MiB chunk that has a page of data present but is not huge yet with zeroes up to
+/// 2 MiB (chunks already huge, without data or only on the zero page add nothing). `lo` and `hi`
+/// are 2 MiB aligned. Read from the view's pagemap with PAGEMAP_SCAN (Linux 6.7): nullopt where
+/// the pagemap is not open or the scan fails; changes nothing. Throws std::bad_alloc.
+inline std::optional<std::size_t> collapse_growth(const process_view& view, std::uintptr_t lo,
+                                                  std::uintptr_t hi) {
+  namespace pm = detail::pagemap;
+  constexpr std::size_t chunk = detail::collapse_chunk;
+  if (view.pagemap_fd() < 0) return std::nullopt;
+  std::vector<std::size_t> present((hi - lo) / chunk, 0);
+  std::vector<bool> huge(present.size(), false);
+  pm::page_region regions[256];
+  for (std::uintptr_t at = lo; at < hi;) {
+    std::size_t count = 0;
+    std::uintptr_t walk_end = at;
+    if (pm::scan(view.pagemap_fd(), at, hi, pm::page_is_present,
+                 pm::page_is_huge | pm::page_is_pfnzero, regions, 256, count, walk_end)) {
+      return std::nullopt;
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+      if ((regions[i].categories & pm::page_is_pfnzero) != 0) continue;  // no data of its own
+      for (std::uintptr_t a = regions[i].start; a < regions[i].end;) {
+        const std::size_t index = (a - lo) / chunk;
+        const std::uintptr_t next =
+            std::min<std::uintptr_t>(lo + (index + 1) * chunk, regions[i].end);
+        present[index] += next - a;
+        if ((regions[i].categories & pm::page_is_huge) != 0) huge[index] = true;
+        a = next;
+      }
+    }
+    if (count < 256 || walk_end <= at) break;
+    at = walk_end;
+  }
+  std::size_t growth = 0;
+  for (std::size_t i = 0; i < present.size(); ++i) {
+    if (!huge[i] && present[i] != 0) growth += chunk - present[i];
+  }
+  return growth;
 }
 
 }  // namespace hugepage

@@ -114,4 +114,18 @@ inline std::vector<label_report> labels() {
   return out;
 }
 
+/// Counts the mapping [p, p + length), which the caller mapped itself, under `label` as a
+/// labelled allocator counts its blocks: in labels() and coverage_of(label), as asking for
+/// `asked`, and kept up by upkeep like them, until unlabel_mapping(p). `label` has static storage
+/// (a string literal); `p` stays mapped until unlabel_mapping(p) returns. Throws std::bad_alloc
+/// (then nothing is counted).
+inline void label_mapping(void* p, const char* label, std::size_t length, backing asked) {
+  detail::registry().add_labelled(p, label, length, length, asked);
+}
+
+/// Stops counting the mapping `p` (label_mapping()), first waiting for an upkeep call working on
+/// it (one MADV_COLLAPSE of 2 MiB): `p` may be unmapped once it returns. Nothing when `p` is not
+/// counted.
+inline void unlabel_mapping(void* p) noexcept { detail::registry().remove_labelled(p); }
+
 }  // namespace hugepage

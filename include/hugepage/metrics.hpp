@@ -49,9 +49,9 @@
 #include <vector>
 
 #include "hugepage/detail/errno_text.hpp"
-#include "hugepage/detail/prometheus_text.hpp"
 #include "hugepage/detail/utf8_text.hpp"
 #include "hugepage/label.hpp"
+#include "hugepage/prometheus_exposition.hpp"
 #include "hugepage/stats.hpp"
 #include "hugepage/upkeep.hpp"
 
@@ -99,7 +99,7 @@ inline std::string format_ratio(double value) {
   return std::string(text, r.ptr);
 }
 
-// Families in the order written, over the one Prometheus writer (detail/prometheus_text.hpp).
+// Families in the order written, over the one Prometheus writer (prometheus_exposition.hpp).
 class metric_writer {
  public:
   explicit metric_writer(std::ostream& out) : out_(out) {}

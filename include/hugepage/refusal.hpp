@@ -43,9 +43,9 @@
 #include <utility>
 
 #include "hugepage/cgroup.hpp"
-#include "hugepage/detail/format_bytes.hpp"
 #include "hugepage/detail/refusal_facts.hpp"
 #include "hugepage/errors.hpp"
+#include "hugepage/format_bytes.hpp"
 #include "hugepage/page_size.hpp"
 #include "hugepage/system.hpp"
 
@@ -250,7 +250,7 @@ inline std::string explain(const hugetlb_refusal& f) {
                                plural + " of " + size
                          : "hugepage: faulting in " + std::to_string(f.pages) + " hugetlb page" +
                                plural + " of " + size;
-  what += " (" + detail::format_bytes(f.bytes()) + ") failed: " + f.error.message();
+  what += " (" + format_bytes(f.bytes()) + ") failed: " + f.error.message();
   const auto pool_command = [&](std::uint64_t pages) {
     return pool_resize_command(bytes_of(f.size), pages, f.default_page_bytes);
   };
@@ -265,11 +265,10 @@ inline std::string explain(const hugetlb_refusal& f) {
                  : what;
     case refusal_cause::cgroup_limit: {
       const cgroup_limit& limit = *f.cgroup.tightest;
-      return what + ": hugetlb cgroup limit: " + limit.file + " = " +
-             detail::format_bytes(limit.limit) + ", " + detail::format_bytes(limit.usage) +
-             " charged, room for " + std::to_string(limit.headroom() / bytes_of(f.size)) +
-             " of the " + std::to_string(f.pages) + " page" + plural +
-             " asked; raise the limit or ask for less";
+      return what + ": hugetlb cgroup limit: " + limit.file + " = " + format_bytes(limit.limit) +
+             ", " + format_bytes(limit.usage) + " charged, room for " +
+             std::to_string(limit.headroom() / bytes_of(f.size)) + " of the " +
+             std::to_string(f.pages) + " page" + plural + " asked; raise the limit or ask for less";
     }
     case refusal_cause::address_space_limit:
       return what + detail::process_limit_text(cause, f.mappings, f.max_mappings);
@@ -309,10 +308,10 @@ inline std::string explain(const hugetlb_refusal& f) {
   }
   if (cause == refusal_cause::beyond_memory) {
     std::string room = "; no pool can hold that: pools should take at most " +
-                       detail::format_bytes(pool_memory_cap(f.physical_memory)) + " (80%) of " +
-                       "this machine's " + detail::format_bytes(f.physical_memory);
+                       format_bytes(pool_memory_cap(f.physical_memory)) + " (80%) of " +
+                       "this machine's " + format_bytes(f.physical_memory);
     if (f.other_pools_bytes != 0) {
-      room += ", of which other pools hold " + detail::format_bytes(f.other_pools_bytes);
+      room += ", of which other pools hold " + format_bytes(f.other_pools_bytes);
     }
     return what + room;
   }

@@ -61,12 +61,12 @@
 #include <utility>
 
 #include "hugepage/cgroup.hpp"
-#include "hugepage/detail/format_bytes.hpp"
 #include "hugepage/detail/mapping_registry.hpp"
 #include "hugepage/detail/mapping_steps.hpp"
 #include "hugepage/detail/monotonic_clock.hpp"
 #include "hugepage/detail/small_blocks.hpp"
 #include "hugepage/errors.hpp"
+#include "hugepage/format_bytes.hpp"
 #include "hugepage/kernel_files.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/page_size.hpp"
@@ -363,10 +363,9 @@ class strategy {
     std::error_code ec;
     void* p = os::map_aligned(length, alignment, ec);
     if (p == nullptr) {
-      detail::throw_refusal(read_mapping_refusal("hugepage: mmap of " +
-                                                     detail::format_bytes(length) +
-                                                     " for transparent huge pages failed",
-                                                 ec, aligned_extent(length, alignment)));
+      detail::throw_refusal(read_mapping_refusal(
+          "hugepage: mmap of " + format_bytes(length) + " for transparent huge pages failed", ec,
+          aligned_extent(length, alignment)));
     }
     obtained = detail::advise_thp(p, length);
     return p;
@@ -402,7 +401,7 @@ class strategy {
         static_cast<char*>(os::reserve_aligned(l.length, std::max(alignment, bytes_of(size_)), ec));
     if (p == nullptr) {
       detail::throw_refusal(read_mapping_refusal(
-          "hugepage: could not reserve " + detail::format_bytes(l.length) + " of address space", ec,
+          "hugepage: could not reserve " + format_bytes(l.length) + " of address space", ec,
           aligned_extent(l.length, std::max(alignment, bytes_of(size_)))));
     }
     try {
@@ -476,7 +475,7 @@ class strategy {
     const std::error_code ec = os::map_anonymous_at(at, length);
     if (ec) {
       detail::throw_allocation_error(
-          "hugepage: could not remap " + detail::format_bytes(length) +
+          "hugepage: could not remap " + format_bytes(length) +
               " of a block after its pool pages were refused: " + ec.message(),
           ec);
     }
@@ -515,8 +514,7 @@ class strategy {
       const std::error_code ec = os::populate(start, length, os::base_page_size());
       if (ec) {
         detail::throw_allocation_error(
-            "hugepage: could not pre-fault " + detail::format_bytes(length) + ": " + ec.message(),
-            ec);
+            "hugepage: could not pre-fault " + format_bytes(length) + ": " + ec.message(), ec);
       }
     } catch (...) {  // the block is accounted for: release it the way deallocate() would
       deallocate(p, bytes, 1);

@@ -13,7 +13,6 @@
 
 #include "hugepage/backing.hpp"
 #include "hugepage/collapse.hpp"
-#include "hugepage/detail/pagemap.hpp"
 #include "hugepage/kernel_counters.hpp"
 #include "hugepage/process_view.hpp"
 #include "hugepage/system.hpp"
@@ -91,42 +90,6 @@ bool follows_shmem_enabled(const mapping_info& m) {
 std::string shmem_reason(const std::string& shmem_enabled) {
   return "shared memory (MAP_SHARED anonymous, SysV or memfd) under shmem_enabled=" +
          shmem_enabled + ": MADV_COLLAPSE refuses it with EINVAL.";
-}
-
-// The memory a collapse of [lo, hi) would add: MADV_COLLAPSE fills every chunk that has a page
-// present but not all 512 (see include/hugepage/collapse.hpp) to 2 MiB. From PAGEMAP_SCAN of the
-// target's pagemap; nullopt where the scan is unavailable.
-std::optional<std::size_t> fill_growth(int pagemap_fd, std::uintptr_t lo, std::uintptr_t hi) {
-  namespace pm = hugepage::detail::pagemap;
-  std::vector<std::size_t> present((hi - lo) / chunk, 0);
-  std::vector<bool> huge(present.size(), false);
-  pm::page_region regions[256];
-  for (std::uintptr_t at = lo; at < hi;) {
-    std::size_t count = 0;
-    std::uintptr_t walk_end = at;
-    if (pm::scan(pagemap_fd, at, hi, pm::page_is_present, pm::page_is_huge | pm::page_is_pfnzero,
-                 regions, 256, count, walk_end)) {
-      return std::nullopt;
-    }
-    for (std::size_t i = 0; i < count; ++i) {
-      if ((regions[i].categories & pm::page_is_pfnzero) != 0) continue;  // no data of its own
-      for (std::uintptr_t a = regions[i].start; a < regions[i].end;) {
-        const std::size_t index = (a - lo) / chunk;
-        const std::uintptr_t next =
-            std::min<std::uintptr_t>(lo + (index + 1) * chunk, regions[i].end);
-        present[index] += next - a;
-        if ((regions[i].categories & pm::page_is_huge) != 0) huge[index] = true;
-        a = next;
-      }
-    }
-    if (count < 256 || walk_end <= at) break;
-    at = walk_end;
-  }
-  std::size_t growth = 0;
-  for (std::size_t i = 0; i < present.size(); ++i) {
-    if (!huge[i] && present[i] != 0) growth += chunk - present[i];
-  }
-  return growth;
 }
 
 }  // namespace
@@ -238,7 +201,7 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
     row.before = row.after = b.huge_fraction();
     if (row.blocked.empty()) {
       row.resident_base = b.base;
-      row.growth = view.pagemap_fd() >= 0 ? fill_growth(view.pagemap_fd(), lo, hi) : std::nullopt;
+      row.growth = collapse_growth(view, lo, hi);
       report.expected_gain += b.base;
       if (row.growth) report.growth += *row.growth;
     } else {

@@ -1,4 +1,4 @@
-// tools/doctor/format.cpp - numbers for people: shares. Byte sizes: hugepage::detail::format_bytes.
+// tools/doctor/format.cpp - numbers for people: shares. Byte sizes: hugepage::format_bytes.
 #include "format.hpp"
 
 #include <fmt/format.h>

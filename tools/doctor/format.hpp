@@ -3,12 +3,12 @@
 
 #include <string>
 
-#include "hugepage/detail/format_bytes.hpp"
+#include "hugepage/format_bytes.hpp"
 
 namespace hugepage::doctor {
 
 /// "64.0 MiB", "1.50 GiB", "12 KiB", "0 B": the library's formatter, which its messages use too.
-using hugepage::detail::format_bytes;
+using hugepage::format_bytes;
 
 /// A share as a percentage with one decimal: 0.5 -> "50.0%".
 std::string percent(double fraction);

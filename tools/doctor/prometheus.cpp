@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "advice.hpp"
-#include "hugepage/detail/prometheus_text.hpp"
+#include "hugepage/prometheus_exposition.hpp"
 #include "probe.hpp"
 #include "process_report.hpp"
 #include "system_report.hpp"
@@ -26,7 +26,7 @@ namespace {
 
 using labels = std::vector<std::pair<std::string, std::string>>;
 
-// The shared writer (hugepage/detail/prometheus_text.hpp); label values a process controls go
+// The shared writer (hugepage/prometheus_exposition.hpp); label values a process controls go
 // through printable() before the format's own escapes, and values are formatted here.
 class exposition {
  public:
@@ -53,7 +53,7 @@ class exposition {
   std::string str() const { return out_.str(); }
 
  private:
-  detail::prometheus_exposition out_;
+  prometheus_exposition out_;
 };
 
 std::string num(std::uint64_t v) { return fmt::format("{}", v); }

@@ -1,9 +1,10 @@
-// hugepage/detail/prometheus_text.hpp - the Prometheus text exposition format, one writer for the
-// library's write_metrics() and the doctor's --format prometheus.
+// hugepage/prometheus_exposition.hpp - the Prometheus text exposition format: one writer for the
+// library's write_metrics() (metrics.hpp) and hugepage-doctor's --format prometheus.
 //
-// Samples are grouped by family in first-seen order, each family with its # HELP and # TYPE lines
-// once (a scraper rejects a family split in two). Label values are escaped as the format asks:
-// backslash, double quote and newline; bytes that are not UTF-8 become U+FFFD.
+// Contract: samples are grouped by family in first-seen order, each family with its # HELP and
+// # TYPE lines once (a scraper rejects a family split in two). Label values are escaped as the
+// format asks: backslash, double quote and newline; bytes that are not UTF-8 become U+FFFD.
+// Names, types and help text are written as given: the caller passes valid ones.
 #pragma once
 
 #include <string>
@@ -13,14 +14,14 @@
 
 #include "hugepage/detail/utf8_text.hpp"
 
-namespace hugepage::detail {
+namespace hugepage {
 
 /// `text` as a label value between double quotes: \\, \" and \n escaped, bytes that are not
 /// UTF-8 (which the format requires) replaced by U+FFFD.
 inline std::string prometheus_label_value(std::string_view text) {
   std::string out;
   out.reserve(text.size());
-  for (const char c : valid_utf8(text)) {
+  for (const char c : detail::valid_utf8(text)) {
     if (c == '\\' || c == '"') {
       out += '\\';
       out += c;
@@ -33,8 +34,10 @@ inline std::string prometheus_label_value(std::string_view text) {
   return out;
 }
 
+/// The text of one exposition, built sample by sample; str() writes it out.
 class prometheus_exposition {
  public:
+  /// A sample's labels, (name, value) in the order written; values are escaped by add().
   using labels = std::vector<std::pair<std::string, std::string>>;
 
   /// Adds one sample of family `name`; `value` is already formatted ("42", "0.5", "NaN").
@@ -70,6 +73,7 @@ class prometheus_exposition {
     families_.push_back({name, type, help, {}});
   }
 
+  /// The exposition: every family, HELP and TYPE first, then its samples, one per line.
   std::string str() const {
     std::string out;
     for (const family& f : families_) {
@@ -89,4 +93,4 @@ class prometheus_exposition {
   std::vector<family> families_;
 };
 
-}  // namespace hugepage::detail
+}  // namespace hugepage

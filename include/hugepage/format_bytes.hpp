@@ -1,7 +1,8 @@
-// hugepage/detail/format_bytes.hpp - a byte count as people read it.
+// hugepage/format_bytes.hpp - a byte count as people read it.
 //
 // The one formatter for sizes in human text: the library's exception messages (refusal.hpp,
-// strategy.hpp) and hugepage-doctor's tables and advice.
+// strategy.hpp) and hugepage-doctor's tables and advice. Public, so a tool prints sizes the way
+// the library's messages do; the text is a contract (tests compare it byte for byte).
 #pragma once
 
 #include <cstdint>
@@ -10,7 +11,7 @@
 
 #include "hugepage/page_size.hpp"
 
-namespace hugepage::detail {
+namespace hugepage {
 
 /// `bytes` in the largest binary unit it reaches: "512 B", "1.5 KiB", "67.0 MiB", "1.50 GiB".
 /// Exact multiples (page sizes, pool sizes) print without decimals: "2 MiB", "1 GiB".
@@ -35,4 +36,4 @@ inline std::string format_bytes(std::uint64_t bytes) {
   return text;
 }
 
-}  // namespace hugepage::detail
+}  // namespace hugepage
