@@ -33,7 +33,6 @@
 #include <vector>
 
 #include "hugepage/backing.hpp"
-#include "hugepage/detail/proc_file.hpp"
 #include "hugepage/kernel_counters.hpp"
 #include "hugepage/smaps.hpp"
 #include "target_launcher.hpp"
@@ -116,7 +115,7 @@ void BM_DoctorPidSixteenGib(benchmark::State& state) {
     // (as DoctorCliSpeed asks).
     const std::size_t needed = 16 * gib + 80 * mib + 512 * mib;
     // MemAvailable leaves hugetlb pools out, so a reserved pool lowers it as it should.
-    const std::size_t available = hugepage::detail::read_meminfo_field("MemAvailable").value_or(0);
+    const std::size_t available = hugepage::read_meminfo_value("MemAvailable").value_or(0);
     if (available < needed) {
       state.SkipWithError(("needs " + std::to_string(needed >> 20) + " MiB of MemAvailable, " +
                            std::to_string(available >> 20) + " MiB available")

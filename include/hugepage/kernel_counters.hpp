@@ -70,13 +70,6 @@ inline std::optional<std::uint64_t> read_meminfo_value(std::string_view name,
   return detail::kb_field(*text, name);
 }
 
-namespace detail {
-/// read_meminfo_value() of the live system: the name callers of the library's internals use.
-inline std::optional<std::uint64_t> read_meminfo_field(std::string_view name) {
-  return read_meminfo_value(name);
-}
-}  // namespace detail
-
 // ---- /proc/vmstat
 // --------------------------------------------------------------------------------
 

@@ -93,6 +93,25 @@ inline std::optional<std::string> read_under_root(const std::string& root,
 
 }  // namespace detail
 
+/// The whole text of `path` under `root` ("" for the live system). procfs and sysfs files report
+/// size 0, so it reads until EOF. nullopt when it cannot be read; `ec`, when given, says why. For
+/// the kernel files this floor has no parser for (a tool's raw capture of cmdline, environ,
+/// numa_maps, a sysfs switch).
+inline std::optional<std::string> read_kernel_text(const std::string& root, const std::string& path,
+                                                   std::error_code* ec = nullptr) {
+  std::error_code error;
+  std::string text = detail::read_file(detail::under_root(root, path).c_str(), error);
+  if (ec != nullptr) *ec = error;
+  if (error) return std::nullopt;
+  return text;
+}
+
+/// A leading unsigned decimal number in `text` (blanks before it skipped, the rest ignored), as
+/// the kernel's files write them; nullopt when there is none or it does not fit 64 bits.
+inline std::optional<std::uint64_t> parse_decimal(std::string_view text) noexcept {
+  return detail::parse_u64(text);
+}
+
 // ---- /proc/PID/mountinfo
 // -------------------------------------------------------------------------
 

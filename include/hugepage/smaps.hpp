@@ -168,10 +168,16 @@ inline std::vector<mapping_info> parse_smaps(std::string_view text) {
   return mappings;
 }
 
+/// The text of /proc/<pid>/smaps (pid 0: this process), for a caller that keeps it (the doctor's
+/// captures). Sets `ec` when it cannot be read (no such process: ENOENT; not ours: EACCES).
+inline std::string read_smaps_text(pid_t pid, std::error_code& ec) {
+  return detail::read_file(detail::proc_path(pid, "smaps").c_str(), ec);
+}
+
 /// Reads and parses /proc/<pid>/smaps (pid 0: this process). Sets `ec` when it cannot be read
 /// (no such process: ENOENT; not ours: EACCES).
 inline std::vector<mapping_info> read_smaps(pid_t pid, std::error_code& ec) {
-  const std::string text = detail::read_file(detail::proc_path(pid, "smaps").c_str(), ec);
+  const std::string text = read_smaps_text(pid, ec);
   if (ec) return {};
   return parse_smaps(text);
 }

@@ -371,7 +371,7 @@ std::optional<process_report> collect_process(pid_t pid, std::size_t top, collec
   // cost on a large process.
   std::error_code ec;
   process_files files;
-  files.smaps = detail::read_file(detail::proc_path(pid, "smaps").c_str(), ec);
+  files.smaps = read_smaps_text(pid, ec);
   if (ec) {
     failure.message = explain_unreadable(pid, ec.value(), read_access_facts(pid));
     return std::nullopt;

@@ -7,8 +7,6 @@
 #include <cstdio>
 #include <system_error>
 
-#include "hugepage/detail/cgroup_files.hpp"
-#include "hugepage/detail/proc_file.hpp"
 
 namespace hugepage::doctor {
 
@@ -228,17 +226,13 @@ cgroup_membership parse_cgroup_file(std::string_view text) {
   return m;
 }
 
-std::optional<std::uint64_t> parse_number(std::string_view text) { return detail::parse_u64(text); }
+std::optional<std::uint64_t> parse_number(std::string_view text) { return parse_decimal(text); }
 
 // ---- reading -----------------------------------------------------------------------------------
 
 std::optional<std::string> read_text(const std::string& root, const std::string& path,
                                      std::error_code* ec) {
-  std::error_code error;
-  std::string text = detail::read_file((root + path).c_str(), error);
-  if (ec != nullptr) *ec = error;
-  if (error) return std::nullopt;
-  return text;
+  return read_kernel_text(root, path, ec);
 }
 
 std::vector<int> numa_nodes(const std::string& root) {

@@ -72,7 +72,7 @@ TEST(DoctorCliSpeed, TenThousandMappingsAndSixteenGibUnderOneSecondInEveryFormat
   // never both at once.
   const std::size_t needed = resident + mappings * touched_kib * kib + 512 * mib;
   // MemAvailable leaves hugetlb pools out, so a reserved pool lowers it as it should.
-  const std::size_t available = hugepage::detail::read_meminfo_field("MemAvailable").value_or(0);
+  const std::size_t available = hugepage::read_meminfo_value("MemAvailable").value_or(0);
   if (available < needed) {
     HUGEPAGE_SKIP_OR_FAIL("needs " + std::to_string(needed / mib) +
                           " MiB of MemAvailable for a 16 GiB process, " +
