@@ -6,9 +6,11 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,6 +19,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <system_error>
@@ -302,6 +305,76 @@ TEST(ProcessView, CollapseAndUpkeepTakeAView) {
   const hugepage::upkeep_result u = hugepage::upkeep(nobody);
   EXPECT_EQ(u.scan_error, std::errc::invalid_argument);
   EXPECT_EQ(u.blocks + u.calls, 0u);
+}
+
+// A child that maps 4 MiB of base pages at `at`, fills them, says so on `ready` and waits for a
+// byte on `go` (or its death). Returns its pid, -1 when fork failed.
+pid_t start_filler(char* at, std::size_t bytes, int ready, int go) {
+  return hugepage::test::start_child([=] {
+    void* p = ::mmap(at, bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p != at) return 1;
+    ::madvise(p, bytes, MADV_NOHUGEPAGE);
+    std::memset(p, 7, bytes);
+    char byte = 'r';
+    if (::write(ready, &byte, 1) != 1) return 2;
+    return ::read(go, &byte, 1) >= 0 ? 0 : 3;
+  });
+}
+
+TEST(ProcessView, NeverReadsOrAdvisesALaterProcessGivenItsPid) {
+  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("needs root to set ns_last_pid");
+  char* const at = reinterpret_cast<char*>(std::uintptr_t{0x600000000000});
+  const std::size_t bytes = 4 * kMiB;
+  int ready[2], go[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(go), 0);
+  const pid_t a = start_filler(at, bytes, ready[1], go[0]);
+  ASSERT_GT(a, 0);
+  char byte = 0;
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+  const process_view view(a);
+  ASSERT_EQ(view.pagemap_errno(), 0);
+  ASSERT_EQ(::kill(a, SIGKILL), 0);
+  ASSERT_EQ(::waitpid(a, nullptr, 0), a);
+  // B: a later process given a's pid (other processes on the machine may take it first: retry).
+  pid_t b = -1;
+  for (int attempt = 0; attempt < 50 && b != a; ++attempt) {
+    if (b > 0) {
+      ::kill(b, SIGKILL);
+      ::waitpid(b, nullptr, 0);
+    }
+    std::ofstream("/proc/sys/kernel/ns_last_pid") << a - 1;
+    b = start_filler(at, bytes, ready[1], go[0]);
+    ASSERT_GT(b, 0);
+    ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+  }
+  if (b != a) {
+    ::kill(b, SIGKILL);
+    ::waitpid(b, nullptr, 0);
+    HUGEPAGE_SKIP_OR_FAIL("pid " + std::to_string(a) + " was not given again in 50 tries");
+  }
+  const backing_report r = hugepage::backing_of(view, at, bytes);
+  EXPECT_EQ(r.note,
+            "process " + std::to_string(a) + " has exited: it has no memory left to report");
+  EXPECT_EQ(r.source, backing_source::unavailable);
+  EXPECT_EQ(r.base, 0u);
+  EXPECT_EQ(r.unknown, bytes);
+  std::error_code ec;
+  EXPECT_TRUE(view.read_smaps(ec).empty());
+  EXPECT_EQ(ec, std::errc::no_such_process);
+
+  const hugepage::collapse_result c = hugepage::collapse(view, at, bytes);
+  EXPECT_EQ(c.fatal, std::errc::no_such_process);
+  EXPECT_EQ(c.collapsed, 0u);
+  EXPECT_EQ(c.calls, 0u);
+  // B's memory is as it made it: base pages, none collapsed.
+  const backing_report of_b = hugepage::backing_of(b, at, bytes);
+  EXPECT_EQ(of_b.thp, 0u) << of_b.note;
+  EXPECT_EQ(of_b.base, bytes) << of_b.note;
+  ::kill(b, SIGKILL);
+  ::waitpid(b, nullptr, 0);
+  for (int fd : {ready[0], ready[1], go[0], go[1]}) ::close(fd);
 }
 
 }  // namespace

@@ -66,6 +66,11 @@ inline backing_report backing_from(const process_view& view, const void* p, std:
     r.note = "no source requested";
     return r;
   }
+  if (view.exited()) {  // its pid may be another process's by now: read nothing by number
+    r.note =
+        "process " + std::to_string(view.pid()) + " has exited: it has no memory left to report";
+    return r;
+  }
   std::error_code ec;
   const int pagemap = view.pagemap_fd();
   const auto scan_failed = [&r](const std::error_code& error) {

@@ -397,8 +397,9 @@ inline collapse_result collapse(pid_t pid, void* p, std::size_t bytes,
 
 /// Collapses [p, p + bytes) of the process of `view`, reading its pagemap and maps through the
 /// view (opened once, for any number of calls): collapse(p, bytes, budget) for a view of this
-/// process (pid 0), collapse(pid, p, bytes, budget) for another one, whose pidfd (the right to
-/// advise it) is opened for each call. Where the view's pagemap could not be opened, every chunk
+/// process (pid 0), collapse(pid, p, bytes, budget) for another one, through the pidfd the view
+/// took when made (the right to advise it): a process that has exited gives ESRCH, never acts on
+/// a later process given its pid. Where the view's pagemap could not be opened, every chunk
 /// is tried (`scanned` false). Never throws for a view of this process; allocates nothing.
 inline collapse_result collapse(const process_view& view, void* p, std::size_t bytes,
                                 const collapse_budget& budget = {}) noexcept {
@@ -406,6 +407,18 @@ inline collapse_result collapse(const process_view& view, void* p, std::size_t b
     return detail::collapse_range(-1, view.pagemap_fd(), p, bytes, budget, view.maps_fd());
   }
   std::error_code ec;
+  if (view.root().empty()) {  // the pidfd the view took when made: never a later process's
+    if (view.exited()) {
+      ec = std::error_code(ESRCH, std::generic_category());
+      return detail::collapse_not_started(p, bytes, ec);
+    }
+    if (view.pidfd() >= 0) {
+      return detail::collapse_range(view.pidfd(), view.pagemap_fd(), p, bytes, budget,
+                                    view.maps_fd());
+    }
+    ec = std::error_code(view.pidfd_errno(), std::generic_category());
+    return detail::collapse_not_started(p, bytes, ec);
+  }
   const detail::unique_fd pidfd(detail::pagemap::pidfd_open(view.pid(), ec));
   if (!pidfd) return detail::collapse_not_started(p, bytes, ec);
   return detail::collapse_range(pidfd.get(), view.pagemap_fd(), p, bytes, budget, view.maps_fd());

@@ -9,13 +9,16 @@
 // build a view of their own.
 //
 //   file                 opened            used by
+//   pidfd (pidfd_open)   when made         collapse (process_madvise); exited()
+//   /proc/PID (the dir)  when made         the files below are opened in it, never by number
 //   /proc/PID/pagemap    when made         backing_of, collapse, upkeep, the huge-zero probe
 //   /proc/PID/maps       when made         backing_of, collapse (PROCMAP_QUERY); maps_text()
 //   /proc/PID/smaps      per read_smaps()  backing_of where the fast path is not taken
 //   /proc/kpageflags     on first use      backing_of with the kpageflags source
 //
-// The descriptors stay with the process the view was made for: an exited one reads as such, never
-// as a later process given the same pid, and a view of this process made before fork() reads the
+// The descriptors stay with the process the view was made for: an exited one reads as such
+// (backing_of: "process N has exited", read_smaps and collapse: ESRCH), never as a later process
+// given the same pid, and a view of this process made before fork() reads the
 // parent's memory in the child (the child makes its own). `root` puts every file under a directory
 // ("" for the live system), as kernel_files.hpp's readers do: a copy of a process's maps and smaps
 // reads from there; the ioctls answer only on the kernel's own files.
@@ -26,6 +29,8 @@
 // thread asks first.
 #pragma once
 
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -41,6 +46,7 @@
 #include <utility>
 #include <vector>
 
+#include "hugepage/detail/pagemap.hpp"
 #include "hugepage/detail/proc_file.hpp"
 #include "hugepage/smaps.hpp"
 
@@ -63,6 +69,8 @@ class process_view {
   process_view& operator=(const process_view&) = delete;
 
   ~process_view() {
+    close_fd(pidfd_);
+    close_fd(dir_fd_);
     close_fd(pagemap_fd_);
     close_fd(maps_fd_);
     close_fd(kpageflags_fd_.load());
@@ -72,6 +80,22 @@ class process_view {
   pid_t pid() const noexcept { return pid_; }
   /// The directory the files are read under ("": the live system).
   const std::string& root() const noexcept { return root_; }
+
+  /// A pidfd of the process (pidfd_open, Linux 5.3), taken when the view was made: the right to
+  /// advise it (collapse's process_madvise) that never passes to a later process given the same
+  /// pid. -1 for this process (pid 0), under a root, or where pidfd_open failed (pidfd_errno()).
+  int pidfd() const noexcept { return pidfd_; }
+  /// The errno of pidfd_open; 0 when it is open or was not tried (pid 0, a root).
+  int pidfd_errno() const noexcept { return pidfd_errno_; }
+
+  /// Whether the process, alive when the view was made, has exited since (a zombie included): its
+  /// pidfd reads readable. False for this process, under a root, and where pidfd_open failed (no
+  /// such process then: the files' errno says so). One poll(), no allocation.
+  bool exited() const noexcept {
+    if (pidfd_ < 0) return false;
+    pollfd p{pidfd_, POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0;
+  }
 
   /// /proc/PID/pagemap, or -1 when it could not be opened (pagemap_errno() says why).
   int pagemap_fd() const noexcept { return pagemap_fd_; }
@@ -151,10 +175,36 @@ class process_view {
 
   /// The process's smaps (root + /proc/PID/smaps), parsed; empty and `ec` set when it cannot be
   /// read. Read anew on every call: smaps walks the process's page tables. Throws std::bad_alloc.
+  /// It is opened in the directory the view opened when made (root + /proc/PID), never by number
+  /// again: once the process has exited, `ec` is ESRCH, whoever has its pid now.
   std::vector<mapping_info> read_smaps(std::error_code& ec) const {
-    if (root_.empty()) return hugepage::read_smaps(pid_, ec);
-    const std::string text = detail::read_file(path_of("smaps").c_str(), ec);
-    if (ec) return {};
+    ec.clear();
+    if (exited()) {
+      ec = std::error_code(ESRCH, std::generic_category());
+      return {};
+    }
+    if (dir_fd_ < 0) {
+      ec = std::error_code(dir_errno_, std::generic_category());
+      return {};
+    }
+    const detail::unique_fd fd(::openat(dir_fd_, "smaps", O_RDONLY | O_CLOEXEC));
+    if (!fd) {
+      const int error = errno;
+      ec = std::error_code(exited() ? ESRCH : error, std::generic_category());
+      return {};
+    }
+    std::string text;
+    char buffer[16384];
+    for (std::uint64_t offset = 0;;) {
+      const long n = detail::pread_full(fd.get(), buffer, sizeof buffer, offset);
+      if (n < 0) {
+        ec = std::error_code(errno, std::generic_category());
+        return {};
+      }
+      if (n == 0) break;
+      text.append(buffer, static_cast<std::size_t>(n));
+      offset += static_cast<std::uint64_t>(n);
+    }
     return parse_smaps(text);
   }
 
@@ -180,18 +230,38 @@ class process_view {
   }
 
   void open_one(const char* file, int& fd, int& error) noexcept {
-    char path[path_capacity];
-    if (!format_path(file, path, sizeof path)) {
-      error = ENAMETOOLONG;
+    if (dir_fd_ < 0) {
+      error = dir_errno_;
       return;
     }
-    fd = detail::open_read_only(path);
+    fd = ::openat(dir_fd_, file, O_RDONLY | O_CLOEXEC);
     error = fd < 0 ? errno : 0;
   }
 
+  // The pidfd first, then the directory and the files in it: if the process is still alive once
+  // they are open, they are its own (its pid cannot pass to another process before it exits).
   void open_files() noexcept {
+    if (pid_ != 0 && root_.empty()) {
+      std::error_code ec;
+      pidfd_ = detail::pagemap::pidfd_open(pid_, ec);
+      pidfd_errno_ = ec.value();
+    }
+    char path[path_capacity];
+    if (!format_path("", path, sizeof path)) {
+      dir_errno_ = ENAMETOOLONG;
+    } else {
+      dir_fd_ = ::open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      dir_errno_ = dir_fd_ < 0 ? errno : 0;
+    }
     open_one("pagemap", pagemap_fd_, pagemap_errno_);
     open_one("maps", maps_fd_, maps_errno_);
+    if (exited() && dir_fd_ >= 0) {  // gone before the directory was opened: it may be another's
+      close_fd(pagemap_fd_);
+      close_fd(maps_fd_);
+      close_fd(dir_fd_);
+      pagemap_fd_ = maps_fd_ = dir_fd_ = -1;
+      dir_errno_ = pagemap_errno_ = maps_errno_ = ESRCH;
+    }
   }
 
   std::string error_of(const char* file, int error) const {
@@ -201,6 +271,10 @@ class process_view {
 
   pid_t pid_;
   std::string root_;
+  int pidfd_ = -1;
+  int pidfd_errno_ = 0;
+  int dir_fd_ = -1;  // root + /proc/PID (or /proc/self), where every file is opened
+  int dir_errno_ = 0;
   int pagemap_fd_ = -1;
   int pagemap_errno_ = 0;
   int maps_fd_ = -1;
