@@ -27,6 +27,7 @@
 
 #include "hugepage/backing.hpp"
 #include "hugepage/collapse.hpp"
+#include "hugepage/detail/huge_zero_probe.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/upkeep.hpp"
 #include "support.hpp"
@@ -375,6 +376,52 @@ TEST(ProcessView, NeverReadsOrAdvisesALaterProcessGivenItsPid) {
   ::kill(b, SIGKILL);
   ::waitpid(b, nullptr, 0);
   for (int fd : {ready[0], ready[1], go[0], go[1]}) ::close(fd);
+}
+
+// The first backing_of(view) of a process probes the kernel's huge zero page through the view
+// when it is a view of this process: it opens no /proc/self/pagemap of its own. Run in a fresh
+// process (the probe is made once per process): /proc/self/exe with kProbeChild set, which does
+// this before main. The view is made, then pagemap and maps are hidden (a mount over them): a probe
+// through a file opened now reads the empty file and says PAGEMAP_SCAN cannot be used alone.
+constexpr const char* kProbeChild = "HUGEPAGE_TEST_FIRST_PROBE_CHILD";
+
+int first_probe_child() {
+  const base_block block;
+  if (block.get() == nullptr) return 2;
+  const process_view view;
+  if (::unshare(CLONE_NEWNS) != 0) return 3;
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return 4;
+  if (!hide("/proc/self/pagemap") || !hide("/proc/self/maps")) return 5;
+  const backing_report r = hugepage::backing_of(view, block.get(), block.length);
+  std::fprintf(stderr, "child: %s\n", describe(r).c_str());
+  if (r.source != backing_source::pagemap_scan || !r.exact) return 10;
+  return hugepage::detail::scan_flags_huge_zero_page() ? 0 : 11;
+}
+
+const bool first_probe_ran = [] {
+  if (std::getenv(kProbeChild) == nullptr) return false;
+  std::fflush(nullptr);
+  ::_exit(first_probe_child());
+}();
+
+TEST(ProcessView, FirstBackingOfProbesThroughAViewOfSelf) {
+  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("hiding /proc files needs root (mount namespace)");
+  if (!hugepage::detail::scan_flags_huge_zero_page()) {
+    HUGEPAGE_SKIP_OR_FAIL("PAGEMAP_SCAN cannot be used alone here: the probe says no either way");
+  }
+  EXPECT_FALSE(first_probe_ran);
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::setenv(kProbeChild, "1", 1);
+    ::execl("/proc/self/exe", "process_view_test", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 }  // namespace

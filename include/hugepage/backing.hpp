@@ -80,7 +80,7 @@ inline backing_report backing_from(const process_view& view, const void* p, std:
     return failed;
   };
   if (source == backing_source::pagemap_scan && pagemap >= 0 &&
-      detail::scan_flags_huge_zero_page()) {
+      detail::scan_flags_huge_zero_page(view)) {
     // The fast way first: no smaps read (it walks every page table of the process).
     backing_report q;
     q.bytes = r.bytes;

@@ -93,6 +93,12 @@ inline read_fault_probe probe_read_faults() noexcept {
   return probe_read_faults(self);
 }
 
+// Whether `view` reads this process's own memory on the live system: the probe can scan through
+// its pagemap then instead of opening /proc/self's.
+inline bool is_live_self(const process_view& view) noexcept {
+  return view.root().empty() && (view.pid() == 0 || view.pid() == ::getpid());
+}
+
 // Whether backing_of may use PAGEMAP_SCAN without smaps (see scan_alone_is_exact). Probed once per
 // process (a forked child keeps the answer: same kernel); where the answer rests on use_zero_page
 // being 0, that file is read again each call, as it can be switched back.
@@ -102,9 +108,22 @@ inline bool scan_usable_alone(const read_fault_probe& probe) noexcept {
   return true;
 }
 
+// The probe, made on the first call: through `self` where it is given (a view of this process on
+// the live system), else through a view of this process of its own, which opens /proc/self's
+// pagemap and maps once: the probe read-faults memory of this process, which only this process's
+// pagemap shows, so a view of another process cannot serve.
+inline const read_fault_probe& read_fault_probe_once(const process_view* self) noexcept {
+  static const read_fault_probe probe =
+      self != nullptr ? probe_read_faults(*self) : probe_read_faults();
+  return probe;
+}
+
+inline bool scan_flags_huge_zero_page(const process_view& view) {
+  return scan_usable_alone(read_fault_probe_once(is_live_self(view) ? &view : nullptr));
+}
+
 inline bool scan_flags_huge_zero_page() {
-  static const read_fault_probe probe = probe_read_faults();
-  return scan_usable_alone(probe);
+  return scan_usable_alone(read_fault_probe_once(nullptr));
 }
 
 }  // namespace hugepage::detail
