@@ -424,4 +424,37 @@ TEST(ProcessView, FirstBackingOfProbesThroughAViewOfSelf) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
+// backing_of_mappings with a list the process did not give: a mapping whose end is below its
+// start is 0 bytes with a note, and PAGEMAP_SCAN's EFAULT for a range past the user address space
+// heads that mapping's note only: a real mapping after it is scanned as backing_of scans it.
+TEST(ProcessView, MappingsOutsideTheContractStayTheirOwn) {
+  const base_block block;
+  ASSERT_NE(block.get(), nullptr);
+  const process_view view;
+  if (hugepage::backing_of(view, block.get(), block.length).source !=
+      backing_source::pagemap_scan) {
+    HUGEPAGE_SKIP_OR_FAIL("PAGEMAP_SCAN (Linux 6.7) does not answer here");
+  }
+  hugepage::mapping_info inverted;
+  inverted.start = 0x2000;
+  inverted.end = 0x1000;
+  hugepage::mapping_info past;  // straddles the top of x86-64's 47-bit user address space
+  past.start = 0x7fffffffe000;
+  past.end = 0x800000001000;
+  hugepage::mapping_info real;
+  real.start = reinterpret_cast<std::uintptr_t>(block.get());
+  real.end = real.start + block.length;
+  const std::vector<backing_report> reports =
+      hugepage::backing_of_mappings(view, {inverted, past, real});
+  ASSERT_EQ(reports.size(), 3u);
+  EXPECT_EQ(reports[0].bytes, 0u) << describe(reports[0]);
+  EXPECT_EQ(reports[0].source, backing_source::unavailable);
+  EXPECT_EQ(reports[0].note, "invalid mapping: its end is below its start");
+  EXPECT_EQ(reports[1].bytes, past.end - past.start);
+  EXPECT_EQ(reports[1].note.rfind("PAGEMAP_SCAN failed (EFAULT", 0), 0u) << describe(reports[1]);
+  EXPECT_EQ(describe(reports[2]), describe(hugepage::backing_of(view, block.get(), block.length)));
+  EXPECT_EQ(reports[2].note, "");
+  EXPECT_EQ(reports[2].base, base_block::written);
+}
+
 }  // namespace

@@ -182,7 +182,13 @@ inline backing_report backing_of(pid_t pid, const void* p, std::size_t bytes) {
 /// kpageflags, else smaps' counters; `note` says why a source was passed over), without reading
 /// smaps again. PAGEMAP_SCAN is given up at its first failure (an unopenable pagemap, a kernel
 /// before 6.7) and the reason heads the note of that mapping and every later one; kpageflags is
-/// opened then, once. For a report of every mapping of a process (the doctor's): backing_of reads
+/// opened then, once. A failure that is about one range (EFAULT: a mapping past the user address
+/// space) heads that mapping's note only. The list is trusted, where backing_of reads the
+/// process's own maps: a listed range the process does not map counts as not_resident (backing_of:
+/// unmapped); a [vsyscall] mapping counts as unmapped with a note saying why (backing_of's
+/// PROCMAP_QUERY path counts it unmapped with none); a mapping whose end is below its start gives
+/// a report of 0 bytes, counted nowhere, with the note "invalid mapping: its end is below its
+/// start". For a report of every mapping of a process (the doctor's): backing_of reads
 /// smaps on every call where its fast path is not taken, which for every mapping of a process
 /// costs the square of its size; this costs one PAGEMAP_SCAN per mapping and run of pages.
 /// Throws std::bad_alloc only; thread-safe.
@@ -197,20 +203,28 @@ inline std::vector<backing_report> backing_of_mappings(const process_view& view,
   for (const mapping_info& m : mappings) {
     one[0] = m;
     backing_report r;
+    if (m.end < m.start) {  // no range at all: nothing is counted, and the note says why
+      r.note = "invalid mapping: its end is below its start";
+      out.push_back(std::move(r));
+      continue;
+    }
     r.bytes = m.size();
     std::error_code ec;
+    std::string this_why = why;
     if (why.empty()) {
       if (detail::backing_by_scan(one, m.start, m.end, view.pagemap_fd(), r, ec, regions)) {
         out.push_back(std::move(r));
         continue;
       }
-      why = detail::scan_failure_note(ec);
+      this_why = detail::scan_failure_note(ec);
+      // EFAULT is about this range (past the user address space): later mappings still scan.
+      if (ec != std::errc::bad_address) why = this_why;
       r = backing_report{};
       r.bytes = m.size();
     }
     detail::backing_by_pfn(one, m.start, m.end, view.pagemap_fd(), view.kpageflags_fd(), r);
     detail::settle_pfn_note(r, !(r.exact && r.source == backing_source::kpageflags));
-    r.note = detail::after_fallback(why, r);
+    r.note = detail::after_fallback(this_why, r);
     out.push_back(std::move(r));
   }
   return out;
