@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <system_error>
 
-
 namespace hugepage::doctor {
 
 namespace {
