@@ -7,19 +7,19 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <iterator>
 #include <map>
-#include <sstream>
 #include <utility>
 #include <vector>
 
 #include "hugepage/smaps.hpp"
 #include "mounts.hpp"
+#include "text.hpp"
 
 namespace hugepage::doctor {
 
@@ -27,6 +27,15 @@ std::string chunks_text(const chunk_headers& chunks) {
   std::string out = chunks.read ? "read" : "unread";
   if (!chunks.evidence.empty()) out += " " + chunks.evidence;
   out += "\n";
+  if (chunks.heaps_read) {
+    out += "heaps";
+    for (const std::uintptr_t start : chunks.heaps) {
+      char hex[32];
+      std::snprintf(hex, sizeof hex, " %llx", static_cast<unsigned long long>(start));
+      out += hex;
+    }
+    out += "\n";
+  }
   for (const chunk_mapping& m : chunks.mappings) {
     char start[32];
     std::snprintf(start, sizeof start, "%llx", static_cast<unsigned long long>(m.start));
@@ -63,6 +72,17 @@ std::optional<unsigned long long> number(std::string_view word, int base) {
   return value;
 }
 
+// Whether `word` is made of ASCII letters, digits and the characters of `others` (Debian's
+// alphabet for package names and versions), starting with a letter or digit.
+bool debian_word(std::string_view word, std::string_view others) {
+  const auto allowed = [&](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           others.find(c) != std::string_view::npos;
+  };
+  return !word.empty() && std::isalnum(static_cast<unsigned char>(word[0])) != 0 &&
+         std::all_of(word.begin(), word.end(), allowed);
+}
+
 }  // namespace
 
 std::optional<chunk_headers> parse_chunks(std::string_view text) {
@@ -81,6 +101,17 @@ std::optional<chunk_headers> parse_chunks(std::string_view text) {
       const auto space = rest.find(' ');
       words.push_back(rest.substr(0, space));
       rest.remove_prefix(space == std::string_view::npos ? rest.size() : space + 1);
+    }
+    if (i == 1 && !words.empty() && words[0] == "heaps" && lines[i].back() != ' ') {
+      // The thread heaps whose heap_info was read (a capture older than this line has none:
+      // the layout alone decided, as heaps_read false says).
+      out.heaps_read = true;
+      for (std::size_t w = 1; w < words.size(); ++w) {
+        const auto start = number(words[w], 16);
+        if (!start || (!out.heaps.empty() && out.heaps.back() >= *start)) return std::nullopt;
+        out.heaps.push_back(static_cast<std::uintptr_t>(*start));
+      }
+      continue;
     }
     if (words.size() < 2) return std::nullopt;
     const auto start = number(words[0], 16);
@@ -185,6 +216,12 @@ std::optional<std::map<std::string, std::pair<std::string, std::string>>> parse_
     if (first == 0 || first == std::string_view::npos) return std::nullopt;
     const auto second = rest.find(' ', first + 1);
     if (second == first + 1 || second == std::string_view::npos || second + 1 == rest.size()) {
+      return std::nullopt;
+    }
+    // Debian's own alphabets: a package name, a version, and a path that is printable ASCII.
+    if (!debian_word(rest.substr(0, first), "+-.") ||
+        !debian_word(rest.substr(first + 1, second - first - 1), "+-.~:") ||
+        rest[second + 1] != '/' || !printable_ascii(rest.substr(second + 1))) {
       return std::nullopt;
     }
     out[std::string(rest.substr(second + 1))] = {
@@ -321,21 +358,106 @@ std::string write_capture(const std::string& dir, const process_files& files,
 
 namespace {
 
-std::optional<std::string> slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+// The file `name` of the capture in `dir`: nullopt when it is absent; `problem` says why when it
+// is there but cannot be read, or is not a regular file (a FIFO would block the replay, a device
+// never end): it is opened without blocking and checked before anything is read.
+std::optional<std::string> stored(const std::string& dir, const char* name, std::string& problem) {
+  const std::string path = dir + "/" + name;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno != ENOENT) problem = path + ": " + std::strerror(errno);
+    return std::nullopt;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    problem = path + ": not a regular file";
+    return std::nullopt;
+  }
+  std::string out;
+  char buffer[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      problem = path + ": " + std::strerror(errno);
+      ::close(fd);
+      return std::nullopt;
+    }
+    if (n == 0) break;
+    out.append(buffer, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+// Whether `text` is whole: empty, or its last line ends with a newline (a file cut short, mid
+// number, reads as another number otherwise).
+bool whole_lines(std::string_view text) { return text.empty() || text.back() == '\n'; }
+
+// Whether `text` is smaps as the kernel writes it: whole lines, each a mapping's header (which
+// parse_smaps takes, in address order) or a "Key: value" field of one, numbers whole, and each
+// mapping ending with its VmFlags line (the kernel's last).
+bool smaps_format(std::string_view text) {
+  if (text.empty() || !whole_lines(text)) return false;
+  std::size_t headers = 0;
+  bool flags_seen = true;  // the previous mapping's VmFlags
+  for (const std::string_view line : lines_of(text)) {
+    const auto space = line.find(' ');
+    const std::string_view key = line.substr(0, space);
+    if (key.empty()) return false;
+    if (key.back() != ':') {
+      if (!flags_seen) return false;
+      ++headers;
+      flags_seen = false;
+      continue;
+    }
+    if (headers == 0) return false;
+    if (key == "VmFlags:") {
+      flags_seen = true;
+      continue;
+    }
+    std::string_view value = space == std::string_view::npos ? "" : line.substr(space);
+    while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+    const std::string_view digits = value.substr(0, value.find(' '));
+    const std::string_view unit = value.substr(digits.size());
+    if (!number(digits, 10) || (!unit.empty() && unit != " kB")) return false;
+  }
+  if (!flags_seen) return false;
+  const std::vector<mapping_info> mappings = parse_smaps(text);
+  for (std::size_t i = 1; i < mappings.size(); ++i) {
+    if (mappings[i].start < mappings[i - 1].end) return false;
+  }
+  return mappings.size() == headers;
+}
+
+// Whether `version` is a glibc version as gnu_get_libc_version gives it: "2.36".
+bool glibc_version_format(std::string_view version) {
+  const auto dot = version.find('.');
+  return dot != std::string_view::npos && dot > 0 && dot + 1 < version.size() && dot <= 4 &&
+         version.size() - dot - 1 <= 4 &&
+         std::all_of(version.begin(), version.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || c == '.'; }) &&
+         version.find('.', dot + 1) == std::string_view::npos;
 }
 
 }  // namespace
 
 std::optional<process_capture> read_capture(const std::string& dir, std::string& error) {
-  const std::string base = dir + "/";
   process_capture out;
-  const auto smaps = slurp(base + "smaps");
-  const auto stat = slurp(base + "stat");
+  std::map<std::string, std::optional<std::string>> texts;
+  for (const char* name :
+       {"smaps", "stat", "status", "cmdline", "environ", "cgroup", "numa_maps", "mountinfo",
+        "parent_status", "chunks", "numa_node", "coverage", "glibc_version", "packages"}) {
+    std::string problem;
+    texts[name] = stored(dir, name, problem);
+    if (!problem.empty()) {
+      error = problem;
+      return std::nullopt;
+    }
+  }
+  const auto& smaps = texts["smaps"];
+  const auto& stat = texts["stat"];
   if (!smaps || !stat) {
     error = dir + ": no " + (smaps ? "stat" : "smaps") + " (not a capture)";
     return std::nullopt;
@@ -345,18 +467,22 @@ std::optional<process_capture> read_capture(const std::string& dir, std::string&
     error = dir + "/stat: no process id";
     return std::nullopt;
   }
+  if (!smaps_format(*smaps)) {
+    error = dir + "/smaps: not the smaps format";
+    return std::nullopt;
+  }
   out.pid = static_cast<pid_t>(*pid);
   process_files& f = out.files;
   f.smaps = *smaps;
-  f.status = slurp(base + "status");
-  f.cmdline = slurp(base + "cmdline");
-  f.environ = slurp(base + "environ");
-  f.cgroup = slurp(base + "cgroup");
-  f.numa_maps = slurp(base + "numa_maps");
-  f.mountinfo = slurp(base + "mountinfo");
-  f.parent_status = slurp(base + "parent_status");
-  if (const auto chunks = slurp(base + "chunks")) {
-    const auto parsed = parse_chunks(*chunks);
+  f.status = texts["status"];
+  f.cmdline = texts["cmdline"];
+  f.environ = texts["environ"];
+  f.cgroup = texts["cgroup"];
+  f.numa_maps = texts["numa_maps"];
+  f.mountinfo = texts["mountinfo"];
+  f.parent_status = texts["parent_status"];
+  if (const auto& chunks = texts["chunks"]) {
+    const auto parsed = whole_lines(*chunks) ? parse_chunks(*chunks) : std::nullopt;
     if (!parsed) {
       error = dir + "/chunks: not the chunks format";
       return std::nullopt;
@@ -365,31 +491,42 @@ std::optional<process_capture> read_capture(const std::string& dir, std::string&
   } else {
     f.chunks.evidence = "not in the capture";
   }
-  if (const auto node = slurp(base + "numa_node")) {
-    const auto value = number(lines_of(*node).empty() ? "" : lines_of(*node)[0], 10);
+  if (const auto& node = texts["numa_node"]) {
+    const auto lines = lines_of(*node);
+    const auto value =
+        whole_lines(*node) && lines.size() == 1 ? number(lines[0], 10) : std::nullopt;
     if (!value || *value > 0x7fffffff) {
       error = dir + "/numa_node: not a node number";
       return std::nullopt;
     }
     f.numa_node = static_cast<int>(*value);
   }
-  if (const auto coverage = slurp(base + "coverage")) {
+  if (const auto& coverage = texts["coverage"]) {
+    // Every process has mappings, each with its coverage: an empty file is a damaged one.
+    if (coverage->empty() || !whole_lines(*coverage)) {
+      error = dir + "/coverage: not the coverage format, or a mapping not in smaps";
+      return std::nullopt;
+    }
     f.coverage = parse_coverage(*coverage, parse_smaps(f.smaps));
     if (!f.coverage) {
       error = dir + "/coverage: not the coverage format, or a mapping not in smaps";
       return std::nullopt;
     }
   }
-  if (const auto version = slurp(base + "glibc_version")) {
+  if (const auto& version = texts["glibc_version"]) {
     const auto lines = lines_of(*version);
-    if (lines.size() != 1 || lines[0].empty()) {
+    if (!whole_lines(*version) || lines.size() != 1 || lines[0].empty()) {
       error = dir + "/glibc_version: not one line";
+      return std::nullopt;
+    }
+    if (!glibc_version_format(lines[0])) {
+      error = dir + "/glibc_version: not a glibc version (digits.digits)";
       return std::nullopt;
     }
     f.glibc_version = std::string(lines[0]);
   }
-  if (const auto packages = slurp(base + "packages")) {
-    const auto parsed = parse_packages(*packages);
+  if (const auto& packages = texts["packages"]) {
+    const auto parsed = whole_lines(*packages) ? parse_packages(*packages) : std::nullopt;
     if (!parsed) {
       error = dir + "/packages: not the packages format";
       return std::nullopt;

@@ -37,8 +37,11 @@ struct process_capture {
 };
 
 /// The chunks file: a first line "read" or "unread", then a space and the evidence when there
-/// is any ("unread chunk headers unreadable (EPERM)"); then one line per chunk mapping, its start
-/// in hex and each chunk's bytes in decimal ("7f3a2c000000 4198400 4198400"). Pure.
+/// is any ("unread chunk headers unreadable (EPERM)"); then, where the thread heaps' heap_info
+/// headers were read (heaps_read), "heaps" and the start of each heap whose heap_info checks out,
+/// in hex ("heaps 7f3a28000000"); then one line per chunk mapping, its start in hex and each
+/// chunk's bytes in decimal ("7f3a2c000000 4198400 4198400"). Every line ends with a newline.
+/// Pure.
 std::string chunks_text(const chunk_headers& chunks);
 /// The chunk headers in `text` (chunks_text's format); nullopt when it is not that format. Pure.
 std::optional<chunk_headers> parse_chunks(std::string_view text);
@@ -74,8 +77,12 @@ std::string mounts_used(std::string_view mountinfo, std::string_view smaps);
 std::string write_capture(const std::string& dir, const process_files& files,
                           const std::string& stat);
 
-/// Reads the capture in `dir`; nullopt, with `error` saying why, when it has no smaps or no
-/// stat, or its chunks file is malformed.
+/// Reads the capture in `dir`; nullopt, with `error` naming the file and saying why, when it has
+/// no smaps or no stat, a file is not a regular one (never opened blocking: a FIFO is refused),
+/// smaps is not the kernel's format, or a stored fact is malformed: a last line without its
+/// newline (a file cut short), an empty coverage (every process has mappings), a glibc_version
+/// other than digits.digits, a packages line whose name or version is not in Debian's alphabet
+/// or whose path is not printable ASCII.
 std::optional<process_capture> read_capture(const std::string& dir, std::string& error);
 
 }  // namespace hugepage::doctor

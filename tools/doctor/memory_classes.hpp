@@ -31,7 +31,8 @@ struct chunk_headers {
   std::string evidence;                 ///< why not read, or how many candidates were left unread
   std::vector<chunk_mapping> mappings;  ///< ascending start
   /// The 64 MiB-aligned blocks laid out as glibc thread heaps whose heap_info header was read
-  /// too (false for stored files, or where reading failed: the layout alone then decides).
+  /// too (false where reading failed, or for a capture older than its chunks file's heaps line:
+  /// the layout alone then decides).
   bool heaps_read = false;
   std::vector<std::uintptr_t> heaps;  ///< of them, the starts whose heap_info checks out
 };

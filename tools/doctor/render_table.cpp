@@ -113,7 +113,7 @@ void render_pools(std::string& out, const system_report& s) {
 
 void render_cgroup(std::string& out, const cgroup_report& c) {
   if (c.limits.empty()) {
-    out += fmt::format("  {}\n", c.status.empty() ? "unknown" : c.status);
+    out += fmt::format("  {}\n", c.status.empty() ? "unknown" : printable(c.status));
     return;
   }
   const auto limit = [](bool readable, const std::optional<std::uint64_t>& v) {
@@ -328,11 +328,13 @@ std::string render_process(const process_report& p, const system_report& s,
   out += "\nAllocator\n";
   const allocator_report& a = p.allocator;
   out +=
-      fmt::format("  {:<18} {}{}{}\n", "malloc", a.guess.name,
-                  a.guess.version.empty() ? "" : " " + a.guess.version,
+      fmt::format("  {:<18} {}{}{}\n", "malloc", printable(a.guess.name),
+                  a.guess.version.empty() ? "" : " " + printable(a.guess.version),
                   a.guess.library.empty() ? "" : fmt::format(" ({})", printable(a.guess.library)));
-  if (!a.guess.package.empty()) out += fmt::format("  {:<18} {}\n", "package", a.guess.package);
-  out += fmt::format("  {:<18} {}\n", "huge page setting", a.hugepage_mode);
+  if (!a.guess.package.empty()) {
+    out += fmt::format("  {:<18} {}\n", "package", printable(a.guess.package));
+  }
+  out += fmt::format("  {:<18} {}\n", "huge page setting", printable(a.hugepage_mode));
   if (!a.environ_readable) {
     out += fmt::format("  {:<18} unreadable\n", "environment");
   } else if (a.environ_overwritten) {
@@ -348,9 +350,10 @@ std::string render_process(const process_report& p, const system_report& s,
   if (!p.runtime.kind.empty()) {
     const runtime_report& r = p.runtime;
     out += "\nRuntime\n";
-    out += fmt::format("  {:<18} {}{}\n", "kind", r.kind, r.version.empty() ? "" : " " + r.version);
+    out += fmt::format("  {:<18} {}{}\n", "kind", printable(r.kind),
+                       r.version.empty() ? "" : " " + printable(r.version));
     out += fmt::format("  {:<18} {}\n", "recognised by", printable(r.evidence));
-    if (!r.package.empty()) out += fmt::format("  {:<18} {}\n", "package", r.package);
+    if (!r.package.empty()) out += fmt::format("  {:<18} {}\n", "package", printable(r.package));
     if (r.kind == "redis") {
       // Redis (disable-thp yes, the default) turns THP off for itself only under enabled=always,
       // where its fork for persistence would copy 2 MiB per written page.
@@ -370,7 +373,7 @@ std::string render_process(const process_report& p, const system_report& s,
       out += fmt::format("  {:<18} {}\n", "huge page flags",
                          !r.settings_known ? "unknown"
                          : flags.empty()   ? "none"
-                                           : flags);
+                                           : printable(flags));
     }
   }
   if (!p.unit.empty()) out += fmt::format("  {:<18} {}\n", "systemd unit", p.unit);

@@ -7,11 +7,15 @@
 // the time the doctor spent reading the live process (tools/README.md), which a replay does not
 // spend.
 #include <dirent.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <fstream>
+#include <future>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -225,6 +229,184 @@ TEST(DoctorCaptureReplay, AMalformedStoredFactIsAnErrorNamingItsFile) {
     EXPECT_FALSE(hd::read_capture(dir.path(), error).has_value());
     EXPECT_EQ(error, dir.path() + c.error);
   }
+}
+
+}  // namespace
+
+namespace {
+
+// The red team's target: glibc thread arenas (two threads, arena_max=2) beside mmapped chunks,
+// THP and plain anonymous memory.
+TEST(DoctorCaptureReplay, ThreadArenasReplayWithTheHeapInfoTheLiveRunRead) {
+  const std::vector<std::string> env{"PATH=/usr/bin:/bin",
+                                     "GLIBC_TUNABLES=glibc.malloc.arena_max=2"};
+  target t({"--thp", "64", "--anon", "32", "--malloc-chunks", "20", "--chunk-kib", "4096",
+            "--threads", "2", "--thread-kib", "1024"},
+           "", &env);
+  ASSERT_TRUE(t.ready()) << t.line();
+  capture_dir dir;
+  ASSERT_TRUE(dir.made());
+  const result r =
+      doctor_cli::doctor({"--pid", std::to_string(t.pid()), "--json", "--capture", dir.path()});
+  ASSERT_TRUE(r.code == 0 || r.code == 1) << r.err;
+  const nlohmann::json live = nlohmann::json::parse(r.out);
+  // The live run read the heaps' heap_info: the class this test is about is there, checked.
+  const nlohmann::json& classes = live.at("process").at("memory_classes");
+  const auto arenas = std::find_if(classes.begin(), classes.end(), [](const nlohmann::json& c) {
+    return c.at("class") == "glibc_thread_arenas";
+  });
+  ASSERT_NE(arenas, classes.end()) << classes.dump(1);
+  EXPECT_EQ(arenas->at("evidence"), "64 MiB-aligned heaps, heap_info");
+
+  std::string error;
+  const auto captured = hd::read_capture(dir.path(), error);
+  ASSERT_TRUE(captured.has_value()) << error;
+  EXPECT_TRUE(captured->files.chunks.heaps_read);
+  EXPECT_FALSE(captured->files.chunks.heaps.empty());
+  const hd::process_report replayed =
+      hd::build_process_report(captured->pid, captured->files, 10, "");
+  const hd::system_report system = hd::collect_system("", false);
+  const nlohmann::json again = nlohmann::json::parse(
+      hd::json_process(replayed, system, hd::advise_process(replayed, system)));
+  EXPECT_EQ(without_time(again).at("process"), without_time(live).at("process"));
+}
+
+TEST(DoctorCaptureReplay, TheHeapsReadBackAsWritten) {
+  hd::chunk_headers chunks;
+  chunks.read = true;
+  chunks.heaps_read = true;
+  chunks.heaps = {0x7f3a28000000, 0x7f3a2c000000};
+  chunks.mappings = {{0x7f3a30000000, {4198400, 4198400}}};
+  const auto back = hd::parse_chunks(hd::chunks_text(chunks));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_TRUE(back->heaps_read);
+  EXPECT_EQ(back->heaps, chunks.heaps);
+  ASSERT_EQ(back->mappings.size(), 1u);
+  EXPECT_EQ(back->mappings[0].chunks, chunks.mappings[0].chunks);
+  // Read, none checked out: still read (the layout alone does not decide).
+  chunks.heaps.clear();
+  const auto none = hd::parse_chunks(hd::chunks_text(chunks));
+  ASSERT_TRUE(none.has_value());
+  EXPECT_TRUE(none->heaps_read);
+  EXPECT_TRUE(none->heaps.empty());
+  // A capture from before the heaps line: not read.
+  const auto older = hd::parse_chunks("read\n7f3a30000000 4198400\n");
+  ASSERT_TRUE(older.has_value());
+  EXPECT_FALSE(older->heaps_read);
+  EXPECT_FALSE(hd::parse_chunks("read\nheaps 7f3a2c000000 7f3a28000000\n").has_value());
+  EXPECT_FALSE(hd::parse_chunks("read\nheaps zz\n").has_value());
+}
+
+// The smaps of tools/test/data/services/glibc.
+std::string glibc_smaps() {
+  std::ifstream in(std::string(HUGEPAGE_DOCTOR_DATA) + "/services/glibc/smaps", std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(DoctorCaptureReplay, ADamagedStoredFileIsAnErrorNamingItsFile) {
+  const std::string smaps = glibc_smaps();
+  ASSERT_FALSE(smaps.empty());
+  const std::string first_line = smaps.substr(0, smaps.find('\n'));
+  const struct {
+    const char* name;
+    std::string text;
+    std::string error;
+  } cases[] = {
+      // Cut mid-number: "4096" read as "40" otherwise.
+      {"chunks", "read\n7f3a30000000 40", "/chunks: not the chunks format"},
+      {"chunks", "read", "/chunks: not the chunks format"},
+      {"coverage", "", "/coverage: not the coverage format, or a mapping not in smaps"},
+      {"numa_node", "0", "/numa_node: not a node number"},
+      {"glibc_version", "\x1b[2J\x1b]0;pwn\x07 2.36\n",
+       "/glibc_version: not a glibc version (digits.digits)"},
+      {"glibc_version", "99999999999999999999.36\n",
+       "/glibc_version: not a glibc version (digits.digits)"},
+      {"glibc_version", "-2.36\n", "/glibc_version: not a glibc version (digits.digits)"},
+      {"glibc_version", std::string("2.3\0006\n", 6),
+       "/glibc_version: not a glibc version (digits.digits)"},
+      {"glibc_version", "2.36", "/glibc_version: not one line"},
+      {"packages",
+       "libc6 \x1b]0;pwn\x07"
+       "evil /usr/lib/x86_64-linux-gnu/libc.so.6\n",
+       "/packages: not the packages format"},
+      {"packages", "libc6 2.36-9 /usr/lib/\x1b[2Jlibc.so.6\n",
+       "/packages: not the packages format"},
+      {"packages", "libc6 2.36-9 libc.so.6\n", "/packages: not the packages format"},
+      {"packages", "libc6 2.36-9 /usr/lib/x86_64-linux-gnu/libc.so",
+       "/packages: not the packages format"},
+      // smaps damaged: smaps is named, not the coverage read against it.
+      {"smaps", "", "/smaps: not the smaps format"},
+      {"smaps", smaps.substr(0, smaps.size() / 2), "/smaps: not the smaps format"},
+      {"smaps", "zz%s\xff\xfe garbage\n", "/smaps: not the smaps format"},
+      {"smaps", first_line + "\nRss:  -4 kB\nVmFlags: rd wr\n", "/smaps: not the smaps format"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name + (": " + c.text));
+    capture_dir dir;
+    ASSERT_TRUE(dir.made());
+    ASSERT_EQ(::mkdir(dir.path().c_str(), 0700), 0);
+    copy_with(dir.path(), c.name, c.text);
+    std::string error;
+    EXPECT_FALSE(hd::read_capture(dir.path(), error).has_value());
+    EXPECT_EQ(error, dir.path() + c.error);
+  }
+  // The good stored facts still read (the cases above differ from them in the damage only).
+  capture_dir dir;
+  ASSERT_TRUE(dir.made());
+  ASSERT_EQ(::mkdir(dir.path().c_str(), 0700), 0);
+  copy_with(dir.path(), "packages", "libc6 2.36-9+deb12u14 /usr/lib/x86_64-linux-gnu/libc.so.6\n");
+  std::ofstream(dir.path() + "/glibc_version") << "2.36\n";
+  std::ofstream(dir.path() + "/chunks") << "read\nheaps\n";
+  std::string error;
+  const auto good = hd::read_capture(dir.path(), error);
+  ASSERT_TRUE(good.has_value()) << error;
+  EXPECT_EQ(good->files.glibc_version, "2.36");
+  EXPECT_EQ(good->files.packages.at("/usr/lib/x86_64-linux-gnu/libc.so.6").second,
+            "2.36-9+deb12u14");
+}
+
+TEST(DoctorCaptureReplay, AFifoInACaptureIsAnErrorNotAHang) {
+  capture_dir dir;
+  ASSERT_TRUE(dir.made());
+  ASSERT_EQ(::mkdir(dir.path().c_str(), 0700), 0);
+  copy_with(dir.path(), "cmdline", "x");
+  const std::string fifo = dir.path() + "/status";
+  ASSERT_EQ(::unlink(fifo.c_str()), 0);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::string error;
+  auto read = std::async(std::launch::async, [&] { return hd::read_capture(dir.path(), error); });
+  if (read.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    // Blocked opening the FIFO: a writer that closes at once lets it go on.
+    const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    if (fd >= 0) ::close(fd);
+    read.wait();
+    FAIL() << "read_capture blocked on a FIFO";
+  }
+  EXPECT_FALSE(read.get().has_value());
+  EXPECT_EQ(error, fifo + ": not a regular file");
+}
+
+TEST(DoctorCaptureReplay, StoredTextsReachTheTableOnlyAsPrintableText) {
+  hd::process_report p;
+  p.pid = 1;
+  p.allocator.guess.name = "glibc";
+  p.allocator.guess.version = "\x1b[2J";
+  p.allocator.guess.package = "libc6 \x1b]0;pwn\x07";
+  p.allocator.hugepage_mode = "thp:\x1b[1m";
+  p.runtime.kind = "jvm";
+  p.runtime.version = "17\x1b[0m";
+  p.runtime.package = "openjdk \x9b";
+  p.runtime.settings_known = true;
+  p.runtime.settings = {"-XX:+UseLargePages\x07"};
+  const std::string table = hd::render_process(p, hd::system_report{}, std::vector<hd::advice>{});
+  for (const char c : table) {
+    EXPECT_TRUE(c == '\n' || static_cast<unsigned char>(c) >= 0x20) << static_cast<int>(c);
+  }
+  EXPECT_NE(table.find("glibc \\x1b[2J"), std::string::npos) << table;
+  EXPECT_NE(table.find("libc6 \\x1b]0;pwn\\x07"), std::string::npos) << table;
+  EXPECT_NE(table.find("openjdk \\x9b"), std::string::npos) << table;
 }
 
 }  // namespace
