@@ -4,12 +4,18 @@
 #include "hugepage/kernel_files.hpp"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <new>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "hugepage/cgroup.hpp"
@@ -582,6 +588,57 @@ TEST(KernelMemory, ReadersLiveAndUnderARoot) {
   EXPECT_EQ(hugepage::read_buddyinfo_text(t.root()).value_or(""), "Node 0, zone Normal 1 2 3\n");
   EXPECT_EQ(hugepage::read_buddyinfo(t.root())->at(0).free_blocks.size(), 3u);
   EXPECT_EQ(hugepage::read_zoneinfo(t.root())->at(0).per_cpu_free_pages, 5u);
+}
+
+// ---- what is not a regular file ----------------------------------------------------------------
+
+// Runs `readers` in a child with 1 GiB of address space and waits at most 5 s: 0 when every reader
+// gave nullopt, 1 when one read something, 2 on bad_alloc, -1 when it hung and was killed.
+template <class Readers>
+int child_outcome(Readers readers) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    const rlimit limit{1UL << 30, 1UL << 30};
+    ::setrlimit(RLIMIT_AS, &limit);
+    try {
+      ::_exit(readers() ? 0 : 1);
+    } catch (const std::bad_alloc&) {
+      ::_exit(2);
+    }
+  }
+  int status = 0;
+  for (int waited = 0; waited < 500; ++waited) {
+    if (::waitpid(child, &status, WNOHANG) == child) {
+      return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ::kill(child, SIGKILL);
+  ::waitpid(child, &status, 0);
+  return -1;
+}
+
+TEST(KernelReaders, RefuseAFifoAndADeviceUnderARootPromptly) {
+  tree t;
+  t.mkdir("/proc");
+  ASSERT_EQ(::mkfifo((t.root() + "/proc/meminfo").c_str(), 0600), 0);
+  ASSERT_EQ(::symlink("/dev/zero", (t.root() + "/proc/vmstat").c_str()), 0);
+  EXPECT_EQ(child_outcome([&] { return !hugepage::read_meminfo(t.root()); }), 0);
+  EXPECT_EQ(child_outcome([&] { return !hugepage::read_vmstat(t.root()); }), 0);
+  std::error_code ec;
+  EXPECT_FALSE(hugepage::read_kernel_text(t.root(), "/proc/vmstat", &ec));
+  EXPECT_EQ(ec, std::error_code(EINVAL, std::generic_category()));
+  EXPECT_FALSE(hugepage::read_kernel_text(t.root(), "/proc", &ec));  // a directory
+  EXPECT_EQ(ec, std::error_code(EINVAL, std::generic_category()));
+  const auto small_file_refused = [&](const char* path) {
+    char buffer[64];
+    return hugepage::detail::read_small_file((t.root() + path).c_str(), buffer, sizeof buffer) < 0;
+  };
+  EXPECT_EQ(child_outcome([&] { return small_file_refused("/proc/meminfo"); }), 0);
+  EXPECT_EQ(child_outcome([&] { return small_file_refused("/proc/vmstat"); }), 0);
+  // procfs and sysfs files are regular with size 0 and still read.
+  EXPECT_TRUE(hugepage::read_kernel_text("", "/proc/self/status"));
+  EXPECT_TRUE(hugepage::read_kernel_text("", "/sys/kernel/mm/transparent_hugepage/enabled"));
 }
 
 }  // namespace
