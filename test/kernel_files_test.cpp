@@ -641,4 +641,68 @@ TEST(KernelReaders, RefuseAFifoAndADeviceUnderARootPromptly) {
   EXPECT_TRUE(hugepage::read_kernel_text("", "/sys/kernel/mm/transparent_hugepage/enabled"));
 }
 
+// ---- the parsers do what their comments say -------------------------------------------------
+
+TEST(KernelParsers, StatmVersionAndEventsMaxTakeWholeWords) {
+  using hugepage::parse_cgroup_events_max;
+  using hugepage::parse_kernel_version;
+  using hugepage::parse_statm;
+  const auto statm = parse_statm(" 10 20\n");  // leading blanks skipped, not a second number
+  ASSERT_TRUE(statm);
+  EXPECT_EQ(statm->size, 10u);
+  EXPECT_EQ(statm->resident, 20u);
+  EXPECT_FALSE(parse_statm("10x 20"));
+  EXPECT_FALSE(parse_statm("10 20x"));
+  EXPECT_FALSE(parse_kernel_version("6x.18"));
+  EXPECT_FALSE(parse_kernel_version("6 junk.18"));
+  EXPECT_FALSE(parse_kernel_version("6 7.18"));
+  EXPECT_EQ(parse_kernel_version(" 6.18")->minor, 18u);
+  EXPECT_EQ(parse_cgroup_events_max("xmax 5\nmax 7\n"), std::optional<std::uint64_t>(7));
+  EXPECT_EQ(parse_cgroup_events_max("max 7\r\n"), std::optional<std::uint64_t>(7));
+  EXPECT_FALSE(parse_cgroup_events_max("max 5x\n"));
+  EXPECT_FALSE(parse_cgroup_events_max("max 99999999999999999999\n"));
+}
+
+TEST(KernelParsers, StatusFirstLineWinsForTextAndNumbers) {
+  const hugepage::process_status s =
+      hugepage::parse_status("THP_enabled:\t1\nTHP_enabled:\t0\nVmHWM:\t4 kB\nVmHWM:\t8 kB\n");
+  EXPECT_EQ(s.field("THP_enabled").value_or(""), "1");
+  EXPECT_EQ(s.number("THP_enabled"), std::optional<std::uint64_t>(1));
+  EXPECT_EQ(s.number("VmHWM"), std::optional<std::uint64_t>(4096));
+  // A trailing \r: meminfo's lines read as status's do.
+  EXPECT_EQ(hugepage::parse_meminfo("MemTotal:  5 kB\r\n").count("MemTotal"), 1u);
+  EXPECT_EQ(hugepage::parse_meminfo("MemTotal:  5 kB\r\n").at("MemTotal"), 5u * 1024);
+  EXPECT_EQ(hugepage::parse_status("Tgid:\t7\r\n").number("Tgid"), std::optional<std::uint64_t>(7));
+}
+
+TEST(KernelParsers, SumsSaturateInsteadOfWrapping) {
+  const std::uint64_t max = UINT64_MAX;
+  const auto rollup = hugepage::parse_smaps_rollup(
+      "Rss:  18014398509481983 kB\nAnonHugePages: 18014398509481983 kB\n"
+      "Private_Hugetlb:  18014398509481983 kB\nShared_Hugetlb:  18014398509481983 kB\n");
+  ASSERT_TRUE(rollup);
+  EXPECT_EQ(rollup->hugetlb, max);
+  EXPECT_EQ(rollup->resident(), max);
+  EXPECT_EQ(rollup->huge(), max);
+  const auto huge_count =
+      hugepage::parse_buddyinfo_line("Node 0, zone Normal 18446744073709551615");
+  ASSERT_TRUE(huge_count);
+  EXPECT_EQ(huge_count->free_bytes(4096), max);
+  EXPECT_EQ(huge_count->blocks_of(0), max);
+  std::string orders = "Node 0, zone Normal";
+  for (int order = 0; order < 72; ++order) orders += order == 71 ? " 1" : " 0";
+  const auto high = hugepage::parse_buddyinfo_line(orders);
+  ASSERT_TRUE(high);
+  EXPECT_EQ(high->free_bytes(4096), max);  // a free block at order 71 counts, saturated
+  EXPECT_EQ(high->blocks_of(0), max);
+  EXPECT_EQ(high->blocks_of(9), std::uint64_t{1} << 62);
+  EXPECT_EQ(high->blocks_of(71), 1u);
+  const auto zones = hugepage::parse_zoneinfo(
+      "Node 0, zone Normal\n  count: 18446744073709551615\n  count: 2\n"
+      "Node 0, zone Movable\n  count: 3\n");
+  ASSERT_EQ(zones.size(), 2u);
+  EXPECT_EQ(zones[0].per_cpu_free_pages, max);
+  EXPECT_EQ(hugepage::per_cpu_free_pages(zones), max);
+}
+
 }  // namespace

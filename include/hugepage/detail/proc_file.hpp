@@ -132,15 +132,34 @@ constexpr std::optional<std::uint64_t> parse_u64(std::string_view text) noexcept
   return value;
 }
 
+/// a + b, or UINT64_MAX when the sum does not fit: kernel counts summed saturate, never wrap.
+constexpr std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) noexcept {
+  return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+/// a * b, or UINT64_MAX when the product does not fit.
+constexpr std::uint64_t saturating_mul(std::uint64_t a, std::uint64_t b) noexcept {
+  return b != 0 && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
+/// a * 2^shift, or UINT64_MAX when that does not fit (a shift past 63 included, unless a is 0).
+constexpr std::uint64_t saturating_shift(std::uint64_t a, std::size_t shift) noexcept {
+  if (a == 0) return 0;
+  if (shift > 63 || a > (UINT64_MAX >> shift)) return UINT64_MAX;
+  return a << shift;
+}
+
 /// Calls `field(name, bytes)` for each "Name:  N kB" or "Name:  N" line of /proc text in the
 /// meminfo shape (meminfo, status, smaps_rollup): kB values in bytes, bare numbers as they are.
-/// Lines with several numbers ("Uid: 0 0 0 0"), another unit or an overflow are skipped.
+/// Lines with several numbers ("Uid: 0 0 0 0"), another unit or an overflow are skipped; a line's
+/// trailing '\r' is ignored (as parse_status does).
 template <class Field>
 void for_each_kb_field(std::string_view text, Field&& field) {
   while (!text.empty()) {
     const std::size_t end = text.find('\n');
     std::string_view line = text.substr(0, end);
     text = end == std::string_view::npos ? std::string_view{} : text.substr(end + 1);
+    while (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     const std::size_t colon = line.find(':');
     if (colon == std::string_view::npos) continue;
     std::string_view name = line.substr(0, colon);
