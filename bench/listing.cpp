@@ -127,10 +127,18 @@ int print_machine_facts_json() {
   const auto number = [](const std::optional<std::uint64_t>& n) {
     return n ? std::to_string(*n) : std::string("null");
   };
+  // "free" is free_hugepages, which counts pages reserved by mappings not yet faulted;
+  // "available" is free minus resv_hugepages (0 when more are reserved than free): what a new
+  // reservation can still take, and what the runner's gates use. null where a file is unreadable.
   std::string pools;
   for (const hugepage::hugetlb_pool& p : sys.pools) {
-    pools += fmt::format("{}\n    {{\"page_bytes\": {}, \"total\": {}, \"free\": {}}}",
-                         pools.empty() ? "" : ",", p.page_bytes, number(p.total), number(p.free));
+    std::optional<std::uint64_t> available;
+    if (p.free && p.reserved) available = *p.free > *p.reserved ? *p.free - *p.reserved : 0;
+    pools += fmt::format(
+        "{}\n    {{\"page_bytes\": {}, \"total\": {}, \"free\": {}, \"reserved\": {}, "
+        "\"available\": {}}}",
+        pools.empty() ? "" : ",", p.page_bytes, number(p.total), number(p.free), number(p.reserved),
+        number(available));
   }
   // Every size the kernel has a pool directory for, readable or not (pools lists the readable).
   std::string sizes;

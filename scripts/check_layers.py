@@ -11,21 +11,82 @@ hugepage/detail/ header is reported the same way, unless the map allows it ("all
 tools/x.cpp -> detail/y.hpp"; each allowance used is named on every run). Python 3's standard library only; run by
 scripts/lint and by the ctest Lint.Layers (scripts/check_layers_test.py).
 
+Includes are read from the text with comments blanked and raw string literals emptied (line
+numbers kept), so an include inside /* */ or R"(...)" is not one, and `#include /* c */ "x"` is.
+Targets are normalised ("hugepage//detail/x.hpp"; in tools/, bench/ and examples/ a quoted path
+such as "../../include/hugepage/detail/x.hpp" is resolved from the source's folder). Out of scope,
+not read as includes: the digraph `%:include`, an include whose target is a macro
+(`#include HEADER`), and a directive split by backslash line continuations.
+
 Usage: check_layers.py [--root DIR] [--map FILE]   (defaults: the repository, include/layers.txt)
 """
 
 import argparse
 import pathlib
+import posixpath
 import re
 import sys
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]hugepage/([^>"]+)[>"]')
 QUOTED = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
+ANY_INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
+RAW_PREFIX = re.compile(r'(?:^|[^A-Za-z0-9_])(?:u8|u|U|L)?R$')
 FLOOR = re.compile(r"^floor\s+([A-Za-z0-9_-]+)\s*:")
 ALLOW = re.compile(r"^allow\s+(\S+)\s*->\s*(\S+)$")
 SOURCE_DIRS = ("tools", "bench", "examples")  # what is built over the library, not inside it
-SOURCE_SUFFIXES = (".cpp", ".cc", ".hpp", ".h")
+SOURCE_SUFFIXES = (".cpp", ".cc", ".hpp", ".h", ".ipp", ".inc")  # floors and the tools rule
 EXEMPT = ("tools/test/",)  # tests, like test/, may reach the internals they test
+
+
+def code_lines(text):
+    """The lines of C++ `text` with comments blanked and raw string literals emptied, newlines
+    kept (so line numbers stay): what the preprocessor would see of the includes. Ordinary string
+    and character literals are kept (an include's "target" is one) but skipped over, so a quote
+    or comment marker inside them starts nothing; a digit separator (1'000) is no character
+    literal. Line continuations are not joined (out of scope, as the module says)."""
+    out = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            end = n if end < 0 else end + 2
+            out.append(" " + "\n" * text.count("\n", i, end))
+            i = end
+        elif c == '"' and RAW_PREFIX.search(text, max(0, i - 3), i):
+            open_paren = text.find("(", i + 1)
+            delimiter = text[i + 1:open_paren] if open_paren >= 0 else ""
+            close = text.find(")" + delimiter + '"', open_paren + 1) if open_paren >= 0 else -1
+            end = n if close < 0 else close + len(delimiter) + 2
+            out.append('""' + "\n" * text.count("\n", i, end))
+            i = end
+        elif c in "\"'":
+            if c == "'" and i > 0 and (text[i - 1].isalnum() or text[i - 1] == "_"):
+                start = i - 1
+                while start > 0 and (text[start - 1].isalnum() or text[start - 1] in "_'"):
+                    start -= 1
+                if text[start].isdigit():  # a digit separator
+                    out.append(c)
+                    i += 1
+                    continue
+            j = i + 1
+            while j < n and text[j] != c and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            j = min(j + 1, n) if j < n and text[j] == c else j
+            out.append(text[i:j])
+            i = j
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out).split("\n")
+
+
+def normalised(target):
+    """An include target with "." and ".." folded and doubled slashes merged."""
+    return posixpath.normpath(target) if target else target
 
 
 class Layers:
@@ -59,7 +120,7 @@ def read_map(path, problems, shown=None):
             continue
         if not layers.floors:
             problems.append(f"{shown}:{number}: {line} is listed before the first floor")
-        elif " " in line or not line.endswith((".hpp", ".h")):
+        elif " " in line or not line.endswith(SOURCE_SUFFIXES):
             problems.append(f"{shown}:{number}: not a header name nor a floor: {line}")
         elif line in layers.floor_of:
             problems.append(
@@ -80,7 +141,7 @@ def check(root, map_path):
         map_shown = map_path
     layers = read_map(map_path, problems, map_shown)
     base = root / "include" / "hugepage"
-    headers = sorted(p for p in base.rglob("*") if p.is_file() and p.suffix in (".hpp", ".h"))
+    headers = sorted(p for p in base.rglob("*") if p.is_file() and p.suffix in SOURCE_SUFFIXES)
     present = {p.relative_to(base).as_posix() for p in headers}
     for missing in sorted(set(layers.floor_of) - present):
         problems.append(f"{map_shown}:{layers.line_of[missing]}: {missing} is not in "
@@ -94,15 +155,19 @@ def check(root, map_path):
                             f"its floor")
             continue
         own = layers.floor_of[name]
-        for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        for number, text in enumerate(code_lines(path.read_text(encoding="utf-8")), start=1):
             match = INCLUDE.match(text)
-            if not match:
+            target = normalised("hugepage/" + match.group(1)) if match else ""
+            if not target.startswith("hugepage/"):
                 quoted = QUOTED.match(text)
                 if quoted:  # a relative path would escape the map: "detail/x.hpp", "../x.hpp"
                     problems.append(f"{shown}:{number}: includes \"{quoted.group(1)}\" by a "
                                     f"relative path: name it from include/ (\"hugepage/...\")")
+                elif match:  # <hugepage/../x.hpp>
+                    problems.append(f"{shown}:{number}: includes hugepage/{match.group(1)}, "
+                                    f"which leaves include/hugepage")
                 continue
-            target = match.group(1)
+            target = target[len("hugepage/"):]
             if target not in layers.floor_of:
                 problems.append(f"{shown}:{number}: includes hugepage/{target}, which is not in "
                                 f"the layer map ({map_path.name})")
@@ -115,7 +180,7 @@ def check(root, map_path):
                     f"{shown}:{number}: includes hugepage/{target} (floor "
                     f"{layers.floors[layers.floor_of[target]]}) from floor "
                     f"{layers.floors[own]}: an include climbs")
-    check_sources(root, layers, map_path.name, used, problems)
+    checked = check_sources(root, layers, map_path.name, used, problems)
     for (name, target), number in sorted(layers.allowed.items(), key=lambda item: item[1]):
         if (name, target) in used:
             continue
@@ -125,27 +190,30 @@ def check(root, map_path):
         else:
             problems.append(f"{map_shown}:{number}: allow {name} -> {target}: no such include "
                             f"climbs any more; remove the line")
-    return problems
+    return problems, checked
 
 
 def check_sources(root, layers, map_name, used, problems):
     """Appends a `path:line: what` to `problems` for each include of a hugepage/detail/ header in
     a source under SOURCE_DIRS that no "allow <source> -> <header>" entry of the map lets pass;
-    adds the entries used to `used` and names each on stdout."""
+    adds the entries used to `used` and names each on stdout. Returns the directories that exist
+    (and so were checked)."""
+    library = (root / "include" / "hugepage").resolve()
+    checked = []
     for directory in SOURCE_DIRS:
         base = root / directory
         if not base.is_dir():
             continue
+        checked.append(directory)
         for path in sorted(p for p in base.rglob("*") if p.is_file()):
             shown = path.relative_to(root).as_posix()
             if path.suffix not in SOURCE_SUFFIXES or shown.startswith(EXEMPT):
                 continue
             text = path.read_text(encoding="utf-8", errors="replace")
-            for number, line in enumerate(text.splitlines(), start=1):
-                match = INCLUDE.match(line)
-                if not match or not match.group(1).startswith("detail/"):
+            for number, line in enumerate(code_lines(text), start=1):
+                target = library_target(line, path, library)
+                if target is None or not target.startswith("detail/"):
                     continue
-                target = match.group(1)
                 if (shown, target) in layers.allowed:
                     used.add((shown, target))
                     print(f"{shown}:{number}: known exception, allowed by {map_name}:"
@@ -153,6 +221,26 @@ def check_sources(root, layers, map_name, used, problems):
                 else:
                     problems.append(f"{shown}:{number}: includes hugepage/{target}, the "
                                     f"library's internals: {directory}/ uses its public API only")
+    return checked
+
+
+def library_target(line, source, library):
+    """The header of include/hugepage that an include `line` of `source` names (relative to
+    include/hugepage, normalised), or None: "hugepage/x" as written, or a quoted path that
+    resolves from the source's folder into `library` ("../../include/hugepage/detail/x.hpp")."""
+    match = ANY_INCLUDE.match(line)
+    if not match:
+        return None
+    target = normalised(match.group(2))
+    if target.startswith("hugepage/"):
+        return target[len("hugepage/"):]
+    if match.group(1) == '"':
+        resolved = pathlib.Path(posixpath.normpath((source.parent / match.group(2)).as_posix()))
+        try:
+            return resolved.resolve().relative_to(library).as_posix()
+        except ValueError:
+            return None
+    return None
 
 
 def main(argv=None):
@@ -167,7 +255,7 @@ def main(argv=None):
     if not map_path.is_file():
         print(f"error: no layer map at {map_path}", file=sys.stderr)
         return 1
-    problems = check(args.root, map_path)
+    problems, checked = check(args.root, map_path)
     for problem in problems:
         print(problem, file=sys.stderr)
     if problems:
@@ -178,9 +266,13 @@ def main(argv=None):
     climbs = len(layers.allowed) - tools
     allowed = f" but the {climbs} allowed" if climbs else ""
     tools_allowed = f" but the {tools} allowed" if tools else ""
+    dirs = [f"{d}/" for d in checked]
+    sources = (", ".join(dirs[:-1]) + " and " + dirs[-1]) if len(dirs) > 1 else "".join(dirs)
+    said = (f"{sources} include{'s' if len(dirs) == 1 else ''} no detail/ header{tools_allowed}"
+            if dirs else "no sources over the library checked")
+    absent = "".join(f"; no {d}/ directory" for d in SOURCE_DIRS if d not in checked)
     print(f"layers: {len(layers.floor_of)} headers on {len(layers.floors)} floors, "
-          f"no include climbs{allowed}; tools/, bench/ and examples/ include no detail/ "
-          f"header{tools_allowed}")
+          f"no include climbs{allowed}; {said}{absent}")
     return 0
 
 

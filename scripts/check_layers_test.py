@@ -36,7 +36,17 @@ def not_a_source(directory, names):
     """shutil.copytree's ignore: the files that are not C++ sources or headers."""
     folder = pathlib.Path(directory)
     return [n for n in names
-            if not (folder / n).is_dir() and not n.endswith((".cpp", ".cc", ".hpp", ".h"))]
+            if not (folder / n).is_dir()
+            and not n.endswith((".cpp", ".cc", ".hpp", ".h", ".ipp", ".inc"))]
+
+
+def append_text(path, text):
+    """Adds `text` (whole lines) at the end of `path`; returns the number of its first line."""
+    old = path.read_text(encoding="utf-8") if path.exists() else ""
+    if old and not old.endswith("\n"):
+        old += "\n"
+    path.write_text(old + text, encoding="utf-8")
+    return old.count("\n") + 1
 
 
 class CheckLayersTest(unittest.TestCase):
@@ -178,6 +188,64 @@ class CheckLayersTest(unittest.TestCase):
         self.assert_fails_with("allow tools/doctor/main.cpp -> detail/pagemap.hpp: "
                                "tools/doctor/main.cpp no longer includes "
                                "hugepage/detail/pagemap.hpp; remove the line")
+
+    def test_an_include_in_a_block_comment_or_a_raw_string_is_none(self):
+        append_text(self.root / "tools" / "doctor" / "main.cpp",
+                    '/*\n#include "hugepage/detail/pagemap.hpp"\n*/\n'
+                    'const char* quoted = R"x(\n#include "hugepage/detail/pagemap.hpp"\n)x";\n'
+                    "const int big = 1'000; const char q = '\"';\n")
+        append_text(self.headers / "os.hpp", '/* a note:\n#include "hugepage/strategy.hpp"\n*/\n'
+                    '// #include "hugepage/strategy.hpp"\n')
+        status, errors = run_checker(self.root)
+        self.assertEqual(status, 0, errors)
+
+    def test_an_include_with_a_comment_inside_is_one(self):
+        header = append_text(self.headers / "os.hpp",
+                             '#include /* c */ "hugepage/collapse.hpp"\n')
+        tool = append_text(self.root / "tools" / "doctor" / "main.cpp",
+                           '#  include /* c */ <hugepage/detail/pagemap.hpp>  // x\n')
+        self.assert_fails_with(
+            f"include/hugepage/os.hpp:{header}: includes hugepage/collapse.hpp (floor upkeep) "
+            "from floor kernel: an include climbs",
+            f"tools/doctor/main.cpp:{tool}: includes hugepage/detail/pagemap.hpp, the library's "
+            "internals")
+
+    def test_include_paths_are_normalised(self):
+        main = self.root / "tools" / "doctor" / "main.cpp"
+        doubled = append_text(main, '#include "hugepage//detail/pagemap.hpp"\n')
+        climbed = append_text(main, '#include "../../include/hugepage/./detail/proc_file.hpp"\n')
+        header = append_text(self.headers / "os.hpp", '#include "hugepage//strategy.hpp"\n')
+        self.assert_fails_with(
+            f"tools/doctor/main.cpp:{doubled}: includes hugepage/detail/pagemap.hpp, the",
+            f"tools/doctor/main.cpp:{climbed}: includes hugepage/detail/proc_file.hpp, the",
+            f"include/hugepage/os.hpp:{header}: includes hugepage/strategy.hpp (floor strategy)")
+
+    def test_every_source_suffix_is_checked(self):
+        (self.headers / "planted.ipp").write_text("#pragma once\n", encoding="utf-8")
+        (self.root / "tools" / "doctor" / "planted.inc").write_text(
+            '#include "hugepage/detail/pagemap.hpp"\n', encoding="utf-8")
+        (self.root / "bench" / "planted.ipp").write_text(
+            '#include "hugepage/detail/proc_file.hpp"\n', encoding="utf-8")
+        self.assert_fails_with(
+            "include/hugepage/planted.ipp:1: not in the layer map (layers.txt)",
+            "tools/doctor/planted.inc:1: includes hugepage/detail/pagemap.hpp, the library's "
+            "internals: tools/ uses its public API only",
+            "bench/planted.ipp:1: includes hugepage/detail/proc_file.hpp")
+
+    def test_absent_source_directories_are_named_not_claimed(self):
+        for directory in ("tools", "bench", "examples"):
+            shutil.rmtree(self.root / directory)
+        done = subprocess.run([sys.executable, str(CHECKER), "--root", str(self.root)],
+                              capture_output=True, text=True, check=False)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn("no sources over the library checked; no tools/ directory; no bench/ "
+                      "directory; no examples/ directory", done.stdout)
+        self.assertNotIn("include no detail/ header", done.stdout)
+        shutil.copytree(ROOT / "bench", self.root / "bench", ignore=not_a_source)
+        done = subprocess.run([sys.executable, str(CHECKER), "--root", str(self.root)],
+                              capture_output=True, text=True, check=False)
+        self.assertIn("bench/ includes no detail/ header; no tools/ directory; no examples/ "
+                      "directory", done.stdout)
 
 
 if __name__ == "__main__":

@@ -4,12 +4,18 @@
 #include "hugepage/kernel_files.hpp"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <new>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "hugepage/cgroup.hpp"
@@ -582,6 +588,121 @@ TEST(KernelMemory, ReadersLiveAndUnderARoot) {
   EXPECT_EQ(hugepage::read_buddyinfo_text(t.root()).value_or(""), "Node 0, zone Normal 1 2 3\n");
   EXPECT_EQ(hugepage::read_buddyinfo(t.root())->at(0).free_blocks.size(), 3u);
   EXPECT_EQ(hugepage::read_zoneinfo(t.root())->at(0).per_cpu_free_pages, 5u);
+}
+
+// ---- what is not a regular file ----------------------------------------------------------------
+
+// Runs `readers` in a child with 1 GiB of address space and waits at most 5 s: 0 when every reader
+// gave nullopt, 1 when one read something, 2 on bad_alloc, -1 when it hung and was killed.
+template <class Readers>
+int child_outcome(Readers readers) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    const rlimit limit{1UL << 30, 1UL << 30};
+    ::setrlimit(RLIMIT_AS, &limit);
+    try {
+      ::_exit(readers() ? 0 : 1);
+    } catch (const std::bad_alloc&) {
+      ::_exit(2);
+    }
+  }
+  int status = 0;
+  for (int waited = 0; waited < 500; ++waited) {
+    if (::waitpid(child, &status, WNOHANG) == child) {
+      return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ::kill(child, SIGKILL);
+  ::waitpid(child, &status, 0);
+  return -1;
+}
+
+TEST(KernelReaders, RefuseAFifoAndADeviceUnderARootPromptly) {
+  tree t;
+  t.mkdir("/proc");
+  ASSERT_EQ(::mkfifo((t.root() + "/proc/meminfo").c_str(), 0600), 0);
+  ASSERT_EQ(::symlink("/dev/zero", (t.root() + "/proc/vmstat").c_str()), 0);
+  EXPECT_EQ(child_outcome([&] { return !hugepage::read_meminfo(t.root()); }), 0);
+  EXPECT_EQ(child_outcome([&] { return !hugepage::read_vmstat(t.root()); }), 0);
+  std::error_code ec;
+  EXPECT_FALSE(hugepage::read_kernel_text(t.root(), "/proc/vmstat", &ec));
+  EXPECT_EQ(ec, std::error_code(EINVAL, std::generic_category()));
+  EXPECT_FALSE(hugepage::read_kernel_text(t.root(), "/proc", &ec));  // a directory
+  EXPECT_EQ(ec, std::error_code(EINVAL, std::generic_category()));
+  const auto small_file_refused = [&](const char* path) {
+    char buffer[64];
+    return hugepage::detail::read_small_file((t.root() + path).c_str(), buffer, sizeof buffer) < 0;
+  };
+  EXPECT_EQ(child_outcome([&] { return small_file_refused("/proc/meminfo"); }), 0);
+  EXPECT_EQ(child_outcome([&] { return small_file_refused("/proc/vmstat"); }), 0);
+  // procfs and sysfs files are regular with size 0 and still read.
+  EXPECT_TRUE(hugepage::read_kernel_text("", "/proc/self/status"));
+  EXPECT_TRUE(hugepage::read_kernel_text("", "/sys/kernel/mm/transparent_hugepage/enabled"));
+}
+
+// ---- the parsers do what their comments say -------------------------------------------------
+
+TEST(KernelParsers, StatmVersionAndEventsMaxTakeWholeWords) {
+  using hugepage::parse_cgroup_events_max;
+  using hugepage::parse_kernel_version;
+  using hugepage::parse_statm;
+  const auto statm = parse_statm(" 10 20\n");  // leading blanks skipped, not a second number
+  ASSERT_TRUE(statm);
+  EXPECT_EQ(statm->size, 10u);
+  EXPECT_EQ(statm->resident, 20u);
+  EXPECT_FALSE(parse_statm("10x 20"));
+  EXPECT_FALSE(parse_statm("10 20x"));
+  EXPECT_FALSE(parse_kernel_version("6x.18"));
+  EXPECT_FALSE(parse_kernel_version("6 junk.18"));
+  EXPECT_FALSE(parse_kernel_version("6 7.18"));
+  EXPECT_EQ(parse_kernel_version(" 6.18")->minor, 18u);
+  EXPECT_EQ(parse_cgroup_events_max("xmax 5\nmax 7\n"), std::optional<std::uint64_t>(7));
+  EXPECT_EQ(parse_cgroup_events_max("max 7\r\n"), std::optional<std::uint64_t>(7));
+  EXPECT_FALSE(parse_cgroup_events_max("max 5x\n"));
+  EXPECT_FALSE(parse_cgroup_events_max("max 99999999999999999999\n"));
+}
+
+TEST(KernelParsers, StatusFirstLineWinsForTextAndNumbers) {
+  const hugepage::process_status s =
+      hugepage::parse_status("THP_enabled:\t1\nTHP_enabled:\t0\nVmHWM:\t4 kB\nVmHWM:\t8 kB\n");
+  EXPECT_EQ(s.field("THP_enabled").value_or(""), "1");
+  EXPECT_EQ(s.number("THP_enabled"), std::optional<std::uint64_t>(1));
+  EXPECT_EQ(s.number("VmHWM"), std::optional<std::uint64_t>(4096));
+  // A trailing \r: meminfo's lines read as status's do.
+  EXPECT_EQ(hugepage::parse_meminfo("MemTotal:  5 kB\r\n").count("MemTotal"), 1u);
+  EXPECT_EQ(hugepage::parse_meminfo("MemTotal:  5 kB\r\n").at("MemTotal"), 5u * 1024);
+  EXPECT_EQ(hugepage::parse_status("Tgid:\t7\r\n").number("Tgid"), std::optional<std::uint64_t>(7));
+}
+
+TEST(KernelParsers, SumsSaturateInsteadOfWrapping) {
+  const std::uint64_t max = UINT64_MAX;
+  const auto rollup = hugepage::parse_smaps_rollup(
+      "Rss:  18014398509481983 kB\nAnonHugePages: 18014398509481983 kB\n"
+      "Private_Hugetlb:  18014398509481983 kB\nShared_Hugetlb:  18014398509481983 kB\n");
+  ASSERT_TRUE(rollup);
+  EXPECT_EQ(rollup->hugetlb, max);
+  EXPECT_EQ(rollup->resident(), max);
+  EXPECT_EQ(rollup->huge(), max);
+  const auto huge_count =
+      hugepage::parse_buddyinfo_line("Node 0, zone Normal 18446744073709551615");
+  ASSERT_TRUE(huge_count);
+  EXPECT_EQ(huge_count->free_bytes(4096), max);
+  EXPECT_EQ(huge_count->blocks_of(0), max);
+  std::string orders = "Node 0, zone Normal";
+  for (int order = 0; order < 72; ++order) orders += order == 71 ? " 1" : " 0";
+  const auto high = hugepage::parse_buddyinfo_line(orders);
+  ASSERT_TRUE(high);
+  EXPECT_EQ(high->free_bytes(4096), max);  // a free block at order 71 counts, saturated
+  EXPECT_EQ(high->blocks_of(0), max);
+  EXPECT_EQ(high->blocks_of(9), std::uint64_t{1} << 62);
+  EXPECT_EQ(high->blocks_of(71), 1u);
+  const auto zones = hugepage::parse_zoneinfo(
+      "Node 0, zone Normal\n  count: 18446744073709551615\n  count: 2\n"
+      "Node 0, zone Movable\n  count: 3\n");
+  ASSERT_EQ(zones.size(), 2u);
+  EXPECT_EQ(zones[0].per_cpu_free_pages, max);
+  EXPECT_EQ(hugepage::per_cpu_free_pages(zones), max);
 }
 
 }  // namespace

@@ -72,7 +72,8 @@ def one_gib_pages_needed(max_size):
 
 def pool_of(facts, page_bytes):
     """The pool of `page_bytes` in `facts` (the binary's --machine-facts: {"page_bytes", "total",
-    "free"}), or None."""
+    "free", "reserved", "available"}), or None. "free" counts pages reserved by mappings not yet
+    faulted; "available" (free minus reserved) is what a new reservation can take: gate on it."""
     return next((p for p in facts.get("pools") or [] if p.get("page_bytes") == page_bytes), None)
 
 
@@ -88,14 +89,16 @@ def one_gib_pool_shortage(max_size, facts):
     if GiB not in (facts.get("pool_sizes") or []):
         return f"this kernel has no 1 GiB hugetlb pool ({POOL_1G_DIR} does not exist)"
     pool = pool_of(facts, GiB) or {}
-    free = pool.get("free")
-    if not isinstance(free, int):
+    available = pool.get("available")  # free_hugepages - resv_hugepages
+    if not isinstance(available, int):
         return (f"the 1 GiB pool could not be reserved ({POOL_1G_DIR}/free_hugepages is not "
-                f"readable)")
+                f"readable, or resv_hugepages)")
     need = one_gib_pages_needed(max_size)
-    if free < need:
+    if available < need:
         total = pool.get("total")
-        return (f"the 1 GiB pool could not be reserved: {free} free page(s) of "
+        reserved = pool.get("reserved")
+        held = f" ({reserved} more reserved by mappings)" if reserved else ""
+        return (f"the 1 GiB pool could not be reserved: {available} free page(s){held} of "
                 f"{'?' if total is None else total}, the largest working set needs {need} "
                 f"(scripts/bench reserves them when root and memory is not too fragmented)")
     return ""
@@ -199,7 +202,7 @@ def make_configs(args, registry):
         # working set, and keep large OS pages on for whatever does not fit in that arena.
         env = {"LD_PRELOAD": mi, "MIMALLOC_LARGE_OS_PAGES": "1"}
         want_1g = max(1, math.ceil(2 * args.max_size / GiB))
-        n_1g = min(want_1g, (pool_of(facts, GiB) or {}).get("free") or 0)
+        n_1g = min(want_1g, (pool_of(facts, GiB) or {}).get("available") or 0)
         if n_1g > 0:
             env["MIMALLOC_RESERVE_HUGE_OS_PAGES"] = str(n_1g)
         configs.append(Config("mimalloc", env, ["std"], ps, peer=True, lib=mi, core=registry.peer_core(),

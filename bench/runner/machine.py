@@ -34,7 +34,8 @@ def measure_headroom(bench, sizes, cpu=None):
 def machine_facts(bench):
     """`bench --machine-facts --json`: {"kernel", "thp": {"mode", "enabled", "pmd_enabled",
     "defrag", "pmd_bytes"}, "cpu": {"model", "pdpe1gb"}, "pool_sizes": [page_bytes],
-    "pools": [{"page_bytes", "total", "free"}]}, or {"problem": why}."""
+    "pools": [{"page_bytes", "total", "free", "reserved", "available"}]}, or {"problem": why}
+    ("free" counts reserved pages; "available" is free minus reserved)."""
     cmd = [str(bench), "--machine-facts", "--json"]
     try:
         r = subprocess.run(cmd, env=clean_env({}), capture_output=True, text=True, timeout=60)

@@ -110,8 +110,10 @@ inline std::optional<kernel_values> read_vmstat(const std::string& root = "") {
 
 /// A process's status file: every "Key:\tvalue" line as text, and its numbers.
 struct process_status {
-  std::map<std::string, std::string> text;  ///< value of each key, blanks trimmed; first wins
-  kernel_values numbers;                    ///< the lines parse_meminfo() reads: kB in bytes
+  /// Value of each key, blanks and '\r' trimmed. A key written twice: the first line wins, here
+  /// and in `numbers`, so field() and number() never disagree.
+  std::map<std::string, std::string> text;
+  kernel_values numbers;  ///< the lines parse_meminfo() reads: kB in bytes; first wins
 
   /// The text of `key` ("Name", "Seccomp"); nullopt when there is no such line.
   std::optional<std::string> field(const std::string& key) const {
@@ -141,7 +143,8 @@ struct process_status {
   }
 };
 
-/// Parses /proc/PID/status text: lines without ':' or with an empty key are skipped. Pure.
+/// Parses /proc/PID/status text: lines without ':' or with an empty key are skipped; of a key
+/// written twice the first line counts, for the text and the number alike. Pure.
 inline process_status parse_status(std::string_view text) {
   process_status status;
   for (const std::string_view line : detail::split(text, '\n')) {
@@ -156,7 +159,9 @@ inline process_status parse_status(std::string_view text) {
     }
     status.text.emplace(std::string(line.substr(0, colon)), std::string(value));
   }
-  status.numbers = parse_meminfo(text);
+  detail::for_each_kb_field(text, [&status](std::string_view name, std::uint64_t bytes) {
+    status.numbers.emplace(std::string(name), bytes);
+  });
   return status;
 }
 
@@ -179,9 +184,11 @@ inline std::optional<process_status> read_status(const std::string& root = "", p
 struct smaps_totals {
   std::uint64_t rss = 0;        ///< Rss: resident base and THP pages (hugetlb pages are not)
   std::uint64_t anon_huge = 0;  ///< AnonHugePages: PMD-mapped anonymous THP
-  std::uint64_t hugetlb = 0;    ///< Private_Hugetlb + Shared_Hugetlb
-  std::uint64_t resident() const noexcept { return rss + hugetlb; }
-  std::uint64_t huge() const noexcept { return anon_huge + hugetlb; }
+  std::uint64_t hugetlb = 0;    ///< Private_Hugetlb + Shared_Hugetlb (UINT64_MAX past 64 bits)
+  /// rss + hugetlb; UINT64_MAX when that does not fit (sums here saturate, never wrap).
+  std::uint64_t resident() const noexcept { return detail::saturating_add(rss, hugetlb); }
+  /// anon_huge + hugetlb; UINT64_MAX when that does not fit.
+  std::uint64_t huge() const noexcept { return detail::saturating_add(anon_huge, hugetlb); }
 };
 
 /// Parses smaps_rollup text; nullopt without an Rss line (not a rollup). An absent huge line
@@ -194,7 +201,7 @@ inline std::optional<smaps_totals> parse_smaps_rollup(std::string_view text) {
   };
   if (values.find("Rss") == values.end()) return std::nullopt;
   return smaps_totals{get("Rss"), get("AnonHugePages"),
-                      get("Private_Hugetlb") + get("Shared_Hugetlb")};
+                      detail::saturating_add(get("Private_Hugetlb"), get("Shared_Hugetlb"))};
 }
 
 /// Reads /proc/PID/smaps_rollup under `root` (pid 0: /proc/self); nullopt when unreadable or

@@ -263,12 +263,26 @@ constexpr std::optional<std::optional<std::uint64_t>> parse_cgroup_limit(
   return std::optional<std::uint64_t>{*value};
 }
 
-/// Parses a cgroup v2 events file ("max N" lines: how often the limit refused); nullopt when there
-/// is no such line. Pure.
+/// Parses a cgroup v2 events file: the first line that is "max N" (N all digits, blanks and a '\r'
+/// after it allowed: how often the limit refused); nullopt when there is no such line or its N is
+/// not a number that fits ("max 5x"). Pure.
 constexpr std::optional<std::uint64_t> parse_cgroup_events_max(std::string_view text) noexcept {
-  const std::size_t at = text.find("max ");
-  if (at == std::string_view::npos || (at != 0 && text[at - 1] != '\n')) return std::nullopt;
-  return detail::parse_u64(text.substr(at + 4));
+  while (!text.empty()) {
+    const std::size_t end = text.find('\n');
+    std::string_view line = text.substr(0, end);
+    text = end == std::string_view::npos ? std::string_view{} : text.substr(end + 1);
+    if (line.substr(0, 4) != "max ") continue;
+    line.remove_prefix(4);
+    while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\t' || line.back() == '\r')) {
+      line.remove_suffix(1);
+    }
+    if (line.empty() || line.find_first_not_of("0123456789") != std::string_view::npos) {
+      return std::nullopt;
+    }
+    return detail::parse_u64(line);
+  }
+  return std::nullopt;
 }
 
 // ---- /proc/PID/statm
@@ -280,14 +294,25 @@ struct statm_pages {
   std::uint64_t resident = 0;  ///< resident pages (hugetlb pages are not counted)
 };
 
-/// Parses statm text ("size resident shared text lib data dt"); nullopt without two leading
-/// numbers. Pure.
+/// Parses statm text ("size resident shared text lib data dt"): its first two words, split at
+/// blanks (leading blanks skipped), both all digits and fitting 64 bits; nullopt otherwise
+/// ("12", "10x 20"). Pure.
 inline std::optional<statm_pages> parse_statm(std::string_view text) {
-  const auto size = detail::parse_u64(text);
+  const auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  const auto number = [&]() -> std::optional<std::uint64_t> {
+    while (!text.empty() && blank(text.front())) text.remove_prefix(1);
+    std::size_t n = 0;
+    while (n < text.size() && !blank(text[n])) ++n;
+    const std::string_view word = text.substr(0, n);
+    text.remove_prefix(n);
+    if (word.empty() || word.find_first_not_of("0123456789") != std::string_view::npos) {
+      return std::nullopt;
+    }
+    return detail::parse_u64(word);
+  };
+  const auto size = number();
   if (!size) return std::nullopt;
-  const std::size_t space = text.find(' ');
-  if (space == std::string_view::npos) return std::nullopt;
-  const auto resident = detail::parse_u64(text.substr(space + 1));
+  const auto resident = number();
   if (!resident) return std::nullopt;
   return statm_pages{*size, *resident};
 }
@@ -313,14 +338,16 @@ struct kernel_version {
   }
 };
 
-/// Parses a release string ("6.18.44-generic"): two numbers separated by '.', after optional
-/// blanks; nullopt otherwise. Pure; allocates nothing.
+/// Parses a release string ("6.18.44-generic"): after optional blanks, digits, a '.' right after
+/// them and a digit right after it (what follows the minor number is ignored); nullopt otherwise
+/// ("6x.18", "6 junk.18", a number past 32 bits). Pure; allocates nothing.
 constexpr std::optional<kernel_version> parse_kernel_version(std::string_view release) noexcept {
   const auto major = detail::parse_u64(release);
   if (!major) return std::nullopt;
-  const std::size_t dot = release.find('.');
-  if (dot == std::string_view::npos || dot + 1 >= release.size() || release[dot + 1] < '0' ||
-      release[dot + 1] > '9') {
+  const std::size_t dot =
+      release.find_first_not_of("0123456789", release.find_first_not_of(" \t"));
+  if (dot == std::string_view::npos || release[dot] != '.' || dot + 1 >= release.size() ||
+      release[dot + 1] < '0' || release[dot + 1] > '9') {
     return std::nullopt;
   }
   const auto minor = detail::parse_u64(release.substr(dot + 1));

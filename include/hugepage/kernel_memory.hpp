@@ -68,23 +68,26 @@ struct buddy_zone {
   std::string zone;                        ///< "DMA", "DMA32", "Normal", "Movable"
   std::vector<std::uint64_t> free_blocks;  ///< index: order
 
-  /// Free bytes in the zone.
+  /// Free bytes in the zone; UINT64_MAX when they do not fit 64 bits (free_bytes_from).
   std::uint64_t free_bytes(std::size_t base_page) const noexcept {
     return free_bytes_from(0, base_page);
   }
-  /// Free bytes held in blocks of at least `order`.
+  /// Free bytes held in blocks of at least `order`, every order counted; UINT64_MAX when they do
+  /// not fit 64 bits (a huge count, or a free block at an order past 63): saturated, not wrapped.
   std::uint64_t free_bytes_from(std::size_t order, std::size_t base_page) const noexcept {
     std::uint64_t bytes = 0;
-    for (std::size_t o = order; o < free_blocks.size() && o < 40; ++o) {
-      bytes += free_blocks[o] * (std::uint64_t{base_page} << o);
+    for (std::size_t o = order; o < free_blocks.size(); ++o) {
+      const std::uint64_t block = detail::saturating_shift(base_page, o);
+      bytes = detail::saturating_add(bytes, detail::saturating_mul(free_blocks[o], block));
     }
     return bytes;
   }
-  /// How many naturally aligned blocks of `order` the free lists hold (larger blocks split).
+  /// How many naturally aligned blocks of `order` the free lists hold (larger blocks split);
+  /// UINT64_MAX when that does not fit 64 bits.
   std::uint64_t blocks_of(std::size_t order) const noexcept {
     std::uint64_t blocks = 0;
-    for (std::size_t o = order; o < free_blocks.size() && o < order + 40; ++o) {
-      blocks += free_blocks[o] << (o - order);
+    for (std::size_t o = order; o < free_blocks.size(); ++o) {
+      blocks = detail::saturating_add(blocks, detail::saturating_shift(free_blocks[o], o - order));
     }
     return blocks;
   }
@@ -146,7 +149,8 @@ inline std::optional<std::vector<buddy_zone>> read_buddyinfo(const std::string& 
 struct zone_info {
   int node = 0;
   std::string zone;
-  /// Pages on the per-cpu free lists ("count:" of each CPU's pageset), summed over CPUs.
+  /// Pages on the per-cpu free lists ("count:" of each CPU's pageset), summed over CPUs;
+  /// UINT64_MAX when the sum does not fit 64 bits.
   std::uint64_t per_cpu_free_pages = 0;
 };
 
@@ -163,7 +167,10 @@ inline std::vector<zone_info> parse_zoneinfo(std::string_view text) {
       }
     }
     if (w.size() >= 2 && w[0] == "count:" && !zones.empty()) {
-      if (const auto count = detail::digits_value(w[1])) zones.back().per_cpu_free_pages += *count;
+      if (const auto count = detail::digits_value(w[1])) {
+        zones.back().per_cpu_free_pages =
+            detail::saturating_add(zones.back().per_cpu_free_pages, *count);
+      }
     }
   }
   return zones;
@@ -176,10 +183,11 @@ inline std::optional<std::vector<zone_info>> read_zoneinfo(const std::string& ro
   return parse_zoneinfo(*text);
 }
 
-/// Pages on every zone's per-cpu free lists (zone_info::per_cpu_free_pages, summed). Pure.
+/// Pages on every zone's per-cpu free lists (zone_info::per_cpu_free_pages, summed; UINT64_MAX
+/// when that does not fit). Pure.
 inline std::uint64_t per_cpu_free_pages(const std::vector<zone_info>& zones) noexcept {
   std::uint64_t pages = 0;
-  for (const zone_info& z : zones) pages += z.per_cpu_free_pages;
+  for (const zone_info& z : zones) pages = detail::saturating_add(pages, z.per_cpu_free_pages);
   return pages;
 }
 

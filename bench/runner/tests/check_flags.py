@@ -72,6 +72,12 @@ def machine_facts_read(bench):
     sizes = [p.get("page_bytes") for p in facts.get("pools") or []]
     if sizes != sorted(sizes) or not all(isinstance(b, int) and b > 0 for b in sizes):
         out.append(f"--machine-facts: pools {facts.get('pools')!r}")
+    # The 1 GiB gate uses "available": free_hugepages less resv_hugepages, never below 0.
+    for pool in facts.get("pools") or []:
+        free, reserved = pool.get("free"), pool.get("reserved")
+        want_available = max(0, free - reserved) if None not in (free, reserved) else None
+        if "available" not in pool or pool["available"] != want_available:
+            out.append(f"--machine-facts: pool {pool!r}: available is not free - reserved")
     # The CPU facts the runner gates the 1 GiB configurations on, against /proc/cpuinfo read here.
     flags = re.search(r"^flags\s*:(.*)$", Path("/proc/cpuinfo").read_text(), re.M)
     want = None if flags is None else "pdpe1gb" in flags.group(1).split()

@@ -120,11 +120,24 @@ class OneGibPool(unittest.TestCase):
     def test_too_few_free_pages(self):
         self.facts["cpu"]["pdpe1gb"] = True
         self.facts["pool_sizes"] = [2 << 20, 1 << 30]
-        self.facts["pools"] = [{"page_bytes": 2 << 20, "total": 9, "free": 9},
-                               {"page_bytes": 1 << 30, "total": 2, "free": 1}]
+        self.facts["pools"] = [{"page_bytes": 2 << 20, "total": 9, "free": 9, "available": 9},
+                               {"page_bytes": 1 << 30, "total": 2, "free": 1, "available": 1}]
         self.assertEqual(self.shortage(256 << 20), "")
         why = self.shortage(1 << 30)  # a 1 GiB working set's map needs two pages
         self.assertIn("1 free page(s) of 2, the largest working set needs 2", why)
+
+    def test_reserved_pages_are_not_available(self):
+        self.facts["cpu"]["pdpe1gb"] = True
+        self.facts["pool_sizes"] = [1 << 30]
+        self.facts["pools"] = [{"page_bytes": 1 << 30, "total": 2, "free": 2, "reserved": 1,
+                                "available": 1}]
+        self.assertEqual(self.shortage(256 << 20), "")
+        self.assertEqual(self.shortage(1 << 30),
+                         "the 1 GiB pool could not be reserved: 1 free page(s) (1 more reserved "
+                         "by mappings) of 2, the largest working set needs 2 (scripts/bench "
+                         "reserves them when root and memory is not too fragmented)")
+        self.facts["pools"][0].pop("available")  # a binary that does not say: not guessed
+        self.assertIn("free_hugepages is not readable", self.shortage())
 
     def test_facts_the_binary_could_not_give(self):
         self.facts = {"problem": "hugepage_bench --machine-facts --json: exit status 2"}

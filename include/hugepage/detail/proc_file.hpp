@@ -5,6 +5,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -42,6 +43,37 @@ inline int open_read_only(const char* path) noexcept {
   return fd;
 }
 
+/// Opens `path` read-only only when it names a regular file (procfs and sysfs files are regular,
+/// with size 0); -1 with errno set otherwise. O_NONBLOCK keeps the open of a FIFO from waiting for
+/// a writer, fstat then refuses the FIFO, a device (a symlink to /dev/zero would read forever), a
+/// socket or a directory with EINVAL: the path exists (so not ENOENT) but is not a file this
+/// library reads; ENXIO would read as "no such device", which is what open(2) says for other
+/// reasons. O_NONBLOCK is cleared again before the descriptor is returned, so reads behave as
+/// they always did.
+inline int open_regular_file(const char* path) noexcept {
+  int fd;
+  do {
+    fd = ::open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return -1;
+  struct stat st;
+  int error = 0;
+  if (::fstat(fd, &st) != 0) {
+    error = errno;
+  } else if (!S_ISREG(st.st_mode)) {
+    error = EINVAL;
+  } else {
+    const int flags = ::fcntl(fd, F_GETFL);
+    if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) error = errno;
+  }
+  if (error != 0) {
+    ::close(fd);
+    errno = error;
+    return -1;
+  }
+  return fd;
+}
+
 /// pread(2) that retries EINTR and short reads. Returns the bytes read (less than `length` only
 /// at end of file) or -1 with errno set.
 inline long pread_full(int fd, void* buffer, std::size_t length, std::uint64_t offset) noexcept {
@@ -57,11 +89,12 @@ inline long pread_full(int fd, void* buffer, std::size_t length, std::uint64_t o
   return static_cast<long>(done);
 }
 
-/// Reads a whole file (procfs files report size 0, so read until EOF). Sets `ec` on failure.
+/// Reads a whole regular file (procfs files report size 0, so read until EOF). Sets `ec` on
+/// failure, EINVAL when the path is not a regular file (open_regular_file).
 inline std::string read_file(const char* path, std::error_code& ec) {
   ec.clear();
   std::string text;
-  const unique_fd fd(open_read_only(path));
+  const unique_fd fd(open_regular_file(path));
   if (!fd) {
     ec = std::error_code(errno, std::generic_category());
     return text;
@@ -99,15 +132,34 @@ constexpr std::optional<std::uint64_t> parse_u64(std::string_view text) noexcept
   return value;
 }
 
+/// a + b, or UINT64_MAX when the sum does not fit: kernel counts summed saturate, never wrap.
+constexpr std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) noexcept {
+  return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+/// a * b, or UINT64_MAX when the product does not fit.
+constexpr std::uint64_t saturating_mul(std::uint64_t a, std::uint64_t b) noexcept {
+  return b != 0 && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
+/// a * 2^shift, or UINT64_MAX when that does not fit (a shift past 63 included, unless a is 0).
+constexpr std::uint64_t saturating_shift(std::uint64_t a, std::size_t shift) noexcept {
+  if (a == 0) return 0;
+  if (shift > 63 || a > (UINT64_MAX >> shift)) return UINT64_MAX;
+  return a << shift;
+}
+
 /// Calls `field(name, bytes)` for each "Name:  N kB" or "Name:  N" line of /proc text in the
 /// meminfo shape (meminfo, status, smaps_rollup): kB values in bytes, bare numbers as they are.
-/// Lines with several numbers ("Uid: 0 0 0 0"), another unit or an overflow are skipped.
+/// Lines with several numbers ("Uid: 0 0 0 0"), another unit or an overflow are skipped; a line's
+/// trailing '\r' is ignored (as parse_status does).
 template <class Field>
 void for_each_kb_field(std::string_view text, Field&& field) {
   while (!text.empty()) {
     const std::size_t end = text.find('\n');
     std::string_view line = text.substr(0, end);
     text = end == std::string_view::npos ? std::string_view{} : text.substr(end + 1);
+    while (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     const std::size_t colon = line.find(':');
     if (colon == std::string_view::npos) continue;
     std::string_view name = line.substr(0, colon);
@@ -150,10 +202,10 @@ inline std::optional<std::uint64_t> kb_field(std::string_view text, std::string_
   return found;
 }
 
-/// Reads at most `size - 1` bytes of a small file into `buffer`; -1 when it cannot be read.
-/// Allocates nothing.
+/// Reads at most `size - 1` bytes of a small regular file into `buffer`; -1 when it cannot be
+/// read or is not a regular file (open_regular_file). Allocates nothing.
 inline long read_small_file(const char* path, char* buffer, std::size_t size) noexcept {
-  const unique_fd fd(open_read_only(path));
+  const unique_fd fd(open_regular_file(path));
   if (!fd || size == 0) return -1;
   return pread_full(fd.get(), buffer, size - 1, 0);
 }
