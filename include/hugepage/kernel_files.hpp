@@ -344,8 +344,7 @@ struct kernel_version {
 constexpr std::optional<kernel_version> parse_kernel_version(std::string_view release) noexcept {
   const auto major = detail::parse_u64(release);
   if (!major) return std::nullopt;
-  const std::size_t dot =
-      release.find_first_not_of("0123456789", release.find_first_not_of(" \t"));
+  const std::size_t dot = release.find_first_not_of("0123456789", release.find_first_not_of(" \t"));
   if (dot == std::string_view::npos || release[dot] != '.' || dot + 1 >= release.size() ||
       release[dot + 1] < '0' || release[dot + 1] > '9') {
     return std::nullopt;
