@@ -426,7 +426,8 @@ TEST(ProcessView, FirstBackingOfProbesThroughAViewOfSelf) {
 
 // backing_of_mappings with a list the process did not give: a mapping whose end is below its
 // start is 0 bytes with a note, and PAGEMAP_SCAN's EFAULT for a range past the user address space
-// heads that mapping's note only: a real mapping after it is scanned as backing_of scans it.
+// and EINVAL for one off page boundaries head that mapping's note only: a real mapping after them
+// is scanned as backing_of scans it.
 TEST(ProcessView, MappingsOutsideTheContractStayTheirOwn) {
   const base_block block;
   ASSERT_NE(block.get(), nullptr);
@@ -444,9 +445,14 @@ TEST(ProcessView, MappingsOutsideTheContractStayTheirOwn) {
   hugepage::mapping_info real;
   real.start = reinterpret_cast<std::uintptr_t>(block.get());
   real.end = real.start + block.length;
-  const std::vector<backing_report> reports =
-      hugepage::backing_of_mappings(view, {inverted, past, real});
-  ASSERT_EQ(reports.size(), 3u);
+  hugepage::mapping_info unaligned;  // inside the block, off page boundaries at both ends
+  unaligned.start = real.start + 1;
+  unaligned.end = real.start + 3 * 4096 + 3;
+  const std::vector<backing_report> all =
+      hugepage::backing_of_mappings(view, {inverted, past, unaligned, real});
+  ASSERT_EQ(all.size(), 4u);
+  EXPECT_EQ(all[2].note.rfind("PAGEMAP_SCAN failed (EINVAL", 0), 0u) << describe(all[2]);
+  const std::vector<backing_report> reports = {all[0], all[1], all[3]};
   EXPECT_EQ(reports[0].bytes, 0u) << describe(reports[0]);
   EXPECT_EQ(reports[0].source, backing_source::unavailable);
   EXPECT_EQ(reports[0].note, "invalid mapping: its end is below its start");

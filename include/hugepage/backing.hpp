@@ -43,6 +43,7 @@
 #include "hugepage/detail/huge_zero_probe.hpp"
 #include "hugepage/detail/pagemap.hpp"
 #include "hugepage/detail/proc_file.hpp"
+#include "hugepage/os.hpp"
 #include "hugepage/process_view.hpp"
 #include "hugepage/smaps.hpp"
 
@@ -183,12 +184,12 @@ inline backing_report backing_of(pid_t pid, const void* p, std::size_t bytes) {
 /// smaps again. PAGEMAP_SCAN is given up at its first failure (an unopenable pagemap, a kernel
 /// before 6.7) and the reason heads the note of that mapping and every later one; kpageflags is
 /// opened then, once. A failure that is about one range (EFAULT: a mapping past the user address
-/// space) heads that mapping's note only. The list is trusted, where backing_of reads the
-/// process's own maps: a listed range the process does not map counts as not_resident (backing_of:
-/// unmapped); a [vsyscall] mapping counts as unmapped with a note saying why (backing_of's
-/// PROCMAP_QUERY path counts it unmapped with none); a mapping whose end is below its start gives
-/// a report of 0 bytes, counted nowhere, with the note "invalid mapping: its end is below its
-/// start". For a report of every mapping of a process (the doctor's): backing_of reads
+/// space; EINVAL: one off page boundaries) heads that mapping's note only. The list is trusted,
+/// where backing_of reads the process's own maps: a listed range the process does not map counts as
+/// not_resident (backing_of: unmapped); a [vsyscall] mapping counts as unmapped with a note saying
+/// why (backing_of's PROCMAP_QUERY path counts it unmapped with none); a mapping whose end is below
+/// its start gives a report of 0 bytes, counted nowhere, with the note "invalid mapping: its end is
+/// below its start". For a report of every mapping of a process (the doctor's): backing_of reads
 /// smaps on every call where its fast path is not taken, which for every mapping of a process
 /// costs the square of its size; this costs one PAGEMAP_SCAN per mapping and run of pages.
 /// Throws std::bad_alloc only; thread-safe.
@@ -217,8 +218,13 @@ inline std::vector<backing_report> backing_of_mappings(const process_view& view,
         continue;
       }
       this_why = detail::scan_failure_note(ec);
-      // EFAULT is about this range (past the user address space): later mappings still scan.
-      if (ec != std::errc::bad_address) why = this_why;
+      // EFAULT (past the user address space) and EINVAL for a range not on page boundaries are
+      // about this range: later mappings still scan. Any other failure is the scan's own.
+      const bool page_aligned =
+          m.start % os::base_page_size() == 0 && m.end % os::base_page_size() == 0;
+      if (ec != std::errc::bad_address && (ec != std::errc::invalid_argument || page_aligned)) {
+        why = this_why;
+      }
       r = backing_report{};
       r.bytes = m.size();
     }

@@ -431,14 +431,24 @@ bool smaps_format(std::string_view text) {
   return mappings.size() == headers;
 }
 
-// Whether `version` is a glibc version as gnu_get_libc_version gives it: "2.36".
+// Whether `version` is a glibc version as gnu_get_libc_version gives it: "2.36", or a development
+// build's "2.40.9000": two or three groups of one to four digits, joined by single dots.
 bool glibc_version_format(std::string_view version) {
-  const auto dot = version.find('.');
-  return dot != std::string_view::npos && dot > 0 && dot + 1 < version.size() && dot <= 4 &&
-         version.size() - dot - 1 <= 4 &&
-         std::all_of(version.begin(), version.end(),
-                     [](char c) { return (c >= '0' && c <= '9') || c == '.'; }) &&
-         version.find('.', dot + 1) == std::string_view::npos;
+  int groups = 0;
+  std::size_t digits = 0;
+  for (const char c : version) {
+    if (c >= '0' && c <= '9') {
+      if (++digits > 4) return false;
+    } else if (c == '.' && digits > 0) {
+      ++groups;
+      digits = 0;
+    } else {
+      return false;
+    }
+  }
+  if (digits == 0) return false;
+  ++groups;
+  return groups == 2 || groups == 3;
 }
 
 }  // namespace
@@ -520,7 +530,7 @@ std::optional<process_capture> read_capture(const std::string& dir, std::string&
       return std::nullopt;
     }
     if (!glibc_version_format(lines[0])) {
-      error = dir + "/glibc_version: not a glibc version (digits.digits)";
+      error = dir + "/glibc_version: not a glibc version (digits.digits, or digits.digits.digits)";
       return std::nullopt;
     }
     f.glibc_version = std::string(lines[0]);

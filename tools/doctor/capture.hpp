@@ -81,8 +81,8 @@ std::string write_capture(const std::string& dir, const process_files& files,
 /// no smaps or no stat, a file is not a regular one (never opened blocking: a FIFO is refused),
 /// smaps is not the kernel's format, or a stored fact is malformed: a last line without its
 /// newline (a file cut short), an empty coverage (every process has mappings), a glibc_version
-/// other than digits.digits, a packages line whose name or version is not in Debian's alphabet
-/// or whose path is not printable ASCII.
+/// other than digits.digits (or a development build's digits.digits.digits), a packages line whose
+/// name or version is not in Debian's alphabet or whose path is not printable ASCII.
 std::optional<process_capture> read_capture(const std::string& dir, std::string& error);
 
 }  // namespace hugepage::doctor

@@ -320,13 +320,18 @@ TEST(DoctorCaptureReplay, ADamagedStoredFileIsAnErrorNamingItsFile) {
       {"coverage", "", "/coverage: not the coverage format, or a mapping not in smaps"},
       {"numa_node", "0", "/numa_node: not a node number"},
       {"glibc_version", "\x1b[2J\x1b]0;pwn\x07 2.36\n",
-       "/glibc_version: not a glibc version (digits.digits)"},
+       "/glibc_version: not a glibc version (digits.digits, or digits.digits.digits)"},
       {"glibc_version", "99999999999999999999.36\n",
-       "/glibc_version: not a glibc version (digits.digits)"},
-      {"glibc_version", "-2.36\n", "/glibc_version: not a glibc version (digits.digits)"},
+       "/glibc_version: not a glibc version (digits.digits, or digits.digits.digits)"},
+      {"glibc_version", "-2.36\n",
+       "/glibc_version: not a glibc version (digits.digits, or digits.digits.digits)"},
       {"glibc_version", std::string("2.3\0006\n", 6),
-       "/glibc_version: not a glibc version (digits.digits)"},
+       "/glibc_version: not a glibc version (digits.digits, or digits.digits.digits)"},
       {"glibc_version", "2.36", "/glibc_version: not one line"},
+      {"glibc_version", "2.36.1.2\n",
+       "/glibc_version: not a glibc version (digits.digits, or digits.digits.digits)"},
+      {"glibc_version", "2..36\n",
+       "/glibc_version: not a glibc version (digits.digits, or digits.digits.digits)"},
       {"packages",
        "libc6 \x1b]0;pwn\x07"
        "evil /usr/lib/x86_64-linux-gnu/libc.so.6\n",
@@ -363,6 +368,11 @@ TEST(DoctorCaptureReplay, ADamagedStoredFileIsAnErrorNamingItsFile) {
   const auto good = hd::read_capture(dir.path(), error);
   ASSERT_TRUE(good.has_value()) << error;
   EXPECT_EQ(good->files.glibc_version, "2.36");
+  // A development glibc reports three groups (gnu_get_libc_version() on a 2.41 snapshot).
+  std::ofstream(dir.path() + "/glibc_version", std::ios::trunc) << "2.40.9000\n";
+  const auto development = hd::read_capture(dir.path(), error);
+  ASSERT_TRUE(development.has_value()) << error;
+  EXPECT_EQ(development->files.glibc_version, "2.40.9000");
   EXPECT_EQ(good->files.packages.at("/usr/lib/x86_64-linux-gnu/libc.so.6").second,
             "2.36-9+deb12u14");
 }
