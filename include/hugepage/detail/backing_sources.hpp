@@ -253,11 +253,18 @@ inline bool count_present(int pagemap_fd, std::uintptr_t lo, std::uintptr_t hi,
   const std::size_t page = os::base_page_size();
   std::vector<std::uint64_t> entries;
   constexpr std::size_t pages_per_read = 32768;
-  for (std::uintptr_t at = lo; at < hi;) {
-    const std::size_t count = std::min<std::size_t>((hi - at) / page, pages_per_read);
-    if (!read_pagemap(pagemap_fd, at / page, count, entries)) return false;
-    for (const std::uint64_t e : entries) ((e & pagemap_present) != 0 ? present : absent) += page;
-    at += count * page;
+  // Every page that touches [lo, hi), each counted for its bytes inside it: a range off page
+  // boundaries (a caller's list) ends in a part page, which a whole-page step never passed.
+  const std::uintptr_t last = hi / page + (hi % page != 0 ? 1 : 0);
+  for (std::uintptr_t first = lo / page; first < last;) {
+    const std::size_t count = std::min<std::size_t>(last - first, pages_per_read);
+    if (!read_pagemap(pagemap_fd, first, count, entries)) return false;
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::uintptr_t s = std::max<std::uintptr_t>((first + i) * page, lo);
+      const std::uintptr_t e = std::min<std::uintptr_t>((first + i + 1) * page, hi);
+      ((entries[i] & pagemap_present) != 0 ? present : absent) += e - s;
+    }
+    first += count;
   }
   return true;
 }
