@@ -314,10 +314,11 @@ pid_t start_filler(char* at, std::size_t bytes, int ready, int go) {
   return hugepage::test::start_child([=] {
     void* p = ::mmap(at, bytes, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-    if (p != at) return 1;
+    char byte = 'f';  // tells the parent, which waits for a byte on `ready`, that mmap failed
+    if (p != at) return ::write(ready, &byte, 1) == 1 ? 1 : 2;
     ::madvise(p, bytes, MADV_NOHUGEPAGE);
     std::memset(p, 7, bytes);
-    char byte = 'r';
+    byte = 'r';
     if (::write(ready, &byte, 1) != 1) return 2;
     return ::read(go, &byte, 1) >= 0 ? 0 : 3;
   });
@@ -325,8 +326,13 @@ pid_t start_filler(char* at, std::size_t bytes, int ready, int go) {
 
 TEST(ProcessView, NeverReadsOrAdvisesALaterProcessGivenItsPid) {
   if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("needs root to set ns_last_pid");
-  char* const at = reinterpret_cast<char*>(std::uintptr_t{0x600000000000});
   const std::size_t bytes = 4 * kMiB;
+  // An address free in this process, so free in its forks (a fixed one may be ASan's shadow).
+  void* const free_range =
+      ::mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  ASSERT_NE(free_range, MAP_FAILED);
+  ASSERT_EQ(::munmap(free_range, bytes), 0);
+  char* const at = static_cast<char*>(free_range);
   int ready[2], go[2];
   ASSERT_EQ(::pipe(ready), 0);
   ASSERT_EQ(::pipe(go), 0);
@@ -334,6 +340,7 @@ TEST(ProcessView, NeverReadsOrAdvisesALaterProcessGivenItsPid) {
   ASSERT_GT(a, 0);
   char byte = 0;
   ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+  ASSERT_EQ(byte, 'r') << "the child could not map its block";
   const process_view view(a);
   ASSERT_EQ(view.pagemap_errno(), 0);
   ASSERT_EQ(::kill(a, SIGKILL), 0);
@@ -349,6 +356,7 @@ TEST(ProcessView, NeverReadsOrAdvisesALaterProcessGivenItsPid) {
     b = start_filler(at, bytes, ready[1], go[0]);
     ASSERT_GT(b, 0);
     ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+    ASSERT_EQ(byte, 'r') << "the child could not map its block";
   }
   if (b != a) {
     ::kill(b, SIGKILL);
