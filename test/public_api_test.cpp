@@ -1,5 +1,5 @@
-// test/public_api_test.cpp - the public names the tools and benchmarks use instead of detail/
-// (issue 28): label_mapping()/unlabel_mapping() (label.hpp), record_mapping()/
+// test/public_api_test.cpp - the public names the tools and benchmarks use instead of detail/:
+// label_mapping()/unlabel_mapping() (label.hpp), record_mapping()/
 // take_mapping_record() (mapping_records.hpp) and collapse_growth() (collapse.hpp), each against
 // the contract its header states. format_bytes() and prometheus_exposition are covered where the
 // library's messages and metrics use them (refusal_test, metrics_test).

@@ -235,7 +235,7 @@ TEST(DoctorCaptureReplay, AMalformedStoredFactIsAnErrorNamingItsFile) {
 
 namespace {
 
-// The red team's target: glibc thread arenas (two threads, arena_max=2) beside mmapped chunks,
+// A target with glibc thread arenas (two threads, arena_max=2) beside mmapped chunks,
 // THP and plain anonymous memory.
 TEST(DoctorCaptureReplay, ThreadArenasReplayWithTheHeapInfoTheLiveRunRead) {
   const std::vector<std::string> env{"PATH=/usr/bin:/bin",
