@@ -24,6 +24,7 @@ plan.paired_plan says when a run takes it (by default at 1 GiB, 15 rounds; --qui
 import argparse
 import datetime
 import json
+import math
 import os
 import re
 import shutil
@@ -138,6 +139,7 @@ def parse_args(argv):
                         "for the suites that use UseRealTime (build, fault-in, bloat)")
     args = p.parse_args(argv)
     args.extra = extra
+    check_numbers(args, p)
     def split(flag, text):
         """The names of a list flag, as hugepage_bench reads them: an empty list or element is an
         error, as for --sizes; a suite may carry google-benchmark's BM_ prefix."""
@@ -177,7 +179,11 @@ def parse_args(argv):
         args.rounds = args.rounds or SCENARIO_ROUNDS
         args.heavy_rounds = args.rounds  # every scenario in every round
         args.no_headroom = True
+    given_heavy = args.heavy_rounds if not args.scenarios else None
     args.rounds = args.rounds or (QUICK_ROUNDS if args.quick else DEFAULT_ROUNDS)
+    for flag, value in (("--heavy-rounds", given_heavy), ("--peer-rounds", args.peer_rounds)):
+        if value is not None and value > args.rounds:
+            p.error(f"{flag}: {value} is more than the run's {args.rounds} round(s)")
     if args.heavy_rounds is None:
         args.heavy_rounds = args.rounds if args.quick else min(args.rounds, DEFAULT_HEAVY_ROUNDS)
     if args.peer_rounds is None:
@@ -185,6 +191,34 @@ def parse_args(argv):
     args.heavy_round_set = spread_rounds(args.heavy_rounds, args.rounds)
     args.peer_round_set = spread_rounds(args.peer_rounds, args.rounds)
     return args
+
+
+MAX_ROUNDS = 1000
+MAX_MIN_TIME = 3600.0
+MAX_TIMEOUT = 7 * 24 * 3600
+
+
+def check_numbers(args, parser):
+    """The numeric flags, each in its range (exit status 2 with the reason otherwise): a count of
+    rounds is at least 1 (0 is no default), a subset of rounds at most the rounds, a time a finite
+    number of seconds above 0."""
+    if args.rounds is not None and not 1 <= args.rounds <= MAX_ROUNDS:
+        parser.error(f"--rounds: {args.rounds} is not 1 to {MAX_ROUNDS}")
+    for flag, value in (("--heavy-rounds", args.heavy_rounds),
+                        ("--peer-rounds", args.peer_rounds)):
+        if value is not None and not 0 <= value <= MAX_ROUNDS:
+            parser.error(f"{flag}: {value} is not 0 to {MAX_ROUNDS}")
+    for flag, value in (("--timeout", args.timeout), ("--paired-timeout", args.paired_timeout)):
+        if not 1 <= value <= MAX_TIMEOUT:
+            parser.error(f"{flag}: {value} is not 1 to {MAX_TIMEOUT} seconds")
+    try:
+        seconds = float(args.min_time)
+    except ValueError:
+        seconds = None
+    # float() takes "nan", "inf" and "1e9": google-benchmark would then run a row for ever.
+    if seconds is None or not math.isfinite(seconds) or not 0 < seconds <= MAX_MIN_TIME:
+        parser.error(f"--min-time: '{args.min_time}' is not a number of seconds above 0 and at "
+                     f"most {MAX_MIN_TIME:g}")
 
 
 def parse_cpu(text, parser):
@@ -243,10 +277,72 @@ def resolve_suites(args, registry):
                             for s in registry.suites if s.name in chosen)
 
 
+def fail(message):
+    """An error in a file or directory the user named: said with the path, exit status 1."""
+    sys.exit(f"error: {message}")
+
+
+def read_results(src):
+    """results.json of an earlier output directory, checked for what --from reads."""
+    if not src.is_dir():
+        fail(f"--from {src}: not a directory")
+    path = src / "results.json"
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        fail(f"--from {src}: no results.json there (not an output directory of bench/run.py, "
+             f"or its run was stopped before the tables)")
+    except (OSError, UnicodeDecodeError) as e:
+        fail(f"--from {src}: cannot read {path}: {e}")
+    try:
+        prev = json.loads(text)
+    except json.JSONDecodeError as e:
+        fail(f"--from {src}: {path} is not valid JSON ({e}): cut short or edited")
+    if not isinstance(prev, dict):
+        fail(f"--from {src}: {path} is not a JSON object")
+    missing = [k for k in ("configs", "runs", "rounds", "date", "wall_s") if k not in prev]
+    if missing:
+        fail(f"--from {src}: {path} has no {', '.join(missing)} (not written by bench/run.py)")
+    return prev
+
+
+def read_raw(src, record, what):
+    """The raw JSON a run of results.json names. A run that wrote none says so in its record and
+    keeps its place in the tables; one that did and is now unreadable would drop its rows (the
+    glibc baseline, say) without a word: an error naming the file."""
+    data, problem = read_json(src / record["json"])
+    if problem and not record.get("problem"):
+        fail(f"--from {src}: {src / record['json']} ({what}) {problem}: the run wrote it; "
+             f"restore the file (raw/ as the run left it)")
+    return data
+
+
+def check_out_dir(path):
+    """--out: a directory that exists or can be made, and can be written, before anything runs."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        fail(f"--out {path}: exists and is not a directory")
+    except OSError as e:
+        fail(f"--out {path}: cannot make the directory: {e.strerror or e}")
+    if not path.is_dir():
+        fail(f"--out {path}: exists and is not a directory")
+    if not os.access(path, os.W_OK | os.X_OK):
+        fail(f"--out {path}: not writable")
+
+
 def load_previous(args):
     """--from DIR: the configurations and runs of an earlier run, from its results.json and raw/."""
     src = args.from_dir.resolve()
-    prev = json.loads((src / "results.json").read_text())
+    prev = read_results(src)
+    try:
+        return previous_run(args, src, prev)
+    except (KeyError, TypeError, AttributeError, ValueError) as e:
+        fail(f"--from {src}: {src / 'results.json'} is not as bench/run.py writes it "
+             f"({type(e).__name__}: {e})")
+
+
+def previous_run(args, src, prev):
     if "registry" in prev:
         registry = Registry.from_json(prev["registry"])
     else:  # written before the registry existed: ask the binary
@@ -260,7 +356,7 @@ def load_previous(args):
         configs.append(c)
     runs = []
     for r in prev["runs"]:
-        data, _ = read_json(src / r["json"])
+        data = read_raw(src, r, f"round {r['round']}, {r['config']}")
         runs.append(Run.from_json(r, data))
     args.rounds = prev["rounds"]
     args.prev_paired = prev.get("paired")
@@ -321,7 +417,7 @@ def paired_again(args, registry, out_dir):
     record = getattr(args, "prev_paired", None)
     if record is None or "json" not in record:
         return
-    data, _ = read_json(out_dir / record["json"])
+    data = read_raw(out_dir, record, "the paired run")
     save_paired(out_dir, record)
     paired_report(args, registry, out_dir, record, data)
 
@@ -331,6 +427,7 @@ def main(argv):
     if args.from_dir:
         src, registry, stamp, configs, skipped, runs, wall = load_previous(args)
         out_dir = args.out.resolve() if args.out else src
+        check_out_dir(out_dir)
         if out_dir != src:
             copy_run_files(src, out_dir)
         rc = report(args, registry, out_dir, stamp, configs, skipped, runs, wall)
@@ -348,6 +445,7 @@ def main(argv):
     resolve_suites(args, registry)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     out_dir = (args.out or ROOT / "out" / f"bench-{stamp}").resolve()
+    check_out_dir(out_dir)
     try:
         configs, skipped = make_configs(args, registry)
     except ValueError as e:

@@ -46,7 +46,10 @@ def read_json(path):
     """(data, problem): the parsed file, or None and why not in words."""
     if not path.exists():
         return None, "wrote no JSON"
-    text = path.read_text()
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        return None, f"wrote JSON that cannot be read ({e})"
     if not text.strip():
         return None, "wrote an empty JSON file (it ran no benchmark row)"
     try:
