@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import statistics
 import subprocess
 import time
@@ -58,6 +59,37 @@ def read_json(path):
         return None, f"wrote unreadable JSON ({e})"
 
 
+def oom_kills(root=""):
+    """How many processes the kernel's OOM killer has killed since boot (/proc/vmstat oom_kill:
+    the machine's and every memory cgroup's), or None where the file or line is missing."""
+    try:
+        with open(f"{root}/proc/vmstat") as f:
+            for line in f:
+                name, _, value = line.partition(" ")
+                if name == "oom_kill" and value.strip().isdigit():
+                    return int(value)
+    except OSError:
+        pass
+    return None
+
+
+def describe_exit(rc, oom_before=None, oom_after=None):
+    """A run's exit status in words: a signal by its name, and a SIGKILL while the OOM killer's
+    count rose as what it most likely was."""
+    if rc >= 0:
+        return f"exit status {rc}"
+    try:
+        name = signal.Signals(-rc).name
+    except ValueError:
+        name = f"signal {-rc}"
+    if rc == -signal.SIGKILL and oom_before is not None and oom_after is not None \
+            and oom_after > oom_before:
+        return (f"killed by the kernel's OOM killer (SIGKILL while /proc/vmstat oom_kill rose by "
+                f"{oom_after - oom_before}): out of memory, or over the memory cgroup's limit "
+                f"(exit status {rc})")
+    return f"killed by {name} (exit status {rc})"
+
+
 def run_once(args, config, rnd, out_dir, suites, part="", size=None, paired=None):
     """Runs one configuration, from out_dir, so that the command names paths relative to it;
     `part` names a suite and working set `size` that run in a process of their own ("" and None
@@ -77,6 +109,7 @@ def run_once(args, config, rnd, out_dir, suites, part="", size=None, paired=None
     cmd = bench_command(args, config, json_rel, suites, bench=bench, size=size, paired=paired)
     timeout = args.paired_timeout if paired else args.timeout
     t0 = time.monotonic()
+    oom_before = oom_kills()
     with open(log_path, "w") as logf:
         logf.write("# env: " + config.env_text() + "\n# cmd: " + shlex.join(cmd) + "\n")
         logf.flush()
@@ -96,13 +129,16 @@ def run_once(args, config, rnd, out_dir, suites, part="", size=None, paired=None
             note(str(e))
             log(f"{tag}: not run: {e}")
     wall = time.monotonic() - t0
+    how = describe_exit(rc, oom_before, oom_kills() if rc < 0 else None)
     data, problem = read_json(out_dir / json_rel)
+    if problem and rc < 0:
+        problem = f"{how}; {problem}"
     if problem:
         log(f"{tag}: {problem}; see logs/{tag}.log")
     if rc != 0:
         with open(log_path) as f:
             tail = "".join(f.readlines()[-8:])
-        log(f"{tag}: exit status {rc}; last lines of logs/{tag}.log:\n{tail}")
+        log(f"{tag}: {how}; last lines of logs/{tag}.log:\n{tail}")
     return Run(rnd, config.name, cmd, config.env, rc, round(wall, 2), json_rel, data, problem)
 
 

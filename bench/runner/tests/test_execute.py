@@ -1,6 +1,8 @@
+import io
 import json
 import tempfile
 import unittest
+import unittest.mock
 from pathlib import Path
 
 from runner import execute
@@ -20,6 +22,43 @@ class ReadJson(unittest.TestCase):
             self.assertTrue(execute.read_json(p)[1].startswith("wrote unreadable JSON"))
             p.write_text('{"benchmarks": []}')
             self.assertEqual(execute.read_json(p), ({"benchmarks": []}, ""))
+
+
+class ExitStatus(unittest.TestCase):
+    def test_oom_kill_count(self):
+        with tempfile.TemporaryDirectory() as d:
+            self.assertIsNone(execute.oom_kills(d))
+            (Path(d) / "proc").mkdir()
+            (Path(d) / "proc" / "vmstat").write_text("nr_free_pages 5\noom_kill 7\n")
+            self.assertEqual(execute.oom_kills(d), 7)
+            (Path(d) / "proc" / "vmstat").write_text("oom_kill_x 3\n")
+            self.assertIsNone(execute.oom_kills(d))
+
+    def test_an_oom_kill_is_said_as_such(self):
+        self.assertEqual(execute.describe_exit(1), "exit status 1")
+        self.assertEqual(execute.describe_exit(-15), "killed by SIGTERM (exit status -15)")
+        self.assertEqual(execute.describe_exit(-9, 4, 4), "killed by SIGKILL (exit status -9)")
+        self.assertEqual(execute.describe_exit(-9), "killed by SIGKILL (exit status -9)")
+        self.assertIn("killed by the kernel's OOM killer", execute.describe_exit(-9, 4, 5))
+
+    def test_run_once_says_oom_kill(self):
+        """A benchmark SIGKILLed while the OOM killer's count rises: the log and the run's problem
+        say OOM, not only "exit status -9"."""
+        with tempfile.TemporaryDirectory() as d:
+            fake = Path(d) / "bench"
+            fake.write_text("#!/bin/sh\nkill -9 $$\n")
+            fake.chmod(0o755)
+            out = Path(d) / "out"
+            args = fixtures.args(bench=str(fake), timeout=60, paired_timeout=60)
+            config = fixtures.configs(fixtures.registry())[0]
+            counts = iter([10, 11])
+            err = io.StringIO()
+            with unittest.mock.patch.object(execute, "oom_kills", lambda: next(counts)), \
+                    unittest.mock.patch("sys.stderr", err):
+                run = execute.run_once(args, config, 1, out, ["Map_Lookup"])
+            self.assertEqual(run.rc, -9)
+            self.assertIn("killed by the kernel's OOM killer", run.problem)
+            self.assertIn("r1-glibc: killed by the kernel's OOM killer", err.getvalue())
 
 
 class Collect(unittest.TestCase):
