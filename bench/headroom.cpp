@@ -1,8 +1,8 @@
 // bench/headroom.cpp - hugepage_bench --headroom: the headroom this machine offers, for the
 // runner's machine header. Dependent loads over a random cycle of each working set on base pages
 // and on huge pages, measured as hugepage-doctor --probe measures them (the same code:
-// tools/common/tlb_probe.hpp). A working set that does not fit in MemAvailable is left out,
-// with the reason.
+// tools/common/tlb_probe.hpp). A working set that does not fit in MemAvailable or the memory
+// cgroup's limit is left out, with the reason.
 #include <fmt/format.h>
 
 #include <cstddef>
@@ -35,8 +35,8 @@ int print_headroom(const std::vector<std::size_t>& sizes) {
     hugepage::tools::chase_pair pair;
     // One buffer at a time, and the cycle's 4 bytes a line, with the rows' own margin.
     const std::size_t need = bytes + bytes / 16 + 512 * mib;
-    if (need > mem_available()) {
-      error = fmt::format("needs ~{} MiB, MemAvailable {} MiB", need / mib, mem_available() / mib);
+    if (const std::string why = does_not_fit(need, read_memory_room()); !why.empty()) {
+      error = why;
     } else if (bytes / hugepage::tools::probe_line_bytes > UINT32_MAX) {
       error = "working set too large for the probe";
     } else {

@@ -1,5 +1,6 @@
 // bench/listing.cpp - hugepage_bench --list: the registry as text (with the project's other
-// benchmark programs) or as JSON for bench/runner.
+// benchmark programs) or as JSON for bench/runner; --machine-facts and --plan, the same kind of
+// JSON.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,7 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "hugepage/cgroup.hpp"
+#include "hugepage/kernel_counters.hpp"
 #include "hugepage/kernel_files.hpp"
+#include "hugepage/page_size.hpp"
 #include "hugepage/system.hpp"
 #include "latency.hpp"
 #include "modes.hpp"
@@ -159,6 +163,54 @@ int print_machine_facts_json() {
       sys.thp.pmd_mode ? json_string(hugepage::name_of(*sys.thp.pmd_mode)) : "null",
       text(sys.thp.enabled), text(sys.thp.pmd_enabled), text(sys.thp.defrag),
       number(sys.thp.pmd_bytes), model, pdpe1gb, sizes, pools, pools.empty() ? "" : "\n  ");
+  return 0;
+}
+
+memory_room read_memory_room() {
+  memory_room room;
+  room.mem_available =
+      static_cast<std::size_t>(hugepage::read_meminfo_value("MemAvailable").value_or(0));
+  room.cgroup = hugepage::memory_limit().tightest;
+  return room;
+}
+
+std::string does_not_fit(std::size_t need, const memory_room& room) {
+  if (need > room.mem_available) {
+    return fmt::format("needs ~{} MiB, MemAvailable {} MiB", need / mib, room.mem_available / mib);
+  }
+  if (room.cgroup && need > room.cgroup->headroom()) {
+    return fmt::format("needs ~{} MiB, the memory cgroup's limit leaves {} MiB ({} {} MiB)",
+                       need / mib, room.cgroup->headroom() / mib, room.cgroup->file,
+                       room.cgroup->limit / mib);
+  }
+  return {};
+}
+
+int print_plan_json(const memory_room& room, const std::vector<planned_size>& sizes,
+                    const std::vector<std::pair<std::string, std::string>>& allocators_left_out) {
+  std::string cgroup = "null";
+  if (room.cgroup) {
+    cgroup = fmt::format(R"({{"file": {}, "limit": {}, "usage": {}, "headroom": {}}})",
+                         json_string(room.cgroup->file), room.cgroup->limit, room.cgroup->usage,
+                         room.cgroup->headroom());
+  }
+  std::string rows;
+  for (const planned_size& p : sizes) {
+    rows += fmt::format(R"({}{}    {{"size": {}, "need": {}, "left_out": {}}})",
+                        rows.empty() ? "" : ",", "\n", p.size, p.need,
+                        p.left_out.empty() ? "null" : json_string(p.left_out));
+  }
+  std::string allocators;
+  for (const auto& [name, why] : allocators_left_out) {
+    allocators +=
+        fmt::format(R"({}{}    {{"allocator": {}, "why": {}}})", allocators.empty() ? "" : ",",
+                    "\n", json_string(name), json_string(why));
+  }
+  fmt::print(
+      "{{\n  \"mem_available\": {},\n  \"memory_cgroup\": {},\n  \"sizes\": [{}{}],\n"
+      "  \"allocators_left_out\": [{}{}]\n}}\n",
+      room.mem_available, cgroup, rows, rows.empty() ? "" : "\n  ", allocators,
+      allocators.empty() ? "" : "\n  ");
   return 0;
 }
 

@@ -17,7 +17,8 @@
 //
 // Flags of our own (removed before google-benchmark sees argv): --list [--json], --quick,
 // --sizes=4M,64M,1G, --allocators=std,thp,..., --suites=FlatHashMap_Lookup,..., --cpu=N,
-// --paired [--rounds=N] [--round-seconds=S], --headroom, --machine-facts --json.
+// --paired [--rounds=N] [--round-seconds=S], --headroom, --machine-facts --json, --plan --json
+// (what a run with the other flags would run and leave out, and why: nothing is run).
 // Everything else goes to google-benchmark (--benchmark_repetitions, --benchmark_format=json,
 // --benchmark_out, ...).
 #include <benchmark/benchmark.h>
@@ -65,6 +66,7 @@ struct options {
   bool list_json = false;
   bool headroom = false;
   bool machine_facts = false;
+  bool plan = false;
   bool paired = false;
   paired_options pairing;
   std::optional<int> cpu;
@@ -189,6 +191,8 @@ options parse_flags(int& argc, char** argv) {
       o.headroom = true;
     } else if (std::strcmp(arg, "--machine-facts") == 0) {
       o.machine_facts = true;
+    } else if (std::strcmp(arg, "--plan") == 0) {
+      o.plan = true;
     } else if (std::strcmp(arg, "--paired") == 0) {
       o.paired = true;
     } else if (const char* rounds = value_of(arg, "--rounds")) {
@@ -405,7 +409,8 @@ int main(int argc, char** argv) {
   }
   if (o.machine_facts && !o.list_json) usage_error("--machine-facts prints JSON: add --json");
   if (o.machine_facts) return print_machine_facts_json();
-  if (o.list_json) usage_error("--json goes with --list or --machine-facts");
+  if (o.plan && !o.list_json) usage_error("--plan prints JSON: add --json");
+  if (o.list_json && !o.plan) usage_error("--json goes with --list, --machine-facts or --plan");
   if (o.headroom) {
     std::vector<std::size_t> sizes = o.sizes;
     if (!o.sizes_given) {
@@ -461,38 +466,50 @@ int main(int argc, char** argv) {
   std::sort(wanted.begin(), wanted.end());
 
   std::vector<std::string> skipped;
-  const std::size_t available = mem_available();
+  const memory_room room = read_memory_room();
+  const std::size_t available = room.mem_available;
   std::vector<std::size_t> sizes;
+  std::vector<planned_size> plan;
+  // --paired holds every contender's container at once.
+  std::size_t held = 1;
+  for (const suite_info* s : o.suites) {
+    if (o.paired) held = std::max(held, s->contenders.size());
+  }
   for (const std::size_t size : wanted) {
     // A row needs its container (a map is ~1.06x its working set) plus temporaries: ask for
-    // 1.25x and a 512 MiB margin, so the run never pushes the machine into reclaim.
-    // --paired holds every contender's container at once.
-    std::size_t held = 1;
-    for (const suite_info* s : o.suites) {
-      if (o.paired) held = std::max(held, s->contenders.size());
+    // 1.25x and a 512 MiB margin, so the run never pushes the machine into reclaim. Saturating:
+    // a size near 2^62 times the contenders is past any machine, not a small number.
+    const std::size_t each = o.paired ? size + size / 8 : size + size / 4;
+    std::size_t need = 0;
+    if (__builtin_mul_overflow(each, o.paired ? held : 1, &need) ||
+        __builtin_add_overflow(need, 512 * mib, &need)) {
+      need = SIZE_MAX;
     }
-    const std::size_t need =
-        o.paired ? held * (size + size / 8) + 512 * mib : size + size / 4 + 512 * mib;
-    if (need > available) {
-      skipped.push_back(fmt::format("size {} (needs ~{} MiB, MemAvailable {} MiB)",
-                                    size_token(size), need / mib, available / mib));
+    const std::string why = does_not_fit(need, room);
+    plan.push_back({size, need, why});
+    if (!why.empty()) {
+      skipped.push_back(fmt::format("size {} ({})", size_token(size), why));
     } else {
       sizes.push_back(size);
     }
   }
   std::vector<alloc_kind> allocators;
+  std::vector<std::pair<std::string, std::string>> allocators_left_out;
   for (const alloc_kind k : o.paired ? std::vector<alloc_kind>{} : o.allocators) {
     if (k == alloc_kind::hugetlb_1g) {
       const auto pool = hugepage::read_pool(hugepage::page_size::huge_1g);
       const u64 free_pages = pool ? pool->available().value_or(0) : 0;
       if (free_pages == 0) {
-        skipped.push_back(pool ? "hugetlb_1g (no 1 GiB page available in the pool)"
-                               : "hugetlb_1g (this kernel/CPU has no 1 GiB hugetlb pool)");
+        const char* why = pool ? "no 1 GiB page available in the pool"
+                               : "this kernel/CPU has no 1 GiB hugetlb pool";
+        skipped.push_back(fmt::format("hugetlb_1g ({})", why));
+        allocators_left_out.emplace_back("hugetlb_1g", why);
         continue;
       }
     }
     allocators.push_back(k);
   }
+  if (o.plan) return print_plan_json(room, plan, allocators_left_out);
 
   // Context, printed once at the top (stderr, so JSON on stdout stays clean) and stored in JSON.
   const hugepage::system_state sys = hugepage::read_system_state(/*probe=*/true);

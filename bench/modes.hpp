@@ -1,10 +1,14 @@
 // bench/modes.hpp - hugepage_bench's modes besides the rounds: --list (listing.cpp), --paired
-// (paired.cpp) and --headroom (headroom.cpp).
+// (paired.cpp), --headroom (headroom.cpp) and --plan (listing.cpp).
 #pragma once
 
 #include <cstddef>
+#include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "hugepage/cgroup.hpp"
 #include "registry.hpp"
 
 namespace hugepage_bench {
@@ -18,6 +22,31 @@ void print_registry_json();
 /// switches themselves), the hugetlb pools. JSON; a file that cannot be read is null. Returns the
 /// exit status.
 int print_machine_facts_json();
+
+/// The memory a run may take: MemAvailable, and the tightest memory cgroup limit where one is set
+/// (a working set past it is OOM-killed, whatever MemAvailable says).
+struct memory_room {
+  std::size_t mem_available = 0;
+  std::optional<hugepage::cgroup_limit> cgroup;
+};
+/// Reads both now.
+memory_room read_memory_room();
+/// Why `need` bytes do not fit in `room`, in words ("needs ~N MiB, MemAvailable M MiB"), or ""
+/// when they fit.
+std::string does_not_fit(std::size_t need, const memory_room& room);
+
+/// One working set of --plan: what the run would need, and why it would be left out ("" when it
+/// runs).
+struct planned_size {
+  std::size_t size = 0;
+  std::size_t need = 0;
+  std::string left_out;
+};
+/// Prints what a run with the same flags would run, reserving and running nothing: the memory
+/// room, each working set with its need and why it is left out, the allocators left out (name,
+/// why). JSON, for scripts/bench and run-large.sh. Returns the exit status.
+int print_plan_json(const memory_room& room, const std::vector<planned_size>& sizes,
+                    const std::vector<std::pair<std::string, std::string>>& allocators_left_out);
 
 /// Rounds of --paired: at least `rounds`, and more until `round_seconds` of rounds have passed
 /// (at most paired_max_rounds). A ratio near 1 needs many rounds to settle: a round's ratio

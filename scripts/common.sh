@@ -118,3 +118,46 @@ without_1g_pages() {
   rmdir "$empty"
   return "$rc"
 }
+
+# run_supervised CMD...: runs CMD in a session (and process group) of its own and waits for it;
+# returns its exit status. SIGTERM, SIGINT or SIGHUP to this script is passed to CMD as SIGTERM
+# (the runner then stops the benchmark it runs and makes the tables of what finished); whatever of
+# CMD's group still runs HUGEPAGE_STOP_GRACE_S seconds later (default 30) is killed, and this
+# script exits with 128 + the signal only when nothing of the group is left: its EXIT trap
+# (restore_pools) never takes the pools from under a benchmark still running.
+run_supervised() {
+  _supervised=""
+  # The traps first: a signal that comes as CMD starts finds them.
+  trap '_stop_supervised HUP 1' HUP
+  trap '_stop_supervised INT 2' INT
+  trap '_stop_supervised TERM 15' TERM
+  setsid "$@" &
+  _supervised=$!
+  local rc=0
+  wait "$_supervised" || rc=$?
+  trap - HUP INT TERM
+  return "$rc"
+}
+
+# The processes of session $1 (CMD's, which setsid made) that have not ended, one per line.
+_session_members() {
+  ps -s "$1" -o pid=,stat= | awk '$2 !~ /^Z/ { print $1 }'
+}
+
+_stop_supervised() {
+  local name=$1 number=$2 group=$_supervised grace=${HUGEPAGE_STOP_GRACE_S:-30}
+  trap '' HUP INT TERM  # one stop at a time
+  if [ -n "$group" ]; then
+    log "SIG$name: stopping $group and what it started (up to $grace s) before anything is restored"
+    kill -TERM "$group" 2>/dev/null || true
+    local until=$((SECONDS + grace))
+    while [ -n "$(_session_members "$group")" ] && [ "$SECONDS" -lt "$until" ]; do sleep 0.2; done
+    if [ -n "$(_session_members "$group")" ]; then
+      log "still running after $grace s: $(_session_members "$group" | tr '\n' ' ')- killed"
+      kill -KILL -- "-$group" 2>/dev/null || true
+      while [ -n "$(_session_members "$group")" ]; do sleep 0.1; done
+    fi
+    wait "$group" 2>/dev/null || true
+  fi
+  exit $((128 + number))
+}

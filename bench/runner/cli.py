@@ -29,6 +29,7 @@ import os
 import re
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -42,7 +43,7 @@ from .registry import Registry
 from .registry import load as load_registry
 from .report import paired_report, report
 from .sysfs import exit_on_sigterm
-from .util import GiB, MiB, fmt_size, log, parse_size, parse_size_list
+from .util import GiB, MiB, fmt_size, log, parse_size, parse_size_list, size_flag
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DEFAULT_BENCH = ROOT / "build" / "bench" / "hugepage_bench"
@@ -118,6 +119,12 @@ def parse_args(argv):
                    help="run nothing: redo the tables, results.md/.json and chart.png of an "
                         "earlier output directory from its raw JSON, in that directory or, with "
                         "--out, in a new one (raw/, logs/ and probes.txt are copied there)")
+    p.add_argument("--plan", action="store_true",
+                   help="run nothing: ask the binary (hugepage_bench --plan --json) which working "
+                        "sets of this run fit in MemAvailable and the memory cgroup's limit, say "
+                        "why the others do not, and print the largest that fits and its need "
+                        "(scripts/bench sizes the pools from it); exit status 2 when a size "
+                        "named by --sizes or --paired-size does not fit")
     p.add_argument("--no-paired", action="store_true",
                    help="skip the paired run (hugepage_bench --paired: each pairable suite's "
                         "contenders in one process), which otherwise runs after the rounds unless "
@@ -422,8 +429,68 @@ def paired_again(args, registry, out_dir):
     paired_report(args, registry, out_dir, record, data)
 
 
+def binary_plan(bench, sizes, paired_suites=None):
+    """`bench --plan --json` for `sizes` (with --paired and these suites for the paired run): the
+    binary's own estimate of what each needs and why it is left out."""
+    cmd = [str(bench), "--plan", "--json", "--sizes=" + ",".join(size_flag(b) for b in sizes)]
+    if paired_suites:
+        cmd += ["--paired", "--suites=" + ",".join(paired_suites)]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        if r.returncode != 0:
+            raise ValueError(f"exit status {r.returncode}: {r.stderr.strip()[-300:]}")
+        plan = json.loads(r.stdout)
+        for row in plan["sizes"]:
+            row["size"], row["need"] = int(row["size"]), int(row["need"])
+        return plan
+    except (OSError, subprocess.TimeoutExpired, ValueError, KeyError, TypeError) as e:
+        fail(f"{' '.join(cmd)}: no plan ({e})")
+
+
+def memory_plan(args, registry):
+    """--plan: prints "LARGEST NEED PAIRED PAIRED_NEED MEM_AVAILABLE" (bytes; 0 for a step that
+    does not run) on stdout, each working set left out with its reason on stderr; exits 2 when a
+    size the command line names does not fit."""
+    sizes = args.sizes or sorted({b for s in registry.suites
+                                  if s.name in (args.suites or registry.quick())
+                                  for b in (s.quick_sizes if args.quick else s.sizes)})
+    rounds = binary_plan(args.bench, sizes)
+    p_suites, p_size, _, _, why = paired_plan(args, registry)
+    paired = binary_plan(args.bench, [p_size], p_suites)["sizes"][0] if p_suites else None
+    refused = []
+    for row, flag in [(r, "--sizes") for r in rounds["sizes"]] + \
+            ([(paired, "--paired-size")] if paired else []):
+        if row["left_out"]:
+            given = args.paired_size if flag == "--paired-size" else args.sizes
+            what = f"{'paired run at ' if flag == '--paired-size' else ''}{fmt_size(row['size'])}"
+            if given:
+                refused.append(f"{flag} {fmt_size(row['size'])}: {row['left_out']}")
+            else:
+                log(f"plan: {what} left out: {row['left_out']}")
+    if refused:
+        print("error: the working sets below do not fit this machine; nothing was reserved or "
+              "run:\n" + "\n".join(f"  {r}" for r in refused), file=sys.stderr)
+        sys.exit(2)
+    fits = [r for r in rounds["sizes"] if not r["left_out"]]
+    largest = max(fits, key=lambda r: r["size"]) if fits else {"size": 0, "need": 0}
+    if paired and paired["left_out"]:
+        paired = None
+    if not p_suites:
+        log(f"plan: no paired run ({why})")
+    print(largest["size"], largest["need"], paired["size"] if paired else 0,
+          paired["need"] if paired else 0, rounds["mem_available"])
+    return 0
+
+
 def main(argv):
     args = parse_args(argv)
+    if args.plan:
+        try:
+            registry = load_registry(args.bench)
+        except RuntimeError as e:
+            sys.exit(f"error: {e}")
+        resolve_suites(args, registry)
+        return memory_plan(args, registry)
     if args.from_dir:
         src, registry, stamp, configs, skipped, runs, wall = load_previous(args)
         out_dir = args.out.resolve() if args.out else src

@@ -1,9 +1,11 @@
 """ctest BenchRunner.Flags: hugepage_bench reads --sizes as the runner does (size_cases: the same
 sizes accepted, the same refused with the same message), refuses empty names in --suites and
 --allocators as the runner does, refuses a --cpu that is not a number, and prints the machine facts
-the runner's header asks it for (--machine-facts --json). Usage: python3 -m runner.tests.check_flags path/to/hugepage_bench"""
+the runner's header asks it for (--machine-facts --json), and plans as it runs (--plan --json: the
+run's own estimate and words, the memory cgroup's limit read). Usage: python3 -m runner.tests.check_flags path/to/hugepage_bench"""
 
 import io
+import json
 import os
 import re
 import subprocess
@@ -50,6 +52,7 @@ def problems(bench):
     expect("--cpu=1023", 0)
     out += runner_agrees(bench)
     out += machine_facts_read(bench)
+    out += plan_read(bench)
     # The runner's own parser on the same cases, so that one table holds both.
     for text, size in size_cases.ACCEPTED.items():
         if parse_size(text) != size:
@@ -89,6 +92,85 @@ def machine_facts_read(bench):
     if r.returncode != 2 or "add --json" not in r.stderr:
         out.append(f"--machine-facts without --json: exit {r.returncode} {r.stderr.strip()!r}")
     return out
+
+
+def plan(bench, *flags, preexec_fn=None):
+    r = subprocess.run([bench, "--plan", "--json", *flags], capture_output=True, text=True,
+                       timeout=60, preexec_fn=preexec_fn)
+    return json.loads(r.stdout) if r.returncode == 0 else {"exit": r.returncode, "err": r.stderr}
+
+
+def plan_read(bench):
+    """--plan --json: a size past any machine is left out with the run's own words (the run says
+    the same when it skips it), one that fits is not; the 1 GiB allocator is left out where the
+    machine has no 1 GiB page; a size past the memory cgroup's limit is left out naming it."""
+    out = []
+    got = plan(bench, "--sizes=4M,4T", "--suites=FlatHashMap_Lookup")
+    if "exit" in got:
+        return [f"--plan --json: {got}"]
+    rows = {r["size"]: r for r in got["sizes"]}
+    big, small = rows.get(4 << 40), rows.get(4 << 20)
+    if not big or not small or small["left_out"] is not None or \
+            not (big["left_out"] or "").startswith(f"needs ~{big['need'] >> 20} MiB, MemAvailable"):
+        out.append(f"--plan --sizes=4M,4T: {got['sizes']!r}")
+    if big and big["need"] != (4 << 40) + (1 << 40) + (512 << 20):
+        out.append(f"--plan: 4 TiB needs {big['need']}, the run asks 1.25x + 512 MiB")
+    # The run's own skip line, word for word but MemAvailable, which moves in between.
+    r = subprocess.run([bench, "--sizes=4T", "--suites=FlatHashMap_Lookup",
+                        "--benchmark_list_tests=true"], capture_output=True, text=True, timeout=60)
+    why = plan(bench, "--sizes=4T")["sizes"][0]["left_out"] or ""
+    said = re.escape(f"hugepage_bench: skipping size 4096G ({why})")
+    said = re.sub(r"MemAvailable\\ [0-9]+\\ MiB", r"MemAvailable [0-9]+ MiB", said)
+    if not re.search(said, r.stderr):
+        out.append(f"--plan's reason is not the run's: /{said}/ not in {r.stderr.strip()!r}")
+    pools = Path("/sys/kernel/mm/hugepages/hugepages-1048576kB/free_hugepages")
+    if not pools.exists() or pools.read_text().strip() == "0":
+        left = plan(bench, "--sizes=4M", "--allocators=std,hugetlb_1g").get("allocators_left_out")
+        if not left or left[0]["allocator"] != "hugetlb_1g":
+            out.append(f"--plan without 1 GiB pages: allocators_left_out {left!r}")
+    r = subprocess.run([bench, "--plan"], capture_output=True, text=True, timeout=60)
+    if r.returncode != 2 or "add --json" not in r.stderr:
+        out.append(f"--plan without --json: exit {r.returncode} {r.stderr.strip()!r}")
+    out += plan_under_cgroup_limit(bench)
+    return out
+
+
+def plan_under_cgroup_limit(bench):
+    """In a memory cgroup of its own limited to 1 GiB (root, cgroup v1 or v2 with the memory
+    controller), --plan leaves out 1 GiB (1.25 GiB + 512 MiB needed) naming the limit's file."""
+    mine = [l.split(":", 2) for l in Path("/proc/self/cgroup").read_text().splitlines()]
+    v1 = [p for _, c, p in mine if "memory" in c.split(",")]
+    base = Path("/sys/fs/cgroup/memory" + v1[0]) if v1 else \
+        Path("/sys/fs/cgroup" + next((p for h, c, p in mine if h == "0"), "/"))
+    limit_file = "memory.limit_in_bytes" if v1 else "memory.max"
+    if os.geteuid() != 0 or not (base / limit_file).exists() and not (base / "cgroup.subtree_control").exists():
+        print(f"skipped: the plan under a memory cgroup limit (needs root and a memory cgroup at {base})")
+        return []
+    child = base / f"hugepage-bench-plan-{os.getpid()}"
+    try:
+        child.mkdir()
+    except OSError as e:
+        print(f"skipped: the plan under a memory cgroup limit (cannot make {child}: {e})")
+        return []
+    try:
+        if not (child / limit_file).exists():
+            print(f"skipped: the plan under a memory cgroup limit (no {limit_file} in {child})")
+            return []
+        (child / limit_file).write_text(str(1 << 30))
+        procs = str(child / "cgroup.procs")
+        def enter():
+            with open(procs, "w") as f:
+                f.write(str(os.getpid()))
+        got = plan(bench, "--sizes=1G", preexec_fn=enter)
+        why = (got.get("sizes") or [{}])[0].get("left_out") or ""
+        cgroup = got.get("memory_cgroup") or {}
+        if "the memory cgroup's limit leaves" not in why or limit_file not in why or \
+                cgroup.get("limit") != 1 << 30:
+            return [f"--plan in a 1 GiB memory cgroup: {got!r}"]
+        print(f"ok: the plan in a 1 GiB memory cgroup: {why}")
+        return []
+    finally:
+        child.rmdir()
 
 
 def runner_says(flag, registry):
