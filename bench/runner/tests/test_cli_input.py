@@ -132,3 +132,51 @@ class FromDirectory(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class MemoryPlan(unittest.TestCase):
+    """bench/run.py --plan on a stand-in binary whose plan leaves 64 MiB out: named by --sizes it
+    is refused (exit status 2, nothing run), a default size is left out and said why, and the
+    largest that fits is what scripts/bench sizes the pools by."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+        self.bench = Path(self.tmp.name) / "bench"
+        self.bench.write_text("""#!/usr/bin/env python3
+import json, sys
+sizes = next(a for a in sys.argv if a.startswith("--sizes="))[8:].split(",")
+units = {"K": 10, "M": 20, "G": 30, "T": 40}
+rows = []
+for s in sizes:
+    b = int(s[:-1]) << units[s[-1]] if s[-1] in units else int(s)
+    rows.append({"size": b, "need": b + (512 << 20),
+                 "left_out": "needs ~576 MiB, MemAvailable 100 MiB" if b >= 64 << 20 else None})
+print(json.dumps({"mem_available": 100 << 20, "memory_cgroup": None, "sizes": rows,
+                  "allocators_left_out": []}))
+""")
+        self.bench.chmod(0o755)
+
+    def plan(self, *argv):
+        out, err = io.StringIO(), io.StringIO()
+        with unittest.mock.patch.object(cli, "load_registry", lambda bench: fixtures.registry()), \
+                redirect_stdout(out), unittest.mock.patch("sys.stderr", err):
+            try:
+                rc = cli.main(["--plan", "--bench", str(self.bench), "--no-paired", *argv])
+            except SystemExit as e:
+                rc = e.code
+        return rc, out.getvalue(), err.getvalue()
+
+    def test_a_named_size_that_does_not_fit_is_refused(self):
+        rc, out, err = self.plan("--sizes", "4M,64M")
+        self.assertEqual(rc, 2)
+        self.assertEqual(out, "")
+        self.assertIn("  --sizes 64 MiB: needs ~576 MiB, MemAvailable 100 MiB", err)
+        self.assertIn("nothing was reserved or run", err)
+
+    def test_a_default_size_that_does_not_fit_is_left_out(self):
+        rc, out, err = self.plan()  # the fixture registry's sizes: 4 MiB and 64 MiB
+        self.assertEqual(rc, 0)
+        self.assertEqual(out.split(), [str(4 << 20), str((4 << 20) + (512 << 20)), "0", "0",
+                                       str(100 << 20)])
+        self.assertIn("plan: 64 MiB left out: needs ~576 MiB, MemAvailable 100 MiB", err)
