@@ -198,7 +198,8 @@ inline backing_report backing_of(pid_t pid, const void* p, std::size_t bytes) {
 /// below its start". For a report of every mapping of a process (the doctor's): backing_of reads
 /// smaps on every call where its fast path is not taken, which for every mapping of a process
 /// costs the square of its size; this costs one PAGEMAP_SCAN per mapping and run of pages.
-/// Throws std::bad_alloc only; thread-safe.
+/// `nodes` is left empty (the per-node split of every mapping is numa_maps' job, which the doctor
+/// reads). Throws std::bad_alloc only; thread-safe.
 inline std::vector<backing_report> backing_of_mappings(const process_view& view,
                                                        const std::vector<mapping_info>& mappings) {
   std::vector<backing_report> out;
