@@ -30,7 +30,8 @@ class node_batch {
 
   // Stands `bytes` (huge or not) for the page at `address`. False once a call failed.
   bool add(std::uintptr_t address, std::size_t bytes, bool huge) {
-    pages_[count_] = reinterpret_cast<const void*>(address);
+    // move_pages takes addresses as pointers; these come from the kernel's page walk.
+    pages_[count_] = reinterpret_cast<const void*>(address);  // NOLINT(performance-no-int-to-ptr)
     weight_[count_] = bytes;
     huge_[count_] = huge;
     return ++count_ < capacity || flush();
