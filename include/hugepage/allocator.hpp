@@ -28,6 +28,7 @@ constexpr allocation_options options_of() noexcept {
   o.small_threshold = Options::small_threshold;
   o.prefault = Options::prefault;
   o.dont_fork = Options::dont_fork;
+  o.numa = Options::numa;
   return o;
 }
 

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "hugepage/backing_report.hpp"
+#include "hugepage/detail/backing_nodes.hpp"
 #include "hugepage/detail/backing_sources.hpp"
 #include "hugepage/detail/huge_zero_probe.hpp"
 #include "hugepage/detail/pagemap.hpp"
@@ -135,6 +136,11 @@ inline backing_report backing_of(const process_view& view, const void* p, std::s
     r.thp_shmem = r.thp_file = r.zero_page = 0;
     r.unknown = r.bytes;
     r.exact = false;
+  } else if (r.resident_bytes() != 0 && view.root().empty()) {  // a live process, not a capture
+    std::uintptr_t lo = 0, hi = 0;
+    detail::page_range(p, bytes, lo, hi);
+    detail::add_nodes(view.pid(), source == backing_source::pagemap_scan ? view.pagemap_fd() : -1,
+                      lo, hi, r);
   }
   return r;
 }
@@ -192,7 +198,8 @@ inline backing_report backing_of(pid_t pid, const void* p, std::size_t bytes) {
 /// below its start". For a report of every mapping of a process (the doctor's): backing_of reads
 /// smaps on every call where its fast path is not taken, which for every mapping of a process
 /// costs the square of its size; this costs one PAGEMAP_SCAN per mapping and run of pages.
-/// Throws std::bad_alloc only; thread-safe.
+/// `nodes` is left empty (the per-node split of every mapping is numa_maps' job, which the doctor
+/// reads). Throws std::bad_alloc only; thread-safe.
 inline std::vector<backing_report> backing_of_mappings(const process_view& view,
                                                        const std::vector<mapping_info>& mappings) {
   std::vector<backing_report> out;

@@ -7,8 +7,16 @@
 #include <cstddef>
 #include <limits>
 #include <string>
+#include <vector>
 
 namespace hugepage {
+
+/// The resident bytes of a range on one NUMA node.
+struct node_bytes {
+  int node = 0;
+  std::size_t bytes = 0;       ///< resident on the node (the zero page excluded)
+  std::size_t huge_bytes = 0;  ///< of those, on huge pages (THP or hugetlb)
+};
 
 /// Which source a backing_report came from.
 enum class backing_source {
@@ -54,6 +62,28 @@ struct backing_report {
   /// Why the report is approximate or unavailable, or why a better source was passed over
   /// ("PAGEMAP_SCAN unavailable: ..."); empty when the first source answered exactly.
   std::string note;
+  /// The resident bytes per NUMA node, from the kernel (move_pages, which moves nothing): one
+  /// entry per node holding some, in node order. Exact where the huge runs are known page by page
+  /// (PAGEMAP_SCAN) or every resident byte is huge; elsewhere `huge_bytes` per node is
+  /// `huge_bytes()` shared out by each node's bytes, and `nodes_note` says so. Empty when the
+  /// kernel could not be asked (`nodes_note` says why).
+  std::vector<node_bytes> nodes;
+  std::string nodes_note;  ///< why `nodes` is empty or its huge bytes approximate; "" otherwise
+
+  /// Resident bytes on `node`; 0 for a node not in `nodes`.
+  std::size_t bytes_on_node(int node) const noexcept {
+    for (const node_bytes& n : nodes) {
+      if (n.node == node) return n.bytes;
+    }
+    return 0;
+  }
+  /// Huge bytes on `node`; 0 for a node not in `nodes`.
+  std::size_t huge_bytes_on_node(int node) const noexcept {
+    for (const node_bytes& n : nodes) {
+      if (n.node == node) return n.huge_bytes;
+    }
+    return 0;
+  }
 
   std::size_t huge_bytes() const noexcept { return thp + hugetlb_2m + hugetlb_1g; }
   std::size_t resident_bytes() const noexcept { return huge_bytes() + base; }
@@ -68,6 +98,16 @@ struct backing_report {
 };
 
 namespace detail {
+
+// Adds `bytes` and `huge` on `node` to `nodes`, kept in node order.
+inline void add_node_bytes(std::vector<node_bytes>& nodes, int node, std::size_t bytes,
+                           std::size_t huge) {
+  auto at = nodes.begin();
+  while (at != nodes.end() && at->node < node) ++at;
+  if (at == nodes.end() || at->node != node) at = nodes.insert(at, node_bytes{node, 0, 0});
+  at->bytes += bytes;
+  at->huge_bytes += huge;
+}
 
 // Adds `part` (a report of other bytes) to `sum`. The sum is exact when every part is; its source
 // is the first part's, and its note the first note seen.
@@ -90,6 +130,8 @@ inline void add_report(backing_report& sum, const backing_report& part, bool fir
     sum.exact = sum.exact && part.exact;
   }
   if (sum.note.empty()) sum.note = part.note;
+  for (const node_bytes& n : part.nodes) add_node_bytes(sum.nodes, n.node, n.bytes, n.huge_bytes);
+  if (sum.nodes_note.empty()) sum.nodes_note = part.nodes_note;
 }
 
 }  // namespace detail

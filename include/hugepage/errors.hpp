@@ -80,6 +80,27 @@ class hugetlb_limit_exceeded : public pool_exhausted {
   std::uint64_t usage_;
 };
 
+/// The hugetlb pool of a node a block is bound to (numa_placement::bind) cannot cover it, whatever
+/// other nodes hold: the library never takes a page from another node. `what()` names the node,
+/// the pages asked and free there, and the per-node file to raise.
+class node_pool_exhausted : public pool_exhausted {
+ public:
+  node_pool_exhausted(const std::string& message, std::error_code code, page_size size,
+                      std::uint64_t pages_requested, std::uint64_t pages_available, int node,
+                      const std::string& file)
+      : pool_exhausted(message, code, size, pages_requested, pages_available),
+        node_(node),
+        file_(file) {}
+  /// The first bound node that was short.
+  int node() const noexcept { return node_; }
+  /// Its pool's size: "/sys/devices/system/node/node1/hugepages/hugepages-2048kB/nr_hugepages".
+  std::string file() const { return std::string(file_.view()); }
+
+ private:
+  int node_;
+  detail::shared_text file_;
+};
+
 /// Populating a block (pre-fault, collapse) would pass a memory cgroup limit, where the kernel
 /// answers with the OOM killer instead of an error; the library refused before touching it.
 class memory_limit_exceeded : public allocation_error {
@@ -108,6 +129,7 @@ class memory_limit_exceeded : public allocation_error {
 static_assert(std::is_nothrow_copy_constructible_v<allocation_error> &&
                   std::is_nothrow_copy_constructible_v<pool_exhausted> &&
                   std::is_nothrow_copy_constructible_v<hugetlb_limit_exceeded> &&
+                  std::is_nothrow_copy_constructible_v<node_pool_exhausted> &&
                   std::is_nothrow_copy_constructible_v<memory_limit_exceeded>,
               "an exception whose copy throws terminates the program when it is thrown");
 static_assert(std::is_nothrow_copy_assignable_v<allocation_error> &&

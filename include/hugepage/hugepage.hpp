@@ -42,6 +42,7 @@
 #include "hugepage/label.hpp"
 #include "hugepage/mapping_records.hpp"
 #include "hugepage/metrics.hpp"
+#include "hugepage/numa.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/page_size.hpp"
 #include "hugepage/perf_counters.hpp"

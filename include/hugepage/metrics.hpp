@@ -18,6 +18,9 @@
 //   hugepage_label_coverage_bytes{label,backing}            gauge   what backs them now (kernel):
 //       backing = thp, hugetlb_2m, hugetlb_1g, base, not_resident, unmapped, unknown
 //   hugepage_label_huge_ratio{label}                        gauge   huge bytes / mapped bytes, 0..1
+//   hugepage_label_node_bytes{label,node}                   gauge   resident bytes per NUMA node
+//   hugepage_label_node_huge_bytes{label,node}              gauge   ... of them on huge pages
+//       (backing_report::nodes, from the kernel; only nodes holding some)
 // A label whose coverage could not be read (/proc/self/smaps and pagemap closed: its report has
 // `unknown` bytes) exports NaN for every coverage part but `unknown` and for its ratio, and null
 // in the JSON: never 0, which reads as "nothing is huge".
@@ -25,7 +28,8 @@
 //                                                                   hugetlb_2m, hugetlb_1g
 //   hugepage_obtained_bytes{backing}                        gauge   stats(): by obtained backing
 //   hugepage_live_mappings                                  gauge
-//   hugepage_fallbacks_total{to}                            counter to = thp, base, hugetlb_2m
+//   hugepage_fallbacks_total{to}                            counter to = thp, base, hugetlb_2m,
+//                                                                   other_node (NUMA preferred)
 //   hugepage_collapse_attempts_total, hugepage_collapse_failures_total   counter (allocation)
 //   hugepage_collapse_unsupported                           gauge   1 while MADV_COLLAPSE is off
 //                                                                   (EINVAL, or THP disabled)
@@ -191,6 +195,20 @@ inline void write_metrics(std::ostream& out) {
     const double ratio = l.coverage.huge_fraction();  // NaN where unknown
     w.sample({{"label", l.label}}, ratio == ratio ? detail::format_ratio(ratio) : "NaN");
   }
+  w.family("hugepage_label_node_bytes", "gauge",
+           "resident bytes of the labelled container per NUMA node now, from the kernel");
+  for (const auto& l : list) {
+    for (const node_bytes& n : l.coverage.nodes) {
+      w.sample({{"label", l.label}, {"node", std::to_string(n.node)}}, n.bytes);
+    }
+  }
+  w.family("hugepage_label_node_huge_bytes", "gauge",
+           "of those, bytes on huge pages, per NUMA node now, from the kernel");
+  for (const auto& l : list) {
+    for (const node_bytes& n : l.coverage.nodes) {
+      w.sample({{"label", l.label}, {"node", std::to_string(n.node)}}, n.huge_bytes);
+    }
+  }
   w.family("hugepage_requested_bytes", "gauge", "bytes mapped by the library, by method asked");
   w.sample(sample_labels{{"method", "thp"}}, s.requested_thp);
   w.sample(sample_labels{{"method", "collapse"}}, s.requested_collapse);
@@ -207,6 +225,7 @@ inline void write_metrics(std::ostream& out) {
   w.sample(sample_labels{{"to", "thp"}}, s.fallbacks_to_thp);
   w.sample(sample_labels{{"to", "base"}}, s.fallbacks_to_base);
   w.sample(sample_labels{{"to", "hugetlb_2m"}}, s.fallbacks_to_hugetlb_2m);
+  w.sample(sample_labels{{"to", "other_node"}}, s.fallbacks_to_other_node);
   w.family("hugepage_collapse_attempts_total", "counter", "MADV_COLLAPSE calls at allocation");
   w.sample({}, s.collapse_attempts);
   w.family("hugepage_collapse_failures_total", "counter",
@@ -237,7 +256,8 @@ inline void write_metrics(std::ostream& out) {
 
 /// The same figures as write_metrics(), as one JSON object:
 ///   {"labels": [{"label", "blocks", "requested_bytes": {...}, "obtained_bytes": {...},
-///                "fallbacks", "coverage_bytes": {...}, "huge_ratio", "exact"}],
+///                "fallbacks", "nodes": {node: {"bytes", "huge_bytes"}}, "coverage_bytes": {...},
+///                "huge_ratio", "exact"}],
 ///    "stats": {stats() by field name}, "upkeep": {upkeep_stats() by field name}}
 inline void write_metrics_json(std::ostream& out) {
   std::vector<label_report> list = labels();
@@ -277,6 +297,16 @@ inline void write_metrics_json(std::ostream& out) {
     field("base", l.obtained_base);
     j += '}';
     field("fallbacks", l.fallbacks);
+    j += ",\"nodes\":{";  // resident bytes per NUMA node: {"0":{"bytes":..,"huge_bytes":..}}
+    for (std::size_t n = 0; n < c.nodes.size(); ++n) {
+      j += n == 0 ? "\"" : ",\"";
+      j += std::to_string(c.nodes[n].node);
+      j += "\":{";
+      first("bytes", c.nodes[n].bytes);
+      field("huge_bytes", c.nodes[n].huge_bytes);
+      j += '}';
+    }
+    j += '}';
     j += ",\"coverage_bytes\":{";
     if (c.known()) {
       first("thp", c.thp);
@@ -307,6 +337,7 @@ inline void write_metrics_json(std::ostream& out) {
   field("fallbacks_to_thp", s.fallbacks_to_thp);
   field("fallbacks_to_base", s.fallbacks_to_base);
   field("fallbacks_to_hugetlb_2m", s.fallbacks_to_hugetlb_2m);
+  field("fallbacks_to_other_node", s.fallbacks_to_other_node);
   field("collapse_attempts", s.collapse_attempts);
   field("collapse_failures", s.collapse_failures);
   j +=

@@ -17,6 +17,8 @@
 //   static constexpr hugepage::strategy source = ...;   // where pages come from; default THP
 //   static constexpr const char* label = "...";          // arena_options::label; default none
 //   static constexpr std::size_t retained_pages = ...;  // arena_options::retained_pages; default 1
+//   static constexpr hugepage::numa_placement numa = ...;  // the slabs' nodes (numa.hpp); default:
+//                                                         // the source's own placement
 // Two tags are two arenas, even with equal members.
 //
 // The arena is a hugepage::arena (arena.hpp), the synchronized variant: one mutex per size class,
@@ -62,6 +64,16 @@ struct tag_source<Tag, std::void_t<decltype(Tag::source)>> {
   static constexpr strategy value = Tag::source;
 };
 
+// A tag's `numa` member places the slabs of its source.
+template <class Tag, class = void>
+struct tag_placed_source {
+  static constexpr strategy value = tag_source<Tag>::value;
+};
+template <class Tag>
+struct tag_placed_source<Tag, std::void_t<decltype(Tag::numa)>> {
+  static constexpr strategy value = tag_source<Tag>::value.placed(Tag::numa);
+};
+
 template <class Tag, class = void>
 struct tag_retained_pages {
   static constexpr std::size_t value = arena_options{}.retained_pages;
@@ -85,7 +97,7 @@ constexpr arena_options arena_options_of() noexcept {
 /// Its strategy, label and retained pages come from the tag (see the top of this file).
 template <class Tag = default_arena_tag>
 arena& shared_arena() noexcept {
-  static detail::immortal<arena> instance(detail::tag_source<Tag>::value,
+  static detail::immortal<arena> instance(detail::tag_placed_source<Tag>::value,
                                           detail::arena_options_of<Tag>());
   return *instance.get();
 }

@@ -54,6 +54,9 @@ struct statistics {
   /// or the last collapse_allocator allocation found THP disabled for the process.
   bool collapse_unsupported = false;
   std::uint64_t prefaulted_bytes = 0;  ///< bytes populated at allocation (pre-fault policy)
+  /// Blocks placed `preferred` on a node (numa_placement) that got pages of another node, seen
+  /// where the pages are faulted in by allocate(): hugetlb, collapse and pre-faulted blocks.
+  std::uint64_t fallbacks_to_other_node = 0;
 
   /// Bytes currently mapped, over all backings.
   std::size_t mapped_bytes() const noexcept {
@@ -73,6 +76,7 @@ struct counters {
   std::atomic<bool> collapse_unsupported{false};
   std::atomic<std::int64_t> collapse_retry_at{0};  // monotonic seconds
   std::atomic<std::uint64_t> prefaulted_bytes{0};
+  std::atomic<std::uint64_t> fallbacks_to_other_node{0};
 };
 
 inline counters& global_counters() noexcept {
@@ -103,6 +107,7 @@ inline statistics stats() noexcept {
   s.collapse_failures = c.collapse_failures.load(relaxed);
   s.collapse_unsupported = c.collapse_unsupported.load(relaxed);
   s.prefaulted_bytes = c.prefaulted_bytes.load(relaxed);
+  s.fallbacks_to_other_node = c.fallbacks_to_other_node.load(relaxed);
   return s;
 }
 

@@ -68,6 +68,7 @@
 #include "hugepage/errors.hpp"
 #include "hugepage/format_bytes.hpp"
 #include "hugepage/kernel_files.hpp"
+#include "hugepage/numa.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/page_size.hpp"
 #include "hugepage/refusal.hpp"
@@ -108,11 +109,15 @@ struct allocation_options {
   /// use containers of its own meanwhile. Blocks below the threshold go to ::operator new, which
   /// the child inherits as usual.
   bool dont_fork = false;
+  /// The NUMA nodes of the mapped blocks (numa.hpp), applied before their first touch: local
+  /// (first touch, the default), bind, preferred or interleave. Bound hugetlb blocks come from
+  /// the bound nodes' pools only: a short one throws node_pool_exhausted.
+  numa_placement numa = numa_placement::local();
 
   friend constexpr bool operator==(const allocation_options& a,
                                    const allocation_options& b) noexcept {
     return a.small_threshold == b.small_threshold && a.prefault == b.prefault &&
-           a.dont_fork == b.dont_fork;
+           a.dont_fork == b.dont_fork && a.numa == b.numa;
   }
   friend constexpr bool operator!=(const allocation_options& a,
                                    const allocation_options& b) noexcept {
@@ -127,6 +132,8 @@ struct default_options {
   static constexpr bool prefault = false;
   /// What a child of fork() may then do: see allocation_options::dont_fork.
   static constexpr bool dont_fork = false;
+  /// NUMA placement (numa.hpp), e.g. `hugepage::numa_placement::bind({1})`.
+  static constexpr numa_placement numa = numa_placement::local();
 };
 
 /// Options that pre-fault every mapped block at allocation.
@@ -158,6 +165,14 @@ class strategy {
   constexpr page_size size() const noexcept { return size_; }
   constexpr pool_policy policy() const noexcept { return policy_; }
   constexpr const allocation_options& options() const noexcept { return options_; }
+
+  /// This strategy with its blocks placed by `numa` (numa.hpp):
+  ///   hugepage::strategy::thp().placed(hugepage::numa_placement::bind({1}))
+  constexpr strategy placed(numa_placement numa) const noexcept {
+    allocation_options o = options_;
+    o.numa = numa;
+    return strategy(method_, size_, policy_, o);
+  }
 
   /// The huge page size this strategy maps in (the THP PMD size for thp and collapse).
   std::size_t page_bytes() const noexcept {
@@ -309,13 +324,14 @@ class strategy {
           "hugepage: request of " + std::to_string(bytes) + " bytes is too large to map",
           std::make_error_code(std::errc::not_enough_memory));
     }
+    if (!options_.numa.is_local()) check_placement();
     const placement plan = planned();
     placement got = plan;
     void* p = nullptr;
     if (method_ == method::hugetlb) {
       p = map_hugetlb_block(l, alignment, got);
     } else {
-      p = map_thp(l.length, std::max(alignment, page_bytes()), got.head);
+      p = map_thp(l.length, std::max(alignment, page_bytes()), got.head, options_.numa);
     }
     if (l.head == 0) got.head = plan.head;  // parts of no bytes compare equal to the plan
     if (l.tail() == 0) got.tail = plan.tail;
@@ -358,8 +374,9 @@ class strategy {
     return length > SIZE_MAX - over ? UINT64_MAX : length + over;
   }
 
-  // THP-advised anonymous memory; `obtained` as detail::advise_thp says.
-  static void* map_thp(std::size_t length, std::size_t alignment, backing& obtained) {
+  // THP-advised anonymous memory placed by `numa`; `obtained` as detail::advise_thp says.
+  static void* map_thp(std::size_t length, std::size_t alignment, backing& obtained,
+                       const numa_placement& numa) {
     std::error_code ec;
     void* p = os::map_aligned(length, alignment, ec);
     if (p == nullptr) {
@@ -367,8 +384,128 @@ class strategy {
           "hugepage: mmap of " + format_bytes(length) + " for transparent huge pages failed", ec,
           aligned_extent(length, alignment)));
     }
+    if (!numa.is_local()) {
+      if (const std::error_code placed = numa::apply(p, length, numa)) {
+        os::unmap(p, length);
+        throw_placement_refused(numa, length, placed);
+      }
+    }
     obtained = detail::advise_thp(p, length);
     return p;
+  }
+
+  // ---- NUMA placement (numa.hpp) ----------------------------------------------------------------
+
+  // A placement that names no node, one past 63 or one that is not online is refused before
+  // anything is mapped (mbind itself takes a set with some online node and ignores the rest).
+  void check_placement() const {
+    const numa_placement& numa = options_.numa;
+    if (!numa.nodes.valid() || numa.nodes.empty()) {
+      detail::throw_allocation_error(std::string("hugepage: NUMA placement '") +
+                                         name_of(numa.mode) +
+                                         "' needs at least one node, numbered 0 to 63; it names " +
+                                         (numa.nodes.valid() ? "none" : "one outside that range"),
+                                     std::make_error_code(std::errc::invalid_argument));
+    }
+    if ((numa.nodes.mask & ~numa::online_nodes().mask) != 0) {
+      throw_placement_refused(numa, 0, std::make_error_code(std::errc::invalid_argument));
+    }
+  }
+
+  // mbind refused `numa` for a block of `length`: say which nodes do not exist, else the errno.
+  [[noreturn, gnu::noinline, gnu::cold]] static void throw_placement_refused(
+      const numa_placement& numa, std::size_t length, std::error_code ec) {
+    const node_set online = numa::online_nodes();
+    const node_set missing = node_set::of_mask(numa.nodes.mask & ~online.mask);
+    std::string message = std::string("hugepage: NUMA placement '") + name_of(numa.mode) +
+                          "' on node(s) " + numa.nodes.text() +
+                          (length != 0 ? " of " + format_bytes(length) : std::string()) +
+                          " refused: ";
+    if (!missing.empty()) {
+      message += "node(s) " + missing.text() + " do not exist (online nodes: " + online.text() +
+                 ", /sys/devices/system/node/online)";
+      ec = std::make_error_code(std::errc::invalid_argument);
+    } else if (ec == std::errc::invalid_argument) {
+      message += "mbind: " + ec.message() +
+                 " (nodes outside this process's cpuset? see Mems_allowed_list in "
+                 "/proc/self/status)";
+    } else {
+      message += "mbind: " + ec.message();
+    }
+    detail::throw_allocation_error(message, ec);
+  }
+
+  // The free pages of `size` on each bound node, read before a bound block is mapped: the mmap
+  // reserves from the pool of all nodes, but the fault under MPOL_BIND must find its page on a
+  // bound node. Throws for a bound node that does not exist.
+  struct node_pool {
+    std::uint64_t free = 0;        // on all bound nodes
+    int short_node = -1;           // the first bound node with fewer free pages than asked
+    std::uint64_t short_free = 0;  // its free pages
+  };
+  node_pool read_bound_pool(page_size size, std::uint64_t pages, std::size_t length) const {
+    node_pool pool;
+    const node_set& nodes = options_.numa.nodes;
+    for (int n = 0; n < 64; ++n) {
+      if (!nodes.contains(n)) continue;
+      const std::optional<std::uint64_t> free = numa::read_node_pool(n, size, "free_hugepages");
+      if (!free && !numa::online_nodes().contains(n)) {
+        throw_placement_refused(options_.numa, length,
+                                std::make_error_code(std::errc::invalid_argument));
+      }
+      const std::uint64_t here = free.value_or(0);
+      pool.free += here;
+      if (here < pages && pool.short_node < 0) {
+        pool.short_node = n;
+        pool.short_free = here;
+      }
+    }
+    return pool;
+  }
+
+  // A bound block the bound nodes' pools cannot cover: node_pool_exhausted naming the node.
+  [[noreturn, gnu::noinline, gnu::cold]] void throw_node_pool_short(page_size size,
+                                                                    std::uint64_t pages,
+                                                                    const node_pool& pool) const {
+    const node_set& nodes = options_.numa.nodes;
+    const int node = pool.short_node >= 0 ? pool.short_node : nodes.first();
+    const std::string file = numa::node_pool_file(node, size, "nr_hugepages");
+    const std::uint64_t reserved = numa::read_node_pool(node, size, "nr_hugepages").value_or(0);
+    const std::uint64_t free_there = pool.short_node >= 0 ? pool.short_free : pool.free;
+    const std::uint64_t missing = pages > pool.free ? pages - pool.free : pages;
+    std::string message = "hugepage: " + std::to_string(pages) + " hugetlb pages of " +
+                          name_of(size) + " bound to node " + nodes.text() + ", where node " +
+                          std::to_string(node) + " has " + std::to_string(free_there) + " free";
+    if (nodes.first() != node || node_set::of_mask(nodes.mask & ~(std::uint64_t{1} << node)).mask) {
+      message += " (" + std::to_string(pool.free) + " on all bound nodes)";
+    }
+    message += "; pages of other nodes are not used for a bound block. Reserve more on node " +
+               std::to_string(node) + ": echo " + std::to_string(reserved + missing) + " > " + file;
+    throw node_pool_exhausted(message, std::make_error_code(std::errc::not_enough_memory), size,
+                              pages, pool.free, node, file);
+  }
+
+  // A block placed `preferred` that got a page of another node is counted once. One query per
+  // `step` bytes (a huge page): the pages must be faulted in.
+  void count_other_node(void* p, std::size_t length, std::size_t step) const noexcept {
+    if (options_.numa.mode != numa_mode::preferred || step == 0) return;
+    const int wanted = options_.numa.nodes.first();
+    constexpr std::size_t batch = 64;
+    const void* pages[batch];
+    int status[batch];
+    for (std::size_t at = 0; at < length;) {
+      std::size_t count = 0;
+      for (; count < batch && at < length; ++count, at += step) {
+        pages[count] = static_cast<const char*>(p) + at;
+      }
+      if (numa::nodes_of_pages(0, count, pages, status)) return;
+      for (std::size_t i = 0; i < count; ++i) {
+        if (status[i] >= 0 && status[i] != wanted) {
+          detail::global_counters().fallbacks_to_other_node.fetch_add(1, std::memory_order_relaxed);
+          return;
+        }
+      }
+    }
   }
 
   // The hugetlb blocks, cascade included (see the top of this file). Never returns memory whose
@@ -377,7 +514,7 @@ class strategy {
     const bool must = policy_ == pool_policy::strict;
     if (l.head == 0) {  // below one 1 GiB page: 2 MiB pages, best effort under either policy
       if (void* p = pool_pages(nullptr, l.length, alignment, page_size::huge_2m, false)) return p;
-      return map_thp(l.length, std::max(alignment, thp_page_bytes()), got.tail);
+      return map_thp(l.length, std::max(alignment, thp_page_bytes()), got.tail, options_.numa);
     }
     if (l.tail() == 0) {  // whole pages of size()
       if (void* p = pool_pages(nullptr, l.length, alignment, size_, must)) return p;
@@ -390,7 +527,7 @@ class strategy {
           return p;
         }
       }
-      return map_thp(l.length, std::max(alignment, thp_page_bytes()), got.head);
+      return map_thp(l.length, std::max(alignment, thp_page_bytes()), got.head, options_.numa);
     }
     // Head on 1 GiB pages, tail on 2 MiB pages: one reservation, 1 GiB-aligned, with the pool
     // pages mapped over it. The reservation holds no memory (PROT_NONE, MAP_NORESERVE), so it
@@ -428,12 +565,29 @@ class strategy {
                    bool must) const {
     // A refused mmap is retried a few times when the pool has room again by the time we look:
     // other threads returned pages in between, so the shortage is already over.
+    const std::uint64_t pages = length / bytes_of(size);
+    const bool bound = options_.numa.mode == numa_mode::bind;
+    if (bound) {
+      const node_pool pool = read_bound_pool(size, pages, length);
+      if (pool.free < pages) {
+        if (must) throw_node_pool_short(size, pages, pool);
+        if (at != nullptr) release_part(nullptr, at, length);  // the reservation becomes memory
+        return nullptr;
+      }
+    }
     for (int attempt = 0;; ++attempt) {
       std::error_code ec;
       void* p = at == nullptr && alignment > bytes_of(size)
                     ? detail::map_hugetlb_aligned(length, alignment, size, ec)
                     : os::map_hugetlb(length, size, ec, at);
       if (p != nullptr) {
+        // Placed before the first touch: the pages come from the placement's nodes' pools.
+        if (!options_.numa.is_local()) {
+          if (const std::error_code placed = numa::apply(p, length, options_.numa)) {
+            release_part(p, at, length);
+            throw_placement_refused(options_.numa, length, placed);
+          }
+        }
         // Always faulted in here (see populate_hugetlb_at_allocation): a refusal is an error now,
         // never a SIGBUS at the caller's first touch.
         ec = os::populate(p, length, bytes_of(size), /*touch_fallback=*/false);
@@ -441,9 +595,15 @@ class strategy {
           if (options_.prefault) {
             detail::global_counters().prefaulted_bytes.fetch_add(length, std::memory_order_relaxed);
           }
+          count_other_node(p, length, bytes_of(size));
           return p;
         }
         release_part(p, at, length);
+        if (must && bound) {  // another thread or process took the bound nodes' pages meanwhile
+          node_pool pool = read_bound_pool(size, pages, length);
+          if (pool.short_node < 0) pool.short_node = options_.numa.nodes.first();
+          throw_node_pool_short(size, pages, pool);
+        }
         if (must) {
           detail::throw_refusal(
               read_hugetlb_refusal(refusal_stage::fault, size, length / bytes_of(size), ec));
@@ -526,6 +686,7 @@ class strategy {
     } else if (method_ == method::collapse && detail::thp_disabled_for_process()) {
       count_collapse_impossible();
     }
+    count_other_node(start, length, thp_page_bytes());
   }
 
   // Populating past a memory cgroup limit gets the process OOM-killed; refuse before touching.
@@ -581,7 +742,8 @@ namespace detail {
 inline const bool statics_initialised =
     (static_cast<void>(registry()), static_cast<void>(os::base_page_size()),
      static_cast<void>(thp_page_bytes()), static_cast<void>(read_thp_mode()),
-     static_cast<void>(strategy::fixed_mapping_keeps_range_on_failure()), true);
+     static_cast<void>(strategy::fixed_mapping_keeps_range_on_failure()),
+     static_cast<void>(numa::online_nodes()), true);
 
 }  // namespace detail
 

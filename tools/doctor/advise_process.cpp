@@ -224,6 +224,77 @@ void judge_pool_exhausted(const process_report& p, const system_report& s,
   }
 }
 
+// numa_remote_memory: much of the process's memory lies on nodes where none of its threads may
+// run (two nodes or more). numa_pool_wrong_node: its hugetlb pages came from such a node, since
+// the pool is reserved there rather than where it runs.
+void judge_numa(const process_report& p, const system_report& s, std::vector<advice>& out) {
+  if (!p.reach || p.reach->run_nodes.empty()) return;
+  const numa_reach& r = *p.reach;
+  if (r.remote * 10 <= r.resident || r.remote < s.thp_bytes) return;
+  std::vector<int> remote_nodes;
+  std::vector<std::string> evidence;
+  for (const auto& [node, u] : p.numa) {
+    if (!r.runs_on(node)) remote_nodes.push_back(node);
+    evidence.push_back(fmt::format("node {}: {} resident, {} of it hugetlb ({}; numa_maps)", node,
+                                   format_bytes(u.bytes), format_bytes(u.hugetlb_bytes),
+                                   r.runs_on(node) ? "local" : "remote"));
+  }
+  evidence.push_back(
+      fmt::format("Cpus_allowed_list {} (node{} {}), Mems_allowed_list {} "
+                  "(/proc/PID/status)",
+                  printable(r.cpus_allowed), r.run_nodes.size() == 1 ? "" : "s",
+                  join_ids(r.run_nodes), printable(r.mems_allowed)));
+  const std::string run = join_ids(r.run_nodes);
+  out.push_back(
+      {"numa_remote_memory",
+       advice_level::warning,
+       fmt::format("{} of the process's resident memory ({}) lies on node{} {}, where "
+                   "none of its threads may run: each cache miss there is a remote "
+                   "access. Start it under numactl --cpunodebind={} --membind={}, or "
+                   "place its large containers with the library's "
+                   "hugepage::numa_placement::bind({{{}}})",
+                   percent(r.remote_share()), format_bytes(r.remote),
+                   remote_nodes.size() == 1 ? "" : "s", join_ids(remote_nodes), run, run, run),
+       evidence,
+       "memory bound to a node is not taken from another when that node is full: an "
+       "allocation fails (hugetlb) or the kernel reclaims and OOM-kills there",
+       {}});
+  if (r.remote_hugetlb == 0 || p.hugetlb.empty()) return;
+  // The pages came from a pool reserved where the process does not run: name it, and raise the
+  // pool of a node where it runs by as many pages.
+  const std::size_t page_bytes = p.hugetlb.begin()->first;
+  const int home = r.run_nodes.front();
+  std::uint64_t home_total = 0, home_free = 0;
+  std::vector<std::string> pools;
+  for (const hugetlb_pool& pool : s.node_pools) {
+    if (pool.page_bytes != page_bytes || !pool.node) continue;
+    pools.push_back(fmt::format("node {}: {} pages of {} ({} free){}", *pool.node,
+                                pool.total.value_or(0), format_bytes(page_bytes),
+                                pool.free.value_or(0), r.runs_on(*pool.node) ? "" : ", remote"));
+    if (*pool.node == home) {
+      home_total = pool.total.value_or(0);
+      home_free = pool.free.value_or(0);
+    }
+  }
+  const std::uint64_t pages = r.remote_hugetlb / page_bytes;
+  const std::string file =
+      fmt::format("/sys/devices/system/node/node{}/hugepages/hugepages-{}kB/nr_hugepages", home,
+                  page_bytes / 1024);
+  out.push_back(
+      {"numa_pool_wrong_node",
+       advice_level::warning,
+       fmt::format("{} of the process's hugetlb pages ({}) came from a pool reserved on node{} {}, "
+                   "where it does not run; node {}'s pool has {} pages ({} free)",
+                   pages, format_bytes(r.remote_hugetlb), remote_nodes.size() == 1 ? "" : "s",
+                   join_ids(remote_nodes), home, home_total, home_free),
+       pools,
+       fmt::format("the pages are reserved on node {} for good (hugepagesz={} hugepages={}:{} on "
+                   "the kernel command line at boot); the remote pool can be lowered once the "
+                   "process has restarted",
+                   home, page_bytes >= units::gib ? "1G" : "2M", home, home_total + pages),
+       {fmt::format("echo {} > {}", home_total + pages, file)}});
+}
+
 // One rule: its name and the function that judges a process on its system, appending the advice
 // it finds. In the order the advice is listed.
 struct process_rule {
@@ -238,6 +309,7 @@ constexpr process_rule process_rules[] = {
     {"postgres_huge_pages", judge_postgres},
     {"memory", judge_memory},
     {"pool_exhausted", judge_pool_exhausted},
+    {"numa", judge_numa},
 };
 
 }  // namespace

@@ -205,6 +205,40 @@ chunk_headers read_chunk_headers(pid_t pid, const std::vector<mapping_info>& map
   return out;  // ascending: smaps lists mappings in address order
 }
 
+// Where the threads may run (Cpus_allowed_list against each node's CPUs) and how much of the
+// memory numa_maps lists lies on other nodes, in all and per largest mapping.
+numa_reach numa_reach_of(const process_report& p, const process_files& files) {
+  numa_reach r;
+  r.cpus_allowed = status_text_field(*files.status, "Cpus_allowed_list").value_or("");
+  r.mems_allowed = status_text_field(*files.status, "Mems_allowed_list").value_or("");
+  const std::vector<int> cpus = parse_id_list(r.cpus_allowed);
+  for (const auto& [node, list] : files.node_cpus) {
+    const std::vector<int> node_cpus = parse_id_list(list);
+    const bool any = std::any_of(node_cpus.begin(), node_cpus.end(), [&](int cpu) {
+      return std::binary_search(cpus.begin(), cpus.end(), cpu);
+    });
+    if (any) r.run_nodes.push_back(node);
+  }
+  for (const auto& [node, u] : p.numa) {
+    r.resident += u.bytes;
+    if (!r.runs_on(node)) {
+      r.remote += u.bytes;
+      r.remote_hugetlb += u.hugetlb_bytes;
+    }
+  }
+  const auto by_mapping = parse_numa_maps_by_mapping(*files.numa_maps);
+  for (const anon_mapping& m : p.largest) {
+    std::map<int, std::uint64_t> nodes;
+    // A joined cascade block is several numa_maps lines: every one inside it counts.
+    for (auto it = by_mapping.lower_bound(m.start);
+         it != by_mapping.end() && it->first < m.start + m.size; ++it) {
+      for (const auto& [node, bytes] : it->second) nodes[node] += bytes;
+    }
+    r.largest_nodes.push_back(std::move(nodes));
+  }
+  return r;
+}
+
 }  // namespace
 
 process_identity identify_process(const process_files& files,
@@ -273,6 +307,7 @@ process_report build_process_report(pid_t pid, const process_files& files,
   p.runtime = identity.runtime;
   if (files.numa_maps) {
     p.numa = parse_numa_maps(*files.numa_maps);
+    if (!files.node_cpus.empty() && files.status) p.reach = numa_reach_of(p, files);
   } else if (files.numa_node) {
     p.numa = numa_of_one_node(mappings, *files.numa_node);
   }
@@ -391,6 +426,11 @@ std::optional<process_report> collect_process(pid_t pid, std::size_t top, collec
     files.numa_node = nodes.front();
   } else {
     files.numa_maps = read_text("", dir + "/numa_maps");
+    for (const int node : nodes) {
+      const auto cpus =
+          read_text("", "/sys/devices/system/node/node" + std::to_string(node) + "/cpulist");
+      if (cpus) files.node_cpus[node] = *cpus;
+    }
   }
   files.mountinfo = read_mountinfo_text("", pid);
   const auto ppid = identity.status.find("PPid");

@@ -33,6 +33,9 @@ struct process_files {
   /// The machine's NUMA node when it has only one (numa_maps is then not read: the split is
   /// numa_of_one_node()'s); nullopt otherwise, or not known.
   std::optional<int> numa_node;
+  /// Each node's CPUs (/sys/devices/system/node/nodeN/cpulist), read with numa_maps; empty when
+  /// not read.
+  std::map<int, std::string> node_cpus;
   /// The exact coverage of every mapping (coverage_of); nullopt: not read (stored files).
   std::optional<std::vector<mapping_coverage>> coverage;
   /// The target's glibc version, where its libc is the file this doctor runs with; "" otherwise.

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "hugepage/format_bytes.hpp"
 
@@ -12,5 +13,8 @@ using hugepage::format_bytes;
 
 /// A share as a percentage with one decimal: 0.5 -> "50.0%".
 std::string percent(double fraction);
+
+/// Node or CPU numbers as a list: {0, 1} -> "0,1"; "none" for an empty list.
+std::string join_ids(const std::vector<int>& ids);
 
 }  // namespace hugepage::doctor

@@ -85,6 +85,14 @@ struct numa_usage {
 /// (THP pages count as base pages there: the file cannot tell them apart.)
 std::map<int, numa_usage> parse_numa_maps(std::string_view text);
 
+/// The same per mapping: its start address -> node -> bytes.
+std::map<std::uintptr_t, std::map<int, std::uint64_t>> parse_numa_maps_by_mapping(
+    std::string_view text);
+
+/// Parses a kernel list of numbers ("0-3,8,10-11", as Cpus_allowed_list and cpulist write them),
+/// ascending, each once; an item that is not a number or range is skipped.
+std::vector<int> parse_id_list(std::string_view text);
+
 // ---- cgroups -----------------------------------------------------------------------------------
 
 /// Where a process sits in the cgroup hierarchies (/proc/<pid>/cgroup).

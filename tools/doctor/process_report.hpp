@@ -147,6 +147,27 @@ struct memory_class_usage {
   }
 };
 
+/// Where a process's threads may run, against where its memory is (two NUMA nodes or more).
+struct numa_reach {
+  std::string cpus_allowed;    ///< status Cpus_allowed_list, as the kernel writes it
+  std::string mems_allowed;    ///< status Mems_allowed_list
+  std::vector<int> run_nodes;  ///< nodes with a CPU of Cpus_allowed_list
+  std::size_t resident = 0;    ///< numa_maps' bytes on every node
+  std::size_t remote = 0;      ///< of them, on nodes outside run_nodes
+  std::size_t remote_hugetlb = 0;
+  /// The largest mappings (process_report::largest, same order): bytes per node from numa_maps.
+  std::vector<std::map<int, std::uint64_t>> largest_nodes;
+  double remote_share() const noexcept {
+    return resident == 0 ? 0.0 : static_cast<double>(remote) / static_cast<double>(resident);
+  }
+  bool runs_on(int node) const noexcept {
+    for (const int n : run_nodes) {
+      if (n == node) return true;
+    }
+    return false;
+  }
+};
+
 /// A process as the doctor sees it. Bytes.
 ///
 /// Three classes of memory, each with its own huge share: private anonymous (heap, stacks,
@@ -184,8 +205,11 @@ struct process_report {
   runtime_report runtime;
   cgroup_report cgroup;
   std::map<int, numa_usage> numa;  ///< per NUMA node (numa_maps); empty when unreadable
-  std::string unit;                ///< systemd service (safe_unit_name), "" when none
-  double seconds = 0;              ///< time spent reading the process
+  /// Where the threads may run and allocate (status Cpus_allowed_list, Mems_allowed_list) and
+  /// the nodes of those CPUs; nullopt on a one-node machine or from stored files without them.
+  std::optional<numa_reach> reach;
+  std::string unit;    ///< systemd service (safe_unit_name), "" when none
+  double seconds = 0;  ///< time spent reading the process
 
   std::size_t hugetlb_total() const noexcept {
     std::size_t total = 0;

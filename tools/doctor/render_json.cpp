@@ -293,6 +293,24 @@ std::string json_process(const process_report& p, const system_report& s,
                      .set("allocator", allocator)
                      .set("cgroup", cgroup_json(p.cgroup))
                      .set("elapsed_seconds", p.seconds);
+  if (p.reach) {  // two nodes or more: where its threads run against where its memory is
+    json run = json::array();
+    for (const int node : p.reach->run_nodes) run.push(node);
+    json largest_nodes = json::array();
+    for (const auto& nodes : p.reach->largest_nodes) {
+      json entry = json::object();
+      for (const auto& [node, bytes] : nodes) entry.set(std::to_string(node), bytes);
+      largest_nodes.push(entry);
+    }
+    process.set("numa_reach", json::object()
+                                  .set("cpus_allowed", p.reach->cpus_allowed)
+                                  .set("mems_allowed", p.reach->mems_allowed)
+                                  .set("run_nodes", run)
+                                  .set("resident_bytes", p.reach->resident)
+                                  .set("remote_bytes", p.reach->remote)
+                                  .set("remote_hugetlb_bytes", p.reach->remote_hugetlb)
+                                  .set("largest_anonymous_nodes", largest_nodes));
+  }
   json doc = json::object()
                  .set("schema", json_schema)
                  .set("mode", "process")

@@ -284,12 +284,46 @@ std::string render_process(const process_report& p, const system_report& s,
     }
   }
 
-  if (p.numa.size() > 1) {
+  if (p.numa.size() > 1 || p.reach) {
     out += "\nNUMA placement (/proc/PID/numa_maps; THP counts as base pages there)\n";
-    out += fmt::format("  {:>4} {:>12} {:>12}\n", "node", "resident", "hugetlb");
+    if (p.reach) {
+      out +=
+          fmt::format("  threads may run on CPUs {} (node{} {}); memory allowed on nodes {}\n",
+                      printable(p.reach->cpus_allowed), p.reach->run_nodes.size() == 1 ? "" : "s",
+                      join_ids(p.reach->run_nodes), printable(p.reach->mems_allowed));
+    }
+    out += fmt::format("  {:>4} {:>12} {:>12}{}\n", "node", "resident", "hugetlb",
+                       p.reach ? "  where" : "");
     for (const auto& [node, u] : p.numa) {
-      out += fmt::format("  {:>4} {:>12} {:>12}\n", node, format_bytes(u.bytes),
-                         format_bytes(u.hugetlb_bytes));
+      out += fmt::format("  {:>4} {:>12} {:>12}{}\n", node, format_bytes(u.bytes),
+                         format_bytes(u.hugetlb_bytes),
+                         !p.reach                 ? ""
+                         : p.reach->runs_on(node) ? "  local"
+                                                  : "  remote");
+    }
+    if (p.reach) {
+      out += fmt::format("  remote: {} of {} resident ({})\n", format_bytes(p.reach->remote),
+                         format_bytes(p.reach->resident), percent(p.reach->remote_share()));
+      bool headed = false;
+      for (std::size_t i = 0; i < p.reach->largest_nodes.size() && i < 5; ++i) {
+        const auto& nodes = p.reach->largest_nodes[i];
+        std::uint64_t all = 0, remote = 0;
+        std::string split;
+        for (const auto& [node, bytes] : nodes) {
+          all += bytes;
+          if (!p.reach->runs_on(node)) remote += bytes;
+          split += fmt::format("{}N{} {}", split.empty() ? "" : ", ", node, format_bytes(bytes));
+        }
+        if (all == 0) continue;
+        if (!headed) {
+          out +=
+              fmt::format("  {:<14} {:>11} {:>7}  {}\n", "largest", "size", "remote", "per node");
+          headed = true;
+        }
+        out += fmt::format("  {:<14} {:>11} {:>7}  {}\n", fmt::format("{:x}", p.largest[i].start),
+                           format_bytes(p.largest[i].size),
+                           percent(process_report::share(remote, all)), split);
+      }
     }
   }
 

@@ -1,0 +1,142 @@
+// hugepage/detail/backing_nodes.hpp - backing.hpp's per-node figures: on which NUMA node each
+// resident page of a range lies, asked of the kernel with move_pages (no target nodes: it moves
+// nothing, it answers each page's node). One address per huge page where the page is known to be
+// huge, one per base page elsewhere, a batch of addresses per call. Needs the access pagemap needs
+// (ptrace-read for another process), no privilege.
+#pragma once
+
+#include <sys/types.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "hugepage/backing_report.hpp"
+#include "hugepage/detail/backing_sources.hpp"
+#include "hugepage/detail/pagemap.hpp"
+#include "hugepage/numa.hpp"
+#include "hugepage/os.hpp"
+#include "hugepage/page_size.hpp"
+
+namespace hugepage::detail {
+
+// Addresses waiting for one move_pages call, each with the bytes it stands for.
+class node_batch {
+ public:
+  node_batch(pid_t pid, std::vector<node_bytes>& nodes) : pid_(pid), nodes_(nodes) {}
+
+  // Stands `bytes` (huge or not) for the page at `address`. False once a call failed.
+  bool add(std::uintptr_t address, std::size_t bytes, bool huge) {
+    // move_pages takes addresses as pointers; these come from the kernel's page walk.
+    pages_[count_] = reinterpret_cast<const void*>(address);  // NOLINT(performance-no-int-to-ptr)
+    weight_[count_] = bytes;
+    huge_[count_] = huge;
+    return ++count_ < capacity || flush();
+  }
+
+  bool flush() {
+    if (count_ == 0 || error_) return !error_;
+    error_ = numa::nodes_of_pages(pid_, count_, pages_, status_);
+    if (error_) return false;
+    for (std::size_t i = 0; i < count_; ++i) {
+      if (status_[i] < 0) continue;  // not present, unmapped or the zero page: on no node
+      add_node_bytes(nodes_, status_[i], weight_[i], huge_[i] ? weight_[i] : 0);
+    }
+    count_ = 0;
+    return true;
+  }
+
+  const std::error_code& error() const noexcept { return error_; }
+
+ private:
+  static constexpr std::size_t capacity = 512;
+  pid_t pid_;
+  std::vector<node_bytes>& nodes_;
+  const void* pages_[capacity] = {};
+  int status_[capacity] = {};
+  std::size_t weight_[capacity] = {};
+  bool huge_[capacity] = {};
+  std::size_t count_ = 0;
+  std::error_code error_;
+};
+
+// The huge page step of a query: a PMD. A hugetlb page of 1 GiB is asked once per 2 MiB, which
+// answers the same node each time.
+inline constexpr std::size_t node_query_step = 2 * units::mib;
+
+// Queries [s, e) one address per `step`-aligned window (clipped to the range), each standing for
+// its bytes inside the range.
+inline bool query_windows(node_batch& batch, std::uintptr_t s, std::uintptr_t e, std::size_t step,
+                          bool huge) {
+  for (std::uintptr_t at = s; at < e;) {
+    const std::uintptr_t next = std::min<std::uintptr_t>((at & ~(step - 1)) + step, e);
+    if (!batch.add(at, next - at, huge)) return false;
+    at = next;
+  }
+  return true;
+}
+
+// Fills r.nodes for [lo, hi) of process `pid` (0: this one). PAGEMAP_SCAN (Linux 6.7) gives the
+// present runs and which are huge; without it every base page is asked, or one page per 2 MiB
+// where the report says every resident byte is huge, and the report's huge bytes are shared out
+// by node where it does not.
+inline void add_nodes(pid_t pid, int pagemap_fd, std::uintptr_t lo, std::uintptr_t hi,
+                      backing_report& r) {
+  namespace pm = pagemap;
+  std::vector<node_bytes> nodes;
+  node_batch batch(pid, nodes);
+  const std::size_t page = os::base_page_size();
+  bool scanned = pagemap_fd >= 0;
+  if (scanned) {
+    std::vector<pm::page_region> regions(256);
+    for (std::uintptr_t at = lo; at < hi && scanned;) {
+      std::size_t count = 0;
+      std::uintptr_t walk_end = at;
+      if (pm::scan(pagemap_fd, at, hi, pm::page_is_present, pm::page_is_huge | pm::page_is_pfnzero,
+                   regions.data(), regions.size(), count, walk_end)) {
+        scanned = false;
+        break;
+      }
+      for (std::size_t i = 0; i < count && scanned; ++i) {
+        const pm::page_region& region = regions[i];
+        if ((region.categories & pm::page_is_pfnzero) != 0) continue;
+        const bool huge = (region.categories & pm::page_is_huge) != 0;
+        scanned = query_windows(batch, static_cast<std::uintptr_t>(region.start),
+                                static_cast<std::uintptr_t>(region.end),
+                                huge ? node_query_step : page, huge);
+      }
+      if (count < regions.size() || walk_end <= at) break;
+      at = walk_end;
+    }
+    if (scanned) scanned = batch.flush();
+    if (!scanned && batch.error()) {
+      r.nodes_note = "per-node figures unavailable: move_pages: " + batch.error().message();
+      return;
+    }
+    if (!scanned) nodes.clear();  // no PAGEMAP_SCAN: ask page by page below
+  }
+  if (!scanned) {
+    node_batch pages(pid, nodes);  // what the scan left in `batch` is dropped with it
+    const bool all_huge = r.base == 0;
+    if (!query_windows(pages, lo, hi, all_huge ? node_query_step : page, all_huge) ||
+        !pages.flush()) {
+      r.nodes_note = "per-node figures unavailable: move_pages: " + pages.error().message();
+      return;
+    }
+    if (!all_huge) {
+      std::size_t resident = 0;
+      for (const node_bytes& n : nodes) resident += n.bytes;
+      for (node_bytes& n : nodes) n.huge_bytes = prorate(r.huge_bytes(), n.bytes, resident);
+      if (r.huge_bytes() != 0 && nodes.size() > 1) {
+        r.nodes_note =
+            "huge bytes per node shared out by bytes per node (no PAGEMAP_SCAN, Linux 6.7)";
+      }
+    }
+  }
+  r.nodes = std::move(nodes);
+}
+
+}  // namespace hugepage::detail

@@ -1,0 +1,299 @@
+// NUMA placement on any machine (node 0 exists everywhere): each placement of each method is
+// applied by the kernel before the first touch (the policy the kernel holds for the block), the
+// pages are where the report says, on huge pages; a node that does not exist and an empty node
+// set are clear errors that leave nothing mapped. Two-node behaviour: numa_nodes_test.cpp.
+#include "hugepage/numa.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "hugepage/allocator.hpp"
+#include "hugepage/arena.hpp"
+#include "hugepage/backing.hpp"
+#include "hugepage/label.hpp"
+#include "hugepage/metrics.hpp"
+#include "hugepage/shared_arena_allocator.hpp"
+#include "hugepage/stats.hpp"
+#include "hugepage/strategy.hpp"
+#include "numa_support.hpp"
+#include "support.hpp"
+
+namespace hugepage {
+namespace {
+
+using test::kHuge;
+using test::kMiB;
+
+constexpr std::size_t kBlock = 8 * kMiB;
+
+struct placed_case {
+  const char* name;
+  numa_placement numa;
+  int kernel_mode;  // what get_mempolicy answers for the block
+};
+
+const placed_case kPlacements[] = {
+    {"local", numa_placement::local(), 0},
+    {"bind", numa_placement::bind({0}), 2},
+    {"preferred", numa_placement::preferred(0), 1},
+    {"interleave", numa_placement::interleave({0}), 3},
+};
+
+bool hugetlb_pages_free(std::size_t bytes) {
+  return test::pool_available(page_size::huge_2m) >= bytes / kHuge;
+}
+
+// Every resident byte of the block is on node 0, as many huge as the report says, and the
+// per-node figures add up to the report's.
+void expect_all_on_node_zero(const backing_report& r, bool huge) {
+  ASSERT_EQ(r.nodes.size(), 1U) << r.nodes_note;
+  EXPECT_EQ(r.nodes[0].node, 0);
+  EXPECT_EQ(r.nodes[0].bytes, r.resident_bytes());
+  EXPECT_EQ(r.nodes[0].huge_bytes, r.huge_bytes());
+  EXPECT_EQ(r.bytes_on_node(0), r.resident_bytes());
+  EXPECT_EQ(r.bytes_on_node(1), 0U);
+  if (huge) {
+    EXPECT_EQ(r.huge_bytes_on_node(0), r.bytes);
+  }
+  EXPECT_TRUE(r.nodes_note.empty()) << r.nodes_note;
+}
+
+TEST(NumaPlacement, EveryPlacementOfThpIsAppliedBeforeTheFirstTouch) {
+  for (const placed_case& c : kPlacements) {
+    SCOPED_TRACE(c.name);
+    const strategy s = strategy::thp().placed(c.numa);
+    void* p = s.allocate(kBlock, 1);
+    const test::kernel_policy policy = test::policy_at(p);
+    EXPECT_EQ(policy.mode, c.kernel_mode);
+    if (c.kernel_mode != 0) {
+      EXPECT_EQ(policy.nodes, 1U);
+    }
+    std::memset(p, 1, kBlock);
+    expect_all_on_node_zero(backing_of(p, kBlock), /*huge=*/false);
+    s.deallocate(p, kBlock, 1);
+  }
+}
+
+TEST(NumaPlacement, EveryPlacementOfCollapseIsHugeOnNodeZero) {
+  if (!test::thp_usable()) HUGEPAGE_SKIP_OR_FAIL("THP is not usable here");
+  for (const placed_case& c : kPlacements) {
+    SCOPED_TRACE(c.name);
+    const strategy s = strategy::collapse().placed(c.numa);
+    void* p = s.allocate(kBlock, 1);
+    EXPECT_EQ(test::policy_at(p).mode, c.kernel_mode);
+    const backing_report r = backing_of(p, kBlock);
+    EXPECT_EQ(r.thp, kBlock);
+    expect_all_on_node_zero(r, /*huge=*/true);
+    s.deallocate(p, kBlock, 1);
+  }
+}
+
+TEST(NumaPlacement, EveryPlacementOfHugetlbIsHugeOnNodeZero) {
+  if (!hugetlb_pages_free(kBlock)) HUGEPAGE_SKIP_OR_FAIL("the 2 MiB pool has no 4 free pages");
+  const test::pool_counts before = test::read_counts(page_size::huge_2m);
+  for (const placed_case& c : kPlacements) {
+    SCOPED_TRACE(c.name);
+    const strategy s = strategy::hugetlb().placed(c.numa);
+    void* p = s.allocate(kBlock, 1);
+    EXPECT_EQ(test::policy_at(p).mode, c.kernel_mode);
+    const backing_report r = backing_of(p, kBlock);
+    EXPECT_EQ(r.hugetlb_2m, kBlock);
+    expect_all_on_node_zero(r, /*huge=*/true);
+    s.deallocate(p, kBlock, 1);
+  }
+  EXPECT_TRUE(test::pool_back(page_size::huge_2m, before));
+}
+
+struct on_node_zero : default_options {
+  static constexpr numa_placement numa = numa_placement::bind({0});
+  static constexpr const char* label = "numa-node-zero";
+};
+
+TEST(NumaPlacement, AllocatorOptionsPlaceTheContainerAndItsLabelReportsPerNode) {
+  if (!test::thp_usable()) HUGEPAGE_SKIP_OR_FAIL("THP is not usable here");
+  static_assert(collapse_allocator<int, on_node_zero>::get_strategy().options().numa ==
+                numa_placement::bind({0}));
+  std::vector<char, collapse_allocator<char, on_node_zero>> v(kBlock, 'x');
+  EXPECT_EQ(test::policy_at(v.data()).mode, 2);
+  const backing_report r = backing_of(v.data(), v.size());
+  EXPECT_EQ(r.huge_bytes_on_node(0), kBlock);
+  const backing_report label = coverage_of("numa-node-zero");
+  EXPECT_EQ(label.huge_bytes_on_node(0), kBlock);
+  EXPECT_EQ(label.bytes_on_node(0), kBlock);
+  std::ostringstream metrics;
+  write_metrics(metrics);
+  EXPECT_NE(metrics.str().find("hugepage_label_node_bytes{label=\"numa-node-zero\",node=\"0\"} " +
+                               std::to_string(kBlock)),
+            std::string::npos)
+      << metrics.str();
+  EXPECT_NE(
+      metrics.str().find("hugepage_label_node_huge_bytes{label=\"numa-node-zero\",node=\"0\"} " +
+                         std::to_string(kBlock)),
+      std::string::npos);
+  std::ostringstream json;
+  write_metrics_json(json);
+  EXPECT_NE(json.str().find("\"nodes\":{\"0\":{\"bytes\":" + std::to_string(kBlock) +
+                            ",\"huge_bytes\":" + std::to_string(kBlock) + "}}"),
+            std::string::npos)
+      << json.str();
+}
+
+TEST(NumaPlacement, ANodeThatDoesNotExistIsAClearErrorAndMapsNothing) {
+  if (test::online_node_count() != 1) GTEST_SKIP() << "node 1 exists on this machine";
+  const test::pool_counts before = test::read_counts(page_size::huge_2m);
+  const std::size_t live = test::live_mappings();
+  for (const strategy& s : {strategy::thp(), strategy::collapse(), strategy::hugetlb(),
+                            strategy::hugetlb(page_size::huge_2m, fallback)}) {
+    for (const numa_placement& numa : {numa_placement::bind({1}), numa_placement::preferred(1),
+                                       numa_placement::interleave({0, 1})}) {
+      SCOPED_TRACE(std::string(name_of(numa.mode)) + " " + std::to_string(int(s.how())));
+      try {
+        void* p = s.placed(numa).allocate(kBlock, 1);
+        s.placed(numa).deallocate(p, kBlock, 1);
+        ADD_FAILURE() << "no error";
+      } catch (const pool_exhausted& e) {
+        ADD_FAILURE() << "pool_exhausted for a node that does not exist: " << e.what();
+      } catch (const allocation_error& e) {
+        EXPECT_EQ(e.code(), std::errc::invalid_argument);
+        EXPECT_NE(std::string(e.what()).find("node(s) 1 do not exist (online nodes: 0"),
+                  std::string::npos)
+            << e.what();
+      }
+    }
+  }
+  EXPECT_EQ(test::live_mappings(), live);
+  EXPECT_TRUE(test::pool_back(page_size::huge_2m, before));
+}
+
+TEST(NumaPlacement, AnEmptyOrOutOfRangeNodeSetIsAClearError) {
+  for (const numa_placement& numa : {numa_placement::bind({}), numa_placement::interleave({}),
+                                     numa_placement::bind({64}), numa_placement::preferred(-1)}) {
+    try {
+      void* p = strategy::thp().placed(numa).allocate(kBlock, 1);
+      strategy::thp().placed(numa).deallocate(p, kBlock, 1);
+      ADD_FAILURE() << "no error for " << name_of(numa.mode);
+    } catch (const allocation_error& e) {
+      EXPECT_EQ(e.code(), std::errc::invalid_argument);
+      EXPECT_NE(std::string(e.what()).find("needs at least one node, numbered 0 to 63"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  // Below the threshold nothing is mapped, so nothing is placed: no error either.
+  const strategy small = strategy::thp().placed(numa_placement::bind({}));
+  void* p = small.allocate(64, 8);
+  small.deallocate(p, 64, 8);
+}
+
+TEST(NumaPlacement, ABoundHugetlbBlockLargerThanItsNodesPoolThrowsNamingTheNode) {
+  const auto free_here = numa::read_node_pool(0, page_size::huge_2m, "free_hugepages");
+  if (!free_here) HUGEPAGE_SKIP_OR_FAIL("no per-node 2 MiB pool file for node 0");
+  const test::pool_counts before = test::read_counts(page_size::huge_2m);
+  const std::size_t live = test::live_mappings();
+  const std::uint64_t pages = *free_here + 1;
+  const std::size_t bytes = pages * kHuge;
+  const strategy s = strategy::hugetlb().placed(numa_placement::bind({0}));
+  try {
+    void* p = s.allocate(bytes, 1);
+    s.deallocate(p, bytes, 1);
+    ADD_FAILURE() << "no error";
+  } catch (const node_pool_exhausted& e) {
+    EXPECT_EQ(e.node(), 0);
+    EXPECT_EQ(e.pages_requested(), pages);
+    EXPECT_EQ(e.file(), "/sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages");
+    const std::string what = e.what();
+    EXPECT_NE(what.find(std::to_string(pages) + " hugetlb pages of 2 MiB bound to node 0"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("pages of other nodes are not used for a bound block"), std::string::npos);
+    EXPECT_NE(what.find("> " + e.file()), std::string::npos) << what;
+  }
+  // Under the fallback policy the block is THP on the bound node instead.
+  const strategy f =
+      strategy::hugetlb(page_size::huge_2m, fallback).placed(numa_placement::bind({0}));
+  const std::uint64_t fallbacks = stats().fallbacks_to_thp;
+  void* p = f.allocate(bytes, 1);
+  EXPECT_EQ(stats().fallbacks_to_thp, fallbacks + 1);
+  EXPECT_EQ(test::policy_at(p).mode, 2);
+  f.deallocate(p, bytes, 1);
+  EXPECT_EQ(test::live_mappings(), live);
+  EXPECT_TRUE(test::pool_back(page_size::huge_2m, before));
+}
+
+TEST(NumaPlacement, PreferredOnTheOnlyNodeCountsNoFallback) {
+  const std::uint64_t before = stats().fallbacks_to_other_node;
+  allocation_options prefaulted;
+  prefaulted.prefault = true;
+  const strategy s = strategy::thp(prefaulted).placed(numa_placement::preferred(0));
+  void* p = s.allocate(kBlock, 1);
+  EXPECT_EQ(backing_of(p, kBlock).bytes_on_node(0), kBlock);
+  s.deallocate(p, kBlock, 1);
+  EXPECT_EQ(stats().fallbacks_to_other_node, before);
+}
+
+TEST(NumaPlacement, AnArenasSlabsFollowItsPlacement) {
+  arena a(strategy::thp().placed(numa_placement::bind({0})));
+  std::vector<void*> blocks;
+  for (int i = 0; i < 1000; ++i) blocks.push_back(a.allocate(256, 8));
+  for (void* b : blocks) std::memset(b, 1, 256);
+  EXPECT_EQ(a.get_strategy().options().numa, numa_placement::bind({0}));
+  for (const auto& range : a.mapped_ranges()) EXPECT_EQ(test::policy_at(range.first).mode, 2);
+  const backing_report r = a.backing();
+  EXPECT_GT(r.resident_bytes(), 0U);
+  expect_all_on_node_zero(r, /*huge=*/false);
+  for (void* b : blocks) a.deallocate(b, 256, 8);
+}
+
+struct interleaved_tag {
+  static constexpr numa_placement numa = numa_placement::interleave({0});
+};
+
+TEST(NumaPlacement, ASharedArenaTagPlacesItsSlabs) {
+  void* p = shared_arena<interleaved_tag>().allocate(512, 8);
+  std::memset(p, 1, 512);
+  EXPECT_EQ(shared_arena<interleaved_tag>().get_strategy().options().numa.mode,
+            numa_mode::interleave);
+  EXPECT_EQ(test::policy_at(p).mode, 3);
+  shared_arena<interleaved_tag>().deallocate(p, 512, 8);
+}
+
+TEST(NumaReport, AnUntouchedRangeIsOnNoNode) {
+  const strategy s = strategy::thp();
+  void* p = s.allocate(kBlock, 1);
+  const backing_report r = backing_of(p, kBlock);
+  EXPECT_EQ(r.resident_bytes(), 0U);
+  EXPECT_TRUE(r.nodes.empty());
+  s.deallocate(p, kBlock, 1);
+}
+
+TEST(NumaReport, EverySourceGivesTheSameNodes) {
+  if (!test::thp_usable()) HUGEPAGE_SKIP_OR_FAIL("THP is not usable here");
+  const strategy s = strategy::collapse();
+  void* p = s.allocate(kBlock, 1);
+  for (const backing_source source :
+       {backing_source::pagemap_scan, backing_source::kpageflags, backing_source::smaps}) {
+    SCOPED_TRACE(name_of(source));
+    const backing_report r = backing_of(0, p, kBlock, source);
+    if (r.source == backing_source::unavailable) continue;
+    EXPECT_EQ(r.bytes_on_node(0), kBlock);
+    EXPECT_EQ(r.huge_bytes_on_node(0), r.huge_bytes());
+  }
+  s.deallocate(p, kBlock, 1);
+}
+
+TEST(NumaNodes, OnlineNodesParseTheKernelsList) {
+  const node_set nodes = numa::read_online_nodes();
+  EXPECT_TRUE(nodes.contains(0));
+  EXPECT_EQ(node_set({0, 2, 3}).text(), "0,2,3");
+  EXPECT_FALSE(node_set({64}).valid());
+  EXPECT_EQ(numa::node_pool_file(1, page_size::huge_1g, "free_hugepages"),
+            "/sys/devices/system/node/node1/hugepages/hugepages-1048576kB/free_hugepages");
+}
+
+}  // namespace
+}  // namespace hugepage
