@@ -20,6 +20,8 @@ FAILED = re.compile(r"^\[  FAILED  \] (\S+)(?:, where .*)? \(\d+ ms\)")
 SKIPPED = re.compile(r"^\[  SKIPPED \] (\S+) \(\d+ ms\)")
 # A kernel message interleaved with the console output.
 KERNEL = re.compile(r"^\[\s*\d+\.\d+\] ")
+# Terminal colours (gtest colours its output on a terminal).
+COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 
 
 @dataclass
@@ -81,7 +83,7 @@ def parse(text, fallback_name=""):
     guest = Guest(name=fallback_name)
     block, name = None, None
     for raw in text.splitlines():
-        line = raw.rstrip("\r")
+        line = COLOUR.sub("", raw.rstrip("\r"))
         if line.startswith("@@lab "):
             words = line.split()
             kind = words[1] if len(words) > 1 else ""

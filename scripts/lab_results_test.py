@@ -24,8 +24,8 @@ GTEST = """\
 @@lab begin allocator_test
 Running main() from ./googletest/src/gtest_main.cc
 [==========] Running 3 tests from 1 test suite.
-[ RUN      ] Thp.Coverage\r
-[       OK ] Thp.Coverage (12 ms)\r
+\x1b[0;32m[ RUN      ] \x1b[mThp.Coverage\r
+\x1b[0;32m[       OK ] \x1b[mThp.Coverage (12 ms)\r
 [ RUN      ] Thp.Collapse
 /src/test/allocator_test.cpp:40: Skipped
 no MADV_COLLAPSE before Linux 6.1
