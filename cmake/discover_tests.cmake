@@ -8,7 +8,14 @@ include(GoogleTest)
 
 function(hugepage_discover_tests target)
   cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "LABELS")
-  gtest_discover_tests(${target} DISCOVERY_TIMEOUT 60 TEST_LIST ${target}_TESTS)
+  # A cross build (scripts/lab's arm64 one) cannot run its executables on the host: their tests
+  # are listed when ctest runs, on the target.
+  set(mode POST_BUILD)
+  if(CMAKE_CROSSCOMPILING AND NOT CMAKE_CROSSCOMPILING_EMULATOR)
+    set(mode PRE_TEST)
+  endif()
+  gtest_discover_tests(${target} DISCOVERY_TIMEOUT 60 TEST_LIST ${target}_TESTS
+                       DISCOVERY_MODE ${mode})
   if(NOT arg_LABELS)
     return()
   endif()
