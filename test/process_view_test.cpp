@@ -499,8 +499,8 @@ TEST(ProcessView, AMappingToTheTopOfTheAddressSpaceAddsUp) {
     ASSERT_EQ(reports.size(), 1u);
     const backing_report& r = reports[0];
     EXPECT_EQ(r.bytes, in.m.end - in.m.start) << describe(r);
-    const std::size_t parts = r.thp + r.hugetlb_2m + r.hugetlb_1g + r.base + r.not_resident +
-                              r.unmapped + r.unknown;
+    const std::size_t parts =
+        r.thp + r.hugetlb_2m + r.hugetlb_1g + r.base + r.not_resident + r.unmapped + r.unknown;
     EXPECT_EQ(parts, r.bytes) << describe(r);
     EXPECT_LE(r.zero_page, r.not_resident) << describe(r);
   }
@@ -535,7 +535,7 @@ TEST(ProcessView, UnderARootOpensRegularFilesOnly) {
     return 0;
   });
   EXPECT_EQ(code, 0) << (code == hugepage::test::child_hung ? "the view waited for ever"
-                                                             : "see the child's output above");
+                                                            : "see the child's output above");
   std::remove((proc + "/smaps").c_str());
   {
     const int fd = ::open((proc + "/smaps").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);

@@ -4,7 +4,8 @@
 // struct out: tests feed it samples) and one reader that takes where to read from: `root` ("" for
 // the live system, else a directory holding a copy of the tree, such as a capture) and, for a
 // process's file, its `pid` (0: this process, /proc/self). A reader returns an empty optional when
-// the file cannot be read, never a made-up value.
+// the file cannot be read, never a made-up value: it reads regular files only (a FIFO, a device or
+// a directory is EINVAL) and at most detail::max_text_file_bytes, 256 MiB (EFBIG past it).
 //
 //   file                             parser                   reader
 //   /proc/PID/mountinfo              parse_mountinfo          read_mountinfo

@@ -21,7 +21,9 @@
 // given the same pid, and a view of this process made before fork() reads the
 // parent's memory in the child (the child makes its own). `root` puts every file under a directory
 // ("" for the live system), as kernel_files.hpp's readers do: a copy of a process's maps and smaps
-// reads from there; the ioctls answer only on the kernel's own files.
+// reads from there; the ioctls answer only on the kernel's own files. Every file is opened as the
+// readers open theirs (detail/proc_file.hpp): a regular file only (a FIFO or device is EINVAL,
+// never waited on or read without end), and read up to 256 MiB (EFBIG past it).
 //
 // Needs: read access to the files (for another process, ptrace-read access). Any kernel; the
 // ioctls callers run on the descriptors need Linux 6.7 (PAGEMAP_SCAN) and 6.11 (PROCMAP_QUERY).
