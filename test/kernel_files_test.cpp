@@ -641,6 +641,27 @@ TEST(KernelReaders, RefuseAFifoAndADeviceUnderARootPromptly) {
   EXPECT_TRUE(hugepage::read_kernel_text("", "/sys/kernel/mm/transparent_hugepage/enabled"));
 }
 
+// A regular file larger than the readers' bound (detail::max_text_file_bytes, 256 MiB) is refused
+// with EFBIG by its size, before a byte is read: a 4 GiB sparse file under a root was read whole
+// (std::bad_alloc, or an abort in a caller that does not catch it).
+TEST(KernelReaders, RefuseAFileLargerThanTheirBound) {
+  tree t;
+  t.write("/proc/self/environ", "");
+  t.write("/proc/meminfo", "");
+  for (const char* path : {"/proc/self/environ", "/proc/meminfo"}) {
+    ASSERT_EQ(::truncate((t.root() + path).c_str(), off_t{4} << 30), 0);  // 4 GiB, no block
+  }
+  const int code = child_outcome([&] {
+    std::error_code ec;
+    if (hugepage::read_kernel_text(t.root(), "/proc/self/environ", &ec)) return false;
+    if (ec != std::error_code(EFBIG, std::generic_category())) return false;
+    return !hugepage::read_meminfo(t.root());
+  });
+  EXPECT_EQ(code, 0) << "1: read or another error, 2: bad_alloc, -1: still reading after 5 s";
+  t.write("/proc/meminfo", "MemTotal: 1024 kB\n");  // a small file still reads
+  EXPECT_TRUE(hugepage::read_meminfo(t.root()));
+}
+
 // ---- the parsers do what their comments say -------------------------------------------------
 
 TEST(KernelParsers, StatmVersionAndEventsMaxTakeWholeWords) {

@@ -16,7 +16,8 @@
 // A kB value is returned in bytes; a bare number (HugePages_Total, THP_enabled) as it is. A line
 // with another unit, several numbers ("Uid: 0 0 0 0") or an overflow has no number; a reader
 // returns an empty optional when the file cannot be read, never a made-up zero.
-// Thread-safe; the parsers allocate only their results. Minimum kernel: any (smaps_rollup 4.14,
+// Thread-safe; the parsers allocate only their results (and one buffer for a line's name): no
+// temporaries per line. Minimum kernel: any (smaps_rollup 4.14,
 // MemAvailable 3.14, status THP_enabled 5.0: an absent line is an absent key).
 #pragma once
 
@@ -43,8 +44,10 @@ using kernel_values = std::map<std::string, std::uint64_t>;
 /// count). Pure.
 inline kernel_values parse_meminfo(std::string_view text) {
   kernel_values values;
-  detail::for_each_kb_field(text, [&values](std::string_view name, std::uint64_t bytes) {
-    values[std::string(name)] = bytes;
+  std::string key;  // one buffer for every line's name: a name found again allocates nothing
+  detail::for_each_kb_field(text, [&values, &key](std::string_view name, std::uint64_t bytes) {
+    key.assign(name.data(), name.size());
+    values[key] = bytes;
   });
   return values;
 }
@@ -77,6 +80,7 @@ inline std::optional<std::uint64_t> read_meminfo_value(std::string_view name,
 /// without overflow; other lines are skipped. Pure.
 inline kernel_values parse_vmstat(std::string_view text) {
   kernel_values values;
+  std::string key;  // one buffer for every line's name
   const auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\r'; };
   for (std::string_view line : detail::split(text, '\n')) {
     const auto next_word = [&]() {
@@ -93,7 +97,10 @@ inline kernel_values parse_vmstat(std::string_view text) {
         number.find_first_not_of("0123456789") != std::string_view::npos) {
       continue;
     }
-    if (const auto value = detail::parse_u64(number)) values[std::string(name)] = *value;
+    if (const auto value = detail::parse_u64(number)) {
+      key.assign(name.data(), name.size());
+      values[key] = *value;
+    }
   }
   return values;
 }
@@ -147,6 +154,7 @@ struct process_status {
 /// written twice the first line counts, for the text and the number alike. Pure.
 inline process_status parse_status(std::string_view text) {
   process_status status;
+  std::string key;  // one buffer for every line's key: a key found again allocates nothing
   for (const std::string_view line : detail::split(text, '\n')) {
     const std::size_t colon = line.find(':');
     if (colon == std::string_view::npos || colon == 0) continue;
@@ -157,10 +165,12 @@ inline process_status parse_status(std::string_view text) {
            (value.back() == ' ' || value.back() == '\t' || value.back() == '\r')) {
       value.remove_suffix(1);
     }
-    status.text.emplace(std::string(line.substr(0, colon)), std::string(value));
+    key.assign(line.data(), colon);
+    if (status.text.find(key) == status.text.end()) status.text.emplace(key, std::string(value));
   }
-  detail::for_each_kb_field(text, [&status](std::string_view name, std::uint64_t bytes) {
-    status.numbers.emplace(std::string(name), bytes);
+  detail::for_each_kb_field(text, [&status, &key](std::string_view name, std::uint64_t bytes) {
+    key.assign(name.data(), name.size());
+    if (status.numbers.find(key) == status.numbers.end()) status.numbers.emplace(key, bytes);
   });
   return status;
 }
