@@ -4,13 +4,13 @@
 //
 // The input is a capture directory: its parts, split at '\x01', are the files smaps, stat,
 // status, cmdline, environ, cgroup, numa_maps, mountinfo, parent_status, chunks, numa_node,
-// coverage, glibc_version, packages in that order; a part that is "\x02" alone, and every part
-// past the last, is an absent file. They are written to a fresh directory under /dev/shm and read
-// back. Properties: a refusal names a file of the directory; a capture read holds each stored
-// text unchanged; its pid and node are decimal words of their files; chunks, coverage and
-// packages written back (chunks_text, coverage_text, packages_text) parse to the same values;
-// and the capture written again (write_capture) reads back the same (mountinfo cut to the mounts
-// the report uses, as write_capture documents).
+// coverage, glibc_version, packages, views, mount_namespace in that order; a part that is "\x02"
+// alone, and every part past the last, is an absent file. They are written to a fresh directory
+// under /dev/shm and read back. Properties: a refusal names a file of the directory; a capture read
+// holds each stored text unchanged; its pid and node are decimal words of their files; chunks,
+// coverage and packages written back (chunks_text, coverage_text, packages_text) parse to the same
+// values; and the capture written again (write_capture) reads back the same (mountinfo cut to the
+// mounts the report uses, as write_capture documents).
 #include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
