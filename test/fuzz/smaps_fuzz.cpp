@@ -55,9 +55,10 @@ std::string smaps_text(const hugepage::mapping_info& m) {
   std::string out = hex(m.start, 8) + "-" + hex(m.end, 8) + " " + m.permissions + " " +
                     hex(m.offset, 8) + " " + m.device + " " + std::to_string(m.inode);
   out += m.name.empty() ? "\n" : std::string(26, ' ') + m.name + "\n";
+  // A saturated size is written as the smallest kB count that saturates again (2^54 kB).
   const auto kb = [&out](const char* key, std::size_t bytes) {
     out += std::string(key) + ":" + std::string(16 - std::string(key).size(), ' ') +
-           std::to_string(bytes / 1024) + " kB\n";
+           (bytes == SIZE_MAX ? "18014398509481984" : std::to_string(bytes / 1024)) + " kB\n";
   };
   kb("Size", m.end - m.start);
   kb("KernelPageSize", m.kernel_page_bytes);
@@ -76,6 +77,28 @@ std::string smaps_text(const hugepage::mapping_info& m) {
   return out;
 }
 
+// The text from each candidate header line (its first word holds '-' and does not end with ':',
+// as parse_smaps tells a header from a field) to the next.
+std::vector<std::string_view> header_blocks(std::string_view text) {
+  std::vector<std::string_view> blocks;
+  std::size_t open = std::string_view::npos;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    std::size_t end = text.find('\n', at);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(at, end - at);
+    while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+    const std::string_view word = line.substr(0, line.find_first_of(" \t"));
+    if (!word.empty() && word.back() != ':' && word.find('-') != std::string_view::npos) {
+      if (open != std::string_view::npos) blocks.push_back(text.substr(open, at - open));
+      open = at;
+    }
+    at = end + 1;
+  }
+  if (open != std::string_view::npos) blocks.push_back(text.substr(open));
+  return blocks;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -87,7 +110,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto hexes = fuzz::hex_words(text);
   std::string again;
   bool writable = true;
-  for (const auto& m : mappings) {
+  const std::vector<std::string_view> blocks = header_blocks(text);
+  for (std::size_t i = 0; i < mappings.size(); ++i) {
+    const hugepage::mapping_info& m = mappings[i];
     const std::string at = hex(m.start, 1) + "-" + hex(m.end, 1);
     FUZZ_CHECK(hexes.count(m.start) == 1 && hexes.count(m.end) == 1,
                "smaps: start and end are hex words of the text", at);
@@ -105,24 +130,38 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                                                          {"Private_Hugetlb:", m.private_hugetlb},
                                                          {"Shared_Hugetlb:", m.shared_hugetlb},
                                                          {"Swap:", m.swap}};
+    // The mapping's own lines when the text splits into as many blocks as there are mappings
+    // (every header taken), else the whole text (a 0 is then always allowed: a line may belong to
+    // a refused header).
+    const bool own = blocks.size() == mappings.size();
+    const std::string_view block = own ? blocks[i] : text;
     for (const auto& [key, bytes] : sizes) {
-      // The numbers written after the key anywhere in the text (those that fit 64 bits): a size
-      // is 1024 x one of them, or 0 where some mapping may have no such line (fewer lines with
-      // the key than mappings).
-      std::size_t given = 0;
+      // A size is 1024 x a number written after its key in the block; 0 where the block has no
+      // such line, a 0 on it, or a number whose kB do not fit 64 bits (which a parser may skip,
+      // or saturate: SIZE_MAX).
+      bool zero_allowed = !own;
+      bool too_big = false;
       std::set<std::uint64_t> after;
-      for (std::size_t k = text.find(key); k != std::string_view::npos; k = text.find(key, k + 1)) {
-        std::string_view rest = text.substr(k + std::strlen(key));
-        while (!rest.empty() && (rest.front() == ' ' || rest.front() == '\t'))
+      for (std::size_t k = block.find(key); k != std::string_view::npos;
+           k = block.find(key, k + 1)) {
+        std::string_view rest = block.substr(k + std::strlen(key));
+        while (!rest.empty() && (rest.front() == ' ' || rest.front() == '\t')) {
           rest.remove_prefix(1);
+        }
         const std::size_t digits = rest.find_first_not_of("0123456789");
-        if (digits == 0 || rest.empty()) continue;
-        ++given;
+        if (digits == 0 || rest.empty()) {
+          zero_allowed = true;  // a line without a number: read as none
+          continue;
+        }
         const auto n = fuzz::decimal_words(rest.substr(0, digits));
+        if (n.empty() || *n.begin() == 0 || *n.begin() > SIZE_MAX / 1024) zero_allowed = true;
+        if (n.empty() || *n.begin() > SIZE_MAX / 1024) too_big = true;
         after.insert(n.begin(), n.end());
       }
-      const bool held = bytes % 1024 == 0 && after.count(bytes / 1024) == 1;
-      FUZZ_CHECK(held || (bytes == 0 && given < mappings.size()),
+      if (after.empty()) zero_allowed = true;
+      const bool held = (bytes % 1024 == 0 && after.count(bytes / 1024) == 1) ||
+                        (bytes == SIZE_MAX && (too_big || !own));
+      FUZZ_CHECK(held || (bytes == 0 && zero_allowed),
                  "smaps: a size is 1024 x its line's number (kB), or 0 for no line",
                  at + ": " + key + " " + std::to_string(bytes));
     }
