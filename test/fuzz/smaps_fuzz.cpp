@@ -144,6 +144,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       std::set<std::uint64_t> after;
       for (std::size_t k = block.find(key); k != std::string_view::npos;
            k = block.find(key, k + 1)) {
+        // The key as a line's first word only.
+        std::size_t before = k;
+        while (before > 0 && (block[before - 1] == ' ' || block[before - 1] == '\t')) --before;
+        if (before > 0 && block[before - 1] != '\n') continue;
         std::string_view rest = block.substr(k + std::strlen(key));
         while (!rest.empty() && (rest.front() == ' ' || rest.front() == '\t')) {
           rest.remove_prefix(1);
@@ -155,6 +159,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         }
         const auto n = fuzz::decimal_words(rest.substr(0, digits));
         if (n.empty() || *n.begin() == 0 || *n.begin() > SIZE_MAX / 1024) zero_allowed = true;
+        // A line that is not a whole number and "kB" ("5603b5e00000 120 kB", "1   0 kB", "8",
+        // "8kB"): a parser may refuse it.
+        std::string_view unit = digits == std::string_view::npos ? "" : rest.substr(digits);
+        unit = unit.substr(0, unit.find('\n'));
+        while (!unit.empty() && (unit.front() == ' ' || unit.front() == '\t'))
+          unit.remove_prefix(1);
+        while (!unit.empty() &&
+               (unit.back() == ' ' || unit.back() == '\t' || unit.back() == '\r')) {
+          unit.remove_suffix(1);
+        }
+        const bool apart = digits == std::string_view::npos || rest[digits] == ' ' ||
+                           rest[digits] == '\t' || rest[digits] == '\r' || rest[digits] == '\n';
+        if (unit != "kB" || !apart) zero_allowed = true;
         if (n.empty() || *n.begin() > SIZE_MAX / 1024) too_big = true;
         after.insert(n.begin(), n.end());
       }
