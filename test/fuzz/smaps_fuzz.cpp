@@ -183,13 +183,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                  at + ": " + key + " " + std::to_string(bytes));
     }
     // has_flag() finds every two-letter word of VmFlags (the kernel's flags are two letters:
-    // show_smap_vma_flags), whatever the spacing.
+    // show_smap_vma_flags), words split at blanks, whatever their number.
     std::string_view flags = m.vm_flags;
     while (!flags.empty()) {
-      const std::size_t start = flags.find_first_not_of(' ');
+      const std::size_t start = flags.find_first_not_of(" \t");
       if (start == std::string_view::npos) break;
       flags.remove_prefix(start);
-      const std::size_t end = flags.find(' ');
+      const std::size_t end = flags.find_first_of(" \t");
       const std::string_view flag = flags.substr(0, end);
       FUZZ_CHECK(flag.size() != 2 || m.has_flag(flag), "smaps: has_flag finds each word of VmFlags",
                  at + ": '" + shown(flag) + "' in '" + shown(m.vm_flags) + "'");
