@@ -696,6 +696,21 @@ TEST(KernelParsers, StatusFirstLineWinsForTextAndNumbers) {
   EXPECT_EQ(hugepage::parse_status("Tgid:\t7\r\n").number("Tgid"), std::optional<std::uint64_t>(7));
 }
 
+// Found by the fuzzer (test/fuzz/kernel_counters_fuzz.cpp): the number of a key came from a later
+// line than its text did, or under a key trimmed differently, so field() and number() disagreed.
+TEST(KernelParsers, StatusNumberComesFromTheLineItsFieldCameFrom) {
+  const hugepage::process_status later =
+      hugepage::parse_status("VmRSS:\t1756 kirectMap1G:\nVmRSS:\t5 kB\n");
+  EXPECT_EQ(later.field("VmRSS").value_or(""), "1756 kirectMap1G:");
+  EXPECT_EQ(later.number("VmRSS"), std::nullopt);  // the first line has no number
+  const hugepage::process_status blanks =
+      hugepage::parse_status(" VmHWM :\t4 kB\nVmHWM:\tx\nName:\tcat\r \r\n");
+  EXPECT_EQ(blanks.field("VmHWM").value_or(""), "4 kB");  // keys are trimmed as numbers' are
+  EXPECT_EQ(blanks.number("VmHWM"), std::optional<std::uint64_t>(4096));
+  EXPECT_EQ(blanks.field("Name").value_or(""), "cat");
+  EXPECT_EQ(blanks.text.size(), 2u);
+}
+
 TEST(KernelParsers, SumsSaturateInsteadOfWrapping) {
   const std::uint64_t max = UINT64_MAX;
   const auto rollup = hugepage::parse_smaps_rollup(

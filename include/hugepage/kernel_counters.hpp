@@ -150,28 +150,35 @@ struct process_status {
   }
 };
 
-/// Parses /proc/PID/status text: lines without ':' or with an empty key are skipped; of a key
-/// written twice the first line counts, for the text and the number alike. Pure.
+/// Parses /proc/PID/status text: lines without ':' or with an empty key are skipped; a key is
+/// trimmed of blanks. Of a key written twice the first line counts, and a key's number is read
+/// from that line's value alone (detail::kb_value), so field() and number() never disagree. Pure.
 inline process_status parse_status(std::string_view text) {
   process_status status;
-  std::string key;  // one buffer for every line's key: a key found again allocates nothing
-  for (const std::string_view line : detail::split(text, '\n')) {
+  std::string key_buffer;  // one buffer for every line's key: a key found again allocates nothing
+  const auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\r'; };
+  while (!text.empty()) {
+    const std::size_t end = text.find('\n');
+    const std::string_view line = text.substr(0, end);
+    text = end == std::string_view::npos ? std::string_view{} : text.substr(end + 1);
     const std::size_t colon = line.find(':');
-    if (colon == std::string_view::npos || colon == 0) continue;
+    if (colon == std::string_view::npos) continue;
+    std::string_view key = line.substr(0, colon);
+    while (!key.empty() && (key.front() == ' ' || key.front() == '\t')) key.remove_prefix(1);
+    while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.remove_suffix(1);
+    if (key.empty()) continue;
     std::string_view value = line.substr(colon + 1);
-    while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) {
       value.remove_prefix(1);
-    while (!value.empty() &&
-           (value.back() == ' ' || value.back() == '\t' || value.back() == '\r')) {
-      value.remove_suffix(1);
     }
-    key.assign(line.data(), colon);
-    if (status.text.find(key) == status.text.end()) status.text.emplace(key, std::string(value));
+    while (!value.empty() && blank(value.back())) value.remove_suffix(1);
+    key_buffer.assign(key.data(), key.size());
+    if (status.text.find(key_buffer) != status.text.end()) continue;
+    const auto at = status.text.emplace(key_buffer, std::string(value)).first;
+    if (const std::optional<std::uint64_t> number = detail::kb_value(value)) {
+      status.numbers.emplace(at->first, *number);
+    }
   }
-  detail::for_each_kb_field(text, [&status, &key](std::string_view name, std::uint64_t bytes) {
-    key.assign(name.data(), name.size());
-    if (status.numbers.find(key) == status.numbers.end()) status.numbers.emplace(key, bytes);
-  });
   return status;
 }
 

@@ -189,10 +189,33 @@ constexpr std::uint64_t saturating_shift(std::uint64_t a, std::size_t shift) noe
   return a << shift;
 }
 
+/// The number of a meminfo-shaped line's value (what follows the colon): its first word all
+/// digits, then nothing, "kB" or "KB" (bytes: times 1024), what follows that ignored; nullopt for
+/// another unit ("Uid: 0 0 0 0") or an overflow.
+constexpr std::optional<std::uint64_t> kb_value(std::string_view rest) noexcept {
+  const auto words = [&rest]() {
+    while (!rest.empty() && (rest.front() == ' ' || rest.front() == '\t')) rest.remove_prefix(1);
+    const std::size_t stop = rest.find_first_of(" \t");
+    const std::string_view word = rest.substr(0, stop);
+    rest = stop == std::string_view::npos ? std::string_view{} : rest.substr(stop);
+    return word;
+  };
+  const std::string_view number = words();
+  if (number.empty() || number.find_first_not_of("0123456789") != std::string_view::npos) {
+    return std::nullopt;
+  }
+  const std::optional<std::uint64_t> value = parse_u64(number);
+  if (!value) return std::nullopt;
+  const std::string_view unit = words();
+  if (unit.empty()) return value;
+  if ((unit == "kB" || unit == "KB") && *value <= UINT64_MAX / 1024) return *value * 1024;
+  return std::nullopt;
+}
+
 /// Calls `field(name, bytes)` for each "Name:  N kB" or "Name:  N" line of /proc text in the
-/// meminfo shape (meminfo, status, smaps_rollup): kB values in bytes, bare numbers as they are.
-/// Lines with several numbers ("Uid: 0 0 0 0"), another unit or an overflow are skipped; a line's
-/// trailing '\r' is ignored (as parse_status does).
+/// meminfo shape (meminfo, status, smaps_rollup; the value as kb_value reads it): kB values in
+/// bytes, bare numbers as they are. Lines with several numbers ("Uid: 0 0 0 0"), another unit or
+/// an overflow are skipped; a line's trailing '\r' is ignored (as parse_status does).
 template <class Field>
 void for_each_kb_field(std::string_view text, Field&& field) {
   while (!text.empty()) {
@@ -206,29 +229,9 @@ void for_each_kb_field(std::string_view text, Field&& field) {
     while (!name.empty() && (name.back() == ' ' || name.back() == '\t')) name.remove_suffix(1);
     while (!name.empty() && (name.front() == ' ' || name.front() == '\t')) name.remove_prefix(1);
     if (name.empty()) continue;
-    std::string_view rest = line.substr(colon + 1);
-    const auto words = [&rest]() {
-      while (!rest.empty() && (rest.front() == ' ' || rest.front() == '\t')) rest.remove_prefix(1);
-      const std::size_t stop = rest.find_first_of(" \t");
-      const std::string_view word = rest.substr(0, stop);
-      rest = stop == std::string_view::npos ? std::string_view{} : rest.substr(stop);
-      return word;
-    };
-    const std::string_view number = words();
-    if (number.empty() || number.find_first_not_of("0123456789") != std::string_view::npos) {
-      continue;
+    if (const std::optional<std::uint64_t> bytes = kb_value(line.substr(colon + 1))) {
+      field(name, *bytes);
     }
-    const std::optional<std::uint64_t> value = parse_u64(number);
-    if (!value) continue;
-    const std::string_view unit = words();
-    std::uint64_t bytes = *value;
-    if (unit == "kB" || unit == "KB") {
-      if (bytes > UINT64_MAX / 1024) continue;
-      bytes *= 1024;
-    } else if (!unit.empty()) {
-      continue;
-    }
-    field(name, bytes);
   }
 }
 
