@@ -138,7 +138,9 @@ TEST(DoctorCliMemory, AdviceMatchesWhatReachesCopiesAndNoHugepageMemory) {
   ASSERT_NE(copies, nullptr) << p.at("memory_classes").dump(1);
   EXPECT_GE(copies->at("resident_bytes").get<std::size_t>(), 300 * mib);
   const auto* file = json_class(p, "file");
-  if (file != nullptr) EXPECT_LT(file->at("resident_bytes").get<std::size_t>(), 100 * mib);
+  if (file != nullptr) {
+    EXPECT_LT(file->at("resident_bytes").get<std::size_t>(), 100 * mib);
+  }
   const auto* copies_note = advice_of(doc, "file_copies_out_of_reach");
   ASSERT_NE(copies_note, nullptr) << doc.at("advice").dump(1);
   EXPECT_EQ(copies_note->at("level"), "note");

@@ -144,7 +144,8 @@ TEST(DoctorViews, PrivateViewCountsItsPageCacheOnceAndItsCopiesAsAnonymous) {
   std::size_t shared = 0, own = 0;
   for (const memory_class_usage& c : classes) {
     if (c.kind == memory_class::shared_anonymous) shared += c.resident;
-    if (c.kind == memory_class::anonymous_mmap) own += c.resident;
+    // Copies in a private view of a file: the process's own, never THP (private_file_copies).
+    if (c.kind == memory_class::file_copies) own += c.resident;
   }
   EXPECT_EQ(shared, 256 * mib);
   EXPECT_EQ(own, 64 * mib);
