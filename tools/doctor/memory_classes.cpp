@@ -266,7 +266,8 @@ std::vector<memory_class_usage> classify_memory(const std::vector<mapping_info>&
     };
     const bool private_copies = (kind == memory_class::shared_anonymous ||
                                  kind == memory_class::file || kind == memory_class::tmpfs_file) &&
-                                !is_shared(m) && m.anonymous > 0;
+                                !is_shared(m) && m.anonymous > 0 && !name.empty() &&
+                                name.front() == '/';  // a file's, not [vdso]'s
     if (private_copies) {
       // A MAP_PRIVATE view of a file or of shmem: its written pages are its own copies
       // (Anonymous), process memory that no page cache setting governs; its other pages are
@@ -350,9 +351,7 @@ std::vector<memory_class_usage> classify_memory(const std::vector<mapping_info>&
         break;
       case memory_class::hugetlb: c.evidence = "KernelPageSize"; break;
       case memory_class::file: c.evidence = "page cache"; break;
-      case memory_class::file_copies:
-        c.evidence = "smaps Anonymous of private file mappings";
-        break;
+      case memory_class::file_copies: c.evidence = "Anonymous in private file maps"; break;
     }
     if (c.views > 0) {
       c.evidence += "; " + std::to_string(c.views) +
