@@ -420,6 +420,29 @@ TEST(Collapse, AViewUnderARootNeverAdvisesTheProcessOfItsPid) {
   EXPECT_LT(after, 0.01) << "the process of that pid is untouched";
 }
 
+// A view of pid 0 under a root reads a copy of some process's files: it is no view of this
+// process, holds no pidfd, and advises nothing here either.
+TEST(Collapse, AViewOfPidZeroUnderARootNeverAdvisesThisProcess) {
+  HUGEPAGE_REQUIRE_COLLAPSE();
+  const std::size_t length = 8 * kMiB;
+  Populated region(length);
+  ASSERT_NE(region.get(), nullptr);
+  ASSERT_LT(hugepage::backing_of(region.get(), length).huge_fraction(), 0.01);
+  char dir[] = "/tmp/hugepage-collapse-root-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  collapse_result r;
+  {
+    const hugepage::process_view view(0, dir);
+    r = hugepage::collapse(view, region.get(), length);
+  }
+  ::rmdir(dir);
+  EXPECT_EQ(r.fatal, std::errc::bad_file_descriptor) << describe(r);
+  EXPECT_EQ(r.calls, 0u) << describe(r);
+  EXPECT_EQ(r.collapsed, 0u) << describe(r);
+  EXPECT_LT(hugepage::backing_of(region.get(), length).huge_fraction(), 0.01)
+      << "this process's memory is untouched";
+}
+
 // A hole is no memory pressure: chunks not wholly mapped (a 2 MiB hole, and a chunk half unmapped)
 // are skipped without a call and counted as unmapped, never as ENOMEM.
 TEST(Collapse, UnmappedChunksAreSkippedNotRefused) {

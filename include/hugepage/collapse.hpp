@@ -388,12 +388,12 @@ inline collapse_result collapse(void* p, std::size_t bytes,
 /// process (pid 0), collapse(pid, p, bytes, budget) for another one. Another process is only ever
 /// advised through the pidfd the view took when made (the right to advise it): a process that has
 /// exited gives ESRCH, never acts on a later process given its pid. A view without a pidfd advises
-/// nothing: one made under a root (it reads a copy, and holds no pidfd) gives EBADF, one whose
-/// pidfd_open failed gives that errno (pidfd_errno()). Where the view's pagemap could not be
+/// nothing: one made under a root (it reads a copy, and holds no pidfd; pid 0 too) gives EBADF, one
+/// whose pidfd_open failed gives that errno (pidfd_errno()). Where the view's pagemap could not be
 /// opened, every chunk is tried (`scanned` false). Never throws; allocates nothing.
 inline collapse_result collapse(const process_view& view, void* p, std::size_t bytes,
                                 const collapse_budget& budget = {}) noexcept {
-  if (view.pid() == 0) {
+  if (view.pid() == 0 && view.root().empty()) {  // this process, read live
     return detail::collapse_range(-1, view.pagemap_fd(), p, bytes, budget, view.maps_fd());
   }
   std::error_code ec;
