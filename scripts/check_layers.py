@@ -11,6 +11,11 @@ hugepage/detail/ header is reported the same way, unless the map allows it ("all
 tools/x.cpp -> detail/y.hpp"; each allowance used is named on every run). Python 3's standard library only; run by
 scripts/lint and by the ctest Lint.Layers (scripts/check_layers_test.py).
 
+The umbrella: every public header (include/hugepage/*, not detail/) is named in the overview
+comment that opens hugepage.hpp (a line `//   name.hpp  what it holds`) and included by it; one
+whose overview line says "not included" (an optional header with its own dependency) is exempt
+from the include, and the overview names no header that does not exist.
+
 Includes are read from the text with comments blanked and raw string literals emptied (line
 numbers kept), so an include inside /* */ or R"(...)" is not one, and `#include /* c */ "x"` is.
 Targets are normalised ("hugepage//detail/x.hpp"; in tools/, bench/ and examples/ a quoted path
@@ -33,6 +38,8 @@ ANY_INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 RAW_PREFIX = re.compile(r'(?:^|[^A-Za-z0-9_])(?:u8|u|U|L)?R$')
 FLOOR = re.compile(r"^floor\s+([A-Za-z0-9_-]+)\s*:")
 ALLOW = re.compile(r"^allow\s+(\S+)\s*->\s*(\S+)$")
+OVERVIEW_ENTRY = re.compile(r"^//\s+([A-Za-z0-9_]+\.hpp)\s")  # "//   name.hpp  what"
+UMBRELLA = "hugepage.hpp"
 SOURCE_DIRS = ("tools", "bench", "examples")  # what is built over the library, not inside it
 SOURCE_SUFFIXES = (".cpp", ".cc", ".hpp", ".h", ".ipp", ".inc")  # floors and the tools rule
 EXEMPT = ("tools/test/",)  # tests, like test/, may reach the internals they test
@@ -180,6 +187,7 @@ def check(root, map_path):
                     f"{shown}:{number}: includes hugepage/{target} (floor "
                     f"{layers.floors[layers.floor_of[target]]}) from floor "
                     f"{layers.floors[own]}: an include climbs")
+    check_umbrella(base, root, problems)
     checked = check_sources(root, layers, map_path.name, used, problems)
     for (name, target), number in sorted(layers.allowed.items(), key=lambda item: item[1]):
         if (name, target) in used:
@@ -191,6 +199,43 @@ def check(root, map_path):
             problems.append(f"{map_shown}:{number}: allow {name} -> {target}: no such include "
                             f"climbs any more; remove the line")
     return problems, checked
+
+
+def check_umbrella(base, root, problems):
+    """Appends a `path:line: what` to `problems` for each public header of `base` that the
+    umbrella's overview comment does not name or the umbrella does not include (unless its
+    overview line says "not included"), and for each overview entry naming no header."""
+    umbrella = base / UMBRELLA
+    if not umbrella.is_file():
+        return  # the map check names a missing umbrella
+    shown = umbrella.relative_to(root).as_posix()
+    text = umbrella.read_text(encoding="utf-8")
+    named = {}  # header -> (line of its overview entry, the entry's text)
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.startswith("//"):
+            break  # the overview is the comment the file opens with
+        entry = OVERVIEW_ENTRY.match(line)
+        if entry:
+            named.setdefault(entry.group(1), (number, line))
+    included = set()
+    for line in code_lines(text):
+        match = INCLUDE.match(line)
+        if match:
+            included.add(normalised(match.group(1)))
+    public = sorted(p.name for p in base.iterdir()
+                    if p.is_file() and p.suffix in SOURCE_SUFFIXES and p.name != UMBRELLA)
+    for header in public:
+        if header not in named:
+            problems.append(f"{shown}:1: {header} is not named in the overview comment: add a "
+                            f"line `//   {header}  what it holds`")
+        number, entry = named.get(header, (1, ""))
+        if header not in included and "not included" not in entry:
+            problems.append(f"{shown}:{number}: {header} is not included by {UMBRELLA} (an "
+                            f"optional header says \"not included\" on its overview line)")
+    for header, (number, _) in sorted(named.items()):
+        if header not in public:
+            problems.append(f"{shown}:{number}: the overview names {header}, which is not a "
+                            f"public header of include/hugepage")
 
 
 def check_sources(root, layers, map_name, used, problems):
