@@ -8,7 +8,9 @@ header on a higher floor (or of one the map does not know, or by a relative path
 as `path:line: what`, and the exit status is 1. Then every source under tools/, bench/ and
 examples/ (tests under tools/test excepted, as test/ is: they test internals): an include of a
 hugepage/detail/ header is reported the same way, unless the map allows it ("allow
-tools/x.cpp -> detail/y.hpp"; each allowance used is named on every run). Python 3's standard library only; run by
+tools/x.cpp -> detail/y.hpp"; each allowance used is named on every run), and a name from the
+library's detail namespace (`detail::x` in code, not in a comment or a string literal) is reported
+with no allowance: what a tool needs has a public home, or a home in the tool. Python 3's standard library only; run by
 scripts/lint and by the ctest Lint.Layers (scripts/check_layers_test.py).
 
 The umbrella: every public header (include/hugepage/*, not detail/) is named in the overview
@@ -40,6 +42,8 @@ FLOOR = re.compile(r"^floor\s+([A-Za-z0-9_-]+)\s*:")
 ALLOW = re.compile(r"^allow\s+(\S+)\s*->\s*(\S+)$")
 OVERVIEW_ENTRY = re.compile(r"^//\s+([A-Za-z0-9_]+\.hpp)\s")  # "//   name.hpp  what"
 UMBRELLA = "hugepage.hpp"
+DETAIL_NAME = re.compile(r"\bdetail::(\w*)")
+STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'(?:\\.|[^\'\\\n])\'')  # "text", 'c', '\n'
 SOURCE_DIRS = ("tools", "bench", "examples")  # what is built over the library, not inside it
 SOURCE_SUFFIXES = (".cpp", ".cc", ".hpp", ".h", ".ipp", ".inc")  # floors and the tools rule
 EXEMPT = ("tools/test/",)  # tests, like test/, may reach the internals they test
@@ -239,8 +243,9 @@ def check_umbrella(base, root, problems):
 
 
 def check_sources(root, layers, map_name, used, problems):
-    """Appends a `path:line: what` to `problems` for each include of a hugepage/detail/ header in
-    a source under SOURCE_DIRS that no "allow <source> -> <header>" entry of the map lets pass;
+    """Appends a `path:line: what` to `problems` for each name from namespace detail, and each
+    include of a hugepage/detail/ header that no "allow <source> -> <header>" entry of the map
+    lets pass, in a source under SOURCE_DIRS;
     adds the entries used to `used` and names each on stdout. Returns the directories that exist
     (and so were checked)."""
     library = (root / "include" / "hugepage").resolve()
@@ -256,6 +261,10 @@ def check_sources(root, layers, map_name, used, problems):
                 continue
             text = path.read_text(encoding="utf-8", errors="replace")
             for number, line in enumerate(code_lines(text), start=1):
+                for name in DETAIL_NAME.finditer(STRING.sub('""', line)):
+                    problems.append(f"{shown}:{number}: names detail::{name.group(1)}, the "
+                                    f"library's internals: {directory}/ uses its public API "
+                                    f"only (give it a public home or one in the tool)")
                 target = library_target(line, path, library)
                 if target is None or not target.startswith("detail/"):
                     continue

@@ -232,6 +232,26 @@ class CheckLayersTest(unittest.TestCase):
             "internals: tools/ uses its public API only",
             "bench/planted.ipp:1: includes hugepage/detail/proc_file.hpp")
 
+    def test_a_tool_naming_a_detail_entity_fails(self):
+        tool = append_text(self.root / "tools" / "doctor" / "main.cpp",
+                           "static const auto planted = hugepage::detail::split(\"a,b\", ',');\n")
+        bench = append_text(self.root / "bench" / "main.cpp",
+                            "namespace { using hugepage::detail::unique_fd; }\n")
+        self.assert_fails_with(
+            f"tools/doctor/main.cpp:{tool}: names detail::split, the library's internals: tools/ "
+            "uses its public API only",
+            f"bench/main.cpp:{bench}: names detail::unique_fd, the library's internals: bench/")
+
+    def test_a_detail_name_in_a_comment_a_string_or_a_tool_test_passes(self):
+        append_text(self.root / "tools" / "doctor" / "main.cpp",
+                    '// hugepage::detail::split is internal\n/* detail::x */\n'
+                    'const char* text = "detail::split";\nconst char* raw = R"(detail::y)";\n'
+                    "const int big = 1'000'000;\n")
+        append_text(self.root / "tools" / "test" / "doctor_parse_test.cpp",
+                    "static const auto planted = hugepage::detail::split(\"a\", ',');\n")
+        status, errors = run_checker(self.root)
+        self.assertEqual(status, 0, errors)
+
     def test_a_public_header_missing_from_the_umbrella_fails(self):
         (self.headers / "planted.hpp").write_text("#pragma once\n", encoding="utf-8")
         with self.map.open("a", encoding="utf-8") as out:  # on a floor, so only the umbrella fails
