@@ -11,7 +11,7 @@
 
 namespace hugepage::doctor {
 
-std::vector<mount_entry> parse_mountinfo(std::string_view text) {
+std::vector<mount_entry> parse_mount_entries(std::string_view text) {
   std::vector<mount_entry> out;
   for (mount_info& mount : hugepage::parse_mountinfo(text)) {
     mount_entry m;
