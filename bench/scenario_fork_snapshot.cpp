@@ -137,7 +137,7 @@ void run_snapshots(benchmark::State& state, std::size_t working_set, bool with_u
   const fork_plan plan = plan_for(working_set);
   const auto total = plan.lead + plan.cycles * (plan.child + plan.gap);
   reset_peak_rss();
-  f.vm_before = read_vmstat();
+  f.vm_before = read_vmstat_counts();
   fork_record forks;
   {
     sampler s(std::chrono::milliseconds(50), [table] { return table_coverage(table); });
@@ -151,7 +151,7 @@ void run_snapshots(benchmark::State& state, std::size_t working_set, bool with_u
     s.stop();
     f.samples = s.samples();
   }
-  f.vm_after = read_vmstat();
+  f.vm_after = read_vmstat_counts();
   if (!forks.error.empty()) {
     state.SkipWithError(forks.error.c_str());
     return;
