@@ -23,15 +23,14 @@ enum class allocator_state { stateless, stateful };
 /// propagate_on_container_* traits, is_always_equal and rebind<U>::other = Allocator<U, Param>.
 template <template <class, class> class Allocator, class T, class Param, allocator_state State>
 struct allocator_members {
-  static constexpr bool stateless = State == allocator_state::stateless;
-
   using value_type = T;
   using size_type = std::size_t;
   using difference_type = std::ptrdiff_t;
-  using propagate_on_container_copy_assignment = std::bool_constant<!stateless>;
+  using propagate_on_container_copy_assignment =
+      std::bool_constant<State == allocator_state::stateful>;
   using propagate_on_container_move_assignment = std::true_type;
-  using propagate_on_container_swap = std::bool_constant<!stateless>;
-  using is_always_equal = std::bool_constant<stateless>;
+  using propagate_on_container_swap = std::bool_constant<State == allocator_state::stateful>;
+  using is_always_equal = std::bool_constant<State == allocator_state::stateless>;
 
   template <class U>
   struct rebind {
