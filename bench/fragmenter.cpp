@@ -24,6 +24,7 @@
 
 #include "hugepage/kernel_counters.hpp"
 #include "hugepage/kernel_memory.hpp"
+#include "hugepage/page_size.hpp"
 #include "hugepage/process_view.hpp"
 
 namespace hugepage_bench {
@@ -47,8 +48,8 @@ std::string ended_text(int status) {
   return text;
 }
 
-constexpr std::size_t kib = 1024;
-constexpr std::size_t mib = kib * kib;
+using hugepage::units::kib;
+using hugepage::units::mib;
 // The child maps and touches this much at a time, then looks at /proc/buddyinfo again.
 constexpr std::size_t chunk_bytes = 64 * mib;
 

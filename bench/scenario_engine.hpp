@@ -48,7 +48,7 @@ using vmstat_counts = std::array<std::optional<u64>, vmstat_names.size()>;
 
 /// The counters of vmstat_names in /proc/vmstat (hugepage::read_vmstat()); a counter the kernel
 /// lacks, or all of them when the file is unreadable, stays empty.
-inline vmstat_counts read_vmstat() {
+inline vmstat_counts read_vmstat_counts() {
   vmstat_counts out{};
   const std::optional<hugepage::kernel_values> all = hugepage::read_vmstat();
   if (!all) return out;

@@ -29,7 +29,7 @@ void run_fares(benchmark::State& state, u64 routes, std::chrono::milliseconds du
   auto m = build_fares<Inner>(routes, f.startup_ms);
   const block_record table = largest_block;
   reset_peak_rss();
-  f.vm_before = read_vmstat();
+  f.vm_before = read_vmstat_counts();
   {
     sampler s(std::chrono::milliseconds(100), [table] { return table_coverage(table); });
     u64 sum = 0;
@@ -39,7 +39,7 @@ void run_fares(benchmark::State& state, u64 routes, std::chrono::milliseconds du
     s.stop();
     f.samples = s.samples();
   }
-  f.vm_after = read_vmstat();
+  f.vm_after = read_vmstat_counts();
   f.live_bytes = m->capacity() * fare_slot_bytes;
   f.huge_pct = table_coverage(table);
   report_scenario(state, f);

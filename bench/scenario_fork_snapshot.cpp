@@ -300,7 +300,7 @@ void run_snapshots(benchmark::State& state, std::size_t working_set, keeping kee
   const fork_plan plan = plan_for(working_set);
   const auto total = plan.lead + plan.cycles * (plan.child + plan.gap);
   reset_peak_rss();
-  f.vm_before = read_vmstat();
+  f.vm_before = read_vmstat_counts();
   fork_record forks;
   {
     sampler s(std::chrono::milliseconds(50), [table] { return table_coverage(table); });
@@ -321,7 +321,7 @@ void run_snapshots(benchmark::State& state, std::size_t working_set, keeping kee
     s.stop();
     f.samples = s.samples();
   }
-  f.vm_after = read_vmstat();
+  f.vm_after = read_vmstat_counts();
   drain.reset();
   if (!forks.error.empty()) {
     fail_row(state, forks.error);

@@ -121,7 +121,7 @@ void node_threads(benchmark::State& state, alloc_kind k, std::size_t working_set
       while (ready.load() < Threads) std::this_thread::sleep_for(std::chrono::milliseconds(1));
       f.startup_ms = ms_since(t0);
       reset_peak_rss();
-      f.vm_before = read_vmstat();
+      f.vm_before = read_vmstat_counts();
       const auto start = latency_clock::now();
       {
         sampler s(std::chrono::milliseconds(100), {});
@@ -132,7 +132,7 @@ void node_threads(benchmark::State& state, alloc_kind k, std::size_t working_set
         s.stop();
         f.samples = s.samples();
       }
-      f.vm_after = read_vmstat();
+      f.vm_after = read_vmstat_counts();
       f.loop.seconds = std::chrono::duration<double>(latency_clock::now() - start).count();
       f.loop.timer_ns = timer_cost_ns();
       for (const thread_result& r : results) {

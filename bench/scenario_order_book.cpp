@@ -166,14 +166,14 @@ void run_book(benchmark::State& state, std::size_t working_set, const std::strin
   const auto coverage = [table] { return table.p ? coverage_pct(table.p, table.bytes) : -1.0; };
   const order_book_plan plan = plan_for(working_set);
   reset_peak_rss();
-  f.vm_before = read_vmstat();
+  f.vm_before = read_vmstat_counts();
   {
     sampler s(std::chrono::milliseconds(100), coverage);
     f.loop = run_open_loop(plan.rate, plan.duration, [&b](u64 i) { b->request(i); });
     s.stop();
     f.samples = s.samples();
   }
-  f.vm_after = read_vmstat();
+  f.vm_after = read_vmstat_counts();
   f.live_bytes = b->live_bytes();
   f.huge_pct = coverage();
   report_scenario(state, f);

@@ -38,7 +38,7 @@ using hugepage::backing_report;
 using hugepage::backing_source;
 using hugepage::process_view;
 
-constexpr std::size_t kMiB = std::size_t{1} << 20;
+constexpr std::size_t kMiB = hugepage::units::mib;
 constexpr pid_t kNoSuchPid = 0x3fffffff;  // above pid_max's ceiling (2^22): never a process
 
 // 8 MiB of private anonymous memory on base pages (MADV_NOHUGEPAGE: nothing makes it huge

@@ -134,6 +134,10 @@ inline std::optional<std::string> read_under_root(const std::string& root,
 
 }  // namespace detail
 
+/// The pieces of `text` between `separator`s, empty ones included: "a,,b" gives "a", "", "b",
+/// and "" gives one empty piece. The views point into `text`. Pure.
+using detail::split;
+
 /// The whole text of `path` under `root` ("" for the live system). procfs and sysfs files report
 /// size 0, so it reads until EOF. nullopt when it cannot be read; `ec`, when given, says why. For
 /// the kernel files this floor has no parser for (a tool's raw capture of cmdline, environ,

@@ -47,6 +47,7 @@
 #include <type_traits>
 
 #include "hugepage/arena.hpp"
+#include "hugepage/detail/allocator_members.hpp"
 #include "hugepage/detail/fork_locks.hpp"
 #include "hugepage/detail/label_hooks.hpp"
 #include "hugepage/errors.hpp"
@@ -138,19 +139,11 @@ arena& shared_arena() noexcept {
 /// arena throws (pool_exhausted, allocation_error, std::bad_alloc). deallocate(p, n): noexcept.
 /// Thread-safe.
 template <class T, class Tag = default_arena_tag>
-class shared_arena_allocator {
+class shared_arena_allocator
+    : public detail::allocator_members<shared_arena_allocator, T, Tag,
+                                       detail::allocator_state::stateless> {
  public:
-  using value_type = T;
-  using size_type = std::size_t;
-  using difference_type = std::ptrdiff_t;
-  using propagate_on_container_move_assignment = std::true_type;
-  using is_always_equal = std::true_type;
   using tag = Tag;
-
-  template <class U>
-  struct rebind {
-    using other = shared_arena_allocator<U, Tag>;
-  };
 
   shared_arena_allocator() noexcept = default;
   template <class U>

@@ -239,7 +239,7 @@ std::string mounts_used(std::string_view mountinfo, std::string_view smaps) {
   }
   std::string out;
   for (const std::string_view line : lines_of(mountinfo)) {
-    const auto entries = parse_mountinfo(line);
+    const auto entries = parse_mount_entries(line);
     if (entries.size() != 1) continue;
     const mount_entry& e = entries[0];
     bool keep = e.point == "/" || e.point == "/dev/shm" || e.fstype == "hugetlbfs";

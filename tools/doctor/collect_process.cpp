@@ -337,7 +337,7 @@ process_report build_process_report(pid_t pid, const process_files& files,
   class_facts facts;
   facts.allocator = p.allocator.guess.name;
   facts.runtime = p.runtime.kind;
-  if (files.mountinfo) facts.mounts = parse_mountinfo(*files.mountinfo);
+  if (files.mountinfo) facts.mounts = parse_mount_entries(*files.mountinfo);
   facts.chunks = files.chunks;
   facts.thp_page_bytes = thp_page_bytes();
   facts.repeated_views = std::move(repeated);
