@@ -106,6 +106,19 @@ long read_headers(pid_t pid, const std::vector<std::uintptr_t>& addresses,
   return static_cast<long>(static_cast<std::size_t>(got) / sizeof out[0]);
 }
 
+// Whether the page at `address` is in memory or in swap, by the view's pagemap: a read of a page
+// never touched would fault it in (a page of its own where the kernel maps no zero page on read
+// faults), and the doctor changes nothing in the process it reads. Unknown (no pagemap): true.
+bool backed(const process_view& view, std::uintptr_t address, std::size_t page) {
+  if (view.pagemap_fd() < 0) return true;
+  std::uint64_t entry = 0;
+  const off_t at = static_cast<off_t>(address / page * sizeof entry);
+  if (::pread(view.pagemap_fd(), &entry, sizeof entry, at) != static_cast<ssize_t>(sizeof entry)) {
+    return true;
+  }
+  return (entry >> 62 & 3U) != 0;  // bit 63: present, bit 62: swapped
+}
+
 // Reads the headers of glibc chunks in each chunk candidate of `pid` (process_vm_readv, 16 bytes
 // a header, at most `max_reads` calls in all). A record may hold chunks in only part of it: the
 // kernel merges a chunk with any anonymous neighbour of the same flags (ld.so's small mapping below
@@ -117,6 +130,7 @@ chunk_headers read_chunk_headers(pid_t pid, const std::vector<mapping_info>& map
   chunk_headers out;
   out.read = true;  // with no candidate, no chunk is left among the anonymous mappings
   const std::size_t page = os::base_page_size();
+  const process_view view(pid);  // pagemap: only pages in memory or swap are read
   const std::size_t scan_bytes = scan_pages * page;
   std::size_t reads = 0, unread = 0;
   std::vector<std::uintptr_t> at;
@@ -130,6 +144,7 @@ chunk_headers read_chunk_headers(pid_t pid, const std::vector<mapping_info>& map
   };
   // A thread heap's heap_info: the 64 MiB-aligned layout alone is also a program's own blocks.
   for (const std::size_t i : thread_heap_candidates(mappings)) {
+    if (!backed(view, mappings[i].start, page)) continue;  // never written: no heap_info
     std::uint64_t words[4] = {0, 0, 0, 0};
     iovec local{words, sizeof words};
     iovec remote{reinterpret_cast<void*>(mappings[i].start), sizeof words};
@@ -150,13 +165,19 @@ chunk_headers read_chunk_headers(pid_t pid, const std::vector<mapping_info>& map
     bool gone = false;
     while (offset < m.size() && reads < max_reads && !gone) {
       // The page at `offset` and, in the same call, the pages after it up to the scan's reach.
+      // Pages never written hold no header and are not read (see backed()).
       at.clear();
+      std::size_t scanned = 0;
       for (std::size_t o = offset; o < m.size() && o - offset < scan_bytes; o += page) {
-        at.push_back(m.start + o);
+        ++scanned;
+        if (backed(view, m.start + o, page)) at.push_back(m.start + o);
       }
-      ++reads;
-      const long got = read_headers(pid, at, headers);
-      if (got < 0 && errno != EFAULT) return unreadable();
+      long got = 0;
+      if (!at.empty()) {
+        ++reads;
+        got = read_headers(pid, at, headers);
+        if (got < 0 && errno != EFAULT) return unreadable();
+      }
       std::size_t next = m.size();  // where the next chunk starts; none found: the record's end
       std::size_t first_span = 0;   // the size of the chunk found there, from the same read
       for (long k = 0; k < got; ++k) {
@@ -170,14 +191,14 @@ chunk_headers read_chunk_headers(pid_t pid, const std::vector<mapping_info>& map
         }
       }
       if (got < static_cast<long>(at.size()) && next == m.size()) gone = true;  // unmapped since
-      if (next == m.size() && at.size() * page < m.size() - offset) break;      // beyond the reach
+      if (next == m.size() && scanned * page < m.size() - offset) break;        // beyond the reach
       offset = next;
       if (first_span != 0) {  // the header just read: no second read of it
         offset += first_span;
         found.chunks.push_back(first_span);
       }
       // From a header on, chunk after chunk, one read each.
-      while (offset < m.size() && reads < max_reads) {
+      while (offset < m.size() && reads < max_reads && backed(view, m.start + offset, page)) {
         std::uint64_t header[2] = {0, 0};
         iovec local{header, sizeof header};
         iovec remote{reinterpret_cast<void*>(m.start + offset), sizeof header};

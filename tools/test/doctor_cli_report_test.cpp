@@ -6,6 +6,7 @@
 
 #include "doctor_cli_support.hpp"
 #include "hugepage/backing.hpp"
+#include "hugepage/kernel_counters.hpp"
 
 namespace {
 
@@ -240,6 +241,10 @@ TEST(DoctorCli, TenThousandMappingsInEveryFormatReadSmapsOnce) {
   ASSERT_TRUE(big.ready()) << big.line();
   const std::string pid = std::to_string(big.pid());
   const std::string smaps = "/proc/" + pid + "/smaps";
+  // The doctor reads; it changes nothing in the process: the pages never touched stay untouched
+  // (a kernel without the zero page on read faults gives each page read one of its own).
+  const auto rss_before = hugepage::read_smaps_rollup("", big.pid());
+  ASSERT_TRUE(rss_before.has_value());
   std::map<std::string, result> out;
   for (const std::string format : {"table", "json", "prometheus"}) {
     const int counter = ::memfd_create("smaps-opens", 0);  // inherited across exec
@@ -261,6 +266,9 @@ TEST(DoctorCli, TenThousandMappingsInEveryFormatReadSmapsOnce) {
     ASSERT_TRUE(r.code == 0 || r.code == 1) << format << ": " << r.err;
     EXPECT_EQ(st.st_size, 1) << format << ": opens of " << smaps;
   }
+  const auto rss_after = hugepage::read_smaps_rollup("", big.pid());
+  ASSERT_TRUE(rss_after.has_value());
+  EXPECT_EQ(rss_after->rss, rss_before->rss) << "the doctor's reads faulted pages of the target in";
   // The table: the header's count, the advice, and the coverage table of the 10 largest.
   const std::string& table = out["table"].out;
   const auto header = table.find(" mappings, read in ");
