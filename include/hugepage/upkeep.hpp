@@ -7,7 +7,8 @@
 // (label.hpp), within a budget:
 //   1. Under the registry's lock, copy the list of labelled blocks; release the lock.
 //   2. For each block on THP (hugetlb blocks never decay: skipped), find with PAGEMAP_SCAN (Linux
-//      6.7) its decayed 2 MiB chunks: wholly resident, not huge, holding data. Chunks with pages
+//      6.7; before it, from pagemap words and kpageflags, which needs CAP_SYS_ADMIN) its decayed
+//      2 MiB chunks: wholly resident, not huge, holding data. Chunks with pages
 //      not faulted in, or all on the zero page, are left alone: MADV_COLLAPSE would fill them
 //      and grow the RSS. Some pages on the zero page do not stop a chunk being decayed: a split
 //      by the kernel's shrinker maps its zero-filled subpages there (decayed_chunks below).
@@ -59,6 +60,7 @@
 #include <vector>
 
 #include "hugepage/collapse.hpp"
+#include "hugepage/detail/backing_sources.hpp"
 #include "hugepage/detail/fork_locks.hpp"
 #include "hugepage/detail/immortal.hpp"
 #include "hugepage/detail/mapping_registry.hpp"
@@ -97,7 +99,9 @@ struct upkeep_result {
   /// The call collapsed nothing (it examined the blocks): an earlier refusal or slow chunk set a
   /// back-off still running.
   bool backed_off = false;
-  /// PAGEMAP_SCAN failed (kernel before 6.7): decay cannot be found, nothing was tried.
+  /// Decay could not be found, nothing was tried: PAGEMAP_SCAN failed, or on a kernel without it
+  /// (before 6.7: the chunks are judged from pagemap and kpageflags then) the frame numbers are
+  /// hidden (EPERM: no CAP_SYS_ADMIN).
   std::error_code scan_error;
   std::chrono::nanoseconds elapsed{0};
   std::chrono::nanoseconds slowest_chunk{0};
@@ -234,6 +238,41 @@ inline std::error_code decayed_chunks(int pagemap_fd, std::uintptr_t lo, std::ui
   return {};
 }
 
+// decayed_chunks() without PAGEMAP_SCAN (kernels before 6.7): each whole chunk of [lo, hi) judged
+// from its pagemap words and the frames' kpageflags, as backing_of's kpageflags source judges it
+// (classify_exact): decayed when every page is present, none in a PMD-mapped THP and not all on
+// the zero page. Needs frame numbers (CAP_SYS_ADMIN) and kpageflags: EPERM otherwise, and smaps'
+// per-mapping counters cannot say which chunk decayed.
+inline std::error_code decayed_chunks_by_pfn(int pagemap_fd, int kpageflags_fd, std::uintptr_t lo,
+                                             std::uintptr_t hi,
+                                             std::vector<chunk_run>& out) noexcept {
+  if (kpageflags_fd < 0) return std::make_error_code(std::errc::operation_not_permitted);
+  constexpr std::uintptr_t mask = collapse_chunk - 1;
+  mapping_info part;  // the block's part: the walk reads pagemap words, not the mapping list
+  part.start = lo;
+  part.end = hi;
+  const std::size_t first = out.size();  // runs before it are another range's: never extended
+  try {
+    for (std::uintptr_t at = (lo + mask) & ~mask; at < hi && hi - at >= collapse_chunk;
+         at += collapse_chunk) {
+      exact_part chunk;
+      if (!classify_exact(part, at, at + collapse_chunk, pagemap_fd, kpageflags_fd, chunk)) {
+        return std::make_error_code(std::errc::operation_not_permitted);  // frames hidden
+      }
+      const bool decayed = chunk.thp_anon + chunk.thp_file == 0 &&
+                           chunk.not_resident == chunk.zero_page && chunk.base != 0;
+      if (!decayed) continue;
+      if (out.size() > first && out.back().end == at) {
+        out.back().end = at + collapse_chunk;
+      } else {
+        out.push_back({at, at + collapse_chunk});
+      }
+    }
+  } catch (...) {  // no memory: the chunks found so far are restored, the rest not this time
+  }
+  return {};
+}
+
 // Serialises upkeep() calls: two at once would examine the same blocks and both collapse (and
 // count) the same chunks. Only upkeep() takes it, never allocate or deallocate, so holding it
 // across the kernel calls stalls no allocation. A fork() does not wait for it (a call may run for
@@ -319,6 +358,16 @@ inline upkeep_result upkeep(const process_view& self, const collapse_budget& bud
     r.scan_error = std::error_code(self.pagemap_errno(), std::generic_category());
     return finish();
   }
+  // Without PAGEMAP_SCAN (its first ENOTTY) the chunks are judged from pagemap and kpageflags.
+  bool by_pfn = false;
+  const auto find_decayed = [&](std::uintptr_t lo, std::uintptr_t hi) noexcept {
+    if (!by_pfn) {
+      const std::error_code ec = detail::decayed_chunks(self.pagemap_fd(), lo, hi, runs);
+      if (ec != std::errc::inappropriate_io_control_operation) return ec;
+      by_pfn = true;
+    }
+    return detail::decayed_chunks_by_pfn(self.pagemap_fd(), self.kpageflags_fd(), lo, hi, runs);
+  };
   for (const auto& v : blocks) {
     const auto& b = v.block;
     const auto base = reinterpret_cast<std::uintptr_t>(v.p);
@@ -341,8 +390,7 @@ inline upkeep_result upkeep(const process_view& self, const collapse_budget& bud
     detail::upkeep_candidate k{v.p, b.generation, 0, runs.size(), 0};
     for (int i = 0; i < count; ++i) {
       r.examined_bytes += parts[i][1] - parts[i][0];
-      const std::error_code ec =
-          detail::decayed_chunks(self.pagemap_fd(), parts[i][0], parts[i][1], runs);
+      const std::error_code ec = find_decayed(parts[i][0], parts[i][1]);
       if (ec) {
         r.scan_error = ec;
         return finish();
