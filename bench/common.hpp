@@ -193,8 +193,10 @@ inline rss_figures read_rss() {
 
 // Resets VmHWM, so that peak_rss_mib belongs to the container being built (Linux 4.0).
 inline void reset_peak_rss() {
-  const hugepage::detail::unique_fd fd(::open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC));
-  if (fd) (void)!::write(fd.get(), "5", 1);
+  const int fd = ::open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  (void)!::write(fd, "5", 1);
+  ::close(fd);
 }
 
 // ---- counters -----------------------------------------------------------------------------------

@@ -24,13 +24,32 @@
 
 #include "hugepage/kernel_counters.hpp"
 #include "hugepage/kernel_memory.hpp"
+#include "hugepage/page_size.hpp"
 #include "hugepage/process_view.hpp"
 
 namespace hugepage_bench {
 namespace {
 
-constexpr std::size_t kib = 1024;
-constexpr std::size_t mib = kib * kib;
+// How a process ended, from waitpid()'s status, in words.
+std::string ended_text(int status) {
+  char text[64];
+  if (WIFEXITED(status)) {
+    std::snprintf(text, sizeof text, "exited with status %d", WEXITSTATUS(status));
+  } else if (WIFSIGNALED(status)) {
+    const char* name = sigabbrev_np(WTERMSIG(status));
+    if (name != nullptr) {
+      std::snprintf(text, sizeof text, "was killed by SIG%s", name);
+    } else {
+      std::snprintf(text, sizeof text, "was killed by signal %d", WTERMSIG(status));
+    }
+  } else {
+    std::snprintf(text, sizeof text, "ended with wait status %#x", static_cast<unsigned>(status));
+  }
+  return text;
+}
+
+using hugepage::units::kib;
+using hugepage::units::mib;
 // The child maps and touches this much at a time, then looks at /proc/buddyinfo again.
 constexpr std::size_t chunk_bytes = 64 * mib;
 
@@ -409,7 +428,15 @@ fragmenter::fragmenter(options opts) : before_(read_buddyinfo()) {
   try {
     std::string_view rest = text;
     if (rest.substr(0, 6) == "error ") throw std::runtime_error("fragmenter: " + text);
-    if (rest.empty()) throw std::runtime_error("fragmenter: the child died before it reported");
+    if (rest.empty()) {
+      int status = 0;
+      std::string how = "died";
+      if (::waitpid(child_, &status, 0) == child_) {
+        child_ = -1;
+        how = ended_text(status);
+      }
+      throw std::runtime_error("fragmenter: the child " + how + " before it reported");
+    }
     held_ = std::stoull(take_field(rest, "held"));
     freed_ = std::stoull(take_field(rest, "freed"));
     taken_ = std::stoull(take_field(rest, "taken"));
@@ -423,6 +450,16 @@ fragmenter::fragmenter(options opts) : before_(read_buddyinfo()) {
 }
 
 fragmenter::~fragmenter() { stop_child(); }
+
+std::string fragmenter::child_ended() {
+  if (child_ <= 0) return "was never started, or was stopped";
+  int status = 0;
+  const pid_t r = ::waitpid(child_, &status, WNOHANG);
+  if (r == 0) return "";
+  if (r < 0) return std::string("cannot be waited for: ") + strerror(errno);
+  child_ = -1;
+  return ended_text(status);
+}
 
 void fragmenter::stop_child() noexcept {
   if (child_ > 0) {
@@ -471,7 +508,9 @@ std::string fragmenter::summary() const {
   return out.str();
 }
 
-std::shared_ptr<fragmenter> fragmented_machine(const fragmenter::options& opts, std::string& why) {
+std::shared_ptr<fragmenter> fragmented_machine(const fragmenter::options& opts, std::string& why,
+                                               bool& failed) {
+  failed = false;
   try {
     auto f = std::make_shared<fragmenter>(opts);
     std::fprintf(stderr, "%s\n", f->summary().c_str());
@@ -481,6 +520,7 @@ std::shared_ptr<fragmenter> fragmented_machine(const fragmenter::options& opts, 
     why = "not fragmented: " + f->summary();
   } catch (const std::exception& e) {
     why = e.what();
+    failed = true;  // the helper did not do its work (it died, or could not be started)
   }
   return nullptr;
 }

@@ -87,6 +87,9 @@ class fragmenter {
   const std::string& stopped_by() const { return reason_; }
   std::chrono::milliseconds took() const { return took_; }
   pid_t child() const { return child_; }
+  /// "" while the child still holds the fragments; else how it ended ("was killed by SIGKILL",
+  /// "exited with status 1"), the child then reaped.
+  std::string child_ended();
   /// The proactiveness this fragmenter set to 0 and restores, or -1 when it left it alone (not
   /// asked, or not root).
   int paused_proactiveness() const { return saved_proactiveness_; }
@@ -106,7 +109,10 @@ class fragmenter {
 
 /// A fragmented machine for a scenario: the fragmenter, held while the returned pointer lives,
 /// when it ended "complete" or with "no progress" (the blocks left were refused to THP faults);
-/// its summary goes to stderr. nullptr with `why` (the summary, or the error) otherwise.
-std::shared_ptr<fragmenter> fragmented_machine(const fragmenter::options& opts, std::string& why);
+/// its summary goes to stderr. nullptr with `why` (the summary, or the error) otherwise, and
+/// `failed` true when the fragmenter itself failed (its child died or could not start), false
+/// when the machine could not be fragmented.
+std::shared_ptr<fragmenter> fragmented_machine(const fragmenter::options& opts, std::string& why,
+                                               bool& failed);
 
 }  // namespace hugepage_bench

@@ -12,12 +12,13 @@
 #include <string>
 
 #include "fragmenter.hpp"
+#include "hugepage/page_size.hpp"
 #include "support.hpp"
 
 namespace hugepage_bench {
 namespace {
 
-constexpr std::size_t mib = std::size_t{1} << 20;
+using hugepage::units::mib;
 
 std::string read_proactiveness() {
   std::ifstream in("/proc/sys/vm/compaction_proactiveness");

@@ -122,7 +122,9 @@ TEST(BenchFragmenter, FragmentedMachineIsNullWhenIncomplete) {
   o.keep_available_bytes = mem_available_bytes() + (std::size_t{64} << 30);
   o.pause_proactive_compaction = false;
   std::string why;
-  EXPECT_EQ(fragmented_machine(o, why), nullptr);
+  bool failed = true;
+  EXPECT_EQ(fragmented_machine(o, why, failed), nullptr);
+  EXPECT_FALSE(failed) << "the machine was not fragmented; the fragmenter did not fail";
   EXPECT_EQ(why.rfind("not fragmented: fragmenter: child ", 0), 0U) << why;
   EXPECT_NE(why.find("stopped: keep_available_bytes"), std::string::npos) << why;
 }

@@ -46,6 +46,11 @@ class latency_histogram {
     ++total_;
   }
   std::uint64_t count() const noexcept { return total_; }
+  /// Adds the samples of `other` (e.g. another thread's).
+  void merge(const latency_histogram& other) noexcept {
+    for (std::size_t b = 0; b < buckets; ++b) counts_[b] += other.counts_[b];
+    total_ += other.total_;
+  }
 
   /// The smallest latency that at least fraction `q` of the samples do not exceed (the lower
   /// edge of its bucket); 0 without samples.

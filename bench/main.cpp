@@ -341,7 +341,7 @@ std::string counter_check() {
       {hugepage::perf_event::dtlb_loads, "perf::PERF_COUNT_HW_CACHE_DTLB:READ:ACCESS"},
       {hugepage::perf_event::dtlb_load_misses, "perf::PERF_COUNT_HW_CACHE_DTLB:READ:MISS"}};
   for (const auto& [event, pfm_name] : generic) {
-    const perf_event_attr ours = hugepage::detail::attr_of(event);
+    const perf_event_attr ours = hugepage::attr_of(event);
     std::optional<perf_event_attr> theirs;
     const std::string enc = pfm_encoding(pfm_name, theirs);
     const bool same = theirs && theirs->type == ours.type && theirs->config == ours.config;

@@ -3,10 +3,11 @@
 // Each suite is declared once, in the suites_<family>.cpp file of its container family, as a
 // namespace-scope `const bool` initialised by declare():
 //
-//   const bool vector_chase_declared = declare(
+//   const bool chase_declared = declare(
 //       suite_info("Vector_Chase", 21, per_allocator<vector_loads<loads::dependent>>())
+//           .in_family("vectors")
 //           .describe("dependent loads over a random cyclic permutation of its cache lines")
-//           .per_op("ns/step")
+//           .per_op_unit("ns/step")
 //           .quick().core().peers(peer_role::every_full_run).chart());
 //
 // main.cpp registers google-benchmark rows from this list, `hugepage_bench --list --json` prints

@@ -9,14 +9,20 @@
 #pragma once
 
 #include <benchmark/benchmark.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -42,7 +48,7 @@ using vmstat_counts = std::array<std::optional<u64>, vmstat_names.size()>;
 
 /// The counters of vmstat_names in /proc/vmstat (hugepage::read_vmstat()); a counter the kernel
 /// lacks, or all of them when the file is unreadable, stays empty.
-inline vmstat_counts read_vmstat() {
+inline vmstat_counts read_vmstat_counts() {
   vmstat_counts out{};
   const std::optional<hugepage::kernel_values> all = hugepage::read_vmstat();
   if (!all) return out;
@@ -66,6 +72,9 @@ inline double process_huge_pct() {
 /// What one open-loop request loop measured.
 struct loop_result {
   latency_histogram latency;  ///< ns from due to done, timer cost subtracted
+  /// The requests before `first_phase` of run_open_loop (e.g. before a fork), apart; `latency`
+  /// holds the others then.
+  latency_histogram first;
   std::int64_t max_ns = 0;
   u64 requests = 0;
   double seconds = 0;      ///< wall time of the loop
@@ -76,8 +85,10 @@ struct loop_result {
 /// Runs `op(i)` for i in [0, rate * duration), request i due at start + i / rate (open loop: a
 /// request due while an earlier one runs waits, and its wait is part of its latency). The clock
 /// is spun on between requests, so the CPU stays busy as a service polling its queue does.
+/// The first `first_phase` requests go to `first` instead of `latency`.
 template <class Op>
-loop_result run_open_loop(double rate_per_s, std::chrono::milliseconds duration, Op&& op) {
+loop_result run_open_loop(double rate_per_s, std::chrono::milliseconds duration, Op&& op,
+                          u64 first_phase = 0) {
   loop_result r;
   r.timer_ns = timer_cost_ns();
   const auto timer = static_cast<std::int64_t>(r.timer_ns);
@@ -93,7 +104,7 @@ loop_result run_open_loop(double rate_per_s, std::chrono::milliseconds duration,
     now = latency_clock::now();
     const std::int64_t ns =
         std::chrono::duration_cast<std::chrono::nanoseconds>(now - due).count() - timer;
-    r.latency.add(ns);
+    (i < first_phase ? r.first : r.latency).add(ns);
     r.max_ns = std::max(r.max_ns, ns);
     if (i + 1 == n) r.late_end_ms = static_cast<double>(ns) / 1e6;
   }
@@ -218,6 +229,50 @@ inline void report_scenario(benchmark::State& state, const scenario_figures& f) 
 
 inline double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// ---- what a child or helper process did ---------------------------------------------------------
+
+/// How a process ended, from waitpid()'s status: "exited with status 0", "killed by SIGBUS".
+inline std::string wait_status_text(int status) {
+  if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    const char* abbrev = sigabbrev_np(sig);
+    return abbrev != nullptr ? fmt::format("killed by SIG{}", abbrev)
+                             : fmt::format("killed by signal {}", sig);
+  }
+  return fmt::format("ended with wait status {:#x}", status);
+}
+
+/// The signal a scenario's child raises once it has done its work, before it reports:
+/// HUGEPAGE_BENCH_CHILD_SIGNAL=KILL or BUS (or a number), so that a test can see a killed child
+/// fail its row. 0 (none) when unset. Read in the parent, before fork.
+inline int injected_child_signal() {
+  const char* text = std::getenv("HUGEPAGE_BENCH_CHILD_SIGNAL");
+  if (text == nullptr || *text == 0) return 0;
+  if (std::strcmp(text, "KILL") == 0) return SIGKILL;
+  if (std::strcmp(text, "BUS") == 0) return SIGBUS;
+  const int n = std::atoi(text);
+  return n > 0 && n < NSIG ? n : 0;
+}
+
+/// In a child: raises `sig` (no core file: the child holds the parent's GiBs).
+inline void raise_in_child(int sig) {
+  if (sig == 0) return;
+  const rlimit none{0, 0};
+  ::setrlimit(RLIMIT_CORE, &none);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+/// Marks the row failed: the runner shows "FAILED: why" in its place and keeps no figure of it.
+/// For a row whose child or helper did not do its work, never for what the machine lacks (a
+/// skip says that).
+inline void fail_row(benchmark::State& state, const std::string& why) {
+  std::string one_line = "FAILED: " + why;
+  std::replace(one_line.begin(), one_line.end(), '\n', ' ');
+  state.SkipWithError(one_line.c_str());
 }
 
 // ---- ours: the allocator the docs recommend per container ---------------------------------------

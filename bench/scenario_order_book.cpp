@@ -166,14 +166,14 @@ void run_book(benchmark::State& state, std::size_t working_set, const std::strin
   const auto coverage = [table] { return table.p ? coverage_pct(table.p, table.bytes) : -1.0; };
   const order_book_plan plan = plan_for(working_set);
   reset_peak_rss();
-  f.vm_before = read_vmstat();
+  f.vm_before = read_vmstat_counts();
   {
     sampler s(std::chrono::milliseconds(100), coverage);
     f.loop = run_open_loop(plan.rate, plan.duration, [&b](u64 i) { b->request(i); });
     s.stop();
     f.samples = s.samples();
   }
-  f.vm_after = read_vmstat();
+  f.vm_after = read_vmstat_counts();
   f.live_bytes = b->live_bytes();
   f.huge_pct = coverage();
   report_scenario(state, f);
@@ -191,8 +191,8 @@ void run_book(benchmark::State& state, std::size_t working_set, const std::strin
 // every other page of it, so about half of what it took is free again in single pages (here about
 // 8 GiB): room for the order book, which checks for twice its working set. A higher floor leaves
 // the zone it reaches last (DMA32) with free 2 MiB blocks.
-std::shared_ptr<void> fragment_first(std::string& why) {
-  return fragmented_machine(fragmenter::options{}, why);
+std::shared_ptr<fragmenter> fragment_first(std::string& why, bool& failed) {
+  return fragmented_machine(fragmenter::options{}, why, failed);
 }
 
 // Which machine the order book runs on: as it is, or fragmented first (fragment_first).
@@ -200,13 +200,18 @@ enum class machine { as_is, fragmented };
 
 template <machine On>
 void order_book(benchmark::State& state, alloc_kind k, std::size_t working_set) {
-  std::shared_ptr<void> fragments;
+  std::shared_ptr<fragmenter> fragments;
   if (On == machine::fragmented) {
     std::string why;
-    fragments = fragment_first(why);
+    bool failed = false;
+    fragments = fragment_first(why, failed);
     if (!fragments) {
       std::replace(why.begin(), why.end(), '\n', ' ');  // one line: a table cell
-      state.SkipWithError(("fragment first failed: " + why).c_str());
+      if (failed) {
+        fail_row(state, "fragment first: " + why);
+      } else {
+        state.SkipWithError(("fragment first failed: " + why).c_str());
+      }
       return;
     }
   }
@@ -220,6 +225,15 @@ void order_book(benchmark::State& state, alloc_kind k, std::size_t working_set) 
       std::string which;
       with_inner(k, working_set + working_set / 2, which,
                  [&](auto inner) { run_book<decltype(inner)>(state, working_set, which); });
+      // The fragments must have been held for the whole row: a child that died let the kernel
+      // have its memory back, and the row ran on a machine that was not fragmented.
+      if (fragments) {
+        if (const std::string how = fragments->child_ended(); !how.empty()) {
+          fail_row(state, fmt::format("the fragmenter's child {} during the row (it held {} MiB)",
+                                      how, fragments->held_bytes() >> 20));
+          return;
+        }
+      }
     } catch (const std::exception& e) {
       state.SkipWithError(fmt::format("order book failed: {}", e.what()).c_str());
       return;

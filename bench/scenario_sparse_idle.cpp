@@ -74,7 +74,7 @@ void run_sparse(benchmark::State& state, std::size_t working_set) {
   sparse_heap heap(working_set);
   f.startup_ms = ms_since(t0);
   reset_peak_rss();
-  f.vm_before = read_vmstat();
+  f.vm_before = read_vmstat_counts();
   {
     sampler s(std::chrono::milliseconds(100), [table] { return table_coverage(table); });
     u64 sum = 0;
@@ -91,7 +91,7 @@ void run_sparse(benchmark::State& state, std::size_t working_set) {
     s.stop();
     idle_samples = s.samples();
   }
-  f.vm_after = read_vmstat();
+  f.vm_after = read_vmstat_counts();
   f.live_bytes = m->capacity() * fare_slot_bytes + heap.touched * base_page;
   f.huge_pct = table_coverage(table);
   report_scenario(state, f);

@@ -60,7 +60,7 @@ std::string thp_unavailable() {
   if (mode && *mode == hugepage::thp_mode::never) {
     return "THP is off (transparent_hugepage/enabled = never): the table cannot be huge";
   }
-  if (hugepage::detail::thp_disabled_for_process()) {
+  if (hugepage::thp_disabled_for_process()) {
     return "THP is disabled for this process (prctl PR_SET_THP_DISABLE): the table cannot be huge";
   }
   return {};

@@ -2,6 +2,7 @@
 // type change, and how to check the result.
 #include <absl/container/flat_hash_map.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -20,7 +21,7 @@
 // snippet: containers
 // Before: std::vector<double> prices;  absl::flat_hash_map<std::uint64_t, double> by_id;
 std::vector<double, hugepage::thp_allocator<double>> prices;
-absl::flat_hash_map<std::uint64_t, double, absl::Hash<std::uint64_t>, std::equal_to<>,
+absl::flat_hash_map<std::uint64_t, double, absl::Hash<std::uint64_t>, std::equal_to<std::uint64_t>,
                     hugepage::thp_allocator<std::pair<const std::uint64_t, double>>>
     by_id;
 // end snippet
@@ -35,13 +36,14 @@ using market_allocator = hugepage::shared_arena_allocator<T, market_nodes>;
 
 // Before: std::map<std::int64_t, std::uint64_t> levels;  std::set<std::uint64_t> halted;
 struct instrument {
-  std::map<std::int64_t, std::uint64_t, std::less<>,
+  std::map<std::int64_t, std::uint64_t, std::less<std::int64_t>,
            market_allocator<std::pair<const std::int64_t, std::uint64_t>>>
       levels;
-  std::set<std::uint64_t, std::less<>, market_allocator<std::uint64_t>> halted;
+  std::set<std::uint64_t, std::less<std::uint64_t>, market_allocator<std::uint64_t>> halted;
 };
 struct venue {
-  std::unordered_map<std::uint64_t, instrument, std::hash<std::uint64_t>, std::equal_to<>,
+  std::unordered_map<std::uint64_t, instrument, std::hash<std::uint64_t>,
+                     std::equal_to<std::uint64_t>,
                      market_allocator<std::pair<const std::uint64_t, instrument>>>
       instruments;  // instrument is copyable and default-constructible, as before
 };
@@ -57,6 +59,49 @@ void legacy_free(legacy_table& t) {
   hugepage::delete_array(t.rows);
   // end snippet
 }
+
+// snippet: owners
+// Before: std::uint32_t* offsets = new std::uint32_t[n + 1];  (edges = offsets[n], never kept)
+//         std::uint32_t* targets = new std::uint32_t[offsets[n]];  ...  delete[] targets;
+struct csr_storage {
+  hugepage::array<std::uint32_t> offsets;  // n + 1 entries
+  hugepage::array<std::uint32_t> targets;  // offsets[n] entries: each array keeps its count
+  std::uint32_t* neighbours(std::size_t v) { return targets.data() + offsets[v]; }  // a view
+};
+// end snippet
+
+// snippet: shallow_const
+// Before: std::uint32_t* ids_;  std::uint32_t* ids() const { return ids_; }
+class id_table {
+ public:
+  explicit id_table(std::size_t n) : ids_(hugepage::make_array<std::uint32_t>(n)) {}
+  std::uint32_t* ids() const { return ids_.data(); }  // a T* from a const method, as before
+
+ private:
+  mutable hugepage::array<std::uint32_t> ids_;  // mutable: the pointer's constness, not its data's
+};
+// end snippet
+
+// snippet: per_symbol
+// A book per symbol, instantiated per symbol: a tag per instantiation gives each its own arena
+// (book<aapl> frees its pages without waiting for book<msft>); one fixed tag would share one.
+template <class Symbol>
+struct symbol_nodes {
+  static constexpr const char* label = "book";  // every book's pages in coverage_of("book")
+};
+template <class Symbol>
+class book {
+  template <class T>
+  using alloc = hugepage::shared_arena_allocator<T, symbol_nodes<Symbol>>;
+  std::map<std::int64_t, std::uint64_t, std::less<std::int64_t>,
+           alloc<std::pair<const std::int64_t, std::uint64_t>>>
+      bids_;
+
+ public:
+  void add(std::int64_t price, std::uint64_t quantity) { bids_[price] += quantity; }
+};
+// end snippet
+struct aapl {};
 
 int main() {
   const std::size_t n = std::size_t{4} << 20;
@@ -78,7 +123,7 @@ int main() {
     hugepage::array<std::uint32_t> ids = hugepage::make_array_for_overwrite<std::uint32_t>(n);
     // Before: std::unique_ptr<int[]> seen(new int[n]());
     hugepage::unique_array<int> seen = hugepage::make_unique_array<int>(n);
-    // Uses are unchanged: ranks[i], seen[i]; where a T* is passed on, ranks.data().
+    // Uses are unchanged: ranks[i], seen[i]; where a T* is passed on, ranks.data(), seen.get().
     // Before: delete[] ranks;   Now: the destructor, or ranks.reset() to free it early.
     // end snippet
     for (std::size_t i = 0; i < n; ++i) ids[i] = static_cast<std::uint32_t>(i);
@@ -107,6 +152,28 @@ int main() {
   // A container keeps the resource it was built with: resetting the default changes only those
   // built later.
   std::pmr::set_default_resource(nullptr);
+
+  {
+    hugepage::array<double> ranks = hugepage::make_array<double>(n);
+    // snippet: grow
+    // Before: ranks = static_cast<double*>(realloc(ranks, 2 * n * sizeof(double)));
+    hugepage::array<double> bigger = hugepage::make_array_for_overwrite<double>(2 * n);
+    std::copy(ranks.begin(), ranks.end(), bigger.begin());  // the rest left unwritten, as realloc
+    ranks = std::move(bigger);                              // the old block is freed here
+    // end snippet
+    csr_storage g{hugepage::make_array<std::uint32_t>(3), hugepage::make_array<std::uint32_t>(2)};
+    g.offsets[1] = 1;
+    g.offsets[2] = 2;
+    const id_table t(4);
+    t.ids()[0] = static_cast<std::uint32_t>(g.neighbours(1) - g.targets.data());
+    book<aapl> b;
+    b.add(100, static_cast<std::uint64_t>(ranks.size()));
+    // snippet: single
+    // Before: auto venue_state = std::make_shared<instrument>();
+    auto venue_state = std::allocate_shared<instrument>(market_allocator<instrument>());
+    // end snippet
+    venue_state->levels.emplace(1, 1);
+  }
 
   // snippet: check
   const hugepage::backing_report p = hugepage::backing_of(prices.data(), n * sizeof(double));

@@ -8,8 +8,15 @@ header on a higher floor (or of one the map does not know, or by a relative path
 as `path:line: what`, and the exit status is 1. Then every source under tools/, bench/ and
 examples/ (tests under tools/test excepted, as test/ is: they test internals): an include of a
 hugepage/detail/ header is reported the same way, unless the map allows it ("allow
-tools/x.cpp -> detail/y.hpp"; each allowance used is named on every run). Python 3's standard library only; run by
+tools/x.cpp -> detail/y.hpp"; each allowance used is named on every run), and a name from the
+library's detail namespace (`detail::x` in code, not in a comment or a string literal) is reported
+with no allowance: what a tool needs has a public home, or a home in the tool. Python 3's standard library only; run by
 scripts/lint and by the ctest Lint.Layers (scripts/check_layers_test.py).
+
+The umbrella: every public header (include/hugepage/*, not detail/) is named in the overview
+comment that opens hugepage.hpp (a line `//   name.hpp  what it holds`) and included by it; one
+whose overview line says "not included" (an optional header with its own dependency) is exempt
+from the include, and the overview names no header that does not exist.
 
 Includes are read from the text with comments blanked and raw string literals emptied (line
 numbers kept), so an include inside /* */ or R"(...)" is not one, and `#include /* c */ "x"` is.
@@ -33,6 +40,10 @@ ANY_INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 RAW_PREFIX = re.compile(r'(?:^|[^A-Za-z0-9_])(?:u8|u|U|L)?R$')
 FLOOR = re.compile(r"^floor\s+([A-Za-z0-9_-]+)\s*:")
 ALLOW = re.compile(r"^allow\s+(\S+)\s*->\s*(\S+)$")
+OVERVIEW_ENTRY = re.compile(r"^//\s+([A-Za-z0-9_]+\.hpp)\s")  # "//   name.hpp  what"
+UMBRELLA = "hugepage.hpp"
+DETAIL_NAME = re.compile(r"\bdetail::(\w*)")
+STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'(?:\\.|[^\'\\\n])\'')  # "text", 'c', '\n'
 SOURCE_DIRS = ("tools", "bench", "examples")  # what is built over the library, not inside it
 SOURCE_SUFFIXES = (".cpp", ".cc", ".hpp", ".h", ".ipp", ".inc")  # floors and the tools rule
 EXEMPT = ("tools/test/",)  # tests, like test/, may reach the internals they test
@@ -180,6 +191,7 @@ def check(root, map_path):
                     f"{shown}:{number}: includes hugepage/{target} (floor "
                     f"{layers.floors[layers.floor_of[target]]}) from floor "
                     f"{layers.floors[own]}: an include climbs")
+    check_umbrella(base, root, problems)
     checked = check_sources(root, layers, map_path.name, used, problems)
     for (name, target), number in sorted(layers.allowed.items(), key=lambda item: item[1]):
         if (name, target) in used:
@@ -193,9 +205,47 @@ def check(root, map_path):
     return problems, checked
 
 
+def check_umbrella(base, root, problems):
+    """Appends a `path:line: what` to `problems` for each public header of `base` that the
+    umbrella's overview comment does not name or the umbrella does not include (unless its
+    overview line says "not included"), and for each overview entry naming no header."""
+    umbrella = base / UMBRELLA
+    if not umbrella.is_file():
+        return  # the map check names a missing umbrella
+    shown = umbrella.relative_to(root).as_posix()
+    text = umbrella.read_text(encoding="utf-8")
+    named = {}  # header -> (line of its overview entry, the entry's text)
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.startswith("//"):
+            break  # the overview is the comment the file opens with
+        entry = OVERVIEW_ENTRY.match(line)
+        if entry:
+            named.setdefault(entry.group(1), (number, line))
+    included = set()
+    for line in code_lines(text):
+        match = INCLUDE.match(line)
+        if match:
+            included.add(normalised(match.group(1)))
+    public = sorted(p.name for p in base.iterdir()
+                    if p.is_file() and p.suffix in SOURCE_SUFFIXES and p.name != UMBRELLA)
+    for header in public:
+        if header not in named:
+            problems.append(f"{shown}:1: {header} is not named in the overview comment: add a "
+                            f"line `//   {header}  what it holds`")
+        number, entry = named.get(header, (1, ""))
+        if header not in included and "not included" not in entry:
+            problems.append(f"{shown}:{number}: {header} is not included by {UMBRELLA} (an "
+                            f"optional header says \"not included\" on its overview line)")
+    for header, (number, _) in sorted(named.items()):
+        if header not in public:
+            problems.append(f"{shown}:{number}: the overview names {header}, which is not a "
+                            f"public header of include/hugepage")
+
+
 def check_sources(root, layers, map_name, used, problems):
-    """Appends a `path:line: what` to `problems` for each include of a hugepage/detail/ header in
-    a source under SOURCE_DIRS that no "allow <source> -> <header>" entry of the map lets pass;
+    """Appends a `path:line: what` to `problems` for each name from namespace detail, and each
+    include of a hugepage/detail/ header that no "allow <source> -> <header>" entry of the map
+    lets pass, in a source under SOURCE_DIRS;
     adds the entries used to `used` and names each on stdout. Returns the directories that exist
     (and so were checked)."""
     library = (root / "include" / "hugepage").resolve()
@@ -211,6 +261,10 @@ def check_sources(root, layers, map_name, used, problems):
                 continue
             text = path.read_text(encoding="utf-8", errors="replace")
             for number, line in enumerate(code_lines(text), start=1):
+                for name in DETAIL_NAME.finditer(STRING.sub('""', line)):
+                    problems.append(f"{shown}:{number}: names detail::{name.group(1)}, the "
+                                    f"library's internals: {directory}/ uses its public API "
+                                    f"only (give it a public home or one in the tool)")
                 target = library_target(line, path, library)
                 if target is None or not target.startswith("detail/"):
                     continue

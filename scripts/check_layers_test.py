@@ -232,6 +232,72 @@ class CheckLayersTest(unittest.TestCase):
             "internals: tools/ uses its public API only",
             "bench/planted.ipp:1: includes hugepage/detail/proc_file.hpp")
 
+    def test_a_tool_naming_a_detail_entity_fails(self):
+        tool = append_text(self.root / "tools" / "doctor" / "main.cpp",
+                           "static const auto planted = hugepage::detail::split(\"a,b\", ',');\n")
+        bench = append_text(self.root / "bench" / "main.cpp",
+                            "namespace { using hugepage::detail::unique_fd; }\n")
+        self.assert_fails_with(
+            f"tools/doctor/main.cpp:{tool}: names detail::split, the library's internals: tools/ "
+            "uses its public API only",
+            f"bench/main.cpp:{bench}: names detail::unique_fd, the library's internals: bench/")
+
+    def test_a_detail_name_in_a_comment_a_string_or_a_tool_test_passes(self):
+        append_text(self.root / "tools" / "doctor" / "main.cpp",
+                    '// hugepage::detail::split is internal\n/* detail::x */\n'
+                    'const char* text = "detail::split";\nconst char* raw = R"(detail::y)";\n'
+                    "const int big = 1'000'000;\n")
+        append_text(self.root / "tools" / "test" / "doctor_parse_test.cpp",
+                    "static const auto planted = hugepage::detail::split(\"a\", ',');\n")
+        status, errors = run_checker(self.root)
+        self.assertEqual(status, 0, errors)
+
+    def test_a_public_header_missing_from_the_umbrella_fails(self):
+        (self.headers / "planted.hpp").write_text("#pragma once\n", encoding="utf-8")
+        with self.map.open("a", encoding="utf-8") as out:  # on a floor, so only the umbrella fails
+            out.write("floor planted: a planted floor\nplanted.hpp\n")
+        self.assert_fails_with(
+            "include/hugepage/hugepage.hpp:1: planted.hpp is not named in the overview comment",
+            "include/hugepage/hugepage.hpp:1: planted.hpp is not included by hugepage.hpp")
+
+    def test_a_header_named_in_the_overview_but_not_included_fails(self):
+        umbrella = self.headers / "hugepage.hpp"
+        text = umbrella.read_text(encoding="utf-8")
+        umbrella.write_text(text.replace('#include "hugepage/smaps.hpp"\n', ""), encoding="utf-8")
+        line = 1 + next(i for i, row in enumerate(text.splitlines())
+                        if row.startswith("//   smaps.hpp "))
+        self.assert_fails_with(f"include/hugepage/hugepage.hpp:{line}: smaps.hpp is not included "
+                               "by hugepage.hpp")
+
+    def test_a_header_included_but_not_in_the_overview_fails(self):
+        umbrella = self.headers / "hugepage.hpp"
+        text = umbrella.read_text(encoding="utf-8")
+        entry = next(row for row in text.splitlines() if row.startswith("//   smaps.hpp "))
+        umbrella.write_text(text.replace(entry + "\n", ""), encoding="utf-8")
+        status, errors = run_checker(self.root)
+        self.assertEqual(status, 1, errors)
+        self.assertIn("include/hugepage/hugepage.hpp:1: smaps.hpp is not named in the overview "
+                      "comment", errors)
+        self.assertNotIn("smaps.hpp is not included", errors)
+
+    def test_the_overview_naming_no_header_fails(self):
+        umbrella = self.headers / "hugepage.hpp"
+        line = 1 + umbrella.read_text(encoding="utf-8").splitlines().index("//")
+        text = umbrella.read_text(encoding="utf-8").replace(
+            "//\n", "//\n//   gone.hpp       a header that was removed\n", 1)
+        umbrella.write_text(text, encoding="utf-8")
+        self.assert_fails_with(f"include/hugepage/hugepage.hpp:{line + 1}: the overview names "
+                               "gone.hpp, which is not a public header of include/hugepage")
+
+    def test_an_optional_header_passes_only_when_marked_not_included(self):
+        umbrella = self.headers / "hugepage.hpp"
+        text = umbrella.read_text(encoding="utf-8")
+        entry = next(row for row in text.splitlines() if row.startswith("//   perf_events_pfm"))
+        self.assertIn("not included", entry)
+        umbrella.write_text(text.replace(entry, "//   perf_events_pfm.hpp  optional"),
+                            encoding="utf-8")
+        self.assert_fails_with("perf_events_pfm.hpp is not included by hugepage.hpp")
+
     def test_absent_source_directories_are_named_not_claimed(self):
         for directory in ("tools", "bench", "examples"):
             shutil.rmtree(self.root / directory)

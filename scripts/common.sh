@@ -32,6 +32,9 @@ BUILD_PACKAGES=(cmake make g++ libabsl-dev libbenchmark-dev libgtest-dev libgmoc
 # python3 for the bench runner's unit tests (BenchRunner.*); dpkg-dev and file for CPack's Debian
 # package (dpkg-shlibdeps) and pkgconf for the consumers (ConsumerPkgConfig, ConsumerDebianPackage).
 # patchelf and the peers' libraries for the bench bundle (scripts/bundle, ctest BenchBundle).
+# scripts/fuzz (and scripts/test's fuzz step): clang, and libFuzzer's runtime, which Debian 12 ships
+# in libclang-rt-14-dev (only recommended by clang-14, so named here).
+FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 TEST_PACKAGES=(g++-aarch64-linux-gnu libpfm4-dev python3 dpkg-dev file pkgconf patchelf libjemalloc2
   libmimalloc2.0)
 

@@ -491,6 +491,37 @@ TEST(ParseSmaps, EmptyAndGarbage) {
   EXPECT_TRUE(hugepage::parse_smaps("not a header\nxyz-123 rw-p 0 0 0\n12345 rw-p\n").empty());
 }
 
+// What does not fit is refused or saturated, never made up: an Rss of 2^54 kB (2^64 bytes) reads
+// SIZE_MAX, not 0; a range past 64 bits or reversed is no header (its fields belong to no
+// mapping); a value that is not a whole number of kB is skipped; flags split at runs of blanks.
+TEST(ParseSmaps, RefusesOrSaturatesWhatDoesNotFit) {
+  const auto maps = hugepage::parse_smaps(
+      "7f0000000000-7f0000200000 rw-p 00000000 00:00 0\n"
+      "Rss:      18014398509481984 kB\n"
+      "Swap:                    8 kB\n"
+      "Swap:                   12x kB\n"
+      "Anonymous:               4 MB\n"
+      "VmFlags: rd wr  mr mw me ac  hg\n"
+      "10000000000000000-10000000000200000 rw-p 00000000 00:00 0\n"
+      "Rss:                  2048 kB\n"
+      "7f0000600000-7f0000400000 rw-p 00000000 00:00 0\n"
+      "Rss:                  2048 kB\n"
+      "7f0000800000-7f0000a00000 rw-p 100000000000000000 00:00 0\n"
+      "Rss:                  2048 kB\n"
+      "7f0000c00000-7f0000e00000 rw-p 00000000 00:00 18446744073709551616\n"
+      "Rss:                  2048 kB\n");
+  ASSERT_EQ(maps.size(), 1u) << "wrapped, reversed, overflowing offset and inode: no headers";
+  EXPECT_EQ(maps[0].rss, SIZE_MAX) << "2^64 bytes saturate";
+  EXPECT_EQ(maps[0].swap, 8u * 1024) << "12x is no number";
+  EXPECT_EQ(maps[0].anonymous, 0u) << "smaps sizes are in kB";
+  EXPECT_TRUE(maps[0].advised_huge()) << "two spaces before hg";
+  EXPECT_TRUE(maps[0].has_flag("mr"));
+  EXPECT_FALSE(maps[0].has_flag("w"));
+  hugepage::mapping_info tabbed;
+  tabbed.vm_flags = "rd\thg";
+  EXPECT_TRUE(tabbed.advised_huge());
+}
+
 TEST(ParseSmaps, FieldsAfterAMalformedHeaderBelongToNoMapping) {
   const auto maps = hugepage::parse_smaps(
       "7f0000000000-7f0000200000 rw-p 00000000 00:00 0\n"

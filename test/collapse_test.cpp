@@ -359,25 +359,119 @@ TEST(Collapse, AnotherProcess) {
   EXPECT_EQ(gone.fatal, std::errc::no_such_process) << describe(gone);
 }
 
-TEST(Collapse, AsNobodyOnAnotherProcessIsEperm) {
+// Without ptrace-read access to the target (nobody, and the target is root's: this test's
+// process) the kernel refuses with EACCES (mm_access, checked first), whatever the capabilities.
+// Run unprivileged, the test is already such a process, and pid 1 (root's) the target.
+TEST(Collapse, AsNobodyOnAnotherUsersProcessIsEacces) {
   HUGEPAGE_REQUIRE_COLLAPSE();
   // Mapped in the parent (and so in the child at the same address): collapse() tries it, where an
-  // unmapped range would be skipped without a call when the parent's pagemap is readable (a test
-  // run as nobody).
+  // unmapped range would be skipped without a call when the parent's pagemap is readable.
   const std::size_t length = 4 * kMiB;
   Populated region(length);
   ASSERT_NE(region.get(), nullptr);
   char* const p = region.get();
-  const int code = hugepage::test::run_in_child([p, length] {
-    if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) return 2;
-    const collapse_result r = hugepage::collapse(::getppid(), p, length);
+  const bool root = ::geteuid() == 0;
+  const int code = hugepage::test::run_in_child([p, length, root] {
+    if (root && !hugepage::test::become_nobody()) return 2;
+    const collapse_result r = hugepage::collapse(root ? ::getppid() : 1, p, length);
     std::fprintf(stderr, "child: %s\n", describe(r).c_str());
-    // EPERM (no CAP_SYS_NICE) or EACCES (no ptrace access): whichever check the kernel makes first.
-    const bool denied =
-        r.fatal == std::errc::operation_not_permitted || r.fatal == std::errc::permission_denied;
-    return denied && r.collapsed == 0 && r.calls == 1 ? 0 : 10;
+    return r.fatal == std::errc::permission_denied && r.collapsed == 0 && r.calls == 1 ? 0 : 10;
   });
   EXPECT_EQ(code, 0) << "see the child's output above";
+}
+
+// With ptrace-read access (nobody on a process of its own) but no CAP_SYS_NICE, the kernel refuses
+// with EPERM.
+TEST(Collapse, AsNobodyOnItsOwnProcessIsEperm) {
+  HUGEPAGE_REQUIRE_COLLAPSE();
+  const bool root = ::geteuid() == 0;
+  const std::size_t length = 4 * kMiB;
+  Populated region(length);
+  ASSERT_NE(region.get(), nullptr);
+  char* const p = region.get();
+  const int code = hugepage::test::run_in_child([p, length, root] {
+    if (root && !hugepage::test::become_nobody()) return 2;
+    int go[2];
+    if (::pipe(go) != 0) return 3;
+    const pid_t target = hugepage::test::start_child([&go] {
+      ::close(go[1]);
+      char byte = 0;
+      return ::read(go[0], &byte, 1) >= 0 ? 0 : 1;  // waits until the parent is done
+    });
+    ::close(go[0]);
+    if (target < 0) return 4;
+    const collapse_result r = hugepage::collapse(target, p, length);
+    std::fprintf(stderr, "child: %s\n", describe(r).c_str());
+    ::close(go[1]);
+    ::waitpid(target, nullptr, 0);
+    return r.fatal == std::errc::operation_not_permitted && r.collapsed == 0 && r.calls == 1 ? 0
+                                                                                             : 10;
+  });
+  EXPECT_EQ(code, 0) << "see the child's output above";
+}
+
+// A view made under a root reads a copy and holds no pidfd: collapse() through it advises nothing
+// (EBADF), even when a live process holds the pid it names. It opened a pidfd at call time and
+// collapsed whatever process held the pid then.
+TEST(Collapse, AViewUnderARootNeverAdvisesTheProcessOfItsPid) {
+  HUGEPAGE_REQUIRE_COLLAPSE();
+  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("process_madvise(MADV_COLLAPSE) needs CAP_SYS_NICE");
+  const std::size_t length = 8 * kMiB;
+  Populated region(length);
+  ASSERT_NE(region.get(), nullptr);
+  int ready[2], done[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(done), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    for (std::size_t i = 0; i < length; i += page()) region.get()[i] ^= 0;  // copies of its own
+    char c = 0;
+    (void)!::write(ready[1], &c, 1);
+    (void)!::read(done[0], &c, 1);
+    ::_exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  char dir[] = "/tmp/hugepage-collapse-root-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  collapse_result r;
+  {
+    const hugepage::process_view view(child, dir);
+    r = hugepage::collapse(view, region.get(), length);
+  }
+  const double after = hugepage::backing_of(child, region.get(), length).huge_fraction();
+  (void)!::write(done[1], &c, 1);
+  ::waitpid(child, nullptr, 0);
+  for (const int fd : {ready[0], ready[1], done[0], done[1]}) ::close(fd);
+  ::rmdir(dir);
+  EXPECT_EQ(r.fatal, std::errc::bad_file_descriptor) << describe(r);
+  EXPECT_EQ(r.calls, 0u) << describe(r);
+  EXPECT_EQ(r.collapsed, 0u) << describe(r);
+  EXPECT_LT(after, 0.01) << "the process of that pid is untouched";
+}
+
+// A view of pid 0 under a root reads a copy of some process's files: it is no view of this
+// process, holds no pidfd, and advises nothing here either.
+TEST(Collapse, AViewOfPidZeroUnderARootNeverAdvisesThisProcess) {
+  HUGEPAGE_REQUIRE_COLLAPSE();
+  const std::size_t length = 8 * kMiB;
+  Populated region(length);
+  ASSERT_NE(region.get(), nullptr);
+  ASSERT_LT(hugepage::backing_of(region.get(), length).huge_fraction(), 0.01);
+  char dir[] = "/tmp/hugepage-collapse-root-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  collapse_result r;
+  {
+    const hugepage::process_view view(0, dir);
+    r = hugepage::collapse(view, region.get(), length);
+  }
+  ::rmdir(dir);
+  EXPECT_EQ(r.fatal, std::errc::bad_file_descriptor) << describe(r);
+  EXPECT_EQ(r.calls, 0u) << describe(r);
+  EXPECT_EQ(r.collapsed, 0u) << describe(r);
+  EXPECT_LT(hugepage::backing_of(region.get(), length).huge_fraction(), 0.01)
+      << "this process's memory is untouched";
 }
 
 // A hole is no memory pressure: chunks not wholly mapped (a 2 MiB hole, and a chunk half unmapped)

@@ -641,6 +641,27 @@ TEST(KernelReaders, RefuseAFifoAndADeviceUnderARootPromptly) {
   EXPECT_TRUE(hugepage::read_kernel_text("", "/sys/kernel/mm/transparent_hugepage/enabled"));
 }
 
+// A regular file larger than the readers' bound (detail::max_text_file_bytes, 256 MiB) is refused
+// with EFBIG by its size, before a byte is read: a 4 GiB sparse file under a root was read whole
+// (std::bad_alloc, or an abort in a caller that does not catch it).
+TEST(KernelReaders, RefuseAFileLargerThanTheirBound) {
+  tree t;
+  t.write("/proc/self/environ", "");
+  t.write("/proc/meminfo", "");
+  for (const char* path : {"/proc/self/environ", "/proc/meminfo"}) {
+    ASSERT_EQ(::truncate((t.root() + path).c_str(), off_t{4} << 30), 0);  // 4 GiB, no block
+  }
+  const int code = child_outcome([&] {
+    std::error_code ec;
+    if (hugepage::read_kernel_text(t.root(), "/proc/self/environ", &ec)) return false;
+    if (ec != std::error_code(EFBIG, std::generic_category())) return false;
+    return !hugepage::read_meminfo(t.root());
+  });
+  EXPECT_EQ(code, 0) << "1: read or another error, 2: bad_alloc, -1: still reading after 5 s";
+  t.write("/proc/meminfo", "MemTotal: 1024 kB\n");  // a small file still reads
+  EXPECT_TRUE(hugepage::read_meminfo(t.root()));
+}
+
 // ---- the parsers do what their comments say -------------------------------------------------
 
 TEST(KernelParsers, StatmVersionAndEventsMaxTakeWholeWords) {
@@ -673,6 +694,21 @@ TEST(KernelParsers, StatusFirstLineWinsForTextAndNumbers) {
   EXPECT_EQ(hugepage::parse_meminfo("MemTotal:  5 kB\r\n").count("MemTotal"), 1u);
   EXPECT_EQ(hugepage::parse_meminfo("MemTotal:  5 kB\r\n").at("MemTotal"), 5u * 1024);
   EXPECT_EQ(hugepage::parse_status("Tgid:\t7\r\n").number("Tgid"), std::optional<std::uint64_t>(7));
+}
+
+// Found by the fuzzer (test/fuzz/kernel_counters_fuzz.cpp): the number of a key came from a later
+// line than its text did, or under a key trimmed differently, so field() and number() disagreed.
+TEST(KernelParsers, StatusNumberComesFromTheLineItsFieldCameFrom) {
+  const hugepage::process_status later =
+      hugepage::parse_status("VmRSS:\t1756 kirectMap1G:\nVmRSS:\t5 kB\n");
+  EXPECT_EQ(later.field("VmRSS").value_or(""), "1756 kirectMap1G:");
+  EXPECT_EQ(later.number("VmRSS"), std::nullopt);  // the first line has no number
+  const hugepage::process_status blanks =
+      hugepage::parse_status(" VmHWM :\t4 kB\nVmHWM:\tx\nName:\tcat\r \r\n");
+  EXPECT_EQ(blanks.field("VmHWM").value_or(""), "4 kB");  // keys are trimmed as numbers' are
+  EXPECT_EQ(blanks.number("VmHWM"), std::optional<std::uint64_t>(4096));
+  EXPECT_EQ(blanks.field("Name").value_or(""), "cat");
+  EXPECT_EQ(blanks.text.size(), 2u);
 }
 
 TEST(KernelParsers, SumsSaturateInsteadOfWrapping) {

@@ -179,9 +179,18 @@ TEST(NumaPlacement, AnEmptyOrOutOfRangeNodeSetIsAClearError) {
       ADD_FAILURE() << "no error for " << name_of(numa.mode);
     } catch (const allocation_error& e) {
       EXPECT_EQ(e.code(), std::errc::invalid_argument);
-      EXPECT_NE(std::string(e.what()).find("needs at least one node, numbered 0 to 63"),
-                std::string::npos)
-          << e.what();
+      const std::string what = e.what();
+      EXPECT_NE(what.find("needs at least one node, numbered 0 to 63"), std::string::npos) << what;
+      EXPECT_NE(what.find("(online nodes: " + numa::online_nodes().text() + ")"), std::string::npos)
+          << what;
+      if (numa.nodes.valid()) {
+        EXPECT_NE(what.find("it names none"), std::string::npos) << what;
+      } else {
+        const int named = numa.mode == numa_mode::preferred ? -1 : 64;
+        EXPECT_NE(what.find("it names node " + std::to_string(named) + ", outside that range"),
+                  std::string::npos)
+            << what;
+      }
     }
   }
   // Below the threshold nothing is mapped, so nothing is placed: no error either.

@@ -38,7 +38,7 @@ using hugepage::backing_report;
 using hugepage::backing_source;
 using hugepage::process_view;
 
-constexpr std::size_t kMiB = std::size_t{1} << 20;
+constexpr std::size_t kMiB = hugepage::units::mib;
 constexpr pid_t kNoSuchPid = 0x3fffffff;  // above pid_max's ceiling (2^22): never a process
 
 // 8 MiB of private anonymous memory on base pages (MADV_NOHUGEPAGE: nothing makes it huge
@@ -469,6 +469,91 @@ TEST(ProcessView, MappingsOutsideTheContractStayTheirOwn) {
   EXPECT_EQ(describe(reports[2]), describe(hugepage::backing_of(view, block.get(), block.length)));
   EXPECT_EQ(reports[2].note, "");
   EXPECT_EQ(reports[2].base, base_block::written);
+}
+
+// backing_of_mappings with a mapping up to the top of the address space: the parts of its report
+// add up to its bytes. A window rounded up past 2^64 wrapped to 0 and counted nothing (parts 0 of
+// 2^64 - 2^60 bytes), and a page ending at 2^64 counted 2^64 - 4 KiB. A view of no process (no
+// pagemap: prorated from smaps) takes a mapping over the whole address space.
+TEST(ProcessView, AMappingToTheTopOfTheAddressSpaceAddsUp) {
+  const std::uintptr_t page = hugepage::os::base_page_size();
+  const std::uintptr_t top = ~std::uintptr_t{0};
+  hugepage::mapping_info high;  // far above any user address space: pagemap has nothing there
+  high.start = std::uintptr_t{1} << 60;
+  high.end = top & ~(page - 1);
+  hugepage::mapping_info last;  // the last page, ending off a page boundary
+  last.start = top & ~(page - 1);
+  last.end = top;
+  hugepage::mapping_info whole;
+  whole.start = 0;
+  whole.end = top & ~(page - 1);
+  whole.rss = 8 * kMiB;
+  const process_view self;
+  const process_view none(kNoSuchPid);
+  struct input {
+    const process_view& view;
+    hugepage::mapping_info m;
+  };
+  for (const input& in : {input{self, high}, input{self, last}, input{none, whole}}) {
+    const std::vector<backing_report> reports = hugepage::backing_of_mappings(in.view, {in.m});
+    ASSERT_EQ(reports.size(), 1u);
+    const backing_report& r = reports[0];
+    EXPECT_EQ(r.bytes, in.m.end - in.m.start) << describe(r);
+    const std::size_t parts =
+        r.thp + r.hugetlb_2m + r.hugetlb_1g + r.base + r.not_resident + r.unmapped + r.unknown;
+    EXPECT_EQ(parts, r.bytes) << describe(r);
+    EXPECT_LE(r.zero_page, r.not_resident) << describe(r);
+  }
+}
+
+// A process_view under a root opens its files as the readers do (regular files only): a FIFO
+// named maps fails at once instead of waiting for a writer for ever, smaps as a symlink to
+// /dev/zero is refused instead of read until memory runs out, and backing_of says so in its note
+// instead of ending the program. A regular file larger than the readers' bound (a 4 GiB sparse
+// smaps) is refused with EFBIG before a byte is read.
+TEST(ProcessView, UnderARootOpensRegularFilesOnly) {
+  char dir[] = "/tmp/hugepage-view-fifo-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string root = dir;
+  const std::string proc = root + "/proc/4243";
+  ASSERT_EQ(::mkdir((root + "/proc").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(proc.c_str(), 0755), 0);
+  ASSERT_EQ(::mkfifo((proc + "/maps").c_str(), 0600), 0);
+  ASSERT_EQ(::symlink("/dev/zero", (proc + "/smaps").c_str()), 0);
+  ASSERT_EQ(::symlink("/dev/zero", (proc + "/pagemap").c_str()), 0);
+  const int code = hugepage::test::run_in_child_within(10000, [&root] {
+    const process_view view(4243, root);
+    if (view.maps_errno() != EINVAL || view.pagemap_errno() != EINVAL) return 1;
+    std::error_code ec;
+    if (view.maps_text(ec) || ec != std::errc::invalid_argument) return 2;
+    if (!view.read_smaps(ec).empty() || ec != std::errc::invalid_argument) return 3;
+    static char data[4096];
+    const backing_report r = hugepage::backing_of(view, data, sizeof data);
+    std::fprintf(stderr, "child: %s\n", describe(r).c_str());
+    if (r.source != backing_source::unavailable || r.unknown != r.bytes) return 4;
+    if (r.note.find("Invalid argument") == std::string::npos) return 5;
+    return 0;
+  });
+  EXPECT_EQ(code, 0) << (code == hugepage::test::child_hung ? "the view waited for ever"
+                                                            : "see the child's output above");
+  std::remove((proc + "/smaps").c_str());
+  {
+    const int fd = ::open((proc + "/smaps").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::ftruncate(fd, off_t{4} << 30), 0);  // 4 GiB, no block written
+    ::close(fd);
+  }
+  const int large = hugepage::test::run_in_child_within(10000, [&root] {
+    const process_view view(4243, root);
+    std::error_code ec;
+    if (!view.read_smaps(ec).empty() || ec != std::errc::file_too_large) return 1;
+    return 0;
+  });
+  EXPECT_EQ(large, 0) << "a 4 GiB smaps is refused with EFBIG, not read";
+  for (const char* name : {"/maps", "/smaps", "/pagemap"}) std::remove((proc + name).c_str());
+  ::rmdir(proc.c_str());
+  ::rmdir((root + "/proc").c_str());
+  ::rmdir(dir);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // labels, fork() while other threads use the shared arena, and frees during static destruction.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -279,6 +280,50 @@ TEST(SharedArena, ForkWhileOtherThreadsUseTheArenaNeverHangsTheChild) {
   EXPECT_EQ(hung, 0) << "a child hung on a mutex of the shared arena inherited locked";
   EXPECT_EQ(failed, 0);
   EXPECT_EQ(parents.size(), 100u) << "the children's inserts stay in the children";
+}
+
+// A tag used directly, never through an allocator (std::pmr::polymorphic_allocator over the arena,
+// say): its arena is made by the first shared_arena<Tag>() call, whichever thread makes it. A
+// fork() from another thread meanwhile must leave the child an arena made or not begun: with a
+// function-local static the child inherited its guard held and waited on it for ever. Each round
+// takes a new tag, so every round forks while a first call runs.
+template <int N>
+struct first_call_tag {};
+
+template <int... N>
+constexpr std::array<arena& (*)() noexcept, sizeof...(N)> first_calls(
+    std::integer_sequence<int, N...> /*tags*/) {
+  return {&shared_arena<first_call_tag<N>>...};
+}
+
+TEST(SharedArena, ForkWhileAnotherThreadMakesATagsArenaNeverHangsTheChild) {
+  constexpr auto calls = first_calls(std::make_integer_sequence<int, 200>{});
+  int hung = 0, failed = 0, rounds = 0;
+  for (const auto call : calls) {
+    std::atomic<bool> go{false};
+    std::thread maker([&go, call] {
+      go.store(true);
+      static_cast<void>(call());
+    });
+    while (!go.load()) {
+    }
+    const int code = hugepage::test::run_in_child_within(5000, [call] {
+      void* p = call().allocate(64, 8);
+      std::memset(p, 1, 64);
+      call().deallocate(p, 64, 8);
+      return 0;
+    });
+    maker.join();
+    ++rounds;
+    if (code == hugepage::test::child_hung) {
+      ++hung;
+      break;  // one is enough: each costs the limit
+    }
+    if (code != 0) ++failed;
+  }
+  EXPECT_EQ(hung, 0) << "after " << rounds
+                     << " rounds a child waited for ever on an arena half made in the parent";
+  EXPECT_EQ(failed, 0);
 }
 
 // ---- static destruction -----------------------------------------------------------------------

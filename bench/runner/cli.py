@@ -55,9 +55,11 @@ DEFAULT_ROUNDS = 5
 DEFAULT_HEAVY_ROUNDS = 2
 DEFAULT_MIN_TIME = "0.1"
 QUICK_ROUNDS = 2
-# A scenario row runs for seconds (tens in a full run) after building GiBs: one round, every
-# configuration in it, so that start-up figures pair with the baseline of the same round.
-SCENARIO_ROUNDS = 1
+# A scenario row runs for seconds (tens in a full run) after building GiBs. A full run interleaves
+# three rounds (each round every configuration once, in an order rotated per round), so that each
+# cell has a median and a min-max to decide on; --quick (CI) one round.
+SCENARIO_ROUNDS = 3
+SCENARIO_QUICK_ROUNDS = 1
 
 
 CPU_MAX = 1023  # CPU_SETSIZE - 1, as hugepage_bench bounds --cpu
@@ -81,7 +83,8 @@ def parse_args(argv):
                    help="the scenario family only (a service's request loop per configuration: "
                         "latency, RSS, coverage, kernel counters; docs/benchmark.md), with the "
                         "configurations THP always and THP always + fast khugepaged (root); "
-                        f"{SCENARIO_ROUNDS} round unless --rounds; no paired run, no headroom")
+                        f"{SCENARIO_ROUNDS} interleaved rounds ({SCENARIO_QUICK_ROUNDS} with "
+                        f"--quick) unless --rounds; no paired run, no headroom")
     p.add_argument("--thp-always", action="store_true",
                    help="add the configuration 'thp always': the peers' std rows under plain "
                         "glibc with THP enabled=always machine-wide for that process, then "
@@ -183,7 +186,7 @@ def parse_args(argv):
         args.peers = split("--peers", args.peers)
     args.allocators = split("--allocators", args.allocators)
     if args.scenarios:
-        args.rounds = args.rounds or SCENARIO_ROUNDS
+        args.rounds = args.rounds or (SCENARIO_QUICK_ROUNDS if args.quick else SCENARIO_ROUNDS)
         args.heavy_rounds = args.rounds  # every scenario in every round
         args.no_headroom = True
     given_heavy = args.heavy_rounds if not args.scenarios else None

@@ -2,6 +2,7 @@
 into cells: one cell per (suite, row label, working set), its samples one per round.
 """
 
+import argparse
 import json
 import os
 import re
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from . import stats, sysfs
 from .configs import clean_env
 from .plan import bench_command
-from .util import log
+from .util import log, parse_size
 
 BASELINE = "glibc std"
 
@@ -155,12 +156,56 @@ KNOWN_FIELDS = {"name", "run_name", "run_type", "repetitions", "repetition_index
                 "error_occurred", "error_message"}
 
 
+def ended_text(rc):
+    """How a run's process ended, from its return code, in words."""
+    if rc < 0:
+        try:
+            return f"was killed by {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"was killed by signal {-rc}"
+    if rc == 124:
+        return "was killed at its time limit"
+    return f"exited with status {rc}"
+
+
+def flag_values(cmd, flag):
+    """The comma-separated values of `--flag=` in a command line, or None."""
+    for a in cmd:
+        if a.startswith(flag + "="):
+            return a[len(flag) + 1:].split(",")
+    return None
+
+
+def died_rows(run):
+    """[(suite, allocator, ws)] a run named (--suites, --allocators, --sizes) when its process
+    died without results: those rows FAILED. [] when the command does not name them all, or when
+    the process ended as it should (its rows then say what happened) or was not run (126)."""
+    if run.data or run.rc in (0, 126):
+        return []
+    suites, allocs, sizes = (flag_values(run.cmd, f) for f in ("--suites", "--allocators",
+                                                                 "--sizes"))
+    if not (suites and allocs and sizes):
+        return []
+    try:
+        ws = [parse_size(x) for x in sizes]
+    except (ValueError, argparse.ArgumentTypeError):
+        return []
+    return [(s, a, w) for s in suites for a in allocs for w in ws]
+
+
 def collect(runs, configs, time_field):
-    """cells[(suite, label, ws)] = {"samples": [per-run dicts], "errors": [...], ...}."""
+    """cells[(suite, label, ws)] = {"samples": [per-run dicts], "errors": [...], ...}. A run whose
+    process died before it wrote its JSON gives each row it named an error "FAILED: ..."."""
     by_name = {c.name: c for c in configs}
     cells = {}
     for run in runs:
         if not run.data:
+            config = by_name.get(run.config)
+            for suite, alloc, ws in died_rows(run) if config else []:
+                key = (suite, config.row_label(alloc), ws)
+                cell = cells.setdefault(key, stats.Cell(suite, key[1], ws, config.name, alloc))
+                cell.errors.append(f"FAILED: its process {ended_text(run.rc)} before it wrote "
+                                   f"its results (round {run.round}; {run.problem or 'no JSON'})")
             continue
         config = by_name[run.config]
         per_run = {}

@@ -35,6 +35,9 @@ def find_row(cells, configs, suite, ws, token):
 def why_missing(cell, token):
     if cell is None:
         return f"{token} not measured"
+    failed = [e for e in cell.errors if e.startswith("FAILED: ")]
+    if failed:  # its child or helper did not do its work: no figure of it counts
+        return f"{token} not measured ({failed[0]})"
     if not cell.samples:
         return f"{token} not measured ({cell.errors[0] if cell.errors else 'no result'})"
     return ""

@@ -13,6 +13,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "hugepage/detail/allocator_members.hpp"
 #include "hugepage/detail/label_hooks.hpp"
 #include "hugepage/errors.hpp"
 #include "hugepage/page_size.hpp"
@@ -59,19 +60,9 @@ struct collapse_config {
 /// (strict hugetlb) when the pool is short, allocation_error / std::bad_alloc otherwise.
 /// deallocate(p, n): noexcept; n must be the n given to allocate. Thread-safe.
 template <class T, class Config>
-class basic_allocator {
+class basic_allocator : public detail::allocator_members<basic_allocator, T, Config,
+                                                         detail::allocator_state::stateless> {
  public:
-  using value_type = T;
-  using size_type = std::size_t;
-  using difference_type = std::ptrdiff_t;
-  using propagate_on_container_move_assignment = std::true_type;
-  using is_always_equal = std::true_type;
-
-  template <class U>
-  struct rebind {
-    using other = basic_allocator<U, Config>;
-  };
-
   constexpr basic_allocator() noexcept = default;
   template <class U>
   constexpr basic_allocator(const basic_allocator<U, Config>& /*other*/) noexcept {}  // NOLINT

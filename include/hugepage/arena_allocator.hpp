@@ -26,6 +26,7 @@
 #include <type_traits>
 
 #include "hugepage/arena.hpp"
+#include "hugepage/detail/allocator_members.hpp"
 #include "hugepage/errors.hpp"
 
 namespace hugepage {
@@ -36,21 +37,9 @@ namespace hugepage {
 /// arena throws (pool_exhausted, allocation_error, std::bad_alloc). deallocate(p, n): noexcept.
 /// Thread safety: that of the arena.
 template <class T, class Arena = arena>
-class arena_allocator {
+class arena_allocator : public detail::allocator_members<arena_allocator, T, Arena,
+                                                         detail::allocator_state::stateful> {
  public:
-  using value_type = T;
-  using size_type = std::size_t;
-  using difference_type = std::ptrdiff_t;
-  using propagate_on_container_copy_assignment = std::true_type;
-  using propagate_on_container_move_assignment = std::true_type;
-  using propagate_on_container_swap = std::true_type;
-  using is_always_equal = std::false_type;
-
-  template <class U>
-  struct rebind {
-    using other = arena_allocator<U, Arena>;
-  };
-
   /// Allocates from `source`, which must outlive every container using this allocator.
   explicit arena_allocator(Arena& source) noexcept : arena_(&source) {}
 

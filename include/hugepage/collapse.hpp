@@ -50,9 +50,11 @@
 //           (madvise answers ENOMEM for a range not wholly mapped too: such chunks are counted
 //           in `unmapped`, not here)
 //   EBUSY   the memory cgroup charge failed
-//   EPERM   (another process) no CAP_SYS_NICE, or no ptrace access to it
-//   EACCES  (another process) no ptrace access to it (Linux 6.18 answers this for a root target)
+//   EACCES  (another process) no ptrace-read access to it (PTRACE_MODE_READ: another user's
+//           process, or one that is not dumpable); the kernel checks this first (mm_access)
+//   EPERM   (another process) ptrace access, but no CAP_SYS_NICE (process_madvise's own check)
 //   ESRCH   (another process) it has exited
+//   EBADF   (another process) the view holds no pidfd of it (a view made under a root)
 #pragma once
 
 #include <sys/mman.h>
@@ -381,47 +383,44 @@ inline collapse_result collapse(void* p, std::size_t bytes,
   return detail::collapse_range(-1, self.pagemap_fd(), p, bytes, budget, self.maps_fd());
 }
 
-/// Collapses [p, p + bytes) of process `pid` with process_madvise(2) (Linux 6.1 for
-/// MADV_COLLAPSE): needs CAP_SYS_NICE and ptrace access to it; otherwise the result's `fatal` is
-/// EPERM and nothing changed. The target keeps running; chunks it unmaps meanwhile are counted in
-/// `unmapped` (the kernel's ENOMEM for them is no refusal), and no other memory is touched.
-/// Opens the process's pagemap and maps for the call: collapse(view, ...) opens them once.
-inline collapse_result collapse(pid_t pid, void* p, std::size_t bytes,
-                                const collapse_budget& budget = {}) {
-  std::error_code ec;
-  const detail::unique_fd pidfd(detail::pagemap::pidfd_open(pid, ec));
-  if (!pidfd) return detail::collapse_not_started(p, bytes, ec);
-  const process_view view(pid);
-  return detail::collapse_range(pidfd.get(), view.pagemap_fd(), p, bytes, budget, view.maps_fd());
-}
-
 /// Collapses [p, p + bytes) of the process of `view`, reading its pagemap and maps through the
 /// view (opened once, for any number of calls): collapse(p, bytes, budget) for a view of this
-/// process (pid 0), collapse(pid, p, bytes, budget) for another one, through the pidfd the view
-/// took when made (the right to advise it): a process that has exited gives ESRCH, never acts on
-/// a later process given its pid. Where the view's pagemap could not be opened, every chunk
-/// is tried (`scanned` false). Never throws for a view of this process; allocates nothing.
+/// process (pid 0), collapse(pid, p, bytes, budget) for another one. Another process is only ever
+/// advised through the pidfd the view took when made (the right to advise it): a process that has
+/// exited gives ESRCH, never acts on a later process given its pid. A view without a pidfd advises
+/// nothing: one made under a root (it reads a copy, and holds no pidfd; pid 0 too) gives EBADF, one
+/// whose pidfd_open failed gives that errno (pidfd_errno()). Where the view's pagemap could not be
+/// opened, every chunk is tried (`scanned` false). Never throws; allocates nothing.
 inline collapse_result collapse(const process_view& view, void* p, std::size_t bytes,
                                 const collapse_budget& budget = {}) noexcept {
-  if (view.pid() == 0) {
+  if (view.pid() == 0 && view.root().empty()) {  // this process, read live
     return detail::collapse_range(-1, view.pagemap_fd(), p, bytes, budget, view.maps_fd());
   }
   std::error_code ec;
-  if (view.root().empty()) {  // the pidfd the view took when made: never a later process's
-    if (view.exited()) {
-      ec = std::error_code(ESRCH, std::generic_category());
-      return detail::collapse_not_started(p, bytes, ec);
-    }
-    if (view.pidfd() >= 0) {
-      return detail::collapse_range(view.pidfd(), view.pagemap_fd(), p, bytes, budget,
-                                    view.maps_fd());
-    }
-    ec = std::error_code(view.pidfd_errno(), std::generic_category());
+  if (view.exited()) {
+    ec = std::error_code(ESRCH, std::generic_category());
     return detail::collapse_not_started(p, bytes, ec);
   }
-  const detail::unique_fd pidfd(detail::pagemap::pidfd_open(view.pid(), ec));
-  if (!pidfd) return detail::collapse_not_started(p, bytes, ec);
-  return detail::collapse_range(pidfd.get(), view.pagemap_fd(), p, bytes, budget, view.maps_fd());
+  if (view.pidfd() >= 0) {
+    return detail::collapse_range(view.pidfd(), view.pagemap_fd(), p, bytes, budget,
+                                  view.maps_fd());
+  }
+  // No pidfd: a root's view never had one (opening one now could name a later process).
+  ec = std::error_code(view.root().empty() && view.pidfd_errno() != 0 ? view.pidfd_errno() : EBADF,
+                       std::generic_category());
+  return detail::collapse_not_started(p, bytes, ec);
+}
+
+/// Collapses [p, p + bytes) of process `pid` with process_madvise(2) (Linux 6.1 for
+/// MADV_COLLAPSE): needs ptrace-read access to it and CAP_SYS_NICE; otherwise the result's `fatal`
+/// is EACCES (no ptrace access: checked first) or EPERM (no CAP_SYS_NICE), and nothing changed. The
+/// target keeps running; chunks it unmaps meanwhile are counted in `unmapped` (the kernel's ENOMEM
+/// for them is no refusal), and no other memory is touched. Opens the process's pagemap and maps
+/// for the call: collapse(view, ...) opens them once.
+inline collapse_result collapse(pid_t pid, void* p, std::size_t bytes,
+                                const collapse_budget& budget = {}) {
+  const process_view view(pid);  // its pidfd first, then its files
+  return collapse(view, p, bytes, budget);
 }
 
 /// The memory a collapse of [lo, hi) of the process of `view` would add, in bytes: MADV_COLLAPSE

@@ -8,11 +8,15 @@
 //   shared_arena_allocator.hpp  a stateless node allocator over a process-wide arena per tag
 //   array.hpp      array<T>, make_array: an owning sized array, the port of new T[n]
 //   strategy.hpp   where every hugepage decision is made
+//   mapping_records.hpp  the records deallocate() consults for mappings unlike their request
 //   backing.hpp    backing_of(): what the kernel actually gave
+//   backing_report.hpp  the answer of backing_of(): where the bytes of a range live
 //   collapse.hpp   collapse(): huge pages now, in budgeted steps, here or in another process
 //   label.hpp      containers by name: coverage_of(label), labels()
 //   upkeep.hpp     upkeep(): restore the huge pages labelled containers lost; upkeep_thread
 //   metrics.hpp    write_metrics(): Prometheus text and JSON from inside the service
+//   prometheus_exposition.hpp  the Prometheus text format: one writer, escaping and grouping
+//   numa.hpp       NUMA placement of a container (bind, preferred, interleave) and its proof
 //   system.hpp     THP settings, hugetlb pools, MADV_COLLAPSE support
 //   cgroup.hpp     the memory and hugetlb cgroup limits this process runs under
 //   kernel_files.hpp  one parser and one reader per kernel file (mountinfo, cgroup, statm, ...)
@@ -22,8 +26,12 @@
 //   errors.hpp     the exceptions: allocation_error, pool_exhausted and the cgroup refusals
 //   refusal.hpp    why hugetlb pages were refused, in words, and the command that sizes a pool
 //   stats.hpp      what the library has mapped
+//   perf_counters.hpp  the TLB, cycle and page-fault counters of the calling thread
+//   perf_events_pfm.hpp  named raw PMU events through libpfm4; optional, not included
 //   smaps.hpp      /proc/<pid>/smaps parser
 //   os.hpp         the noexcept mmap/madvise layer
+//   page_size.hpp  the huge page sizes: 2 MiB, 1 GiB
+//   format_bytes.hpp  a byte count in words, as the library's messages write it
 #pragma once
 
 #include "hugepage/allocator.hpp"
@@ -32,6 +40,7 @@
 #include "hugepage/arena_resource.hpp"
 #include "hugepage/array.hpp"
 #include "hugepage/backing.hpp"
+#include "hugepage/backing_report.hpp"
 #include "hugepage/cgroup.hpp"
 #include "hugepage/collapse.hpp"
 #include "hugepage/errors.hpp"

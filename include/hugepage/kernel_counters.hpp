@@ -16,7 +16,8 @@
 // A kB value is returned in bytes; a bare number (HugePages_Total, THP_enabled) as it is. A line
 // with another unit, several numbers ("Uid: 0 0 0 0") or an overflow has no number; a reader
 // returns an empty optional when the file cannot be read, never a made-up zero.
-// Thread-safe; the parsers allocate only their results. Minimum kernel: any (smaps_rollup 4.14,
+// Thread-safe; the parsers allocate only their results (and one buffer for a line's name): no
+// temporaries per line. Minimum kernel: any (smaps_rollup 4.14,
 // MemAvailable 3.14, status THP_enabled 5.0: an absent line is an absent key).
 #pragma once
 
@@ -43,8 +44,10 @@ using kernel_values = std::map<std::string, std::uint64_t>;
 /// count). Pure.
 inline kernel_values parse_meminfo(std::string_view text) {
   kernel_values values;
-  detail::for_each_kb_field(text, [&values](std::string_view name, std::uint64_t bytes) {
-    values[std::string(name)] = bytes;
+  std::string key;  // one buffer for every line's name: a name found again allocates nothing
+  detail::for_each_kb_field(text, [&values, &key](std::string_view name, std::uint64_t bytes) {
+    key.assign(name.data(), name.size());
+    values[key] = bytes;
   });
   return values;
 }
@@ -77,6 +80,7 @@ inline std::optional<std::uint64_t> read_meminfo_value(std::string_view name,
 /// without overflow; other lines are skipped. Pure.
 inline kernel_values parse_vmstat(std::string_view text) {
   kernel_values values;
+  std::string key;  // one buffer for every line's name
   const auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\r'; };
   for (std::string_view line : detail::split(text, '\n')) {
     const auto next_word = [&]() {
@@ -93,7 +97,10 @@ inline kernel_values parse_vmstat(std::string_view text) {
         number.find_first_not_of("0123456789") != std::string_view::npos) {
       continue;
     }
-    if (const auto value = detail::parse_u64(number)) values[std::string(name)] = *value;
+    if (const auto value = detail::parse_u64(number)) {
+      key.assign(name.data(), name.size());
+      values[key] = *value;
+    }
   }
   return values;
 }
@@ -143,25 +150,35 @@ struct process_status {
   }
 };
 
-/// Parses /proc/PID/status text: lines without ':' or with an empty key are skipped; of a key
-/// written twice the first line counts, for the text and the number alike. Pure.
+/// Parses /proc/PID/status text: lines without ':' or with an empty key are skipped; a key is
+/// trimmed of blanks. Of a key written twice the first line counts, and a key's number is read
+/// from that line's value alone (detail::kb_value), so field() and number() never disagree. Pure.
 inline process_status parse_status(std::string_view text) {
   process_status status;
-  for (const std::string_view line : detail::split(text, '\n')) {
+  std::string key_buffer;  // one buffer for every line's key: a key found again allocates nothing
+  const auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\r'; };
+  while (!text.empty()) {
+    const std::size_t end = text.find('\n');
+    const std::string_view line = text.substr(0, end);
+    text = end == std::string_view::npos ? std::string_view{} : text.substr(end + 1);
     const std::size_t colon = line.find(':');
-    if (colon == std::string_view::npos || colon == 0) continue;
+    if (colon == std::string_view::npos) continue;
+    std::string_view key = line.substr(0, colon);
+    while (!key.empty() && (key.front() == ' ' || key.front() == '\t')) key.remove_prefix(1);
+    while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.remove_suffix(1);
+    if (key.empty()) continue;
     std::string_view value = line.substr(colon + 1);
-    while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) {
       value.remove_prefix(1);
-    while (!value.empty() &&
-           (value.back() == ' ' || value.back() == '\t' || value.back() == '\r')) {
-      value.remove_suffix(1);
     }
-    status.text.emplace(std::string(line.substr(0, colon)), std::string(value));
+    while (!value.empty() && blank(value.back())) value.remove_suffix(1);
+    key_buffer.assign(key.data(), key.size());
+    if (status.text.find(key_buffer) != status.text.end()) continue;
+    const auto at = status.text.emplace(key_buffer, std::string(value)).first;
+    if (const std::optional<std::uint64_t> number = detail::kb_value(value)) {
+      status.numbers.emplace(at->first, *number);
+    }
   }
-  detail::for_each_kb_field(text, [&status](std::string_view name, std::uint64_t bytes) {
-    status.numbers.emplace(std::string(name), bytes);
-  });
   return status;
 }
 

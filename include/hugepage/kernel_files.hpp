@@ -4,7 +4,8 @@
 // struct out: tests feed it samples) and one reader that takes where to read from: `root` ("" for
 // the live system, else a directory holding a copy of the tree, such as a capture) and, for a
 // process's file, its `pid` (0: this process, /proc/self). A reader returns an empty optional when
-// the file cannot be read, never a made-up value.
+// the file cannot be read, never a made-up value: it reads regular files only (a FIFO, a device or
+// a directory is EINVAL) and at most detail::max_text_file_bytes, 256 MiB (EFBIG past it).
 //
 //   file                             parser                   reader
 //   /proc/PID/mountinfo              parse_mountinfo          read_mountinfo
@@ -19,7 +20,8 @@
 //   THP hugepages-<kB>kB/            (mode, number files)     read_mthp_sizes (system.hpp)
 //   khugepaged/*                     (number files)           read_thp_settings (system.hpp)
 //
-// Thread-safe; the parsers allocate only their results. Minimum kernel: any (mountinfo 2.6.26).
+// Thread-safe; the parsers allocate only their results (and, for a parser that keeps named
+// values, one key buffer): no temporaries per line. Minimum kernel: any (mountinfo 2.6.26).
 #pragma once
 
 #include <sys/types.h>
@@ -39,20 +41,59 @@ namespace hugepage {
 
 namespace detail {
 
-/// The pieces of `text` between `separator`s, empty ones included ("a,,b" -> a, "", b).
-inline std::vector<std::string_view> split(std::string_view text, char separator) {
-  std::vector<std::string_view> parts;
-  std::size_t at = 0;
-  for (;;) {
-    const std::size_t end = text.find(separator, at);
-    parts.push_back(text.substr(at, end == std::string_view::npos ? end : end - at));
-    if (end == std::string_view::npos) return parts;
-    at = end + 1;
-  }
+/// The pieces of `text` between `separator`s, empty ones included ("a,,b" -> a, "", b), as a range
+/// for a range-for loop: each piece is found when the loop reaches it, so splitting allocates
+/// nothing (a vector of pieces would take 16 bytes per line of a file of empty lines).
+class split_parts {
+ public:
+  class iterator {
+   public:
+    iterator(std::string_view rest, char separator, bool done) noexcept
+        : rest_(rest), separator_(separator), done_(done) {
+      find();
+    }
+    std::string_view operator*() const noexcept { return part_; }
+    iterator& operator++() noexcept {
+      if (end_ == std::string_view::npos) {
+        done_ = true;
+      } else {
+        rest_.remove_prefix(end_ + 1);
+        find();
+      }
+      return *this;
+    }
+    bool operator!=(const iterator& other) const noexcept { return done_ != other.done_; }
+    bool operator==(const iterator& other) const noexcept { return done_ == other.done_; }
+
+   private:
+    void find() noexcept {
+      end_ = rest_.find(separator_);
+      part_ = rest_.substr(0, end_);
+    }
+    std::string_view rest_;
+    std::string_view part_;
+    std::size_t end_ = 0;
+    char separator_;
+    bool done_;
+  };
+
+  split_parts(std::string_view text, char separator) noexcept
+      : text_(text), separator_(separator) {}
+  iterator begin() const noexcept { return iterator(text_, separator_, false); }
+  iterator end() const noexcept { return iterator({}, separator_, true); }
+
+ private:
+  std::string_view text_;
+  char separator_;
+};
+
+/// split_parts(text, separator): `for (std::string_view part : split(text, ','))`.
+inline split_parts split(std::string_view text, char separator) noexcept {
+  return split_parts(text, separator);
 }
 
 /// Whether the `separator`-separated `list` holds `token`.
-inline bool has_token(std::string_view list, std::string_view token, char separator) {
+inline bool has_token(std::string_view list, std::string_view token, char separator) noexcept {
   for (const std::string_view part : split(list, separator)) {
     if (part == token) return true;
   }
@@ -92,6 +133,10 @@ inline std::optional<std::string> read_under_root(const std::string& root,
 }
 
 }  // namespace detail
+
+/// The pieces of `text` between `separator`s, empty ones included: "a,,b" gives "a", "", "b",
+/// and "" gives one empty piece. The views point into `text`. Pure.
+using detail::split;
 
 /// The whole text of `path` under `root` ("" for the live system). procfs and sysfs files report
 /// size 0, so it reads until EOF. nullopt when it cannot be read; `ec`, when given, says why. For
@@ -135,21 +180,33 @@ struct mount_info {
 inline std::vector<mount_info> parse_mountinfo(std::string_view text) {
   std::vector<mount_info> mounts;
   for (const std::string_view line : detail::split(text, '\n')) {
-    std::vector<std::string_view> fields;
+    // The six fields before "-" and the three after it; the optional fields between are counted
+    // and skipped (no per-line list: a line of many fields costs nothing but the walk).
+    std::string_view head[6];
+    std::string_view tail[3];
+    std::size_t before = 0, after = 0;
+    bool dash = false;
     for (const std::string_view field : detail::split(line, ' ')) {
-      if (!field.empty()) fields.push_back(field);
+      if (field.empty()) continue;
+      if (!dash && field == "-") {
+        dash = true;
+        if (before < 6) break;  // the first "-" is the separator: too few fields before it
+      } else if (!dash) {
+        if (before < 6) head[before] = field;
+        ++before;
+      } else if (after < 3) {
+        tail[after++] = field;
+      }
     }
-    std::size_t dash = 0;
-    while (dash < fields.size() && fields[dash] != "-") ++dash;
-    if (dash < 6 || dash + 4 > fields.size()) continue;
+    if (!dash || before < 6 || after < 3) continue;
     mount_info m;
-    m.device = std::string(fields[2]);
-    m.root = detail::unescape_mount_field(fields[3]);
-    m.point = detail::unescape_mount_field(fields[4]);
-    m.options = std::string(fields[5]);
-    m.fstype = std::string(fields[dash + 1]);
-    m.source = detail::unescape_mount_field(fields[dash + 2]);
-    m.super_options = std::string(fields[dash + 3]);
+    m.device = std::string(head[2]);
+    m.root = detail::unescape_mount_field(head[3]);
+    m.point = detail::unescape_mount_field(head[4]);
+    m.options = std::string(head[5]);
+    m.fstype = std::string(tail[0]);
+    m.source = detail::unescape_mount_field(tail[1]);
+    m.super_options = std::string(tail[2]);
     mounts.push_back(std::move(m));
   }
   return mounts;

@@ -11,7 +11,8 @@
 //                     parse_buddyinfo_line)
 //   /proc/zoneinfo    parse_zoneinfo                      read_zoneinfo
 //
-// Thread-safe; the parsers allocate only their results. Minimum kernel: any.
+// Thread-safe; the parsers allocate only their results: no temporaries per line. Minimum kernel:
+// any.
 #pragma once
 
 #include <cstddef>
@@ -28,18 +29,28 @@ namespace hugepage {
 
 namespace detail {
 
-/// The words of `line`, split at runs of blanks.
-inline std::vector<std::string_view> words_of(std::string_view line) {
-  std::vector<std::string_view> words;
-  for (const std::string_view part : split(line, ' ')) {
-    for (const std::string_view word : split(part, '\t')) {
-      std::string_view w = word;
-      while (!w.empty() && w.back() == '\r') w.remove_suffix(1);
-      if (!w.empty()) words.push_back(w);
+/// The words of a line, split at runs of blanks (' ', '\t'), each without trailing '\r's, one at
+/// a time: no list of them is built.
+class line_words {
+ public:
+  explicit line_words(std::string_view line) noexcept : rest_(line) {}
+  /// The next word; "" when there is none.
+  std::string_view next() noexcept {
+    for (;;) {
+      const std::size_t start = rest_.find_first_not_of(" \t");
+      if (start == std::string_view::npos) return {};
+      rest_.remove_prefix(start);
+      const std::size_t end = rest_.find_first_of(" \t");
+      std::string_view word = rest_.substr(0, end);
+      rest_.remove_prefix(end == std::string_view::npos ? rest_.size() : end);
+      while (!word.empty() && word.back() == '\r') word.remove_suffix(1);
+      if (!word.empty()) return word;
     }
   }
-  return words;
-}
+
+ private:
+  std::string_view rest_;
+};
 
 /// `word` as a number when it is all digits and fits; nullopt otherwise.
 inline std::optional<std::uint64_t> digits_value(std::string_view word) {
@@ -99,23 +110,34 @@ struct buddy_zone {
 /// "not 'Node N, zone NAME' and counts" or "bad count 'W'" (not all digits, or an overflow). Pure.
 inline std::optional<buddy_zone> parse_buddyinfo_line(std::string_view line,
                                                       std::string* why = nullptr) {
-  const auto refuse = [why](std::string reason) -> std::optional<buddy_zone> {
-    if (why != nullptr) *why = std::move(reason);
+  const auto refuse = [why](const char* reason,
+                            std::string_view word = {}) -> std::optional<buddy_zone> {
+    if (why != nullptr) *why = std::string(reason) + std::string(word) + (word.empty() ? "" : "'");
     return std::nullopt;
   };
-  const std::vector<std::string_view> w = detail::words_of(line);
-  if (w.empty()) return refuse("");
-  const std::optional<int> node = w.size() >= 4 ? detail::node_of_zone_line(w[1]) : std::nullopt;
+  detail::line_words words(line);
+  std::string_view w[4];
+  std::size_t n = 0;
+  while (n < 4 && !(w[n] = words.next()).empty()) ++n;
+  if (n == 0) return refuse("");
+  const std::optional<int> node = n == 4 ? detail::node_of_zone_line(w[1]) : std::nullopt;
   if (w[0] != "Node" || !node || w[2] != "zone") {
     return refuse("not 'Node N, zone NAME' and counts");
+  }
+  // The counts are checked before anything is built: a refused line allocates nothing.
+  std::size_t orders = 0;
+  for (detail::line_words check = words;;) {
+    const std::string_view word = check.next();
+    if (word.empty()) break;
+    if (!detail::digits_value(word)) return refuse("bad count '", word);
+    ++orders;
   }
   buddy_zone zone;
   zone.node = *node;
   zone.zone = std::string(w[3]);
-  for (std::size_t i = 4; i < w.size(); ++i) {
-    const auto count = detail::digits_value(w[i]);
-    if (!count) return refuse("bad count '" + std::string(w[i]) + "'");
-    zone.free_blocks.push_back(*count);
+  zone.free_blocks.reserve(orders);
+  for (std::string_view word = words.next(); !word.empty(); word = words.next()) {
+    zone.free_blocks.push_back(*detail::digits_value(word));
   }
   return zone;
 }
@@ -159,14 +181,17 @@ struct zone_info {
 inline std::vector<zone_info> parse_zoneinfo(std::string_view text) {
   std::vector<zone_info> zones;
   for (const std::string_view line : detail::split(text, '\n')) {
-    const std::vector<std::string_view> w = detail::words_of(line);
-    if (w.size() == 4 && w[0] == "Node" && w[2] == "zone") {
+    detail::line_words words(line);
+    std::string_view w[5];  // a fifth word only to know there are more than four
+    std::size_t n = 0;
+    while (n < 5 && !(w[n] = words.next()).empty()) ++n;
+    if (n == 4 && w[0] == "Node" && w[2] == "zone") {
       if (const auto node = detail::node_of_zone_line(w[1])) {
         zones.push_back(zone_info{*node, std::string(w[3]), 0});
         continue;
       }
     }
-    if (w.size() >= 2 && w[0] == "count:" && !zones.empty()) {
+    if (n >= 2 && w[0] == "count:" && !zones.empty()) {
       if (const auto count = detail::digits_value(w[1])) {
         zones.back().per_cpu_free_pages =
             detail::saturating_add(zones.back().per_cpu_free_pages, *count);

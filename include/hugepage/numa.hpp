@@ -39,11 +39,13 @@ namespace hugepage {
 struct node_set {
   std::uint64_t mask = 0;
   bool invalid = false;
+  int outside = 0;  ///< the first node named outside 0..63, when invalid (for the error)
 
   constexpr node_set() noexcept = default;
   constexpr node_set(std::initializer_list<int> nodes) noexcept {
     for (const int n : nodes) {
       if (n < 0 || n > 63) {
+        if (!invalid) outside = n;
         invalid = true;
       } else {
         mask |= std::uint64_t{1} << n;

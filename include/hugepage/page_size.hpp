@@ -9,7 +9,8 @@
 
 namespace hugepage {
 
-/// Binary byte units, the one definition the library, the doctor, the benchmark and the tests use.
+/// Binary byte units: the one definition. The library, the doctor, the benchmark and the tests
+/// name these rather than define their own (a size written inline, 1 << 30, is no definition).
 namespace units {
 inline constexpr std::size_t kib = std::size_t{1} << 10;
 inline constexpr std::size_t mib = std::size_t{1} << 20;

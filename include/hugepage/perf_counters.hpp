@@ -146,6 +146,10 @@ inline perf_event_attr attr_of(perf_event e) noexcept {
 
 }  // namespace detail
 
+/// The perf_event_attr (perf_event_open(2)) that counts `e`: its type, config and size set, the
+/// rest zero (no read format, no exclusions: the caller sets those). Pure.
+using detail::attr_of;
+
 /// Counts events of the calling thread between start() and stop(). Create it on the thread it
 /// measures. Not thread-safe; movable, not copyable. Never throws for an unavailable event: that
 /// event reads as an empty optional and unavailable_reason() says why.

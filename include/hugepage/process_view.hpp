@@ -21,7 +21,9 @@
 // given the same pid, and a view of this process made before fork() reads the
 // parent's memory in the child (the child makes its own). `root` puts every file under a directory
 // ("" for the live system), as kernel_files.hpp's readers do: a copy of a process's maps and smaps
-// reads from there; the ioctls answer only on the kernel's own files.
+// reads from there; the ioctls answer only on the kernel's own files. Every file is opened as the
+// readers open theirs (detail/proc_file.hpp): a regular file only (a FIFO or device is EINVAL,
+// never waited on or read without end), and read up to 256 MiB (EFBIG past it).
 //
 // Needs: read access to the files (for another process, ptrace-read access). Any kernel; the
 // ioctls callers run on the descriptors need Linux 6.7 (PAGEMAP_SCAN) and 6.11 (PROCMAP_QUERY).
@@ -121,7 +123,7 @@ class process_view {
     if (!kpageflags_path(path, sizeof path)) {
       kpageflags_errno_.store(ENAMETOOLONG);
     } else {
-      opened = detail::open_read_only(path);
+      opened = detail::open_regular_file(path);
       if (opened < 0) kpageflags_errno_.store(errno);
     }
     if (!kpageflags_fd_.compare_exchange_strong(fd, opened)) {
@@ -147,18 +149,8 @@ class process_view {
       ec = std::error_code(maps_errno_, std::generic_category());
       return std::nullopt;
     }
-    std::string text;
-    char buffer[16384];
-    for (std::uint64_t offset = 0;;) {
-      const long n = read_maps(buffer, sizeof buffer, offset);
-      if (n < 0) {
-        ec = std::error_code(errno, std::generic_category());
-        return std::nullopt;
-      }
-      if (n == 0) break;
-      text.append(buffer, static_cast<std::size_t>(n));
-      offset += static_cast<std::uint64_t>(n);
-    }
+    std::string text = detail::read_whole_file(maps_fd_, ec);
+    if (ec) return std::nullopt;
     return text;
   }
 
@@ -187,24 +179,14 @@ class process_view {
       ec = std::error_code(dir_errno_, std::generic_category());
       return {};
     }
-    const detail::unique_fd fd(::openat(dir_fd_, "smaps", O_RDONLY | O_CLOEXEC));
+    const detail::unique_fd fd(detail::open_regular_file_at(dir_fd_, "smaps"));
     if (!fd) {
       const int error = errno;
       ec = std::error_code(exited() ? ESRCH : error, std::generic_category());
       return {};
     }
-    std::string text;
-    char buffer[16384];
-    for (std::uint64_t offset = 0;;) {
-      const long n = detail::pread_full(fd.get(), buffer, sizeof buffer, offset);
-      if (n < 0) {
-        ec = std::error_code(errno, std::generic_category());
-        return {};
-      }
-      if (n == 0) break;
-      text.append(buffer, static_cast<std::size_t>(n));
-      offset += static_cast<std::uint64_t>(n);
-    }
+    const std::string text = detail::read_whole_file(fd.get(), ec);
+    if (ec) return {};
     return parse_smaps(text);
   }
 
@@ -234,7 +216,7 @@ class process_view {
       error = dir_errno_;
       return;
     }
-    fd = ::openat(dir_fd_, file, O_RDONLY | O_CLOEXEC);
+    fd = detail::open_regular_file_at(dir_fd_, file);
     error = fd < 0 ? errno : 0;
   }
 

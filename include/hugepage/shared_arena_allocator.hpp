@@ -34,16 +34,21 @@
 //   also contend per size class; give them different tags.
 // - memory: one 2 MiB slab per size class in use, for the whole process, instead of per arena
 //   object; the arena lives until exit, and keeps up to `retained_pages` empty huge pages.
-// - lifetime: never destroyed (detail/immortal.hpp), so containers with static storage duration
+// - lifetime: never destroyed (made in static storage, no destructor), so containers with static
+// storage duration
 //   may free into it during exit, in any order. Its pages stay mapped until the process ends.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <limits>
+#include <mutex>
+#include <new>
 #include <type_traits>
 
 #include "hugepage/arena.hpp"
-#include "hugepage/detail/immortal.hpp"
+#include "hugepage/detail/allocator_members.hpp"
+#include "hugepage/detail/fork_locks.hpp"
 #include "hugepage/detail/label_hooks.hpp"
 #include "hugepage/errors.hpp"
 #include "hugepage/strategy.hpp"
@@ -91,24 +96,40 @@ constexpr arena_options arena_options_of() noexcept {
   return o;
 }
 
-}  // namespace detail
+// The arena of `Tag`, in storage that is constant-initialised: no function-local static, whose
+// guard a thread holds while it makes the object. A fork() from another thread meanwhile would
+// leave the child that guard held for ever, and its first shared_arena<Tag>() would wait on it.
+template <class Tag>
+struct shared_arena_slot {
+  static inline std::atomic<arena*> made{nullptr};
+  alignas(arena) static inline unsigned char storage[sizeof(arena)];
+};
 
-/// The process-wide arena of `Tag`, made on the first call (thread-safe) and never destroyed.
-/// Its strategy, label and retained pages come from the tag (see the top of this file).
-template <class Tag = default_arena_tag>
-arena& shared_arena() noexcept {
-  static detail::immortal<arena> instance(detail::tag_placed_source<Tag>::value,
-                                          detail::arena_options_of<Tag>());
-  return *instance.get();
+// Makes the arena under fork_locks' making mutex, which fork()'s prepare handler takes first: a
+// fork waits for the making, and the child finds the arena made, or not begun and free to make.
+template <class Tag>
+arena* make_shared_arena() noexcept {
+  fork_locks& locks = arena_fork_locks();  // its pthread_atfork handler first
+  const std::lock_guard<std::mutex> lock(locks.making_mutex());
+  arena* a = shared_arena_slot<Tag>::made.load(std::memory_order_relaxed);
+  if (a == nullptr) {
+    a = ::new (static_cast<void*>(shared_arena_slot<Tag>::storage))
+        arena(tag_placed_source<Tag>::value, arena_options_of<Tag>());
+    shared_arena_slot<Tag>::made.store(a, std::memory_order_release);
+  }
+  return a;
 }
 
-namespace detail {
-// Made at program start (dynamic initialisation, before main for every tag the program uses), so
-// that no thread forks while another holds the guard of shared_arena()'s static: the child would
-// wait on it for ever. A static container built earlier still works: shared_arena() makes it then.
-template <class Tag>
-inline arena* const shared_arena_at_start = &shared_arena<Tag>();
 }  // namespace detail
+
+/// The process-wide arena of `Tag`, made on the first call (thread-safe, and safe against a fork()
+/// from another thread meanwhile) and never destroyed. Its strategy, label and retained pages come
+/// from the tag (see the top of this file).
+template <class Tag = default_arena_tag>
+arena& shared_arena() noexcept {
+  arena* const a = detail::shared_arena_slot<Tag>::made.load(std::memory_order_acquire);
+  return a != nullptr ? *a : *detail::make_shared_arena<Tag>();
+}
 
 /// A stateless allocator of `T` from shared_arena<Tag>(). Default-constructible; all instances
 /// of one Tag are equal (rebinding keeps the tag), so containers copy, move and swap as with
@@ -118,21 +139,13 @@ inline arena* const shared_arena_at_start = &shared_arena<Tag>();
 /// arena throws (pool_exhausted, allocation_error, std::bad_alloc). deallocate(p, n): noexcept.
 /// Thread-safe.
 template <class T, class Tag = default_arena_tag>
-class shared_arena_allocator {
+class shared_arena_allocator
+    : public detail::allocator_members<shared_arena_allocator, T, Tag,
+                                       detail::allocator_state::stateless> {
  public:
-  using value_type = T;
-  using size_type = std::size_t;
-  using difference_type = std::ptrdiff_t;
-  using propagate_on_container_move_assignment = std::true_type;
-  using is_always_equal = std::true_type;
   using tag = Tag;
 
-  template <class U>
-  struct rebind {
-    using other = shared_arena_allocator<U, Tag>;
-  };
-
-  shared_arena_allocator() noexcept { static_cast<void>(detail::shared_arena_at_start<Tag>); }
+  shared_arena_allocator() noexcept = default;
   template <class U>
   shared_arena_allocator(const shared_arena_allocator<U, Tag>& /*other*/) noexcept {}  // NOLINT
 

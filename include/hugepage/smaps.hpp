@@ -47,13 +47,17 @@ struct mapping_info {
   bool is_hugetlb() const noexcept { return kernel_page_bytes > os::base_page_size(); }
   /// Whether the mapping was advised with MADV_HUGEPAGE.
   bool advised_huge() const noexcept { return has_flag("hg"); }
+  /// Whether `vm_flags` holds `flag` as a whole word (words split at runs of blanks).
   bool has_flag(std::string_view flag) const noexcept {
-    const std::string_view flags = vm_flags;
-    for (std::size_t i = 0; i + flag.size() <= flags.size(); i += 3) {
-      if (flags.substr(i, flag.size()) == flag &&
-          (i + flag.size() == flags.size() || flags[i + flag.size()] == ' ')) {
-        return true;
-      }
+    std::string_view flags = vm_flags;
+    while (!flags.empty()) {
+      const std::size_t word = flags.find_first_not_of(" \t");
+      if (word == std::string_view::npos) break;
+      flags.remove_prefix(word);
+      const std::size_t blank = flags.find_first_of(" \t");
+      if (flags.substr(0, blank) == flag) return true;
+      if (blank == std::string_view::npos) break;
+      flags.remove_prefix(blank);
     }
     return false;
   }
@@ -70,6 +74,7 @@ inline std::string_view next_token(std::string_view& text) {
   return token;
 }
 
+// A whole word of hex digits that fits `out`; false (and `out` unchanged) otherwise.
 inline bool parse_hex(std::string_view text, std::uintptr_t& out) {
   if (text.empty()) return false;
   std::uintptr_t value = 0;
@@ -84,36 +89,76 @@ inline bool parse_hex(std::string_view text, std::uintptr_t& out) {
     } else {
       return false;
     }
+    if (value > (~std::uintptr_t{0} >> 4)) return false;  // one more digit would not fit
     value = value * 16 + static_cast<std::uintptr_t>(digit);
   }
   out = value;
   return true;
 }
 
-// "7f12a0000000-7f12a4000000 rw-p 00000000 00:00 0   [heap]" -> a record; false if not a header.
+// "7f12a0000000-7f12a4000000 rw-p 00000000 00:00 0   [heap]" -> a record; false if not a header:
+// the range, offset and inode must be whole numbers that fit, and the range must not be empty or
+// reversed (the kernel writes no such mapping; a record of one would count made-up bytes).
 inline bool parse_mapping_header(std::string_view line, mapping_info& m) {
   std::string_view rest = line;
   const std::string_view range = next_token(rest);
   const auto dash = range.find('-');
   if (dash == std::string_view::npos) return false;
-  if (!parse_hex(range.substr(0, dash), m.start) || !parse_hex(range.substr(dash + 1), m.end)) {
+  std::uintptr_t start = 0, end = 0;
+  if (!parse_hex(range.substr(0, dash), start) || !parse_hex(range.substr(dash + 1), end) ||
+      end <= start) {
     return false;
   }
-  m.permissions = std::string(next_token(rest));
+  const std::string_view permissions = next_token(rest);
   std::uintptr_t offset = 0;
-  if (!parse_hex(next_token(rest), offset)) offset = 0;
+  if (!parse_hex(next_token(rest), offset)) return false;
+  const std::string_view device = next_token(rest);
+  const std::string_view inode_word = next_token(rest);
+  if (inode_word.empty() || inode_word.find_first_not_of("0123456789") != std::string_view::npos) {
+    return false;
+  }
+  const auto inode = parse_u64(inode_word);
+  if (!inode) return false;
+  m.start = start;
+  m.end = end;
+  m.permissions = std::string(permissions);
   m.offset = offset;
-  m.device = std::string(next_token(rest));
-  const auto inode = parse_u64(next_token(rest));
-  m.inode = inode ? *inode : 0;
+  m.device = std::string(device);
+  m.inode = *inode;
   while (!rest.empty() && (rest.front() == ' ' || rest.front() == '\t')) rest.remove_prefix(1);
   m.name = std::string(rest);
   return true;
 }
 
+// The value of an smaps field line after its "Name:": a whole number of digits that fits 64 bits,
+// then "kB" (`kb` true) or nothing ("THPeligible:    1"), then nothing but blanks and a '\r'.
+// False for anything else ("lots kB", "12x kB", "4 MB", "1 2").
+inline bool parse_smaps_value(std::string_view rest, std::uint64_t& number, bool& kb) {
+  const std::string_view digits = next_token(rest);
+  std::string_view unit = next_token(rest);
+  while (!unit.empty() && unit.back() == '\r') unit.remove_suffix(1);
+  while (!rest.empty() && (rest.front() == ' ' || rest.front() == '\t' || rest.front() == '\r')) {
+    rest.remove_prefix(1);
+  }
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos ||
+      !rest.empty() || (unit != "kB" && !unit.empty())) {
+    return false;
+  }
+  const auto value = parse_u64(digits);
+  if (!value) return false;
+  number = *value;
+  kb = !unit.empty();
+  return true;
+}
+
 }  // namespace detail
 
-/// Parses the text of an smaps file. Unknown fields are ignored; a malformed line is skipped.
+/// Parses the text of an smaps file. Unknown fields are ignored; a malformed line is skipped: a
+/// header whose range, offset or inode is not a whole number that fits, or whose range is empty or
+/// reversed (and the fields after it, which belong to no mapping), and a field whose value is not
+/// a whole number with the unit its field has (kB; THPeligible none). A kB value past SIZE_MAX
+/// bytes reads SIZE_MAX (saturated, never wrapped).
+/// Allocates only its result (no per-line temporaries).
 inline std::vector<mapping_info> parse_smaps(std::string_view text) {
   std::vector<mapping_info> mappings;
   bool in_mapping = false;  // fields after a malformed header belong to no mapping
@@ -136,13 +181,20 @@ inline std::vector<mapping_info> parse_smaps(std::string_view text) {
     mapping_info& m = mappings.back();
     const std::string_view name = key.substr(0, key.size() - 1);
     if (name == "VmFlags") {
-      while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
-      m.vm_flags = std::string(rest);
+      while (!rest.empty() && (rest.front() == ' ' || rest.front() == '\t')) rest.remove_prefix(1);
+      m.vm_flags.assign(rest.data(), rest.size());
       continue;
     }
-    const auto value = detail::parse_u64(rest);
-    if (!value) continue;
-    const std::size_t bytes = static_cast<std::size_t>(*value) * units::kib;  // smaps says kB
+    std::uint64_t number = 0;
+    bool kb = false;
+    if (!detail::parse_smaps_value(rest, number, kb)) continue;
+    if (name == "THPeligible") {
+      if (!kb) m.thp_eligible = number != 0;
+      continue;
+    }
+    if (!kb) continue;  // the sizes are all in kB
+    const std::uint64_t in_bytes = detail::saturating_mul(number, units::kib);
+    const std::size_t bytes = in_bytes > SIZE_MAX ? SIZE_MAX : static_cast<std::size_t>(in_bytes);
     if (name == "KernelPageSize") {
       m.kernel_page_bytes = bytes;
     } else if (name == "Rss") {
@@ -161,8 +213,6 @@ inline std::vector<mapping_info> parse_smaps(std::string_view text) {
       m.shared_hugetlb = bytes;
     } else if (name == "Swap") {
       m.swap = bytes;
-    } else if (name == "THPeligible") {
-      m.thp_eligible = *value != 0;
     }
   }
   return mappings;

@@ -401,11 +401,14 @@ class strategy {
   void check_placement() const {
     const numa_placement& numa = options_.numa;
     if (!numa.nodes.valid() || numa.nodes.empty()) {
-      detail::throw_allocation_error(std::string("hugepage: NUMA placement '") +
-                                         name_of(numa.mode) +
-                                         "' needs at least one node, numbered 0 to 63; it names " +
-                                         (numa.nodes.valid() ? "none" : "one outside that range"),
-                                     std::make_error_code(std::errc::invalid_argument));
+      detail::throw_allocation_error(
+          std::string("hugepage: NUMA placement '") + name_of(numa.mode) +
+              "' needs at least one node, numbered 0 to 63; it names " +
+              (numa.nodes.valid()
+                   ? std::string("none")
+                   : "node " + std::to_string(numa.nodes.outside) + ", outside that range") +
+              " (online nodes: " + numa::online_nodes().text() + ")",
+          std::make_error_code(std::errc::invalid_argument));
     }
     if ((numa.nodes.mask & ~numa::online_nodes().mask) != 0) {
       throw_placement_refused(numa, 0, std::make_error_code(std::errc::invalid_argument));

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <dirent.h>
+#include <sys/prctl.h>
 
 #include <algorithm>
 #include <array>
@@ -28,6 +29,10 @@
 #include "hugepage/kernel_files.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/page_size.hpp"
+
+#ifndef PR_THP_DISABLE_EXCEPT_ADVISED
+#define PR_THP_DISABLE_EXCEPT_ADVISED (1 << 1)
+#endif
 
 namespace hugepage {
 
@@ -124,6 +129,15 @@ struct system_state {
   collapse_support collapse = collapse_support::unknown;
 };
 
+/// Whether THP is disabled for the calling process in a way that reaches advised memory:
+/// PR_SET_THP_DISABLE (prctl(2)) without Linux 6.18's exception for advised memory
+/// (PR_THP_DISABLE_EXCEPT_ADVISED). MADV_COLLAPSE and MADV_HUGEPAGE get no huge page then.
+/// False when prctl fails. Thread-safe; one system call.
+inline bool thp_disabled_for_process() noexcept {
+  const int disabled = ::prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0);
+  return disabled > 0 && (disabled & PR_THP_DISABLE_EXCEPT_ADVISED) == 0;
+}
+
 namespace detail {
 /// The directory of THP's switches; per size: hugepages-<kB>kB/ in it (Linux 6.8+).
 inline constexpr const char* thp_directory = "/sys/kernel/mm/transparent_hugepage/";
@@ -186,6 +200,16 @@ inline std::optional<thp_mode> read_thp_mode_at(const char* top_path,
   return effective_thp_mode(top_text, std::string_view(per_size, static_cast<std::size_t>(m)));
 }
 }  // namespace detail
+
+/// The sysfs directory of a hugetlb pool of `page_bytes` pages, ending in '/': the system-wide
+/// /sys/kernel/mm/hugepages/hugepages-<kB>kB/, or with a `node` that node's
+/// /sys/devices/system/node/node<N>/hugepages/hugepages-<kB>kB/; prefixed with `root` (a
+/// captured tree). Builds the path only: the directory may not exist.
+using detail::pool_directory;
+
+/// The THP page size from the text of hpage_pmd_size: `value` when it is a power of two of at
+/// least the base page size, else 2 MiB (the file is absent without THP). Pure.
+using detail::valid_thp_bytes;
 
 /// Reads the hugetlb pool of `page_bytes` (system-wide, or of NUMA `node`). Returns nullopt when
 /// the kernel has no such pool. Thread-safe.

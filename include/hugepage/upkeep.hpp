@@ -40,6 +40,14 @@
 //
 // upkeep_thread runs upkeep(budget) every period on a thread of its own; a child of fork() does
 // not have that thread (its copy of the object is inert and its destructor joins nothing).
+//
+// A tail budget (tail_budget, upkeep_pacer) states what upkeep may cost a latency-bound service:
+// at most `stall` of collapse work in each `interval`. Each chunk's cost is measured, and a chunk
+// is started only when the cost expected of it (the recent chunks') fits what is left of the
+// interval's share; after each chunk the pacer pauses in proportion to its cost, so the work is
+// spread over the interval instead of run back to back. While the service holds it (hold(): a
+// child of fork() still shares the pages, or the request loop is busy), upkeep does nothing and a
+// call under way stops before its next chunk. docs/upkeep.md says how to set it.
 #pragma once
 
 #include <pthread.h>
@@ -53,10 +61,13 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <stdexcept>
 #include <system_error>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "hugepage/collapse.hpp"
@@ -99,6 +110,12 @@ struct upkeep_result {
   /// The call collapsed nothing (it examined the blocks): an earlier refusal or slow chunk set a
   /// back-off still running.
   bool backed_off = false;
+  /// The service held upkeep (upkeep_pacer::hold): the call did nothing, or stopped before a
+  /// chunk, leaving the rest in `left`.
+  bool held = false;
+  /// On a tail budget (upkeep_pacer): the call did nothing, paying back what earlier calls spent
+  /// over their stall.
+  bool paid_back = false;
   /// Decay could not be found, nothing was tried: PAGEMAP_SCAN failed, or on a kernel without it
   /// (before 6.7: the chunks are judged from pagemap and kpageflags then) the frame numbers are
   /// hidden (EPERM: no CAP_SYS_ADMIN).
@@ -121,6 +138,7 @@ struct upkeep_statistics {
   std::uint64_t refused_chunks = 0;  ///< chunks the kernel refused
   std::uint64_t backed_off = 0;      ///< calls that collapsed nothing: back-off
   std::uint64_t thp_disabled = 0;    ///< calls that could not act: THP disabled for the process
+  std::uint64_t held = 0;            ///< calls that did nothing or stopped: the service held upkeep
   /// Refused chunks by errno; unused entries have error 0.
   std::array<collapse_refusal, 8> refusals{};
 };
@@ -129,7 +147,7 @@ namespace detail {
 
 struct upkeep_counters {
   std::atomic<std::uint64_t> calls{0}, restored_bytes{0}, refused_chunks{0}, backed_off{0},
-      thp_disabled{0};
+      thp_disabled{0}, held{0};
   std::atomic<int> refusal_errno[8] = {};
   std::atomic<std::uint64_t> refusal_chunks[8] = {};
   // Back-off: no work before retry_at (steady clock, ns); the next refusal backs off `backoff`.
@@ -305,6 +323,15 @@ inline std::mutex& upkeep_mutex() noexcept {
 // Made at program start, before a thread can fork while another holds the guard of the static.
 inline const bool upkeep_mutex_initialised = (static_cast<void>(upkeep_mutex()), true);
 
+// What a tail budget adds to an upkeep call (upkeep_pacer::run).
+struct upkeep_pacing {
+  std::chrono::nanoseconds work;      // collapse time the call may spend
+  std::chrono::nanoseconds expected;  // in and out: the cost expected of the next chunk
+  std::chrono::nanoseconds spent;     // out: collapse time spent
+  std::int64_t rest_per_work;         // pause after a chunk: its cost times this
+  const std::atomic<int>* holds;      // the service holds upkeep while > 0
+};
+
 struct upkeep_candidate {
   void* p;
   std::uint64_t generation;
@@ -323,7 +350,11 @@ struct upkeep_candidate {
 /// Scans through `self`, a view of this process (process_view.hpp) that the caller keeps for many
 /// calls: a view of another process, or one whose pagemap could not be opened, sets `scan_error`
 /// (EINVAL, or the open's errno) and nothing is examined.
-inline upkeep_result upkeep(const process_view& self, const collapse_budget& budget = {}) noexcept {
+inline upkeep_result upkeep(const process_view& self, const collapse_budget& budget = {}) noexcept;
+
+namespace detail {
+inline upkeep_result upkeep_paced(const process_view& self, const collapse_budget& budget,
+                                  upkeep_pacing* pace) noexcept {
   using clock = std::chrono::steady_clock;
   const clock::time_point start = clock::now();
   upkeep_result r;
@@ -429,6 +460,7 @@ inline upkeep_result upkeep(const process_view& self, const collapse_budget& bud
     c.retry_at.store(detail::steady_ns() + wait, relaxed);
   };
   std::size_t submitted = 0;
+  std::size_t done_here = 0;  // chunks this call collapsed or tried
   bool stop = false;
   std::size_t candidate = 0;
   for (; candidate < candidates.size() && !stop; ++candidate) {
@@ -442,6 +474,25 @@ inline upkeep_result upkeep(const process_view& self, const collapse_budget& bud
           stop = true;
           break;
         }
+        if (pace != nullptr) {
+          // A chunk whose expected cost does not fit what is left is not started; the first of a
+          // call is (it measures the cost, and the pacer carries any overspend to the next
+          // intervals), so that chunks dearer than the whole stall still progress at its share.
+          if (done_here != 0 && pace->spent + pace->expected > pace->work) {
+            stop = true;
+            break;
+          }
+          if (done_here != 0) {
+            const auto rest = std::min<std::chrono::nanoseconds>(
+                pace->expected * pace->rest_per_work, budget.time - (clock::now() - start));
+            if (rest > std::chrono::nanoseconds::zero()) std::this_thread::sleep_for(rest);
+          }
+          if (pace->holds->load(std::memory_order_acquire) > 0) {
+            r.held = true;
+            stop = true;
+            break;
+          }
+        }
         if (!detail::registry().pin(k.p, k.generation)) {
           ++r.vanished;
           give_up_block = true;
@@ -451,9 +502,18 @@ inline upkeep_result upkeep(const process_view& self, const collapse_budget& bud
         // Pinned: until unpin() the block cannot be unmapped, so the range is still its own.
         // The chunk's pointer derived from the block's, not made from an integer.
         char* const chunk = static_cast<char*>(k.p) + (at - reinterpret_cast<std::uintptr_t>(k.p));
+        const clock::time_point chunk_start = clock::now();
         const collapse_result one =
             detail::collapse_range(-1, self.pagemap_fd(), chunk, detail::collapse_chunk, {});
         detail::registry().unpin(k.p);
+        ++done_here;
+        if (pace != nullptr) {
+          // The next chunk is expected to cost this one's, or a little less than the costliest
+          // of the recent ones: a slow chunk weighs for a few chunks after it.
+          const std::chrono::nanoseconds cost = clock::now() - chunk_start;
+          pace->spent += cost;
+          pace->expected = std::max(cost, pace->expected - (pace->expected - cost) / 4);
+        }
         visited += detail::collapse_chunk;
         r.calls += one.calls;
         submitted += one.calls * detail::collapse_chunk;
@@ -486,7 +546,13 @@ inline upkeep_result upkeep(const process_view& self, const collapse_budget& bud
   }
   for (; candidate < candidates.size(); ++candidate) r.left += candidates[candidate].decayed;
   c.restored_bytes.fetch_add(r.restored, relaxed);
+  if (r.held) c.held.fetch_add(1, relaxed);
   return finish();
+}
+}  // namespace detail
+
+inline upkeep_result upkeep(const process_view& self, const collapse_budget& budget) noexcept {
+  return detail::upkeep_paced(self, budget, nullptr);
 }
 
 /// upkeep_statistics since start. Thread-safe.
@@ -499,6 +565,7 @@ inline upkeep_statistics upkeep_stats() noexcept {
   s.refused_chunks = c.refused_chunks.load(relaxed);
   s.backed_off = c.backed_off.load(relaxed);
   s.thp_disabled = c.thp_disabled.load(relaxed);
+  s.held = c.held.load(relaxed);
   for (int i = 0; i < 8; ++i) {
     s.refusals[i] = {c.refusal_errno[i].load(relaxed),
                      static_cast<std::size_t>(c.refusal_chunks[i].load(relaxed))};
@@ -512,6 +579,111 @@ inline upkeep_result upkeep(const collapse_budget& budget = {}) noexcept {
   const process_view self;
   return upkeep(self, budget);
 }
+
+/// What upkeep may cost a latency-bound service: at most `stall` of collapse work in each
+/// `interval`, i.e. a share stall / interval of one CPU, spread over the interval. The service
+/// states it from the latency it can spare; docs/upkeep.md shows how to choose it.
+struct tail_budget {
+  std::chrono::nanoseconds stall;     ///< collapse work allowed per interval
+  std::chrono::nanoseconds interval;  ///< the period of the calls
+};
+
+/// Holds upkeep while it lives (upkeep_pacer::hold, upkeep_thread::hold): no chunk is started
+/// until every hold is released. Movable; a moved-from or default hold holds nothing.
+class upkeep_hold {
+ public:
+  upkeep_hold() noexcept = default;
+  explicit upkeep_hold(std::atomic<int>& holds) noexcept : holds_(&holds) {
+    holds_->fetch_add(1, std::memory_order_acq_rel);
+  }
+  upkeep_hold(upkeep_hold&& other) noexcept : holds_(std::exchange(other.holds_, nullptr)) {}
+  upkeep_hold& operator=(upkeep_hold&& other) noexcept {
+    if (this != &other) {
+      release();
+      holds_ = std::exchange(other.holds_, nullptr);
+    }
+    return *this;
+  }
+  upkeep_hold(const upkeep_hold&) = delete;
+  upkeep_hold& operator=(const upkeep_hold&) = delete;
+  ~upkeep_hold() { release(); }
+  /// Releases it now (the destructor then does nothing).
+  void release() noexcept {
+    if (holds_ != nullptr) holds_->fetch_sub(1, std::memory_order_acq_rel);
+    holds_ = nullptr;
+  }
+
+ private:
+  std::atomic<int>* holds_ = nullptr;
+};
+
+/// upkeep() on a tail budget: run() once per interval does that interval's share. Each chunk's
+/// cost is measured; after the first chunk of a call, a chunk is started only when the cost
+/// expected of it fits what is left of `stall`, and after each chunk the call pauses for its cost
+/// times (interval / stall - 1), so that the work is spread over the interval. What a call spends
+/// over its stall (its first chunk may cost more than the whole stall) is owed: the next calls
+/// get less, and a call that owes a whole stall does nothing (`paid_back`), so that over many
+/// intervals the share stays stall / interval. Nothing is done while a hold() lives; a call under
+/// way stops before its next chunk. The back-off of upkeep() (refusals, slow chunks) applies as
+/// well. Thread-safe: calls run one at a time.
+class upkeep_pacer {
+ public:
+  /// Throws std::invalid_argument unless 0 < stall <= interval.
+  explicit upkeep_pacer(tail_budget budget) : budget_(budget) {
+    if (budget.stall <= std::chrono::nanoseconds::zero() || budget.interval < budget.stall) {
+      throw std::invalid_argument("hugepage: tail_budget needs 0 < stall <= interval");
+    }
+  }
+  upkeep_pacer(const upkeep_pacer&) = delete;
+  upkeep_pacer& operator=(const upkeep_pacer&) = delete;
+
+  /// One interval's share of the work (the call lasts about one interval when there is work).
+  upkeep_result run(const process_view& self) noexcept {
+    upkeep_result r;
+    if (held()) {
+      r.held = true;
+      detail::global_upkeep_counters().held.fetch_add(1, std::memory_order_relaxed);
+      return r;
+    }
+    // What earlier calls spent over their stall is paid first: an interval that owes its whole
+    // stall does nothing (`paid_back`).
+    const std::lock_guard<std::mutex> one_at_a_time(mutex_);
+    if (debt_ >= budget_.stall) {
+      debt_ -= budget_.stall;
+      r.paid_back = true;
+      return r;
+    }
+    detail::upkeep_pacing pace{budget_.stall - debt_, expected_, std::chrono::nanoseconds::zero(),
+                               budget_.interval / budget_.stall - 1, &holds_};
+    r = detail::upkeep_paced(self, collapse_budget::of_time(budget_.interval), &pace);
+    expected_ = pace.expected;
+    debt_ = std::max(std::chrono::nanoseconds::zero(), pace.spent - pace.work);
+    expected_ns_.store(expected_.count(), std::memory_order_relaxed);
+    return r;
+  }
+  upkeep_result run() noexcept {
+    const process_view self;
+    return run(self);
+  }
+
+  /// Holds upkeep until the returned object is destroyed or released: e.g. from just before a
+  /// fork() until the child is reaped, or while the request loop is busy.
+  [[nodiscard]] upkeep_hold hold() noexcept { return upkeep_hold(holds_); }
+  bool held() const noexcept { return holds_.load(std::memory_order_acquire) > 0; }
+  /// The cost expected of the next chunk (zero before the first was measured).
+  std::chrono::nanoseconds chunk_cost() const noexcept {
+    return std::chrono::nanoseconds(expected_ns_.load(std::memory_order_relaxed));
+  }
+  const tail_budget& budget() const noexcept { return budget_; }
+
+ private:
+  tail_budget budget_;
+  std::atomic<int> holds_{0};
+  std::atomic<std::int64_t> expected_ns_{0};  // expected_, for chunk_cost()
+  std::mutex mutex_;                          // guards the members below: run() one at a time
+  std::chrono::nanoseconds expected_{0};      // the cost expected of the next chunk
+  std::chrono::nanoseconds debt_{0};          // collapse time spent over the stall, to pay
+};
 
 /// Runs upkeep(budget) every `period` on a thread of its own, from construction to destruction
 /// (which stops and joins it: at most one chunk's wait). Exactly one per process is enough.
@@ -532,6 +704,11 @@ class upkeep_thread {
       : period_(period), budget_(budget), owner_(::getpid()) {
     if (period <= std::chrono::nanoseconds::zero())
       throw std::invalid_argument("hugepage: upkeep_thread period must be positive");
+    start();
+  }
+
+ private:
+  void start() {
     fork_entry_.owner = this;
     fork_entry_.lock = &lock_for_fork;
     fork_entry_.unlock = &unlock_after_fork;
@@ -543,8 +720,27 @@ class upkeep_thread {
     detail::arena_fork_locks().add(fork_entry_);
   }
 
+ public:
+  /// Starts the thread on a tail budget: an upkeep_pacer's run() every budget.interval, from
+  /// one interval's start to the next. Throws std::invalid_argument unless 0 < stall <=
+  /// interval, std::system_error when the thread cannot be created.
+  explicit upkeep_thread(tail_budget budget)
+      : pacer_(std::make_unique<upkeep_pacer>(budget)),
+        period_(budget.interval),
+        budget_(collapse_budget::of_time(budget.stall)),
+        owner_(::getpid()) {
+    start();
+  }
+
   upkeep_thread(const upkeep_thread&) = delete;
   upkeep_thread& operator=(const upkeep_thread&) = delete;
+
+  /// Holds upkeep until the returned object is destroyed or released (upkeep_pacer::hold): no
+  /// call restores anything meanwhile, and a call under way stops before its next chunk (on a
+  /// tail budget) or is the last to run (otherwise).
+  [[nodiscard]] upkeep_hold hold() noexcept {
+    return pacer_ ? pacer_->hold() : upkeep_hold(holds_);
+  }
 
   ~upkeep_thread() {
     detail::arena_fork_locks().remove(fork_entry_);
@@ -575,9 +771,11 @@ class upkeep_thread {
     auto& t = *static_cast<upkeep_thread*>(self);
     std::unique_lock<std::mutex> lock(t.mutex_);
     using clock = std::chrono::steady_clock;
+    clock::time_point last = clock::now();
     for (;;) {
-      // now + period saturated: past the clock's range the sum would wrap to the past.
-      const clock::time_point now = clock::now();
+      // now + period saturated: past the clock's range the sum would wrap to the past. On a tail
+      // budget the period runs from one call's start to the next (a call lasts about a period).
+      const clock::time_point now = t.pacer_ ? std::min(last, clock::now()) : clock::now();
       if (t.period_ >= clock::time_point::max() - now) {
         t.wake_.wait(lock, [&t] { return t.stop_; });
       } else {
@@ -585,7 +783,16 @@ class upkeep_thread {
       }
       if (t.stop_) return nullptr;
       lock.unlock();  // never held during the kernel calls
-      const upkeep_result r = upkeep(t.budget_);
+      last = clock::now();
+      upkeep_result r;
+      if (t.pacer_) {
+        r = t.pacer_->run();
+      } else if (t.holds_.load(std::memory_order_acquire) > 0) {
+        r.held = true;
+        detail::global_upkeep_counters().held.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        r = upkeep(t.budget_);
+      }
       lock.lock();
       t.last_ = r;
       ++t.runs_;
@@ -606,6 +813,8 @@ class upkeep_thread {
     new (&t.wake_) std::condition_variable();
   }
 
+  std::unique_ptr<upkeep_pacer> pacer_;  // on a tail budget only
+  std::atomic<int> holds_{0};            // hold() without a tail budget
   std::chrono::nanoseconds period_;
   collapse_budget budget_;
   pid_t owner_;

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "advice.hpp"
+#include "advice_reach.hpp"
 #include "advice_rules.hpp"
 #include "process_report.hpp"
 #include "text.hpp"
@@ -23,7 +24,8 @@ std::optional<std::pair<int, int>> version_pair(const std::string& v) {
 
 }  // namespace
 
-void advise_allocator(const process_report& p, const std::string& head, std::vector<advice>& out) {
+void advise_allocator(const process_report& p, const system_report& s, const std::string& head,
+                      std::vector<advice>& out) {
   const allocator_report& a = p.allocator;
   const std::vector<std::string> evidence{
       "THP enabled=madvise: only advised ranges get huge pages",
@@ -42,14 +44,17 @@ void advise_allocator(const process_report& p, const std::string& head, std::vec
   } else if (a.guess.name == "glibc") {
     const auto v = version_pair(a.guess.version);
     if (v && *v < std::make_pair(2, 35)) {
-      out.push_back({"glibc_too_old_for_thp",
-                     advice_level::note,
-                     head + fmt::format("glibc {} has no glibc.malloc.hugetlb tunable (2.35+): "
-                                        "put the large containers on hugepage::thp_allocator",
-                                        a.guess.version),
-                     evidence,
-                     "",
-                     {}});
+      // No malloc setting: what reaches the memory of a program that cannot be changed is
+      // MADV_COLLAPSE and the machine-wide mode; the library only where it can be.
+      const collapse_fallback fallback = collapse_of(p, s);
+      out.push_back({"glibc_too_old_for_thp", advice_level::note,
+                     head + fmt::format("glibc {} has no glibc.malloc.hugetlb tunable (2.35+), so "
+                                        "no malloc setting advises its heap; THP enabled=always "
+                                        "(machine-wide) reaches it{}, or {}; where the program "
+                                        "can be changed, put its large containers on "
+                                        "hugepage::thp_allocator",
+                                        a.guess.version, always_caveat(s), fallback.text),
+                     evidence, "", fallback.commands});
       return;
     }
     out.push_back(environment_advice(

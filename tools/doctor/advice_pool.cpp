@@ -18,7 +18,7 @@ constexpr const char* sysctl_conf = "/etc/sysctl.d/90-hugepage-doctor-nr_hugepag
 }  // namespace
 
 std::string pool_file(std::size_t page_bytes) {
-  return detail::pool_directory(page_bytes, {}) + "nr_hugepages";
+  return pool_directory(page_bytes, {}) + "nr_hugepages";
 }
 
 // Something wanted more of a pool than it holds: surplus pages at the overcommit limit, buddy

@@ -5,8 +5,10 @@
 
 #include <algorithm>
 
+#include "advice_rules.hpp"
 #include "advise_process.hpp"
 #include "format.hpp"
+#include "hugepage/kernel_files.hpp"
 #include "runtime_go.hpp"
 #include "text.hpp"
 
@@ -36,12 +38,34 @@ reach advised_only(const memory_class_usage& c, const std::string& setting) {
 // under any setting. The test is per mapping (VMA), not per malloc chunk: chunks under the THP
 // size that the kernel merged into one larger VMA are reached by THP always and MADV_COLLAPSE,
 // while glibc.malloc.hugetlb=1 never advises them (it judges each chunk).
+// Memory the program advised MADV_NOHUGEPAGE is left on base pages by both as well.
 reach whole_pmds(const memory_class_usage& c, std::size_t thp_bytes) {
   const std::size_t small = std::min(c.in_small_mappings, c.resident);
-  if (small == 0) return all(c);
-  return {c.resident - small,
+  const std::size_t refused = std::min(c.refused, c.resident);
+  if (small == 0 && refused == 0) return all(c);
+  const std::size_t out = std::min(small + refused, c.resident);
+  if (refused >= small) {
+    return {c.resident - out,
+            fmt::format("{} of it lies in mappings advised MADV_NOHUGEPAGE (smaps VmFlags nh), "
+                        "which THP enabled=always, khugepaged and MADV_COLLAPSE all leave on base "
+                        "pages: the program or its runtime asked for that, and only it can take "
+                        "the advice back (MADV_HUGEPAGE, or dropping its MADV_NOHUGEPAGE)",
+                        format_bytes(refused)),
+            true};
+  }
+  return {c.resident - out,
           fmt::format("{} of it lies in mappings under {}, which no huge page fits",
                       format_bytes(small), format_bytes(thp_bytes))};
+}
+
+// Copies in private file mappings: base pages whatever the settings (checked on Linux 6.18:
+// THPeligible 0 in smaps, MADV_COLLAPSE EINVAL, even where the mapping is advised).
+reach file_copies_unreached() {
+  return {0,
+          "copy-on-write copies in a private file mapping are base pages: the kernel copies one "
+          "base page per write fault, khugepaged skips file mappings' copies and MADV_COLLAPSE "
+          "refuses them (EINVAL), whatever THP enabled= says",
+          true};
 }
 
 }  // namespace
@@ -118,6 +142,7 @@ reach reach_of(fix_mechanism m, const memory_class_usage& c, const process_repor
       return none(fmt::format("huge={} gives the mount's files base pages only",
                               value.empty() ? "never" : value));
     case fix_mechanism::thp_always:
+      if (c.kind == memory_class::file_copies) return file_copies_unreached();
       if (!private_anonymous(c.kind)) return none("enabled= governs private anonymous memory only");
       return whole_pmds(c, thp_bytes);
     case fix_mechanism::service_setting:
@@ -137,6 +162,7 @@ reach reach_of(fix_mechanism m, const memory_class_usage& c, const process_repor
       if (p.thp_enabled && !*p.thp_enabled) {
         return none("THP is disabled for the process (prctl): MADV_COLLAPSE refuses it too");
       }
+      if (c.kind == memory_class::file_copies) return file_copies_unreached();
       if (!private_anonymous(c.kind)) {
         return none(
             "--collapse collapses the process's private anonymous memory, not shared "
@@ -186,6 +212,10 @@ std::string out_of_reach_reason(const memory_class_usage& c, const process_repor
   const std::string& runtime = p.runtime.kind;
   const std::string& allocator = p.allocator.guess.name;
   if (std::min(c.advised, c.resident) * 2 >= c.resident) return "";  // the program's madvise
+  if (std::min(c.refused, c.resident) * 2 > c.resident) {
+    return "the program advised it MADV_NOHUGEPAGE (smaps VmFlags nh), which no malloc or "
+           "runtime setting overrides";
+  }
   if (reach_of(fix_mechanism::service_setting, c, p, "", thp_bytes).bytes * 2 >= c.resident) {
     return "";
   }
@@ -196,7 +226,8 @@ std::string out_of_reach_reason(const memory_class_usage& c, const process_repor
        std::none_of(p.classes.begin(), p.classes.end(),
                     [](const auto& other) { return other.kind == memory_class::runtime_heap; }) &&
        (runtime == "jvm" || runtime == "node"));
-  if (heap && runtime == "jvm") return "";  // -XX:+UseTransparentHugePages
+  if (heap && runtime == "jvm") return "";     // -XX:+UseTransparentHugePages
+  if (heap && runtime == "dotnet") return "";  // DOTNET_GCLargePages
   if (heap && runtime == "node") return reach_of(fix_mechanism::v8_heap, c, p).limit;
   switch (c.kind) {
     case memory_class::glibc_main_arena:
@@ -238,6 +269,7 @@ std::string class_phrase(memory_class kind) {
     case memory_class::tmpfs_file: return "its files on tmpfs";
     case memory_class::hugetlb: return "its hugetlb pages";
     case memory_class::file: return "its file mappings";
+    case memory_class::file_copies: return "its copy-on-write copies in private file mappings";
   }
   return "its memory";
 }
@@ -265,6 +297,29 @@ std::size_t advice_threshold(const process_report& p) noexcept {
 
 bool wants_huge(const memory_class_usage& c, const process_report& p) noexcept {
   return c.resident >= advice_threshold(p) && c.huge_fraction() < 0.5;
+}
+
+bool thp_except_advised(const process_report& p, const system_report& s) {
+  const auto version = parse_kernel_version(s.kernel_release);
+  if (!version || !version->at_least(6, 18)) return false;
+  if (effective_enabled(s, "unknown") != "always" || (p.thp_enabled && !*p.thp_enabled)) {
+    return false;
+  }
+  std::size_t unadvised = 0, advised = 0;
+  for (const memory_class_usage& c : p.classes) {
+    if (!private_anonymous(c.kind)) continue;
+    const std::size_t kept = std::min(c.advised + c.refused + c.in_small_mappings, c.resident);
+    unadvised += c.resident - kept;
+    advised += std::min(c.advised, c.resident);
+  }
+  return unadvised >= 64 * units::mib && p.thp_eligible_anon <= advised;
+}
+
+std::string always_caveat(const system_report& s) {
+  if (effective_enabled(s, "unknown") == "always") return "";
+  return " unless THP is disabled for the process except where advised "
+         "(PR_THP_DISABLE_EXCEPT_ADVISED, Linux 6.18, often inherited from a launcher; status "
+         "THP_enabled does not show it)";
 }
 
 collapse_fallback collapse_of(const process_report& p, const system_report& s) {

@@ -34,6 +34,9 @@ enum class fix_mechanism {
 struct reach {
   std::size_t bytes = 0;  ///< resident bytes of the class it reaches
   std::string limit;      ///< why the rest is out of its reach; "" when it reaches all
+  /// The rest is out of reach of any allocation-size fix too: memory advised MADV_NOHUGEPAGE, or
+  /// copies in private file mappings (not mappings too small for a huge page).
+  bool beyond_size = false;
 };
 
 /// The reach of `m` over `c` in process `p`. `value` is the setting's word where the mechanism
@@ -76,6 +79,19 @@ std::size_t advice_threshold(const process_report& p) noexcept;
 
 /// A class large enough to advise on (advice_threshold of `p`) and under half on huge pages.
 bool wants_huge(const memory_class_usage& c, const process_report& p) noexcept;
+
+/// Whether the process has THP disabled except where advised (Linux 6.18's
+/// PR_SET_THP_DISABLE with PR_THP_DISABLE_EXCEPT_ADVISED, inherited across fork and exec), which
+/// status' THP_enabled does not show (it stays 1; checked on 6.18). Told only under THP
+/// enabled=always on 6.18 and later: at least 64 MiB of the process's private anonymous memory
+/// lies in unadvised mappings of at least the THP size, none of it THPeligible. Under madvise
+/// nothing tells it (only advised ranges are eligible either way).
+bool thp_except_advised(const process_report& p, const system_report& s);
+
+/// What THP enabled=always does for a process whose memory it would reach: "" under always (it
+/// is there), else the caveat that a process with THP disabled except where advised is not
+/// reached, which nothing shows under madvise.
+std::string always_caveat(const system_report& s);
 
 /// The fallback that reaches any class of a process whose THP is on: the --collapse command for
 /// `p`, and what undoes a collapse. Empty commands where MADV_COLLAPSE does not work here.

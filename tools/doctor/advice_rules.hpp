@@ -102,7 +102,8 @@ advice environment_advice(const process_report& p, std::string id, const std::st
 
 // Advice for an allocator that does not ask for huge pages under THP madvise; `head` starts
 // each message.
-void advise_allocator(const process_report& p, const std::string& head, std::vector<advice>& out);
+void advise_allocator(const process_report& p, const system_report& s, const std::string& head,
+                      std::vector<advice>& out);
 
 // ---- memory classes (advise_classes.cpp) -------------------------------------------------------
 

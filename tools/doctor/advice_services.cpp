@@ -187,6 +187,36 @@ std::optional<advice> pool_setting_advice(const process_report& p, const system_
   // to whole pages: two mark bitmaps of heap/64 (JDK 17; one from JDK 20), the block offset
   // table, card table and card counts of heap/512 each. An estimate: other collectors need less.
   buffer_pool_need n = pool_need_of(bytes, rt.pool_page_bytes, s);
+  const auto heap_class = [&p] {
+    return std::any_of(p.classes.begin(), p.classes.end(),
+                       [](const auto& c) { return c.kind == memory_class::runtime_heap; });
+  };
+  // -XX:LargePageSizeInBytes names a size the kernel has no pool of (3m): a pool command would
+  // write a sysfs directory that cannot exist; the size is what to change.
+  if (rt.pool_page_bytes != 0 &&
+      std::none_of(s.pools.begin(), s.pools.end(),
+                   [&n](const hugetlb_pool& pool) { return pool.page_bytes == n.page; })) {
+    std::string sizes;
+    for (const hugetlb_pool& pool : s.pools) {
+      sizes += (sizes.empty() ? "" : ", ") + format_bytes(pool.page_bytes);
+    }
+    advice a{
+        "jvm_pool_short",
+        advice_level::warning,
+        fmt::format("the JVM has -XX:+UseLargePages with -XX:LargePageSizeInBytes={}, which "
+                    "is not a huge page size here (the kernel lists {} in "
+                    "/sys/kernel/mm/hugepages), and its heap ({}) is on base pages: set "
+                    "-XX:LargePageSizeInBytes to a size listed there, or leave it out for "
+                    "the default; then restart it",
+                    format_bytes(n.page), sizes.empty() ? "none" : sizes, format_bytes(n.bytes)),
+        {fmt::format("-XX:LargePageSizeInBytes={}: no hugepages-{}kB directory",
+                     format_bytes(n.page), n.page / units::kib),
+         "runtime: " + rt.evidence},
+        "",
+        {}};
+    a.reaches = {name_of(heap_class() ? memory_class::runtime_heap : memory_class::anonymous_mmap)};
+    return a;
+  }
   const auto pages_of = [&](std::size_t b) { return (b + n.page - 1) / n.page; };
   const std::uint64_t heap_pages = n.pages, code_pages = pages_of(rt.code_cache_bytes);
   const std::uint64_t gc_pages = 2 * pages_of(bytes / 64) + 3 * pages_of(bytes / 512);
@@ -219,10 +249,7 @@ std::optional<advice> pool_setting_advice(const process_report& p, const system_
       fmt::format("{} reserved for the JVM, unusable for anything else",
                   format_bytes(n.pages * n.page)),
       {}};
-  const bool heap_class = std::any_of(p.classes.begin(), p.classes.end(), [](const auto& c) {
-    return c.kind == memory_class::runtime_heap;
-  });
-  a.reaches = {name_of(heap_class ? memory_class::runtime_heap : memory_class::anonymous_mmap)};
+  a.reaches = {name_of(heap_class() ? memory_class::runtime_heap : memory_class::anonymous_mmap)};
   if (n.missing > 0) {
     if (const auto target = capped_pool_target(s, n.page, n.total, n.total + n.missing)) {
       a.commands = pool_commands(s, n.page, *target);

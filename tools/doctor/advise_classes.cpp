@@ -58,9 +58,10 @@ std::string head_of(const classes_t& classes) {
 }
 
 // The allocator's advice (advise_allocator) for `classes`, saying what it reaches.
-void allocator_advice(const process_report& p, const classes_t& classes, std::vector<advice>& out) {
+void allocator_advice(const process_report& p, const system_report& s, const classes_t& classes,
+                      std::vector<advice>& out) {
   std::vector<advice> list;
-  advise_allocator(p, head_of(classes), list);
+  advise_allocator(p, s, head_of(classes), list);
   for (advice& one : list) {
     if (one.level == advice_level::warning) {
       one.message += "; the setting reaches " + classes_phrase(classes);
@@ -75,6 +76,7 @@ void allocator_advice(const process_report& p, const classes_t& classes, std::ve
 struct split {
   classes_t reached, missed;
   std::string limit;
+  bool beyond_size = false;  ///< that reason is no mapping size (reach::beyond_size)
 };
 
 split split_by(fix_mechanism m, const classes_t& classes, const process_report& p,
@@ -86,7 +88,10 @@ split split_by(fix_mechanism m, const classes_t& classes, const process_report& 
       out.reached.push_back(c);
     } else {
       out.missed.push_back(c);
-      if (out.limit.empty()) out.limit = r.limit;
+      if (out.limit.empty()) {
+        out.limit = r.limit;
+        out.beyond_size = r.beyond_size;
+      }
     }
   }
   return out;
@@ -105,10 +110,15 @@ collapse_fallback fallback_for(const process_report& p, const system_report& s,
   collapse_fallback out;
   if (!by_collapse.reached.empty()) {
     out = collapse_of(p, s);
-    out.text = "THP enabled=always (machine-wide) reaches it, or " + out.text;
+    out.text =
+        "THP enabled=always (machine-wide) reaches it" + always_caveat(s) + ", or " + out.text;
   }
   if (!by_collapse.missed.empty()) {
     if (!out.text.empty()) out.text += "; ";
+    if (by_collapse.beyond_size) {
+      out.text += by_collapse.limit;  // no block size helps: the advice, or the mapping, decides
+      return out;
+    }
     out.text += fmt::format(
         "{}: neither THP enabled=always nor MADV_COLLAPSE makes such a mapping huge, only "
         "allocating in blocks of at least {} (hugepage::thp_allocator for large containers)",
@@ -147,7 +157,7 @@ void advise_glibc(const process_report& p, const system_report& s, const classes
   }
   const split by_tunable = split_by(fix_mechanism::glibc_hugetlb_tunable, classes, p, s);
   if (!a.asks_for_huge) {
-    if (!by_tunable.reached.empty()) allocator_advice(p, by_tunable.reached, out);
+    if (!by_tunable.reached.empty()) allocator_advice(p, s, by_tunable.reached, out);
     if (!by_tunable.missed.empty()) {
       out.push_back(out_of_reach(p, s, "glibc_chunks_out_of_reach",
                                  by_tunable.limit + ", and no other malloc setting reaches it",
@@ -228,7 +238,7 @@ void advise_allocator_arenas(const process_report& p, const system_report& s,
     out.push_back(not_obtained(p, s, a.hugepage_mode, classes, a.guess.name == "jemalloc"));
     return;
   }
-  allocator_advice(p, classes, out);
+  allocator_advice(p, s, classes, out);
 }
 
 void advise_runtime_heap(const process_report& p, const system_report& s, const classes_t& classes,
@@ -262,20 +272,102 @@ void advise_runtime_heap(const process_report& p, const system_report& s, const 
     out.push_back(out_of_reach(p, s, "go_heap_out_of_reach", go_heap_reason(p), classes));
     return;
   }
+  if (rt.kind == "dotnet") {
+    // The .NET GC's documented switch: GCLargePages with a heap hard limit, which takes the
+    // whole limit from the hugetlb pool at start (MAP_HUGETLB on Linux).
+    const collapse_fallback fallback = collapse_of(p, s);
+    advice a{"dotnet_gc_large_pages",
+             advice_level::warning,
+             head,
+             {"runtime: " + rt.evidence},
+             "the whole hard limit is taken from the hugetlb pool at start, used or not, and "
+             "the runtime does not start when the pool is short",
+             fallback.commands};
+    std::string settings;
+    for (const std::string& setting : rt.settings)
+      settings += (settings.empty() ? "" : " ") + setting;
+    if (rt.asks_for_huge) {
+      a.message += fmt::format(
+          "the process has {}, yet its GC heap is on base pages: the GC maps its large pages "
+          "from the hugetlb pool at start and needs the whole hard limit there (the pool has "
+          "{} free pages); ",
+          settings, s.pools.empty() ? 0 : s.pools.front().free.value_or(0));
+    } else {
+      a.message +=
+          "the .NET GC maps its own heap, which no malloc setting reaches; the runtime's own "
+          "switch is DOTNET_GCLargePages=1 together with a heap hard limit "
+          "(DOTNET_GCHeapHardLimit, hexadecimal bytes, or GCHeapHardLimitPercent), which puts "
+          "the GC heap on pages from the hugetlb pool (size the pool for the limit first); ";
+    }
+    a.message += "without a restart, " + fallback.text;
+    for (const std::string& setting : rt.settings) a.evidence.push_back(setting);
+    out.push_back(with_reach(std::move(a), classes));
+    return;
+  }
   out.push_back(out_of_reach(p, s, "runtime_heap_out_of_reach",
                              "the runtime maps its own heap, which no malloc setting reaches and "
                              "the doctor knows no setting of this runtime for",
                              classes));
 }
 
+// Locked memory (mlockall(MCL_FUTURE), mlock) is faulted in whole when it is mapped, before malloc
+// or the program can advise it: under madvise it is on base pages whatever the allocator's
+// setting, and no fallback is to blame. MADV_COLLAPSE collapses locked memory (checked on Linux
+// 6.18). Where locked memory is at least half of `classes`: that advice, and no other.
+bool advise_locked(const process_report& p, const system_report& s, const classes_t& classes,
+                   std::vector<advice>& out) {
+  const std::size_t resident = resident_of(classes);
+  if (p.locked * 2 < resident || huge_of(classes) * 2 >= resident) return false;
+  const collapse_fallback fallback = fallback_for(p, s, classes);
+  out.push_back(with_reach(
+      {"locked_before_advice",
+       advice_level::warning,
+       head_of(classes) +
+           fmt::format("{} of the process is locked (status VmLck: mlockall(MCL_FUTURE) or "
+                       "mlock): the lock faults each mapping in on base pages as it is made, "
+                       "before malloc or the program can advise it, so no setting that advises "
+                       "(glibc.malloc.hugetlb, MALLOC_CONF thp:always, a runtime's flag) reaches "
+                       "it, and THP fallbacks are not the cause; ",
+                       format_bytes(p.locked)) +
+           fallback.text,
+       {fmt::format("VmLck {}", format_bytes(p.locked))},
+       "",
+       fallback.commands},
+      classes));
+  return true;
+}
+
 void advise_private(const process_report& p, const system_report& s, const classes_t& classes,
                     std::vector<advice>& out) {
   const std::string enabled = effective_enabled(s, "unknown");
+  if (enabled == "madvise" && advise_locked(p, s, classes, out)) return;
   if (enabled == "never") {
     thp_off off = thp_off_of(s);
     out.push_back(with_reach(
         {"thp_never", advice_level::warning, head_of(classes) + off.why, std::move(off.evidence),
          "madvise gives huge pages only to ranges that ask for them", std::move(off.commands)},
+        classes));
+    return;
+  }
+  if (enabled == "always" && thp_except_advised(p, s)) {
+    // enabled=always is set and reaches none of it: the process's own prctl keeps THP to
+    // advised ranges. What advises (allocator, runtime) and MADV_COLLAPSE still reach it.
+    const collapse_fallback fallback = collapse_of(p, s);
+    out.push_back(with_reach(
+        {"thp_disabled_except_advised",
+         advice_level::warning,
+         head_of(classes) +
+             "THP enabled=always is set, yet none of this memory is THP-eligible: the process has "
+             "THP disabled except where advised (prctl(PR_SET_THP_DISABLE) with "
+             "PR_THP_DISABLE_EXCEPT_ADVISED, Linux 6.18: set by it, or inherited across fork and "
+             "exec from its launcher), so only ranges advised MADV_HUGEPAGE get huge pages: a "
+             "setting of its allocator or runtime that advises its memory reaches it, and " +
+             fallback.text,
+         {fmt::format("{} of private anonymous memory THPeligible",
+                      format_bytes(p.thp_eligible_anon)),
+          "/proc/PID/status THP_enabled: 1 (it does not show this prctl)"},
+         "",
+         fallback.commands},
         classes));
     return;
   }
@@ -352,10 +444,18 @@ void advise_private(const process_report& p, const system_report& s, const class
   if (!arenas.empty()) advise_allocator_arenas(p, s, arenas, out);
   if (!heap.empty()) advise_runtime_heap(p, s, heap, out);
   if (!own.empty()) {
-    std::size_t advised = 0;
-    for (const memory_class_usage* c : own) advised += std::min(c->advised, c->resident);
+    std::size_t advised = 0, refused = 0;
+    for (const memory_class_usage* c : own) {
+      advised += std::min(c->advised, c->resident);
+      refused += std::min(c->refused, c->resident);
+    }
     if (advised * 2 >= resident_of(own)) {
       out.push_back(not_obtained(p, s, "the program's MADV_HUGEPAGE", own));
+    } else if (refused * 2 > resident_of(own)) {
+      out.push_back(out_of_reach(p, s, "anonymous_mmap_out_of_reach",
+                                 "the program maps it itself and advises it MADV_NOHUGEPAGE: no "
+                                 "malloc or runtime setting reaches it",
+                                 own));
     } else {
       out.push_back(out_of_reach(p, s, "anonymous_mmap_out_of_reach",
                                  "the program maps it itself without MADV_HUGEPAGE: no malloc "
@@ -458,7 +558,19 @@ void advise_tmpfs(const process_report& p, const system_report& s, const memory_
       "base pages until the files are written again: restart the program or re-create the files "
       "after the remount",
       mount);
-  if (safe_mount) {
+  if (safe_mount && p.own_mount_namespace) {
+    // A container's mount: the host's mount point of that name is another mount, and the
+    // host's /etc/fstab does not make the container's. The remount acts in its namespace.
+    a.commands.push_back(shell_line({"nsenter", "-t", std::to_string(p.pid), "-m", "mount", "-o",
+                                     "remount,huge=within_size", c.mount}));
+    a.message += fmt::format(
+        "; the process has a mount namespace of its own (a container): the command remounts its "
+        "{} from inside that namespace (nsenter), not the host's, and lasts until the container "
+        "restarts; the host's /etc/fstab does not reach it, so set huge=within_size where the "
+        "container's mounts are defined",
+        c.mount);
+    a.evidence.push_back("/proc/PID/ns/mnt differs from the doctor's: its own mount namespace");
+  } else if (safe_mount) {
     a.commands.push_back(shell_line({"mount", "-o", "remount,huge=within_size", c.mount}));
     if (c.mount == "/dev/shm") {
       a.commands.push_back(dev_shm_fstab_command(s));
@@ -522,6 +634,32 @@ void advise_unreached(const process_report& p, const system_report& s, std::vect
                                format_bytes(base), why),
                    left));
   out.back().evidence.push_back(under);
+}
+
+// Copies in private file mappings from unreached_floor on base pages: a note, whatever the THP
+// mode (no setting reaches them, so none is named), never a quiet all-clear.
+void advise_file_copies(const process_report& p, const system_report& s, std::vector<advice>& out) {
+  for (const memory_class_usage& c : p.classes) {
+    if (c.kind != memory_class::file_copies) continue;
+    const std::size_t on_base = c.resident - std::min(c.huge, c.resident);
+    if (on_base < unreached_floor) return;
+    const reach r = reach_of(fix_mechanism::collapse, c, p, "", s.thp_bytes);
+    out.push_back(with_reach(
+        {"file_copies_out_of_reach",
+         advice_level::note,
+         head_of({&c}) +
+             fmt::format("the process wrote {} in MAP_PRIVATE mappings of files (smaps "
+                         "Anonymous of a file mapping): its own memory, not page cache, and {}; "
+                         "only the program can have it huge, by reading the file into anonymous "
+                         "memory it advises MADV_HUGEPAGE (hugepage::thp_allocator) instead of "
+                         "writing a private mapping of the file",
+                         format_bytes(c.resident), r.limit),
+         {fmt::format("{} in {} private file mappings", format_bytes(c.resident), c.mappings)},
+         "",
+         {}},
+        {&c}));
+    return;
+  }
 }
 
 }  // namespace
@@ -595,6 +733,7 @@ void advise_classes(const process_report& p, const system_report& s, std::vector
   }
   if (!priv.empty()) advise_private(p, s, priv, out);
   advise_unreached(p, s, out);
+  advise_file_copies(p, s, out);
 }
 
 }  // namespace hugepage::doctor

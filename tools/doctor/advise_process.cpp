@@ -35,14 +35,19 @@ void judge_redis(const process_report& p, const system_report& /*s*/, std::vecto
   }
 }
 
-// THP disabled for the process (prctl), and by whom (advise_thp_disabled).
+// THP disabled for the process (prctl), and by whom (advise_thp_disabled). From unreached_floor
+// on base pages a note (no quiet all-clear: nothing else is advised while THP is off), from the
+// advice threshold a warning.
 void judge_thp_disabled(const process_report& p, const system_report& s, std::vector<advice>& out) {
   const std::size_t anon = p.anonymous + p.hugetlb_total();
-  if (p.thp_enabled && !*p.thp_enabled && anon >= advice_threshold(p) && p.huge_fraction() < 0.5) {
+  if (p.thp_enabled && !*p.thp_enabled && anon >= unreached_floor && p.huge_fraction() < 0.5) {
+    const std::size_t first = out.size();
     advise_thp_disabled(p, s,
                         fmt::format("{} anonymous memory, {} huge; ", format_bytes(anon),
                                     percent(p.huge_fraction())),
                         out);
+    if (anon >= advice_threshold(p)) return;
+    for (std::size_t i = first; i < out.size(); ++i) out[i].level = advice_level::note;
   }
 }
 
@@ -182,7 +187,7 @@ void judge_memory(const process_report& p, const system_report& s, std::vector<a
                        "",
                        {}});
       } else if (enabled == "madvise" && !a.asks_for_huge) {
-        advise_allocator(p, head, out);
+        advise_allocator(p, s, head, out);
       } else if (p.thp_eligible_anon > 0 && frag.fragmented && fallbacks_matter(s)) {
         // Ranges that could be huge were not, and the machine shows why: fragmentation with
         // fallbacks. Without both, compaction would not help.
@@ -295,6 +300,51 @@ void judge_numa(const process_report& p, const system_report& s, std::vector<adv
        {fmt::format("echo {} > {}", home_total + pages, file)}});
 }
 
+// memory_cgroup_limit: advice given above that grows RSS (a setting or a collapse that puts the
+// classes it reaches on huge pages, each filling whole THP-sized blocks) weighed against the
+// process's memory cgroup limit: past it the kernel reclaims and then OOM-kills.
+void judge_memory_limit(const process_report& p, const system_report& s, std::vector<advice>& out) {
+  if (!p.memory_limit) return;
+  const cgroup_limit& l = *p.memory_limit;
+  std::size_t growth = 0;
+  std::vector<std::string> grown;
+  for (const advice& a : out) {
+    if (a.commands.empty() || a.reaches.empty()) continue;
+    for (const memory_class_usage& c : p.classes) {
+      if (std::find(a.reaches.begin(), a.reaches.end(), name_of(c.kind)) == a.reaches.end() ||
+          c.kind == memory_class::hugetlb) {
+        continue;
+      }
+      // Whole huge pages over each mapping's resident memory: a lower bound of the growth.
+      growth += c.pool_bytes > c.resident ? c.pool_bytes - c.resident : 0;
+    }
+    if (std::find(grown.begin(), grown.end(), a.id) == grown.end()) grown.push_back(a.id);
+  }
+  const std::uint64_t room = l.headroom();
+  if (grown.empty() || (room >= growth && room >= l.limit / 10)) return;
+  const std::string file = l.file.substr(l.file.rfind('/') + 1);
+  const std::uint64_t charged = l.usage > l.reclaimable ? l.usage - l.reclaimable : 0;
+  std::string ids;
+  for (const std::string& id : grown) ids += (ids.empty() ? "" : ", ") + id;
+  out.push_back({"memory_cgroup_limit",
+                 advice_level::warning,
+                 fmt::format("the process's memory cgroup has {} left before its limit ({} of {} "
+                             "charged, {}): the advice above ({}) grows its RSS, by at least {} "
+                             "here as huge pages fill whole {} blocks (--collapse --dry-run "
+                             "predicts a collapse's growth), {}; raise {} first, or past the "
+                             "limit the kernel reclaims and then OOM-kills the process",
+                             format_bytes(room), format_bytes(charged), format_bytes(l.limit), file,
+                             ids, format_bytes(growth), format_bytes(s.thp_bytes),
+                             room < growth ? "which does not fit"
+                                           : "which fits, leaving under a tenth of the limit",
+                             file),
+                 {fmt::format("{}: {}", l.file, l.limit),
+                  fmt::format("charged {} ({} reclaimable file cache)", format_bytes(l.usage),
+                              format_bytes(l.reclaimable))},
+                 "",
+                 {}});
+}
+
 // One rule: its name and the function that judges a process on its system, appending the advice
 // it finds. In the order the advice is listed.
 struct process_rule {
@@ -308,6 +358,7 @@ constexpr process_rule process_rules[] = {
     {"pool_setting", judge_pool_setting},
     {"postgres_huge_pages", judge_postgres},
     {"memory", judge_memory},
+    {"memory_cgroup_limit", judge_memory_limit},
     {"pool_exhausted", judge_pool_exhausted},
     {"numa", judge_numa},
 };

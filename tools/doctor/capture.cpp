@@ -19,6 +19,7 @@
 
 #include "hugepage/smaps.hpp"
 #include "mounts.hpp"
+#include "shared_views.hpp"
 #include "text.hpp"
 
 namespace hugepage::doctor {
@@ -238,7 +239,7 @@ std::string mounts_used(std::string_view mountinfo, std::string_view smaps) {
   }
   std::string out;
   for (const std::string_view line : lines_of(mountinfo)) {
-    const auto entries = parse_mountinfo(line);
+    const auto entries = parse_mount_entries(line);
     if (entries.size() != 1) continue;
     const mount_entry& e = entries[0];
     bool keep = e.point == "/" || e.point == "/dev/shm" || e.fstype == "hugetlbfs";
@@ -337,6 +338,12 @@ std::string write_capture(const std::string& dir, const process_files& files,
   if (!files.glibc_version.empty()) parts.emplace_back("glibc_version", &glibc_version);
   const std::string packages = packages_text(files.packages);
   if (!files.packages.empty()) parts.emplace_back("packages", &packages);
+  // Only where some object is mapped more than once: the file's absence is then no loss.
+  const std::string views = files.views ? residency_text(*files.views) : "";
+  if (!views.empty()) parts.emplace_back("views", &views);
+  const std::string ns =
+      files.own_mount_namespace ? (*files.own_mount_namespace ? "own\n" : "same\n") : "";
+  if (files.own_mount_namespace) parts.emplace_back("mount_namespace", &ns);
   parts.emplace_back("stat", &stat);  // last: a capture without stat is no capture
   std::vector<const char*> written;
   for (const auto& [name, text] : parts) {
@@ -456,9 +463,9 @@ bool glibc_version_format(std::string_view version) {
 std::optional<process_capture> read_capture(const std::string& dir, std::string& error) {
   process_capture out;
   std::map<std::string, std::optional<std::string>> texts;
-  for (const char* name :
-       {"smaps", "stat", "status", "cmdline", "environ", "cgroup", "numa_maps", "mountinfo",
-        "parent_status", "chunks", "numa_node", "coverage", "glibc_version", "packages"}) {
+  for (const char* name : {"smaps", "stat", "status", "cmdline", "environ", "cgroup", "numa_maps",
+                           "mountinfo", "parent_status", "chunks", "numa_node", "coverage",
+                           "glibc_version", "packages", "views", "mount_namespace"}) {
     std::string problem;
     texts[name] = stored(dir, name, problem);
     if (!problem.empty()) {
@@ -542,6 +549,20 @@ std::optional<process_capture> read_capture(const std::string& dir, std::string&
       return std::nullopt;
     }
     f.packages = *parsed;
+  }
+  if (const auto& ns = texts["mount_namespace"]) {
+    if (*ns != "own\n" && *ns != "same\n") {
+      error = dir + "/mount_namespace: neither own nor same";
+      return std::nullopt;
+    }
+    f.own_mount_namespace = *ns == "own\n";
+  }
+  if (const auto& views = texts["views"]) {
+    f.views = parse_residency(*views, parse_smaps(f.smaps));
+    if (!f.views || f.views->empty()) {
+      error = dir + "/views: not the views format, or a mapping not in smaps";
+      return std::nullopt;
+    }
   }
   return out;
 }

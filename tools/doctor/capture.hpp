@@ -10,9 +10,11 @@
 // (the machine's one NUMA node, where numa_maps is not read), coverage (the exact coverage of
 // each mapping from the page tables, format: coverage_text), glibc_version (where the target's
 // libc is the doctor's) and packages (the Debian packages of its allocator and runtime, format:
-// packages_text). A file the doctor could not read, or a fact it did not learn, is absent. The
-// capture holds the process's command line and environment, which may hold secrets: every file is
-// mode 0600 in a directory created 0700.
+// packages_text) and views (where each view of an object mapped more than once is resident, format:
+// residency_text; only where some object is), mount_namespace ("own" or "same": whether the
+// process's mount namespace is not the doctor's). A file the doctor could not read, or a fact it
+// did not learn, is absent. The capture holds the process's command line and environment, which may
+// hold secrets: every file is mode 0600 in a directory created 0700.
 #pragma once
 
 #include <sys/types.h>

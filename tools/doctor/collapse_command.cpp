@@ -104,6 +104,25 @@ std::string blocked_label(const std::string& reason) {
   return "VM_NOHUGEPAGE";
 }
 
+std::string memory_limit_file(std::string_view proc_cgroup_text) {
+  // v1: a line "ID:controllers:path" whose controllers name memory; v2: "0::path" alone.
+  while (!proc_cgroup_text.empty()) {
+    const auto newline = proc_cgroup_text.find('\n');
+    const std::string_view line = proc_cgroup_text.substr(0, newline);
+    proc_cgroup_text.remove_prefix(newline == std::string_view::npos ? proc_cgroup_text.size()
+                                                                     : newline + 1);
+    const auto first = line.find(':'), second = line.find(':', first + 1);
+    if (first == std::string_view::npos || second == std::string_view::npos) continue;
+    std::string_view controllers = line.substr(first + 1, second - first - 1);
+    while (!controllers.empty()) {
+      const auto comma = controllers.find(',');
+      if (controllers.substr(0, comma) == "memory") return "memory.limit_in_bytes (cgroup v1)";
+      controllers.remove_prefix(comma == std::string_view::npos ? controllers.size() : comma + 1);
+    }
+  }
+  return "memory.max (cgroup v2)";
+}
+
 std::string explain_refusal(int error, pid_t pid) {
   const std::string who = "pid " + std::to_string(pid);
   switch (error) {
@@ -128,13 +147,32 @@ std::string explain_refusal(int error, pid_t pid) {
       return "ENOMEM (transient): no free 2 MiB block even after compaction, or the memory "
              "cgroup is at its limit. Free memory or compact it (/proc/sys/vm/compact_memory), "
              "then run again.";
-    case EBUSY:
-      return "EBUSY (transient): the memory cgroup could not be charged for the new huge page. "
-             "Raise its memory.max or run again when it has room.";
+    case EBUSY: {
+      // Not transient: a cgroup at its limit stays there until the process shrinks or the
+      // limit is raised, and more collapsing only fills it further.
+      const auto cgroup = read_text("", "/proc/" + std::to_string(pid) + "/cgroup");
+      return fmt::format(
+          "EBUSY: the process's memory cgroup could not be charged for the new huge page: it is "
+          "at its limit ({}), which each collapse brings closer (a collapse fills partly "
+          "populated chunks). Raise the limit, or collapse less (--max-bytes).",
+          memory_limit_file(cgroup.value_or("")));
+    }
     case ESRCH: return "ESRCH: " + who + " has exited.";
     default: return fmt::format("{}: unexpected refusal", std::strerror(error));
   }
 }
+
+namespace {
+
+// The huge share of what is resident in a range: what a collapse can change (it makes no
+// unpopulated memory huge but in the chunks it fills). NaN where some bytes are unknown.
+double resident_share(const backing_report& b) {
+  if (!b.known()) return b.huge_fraction();
+  const std::size_t resident = b.resident_bytes();
+  return resident == 0 ? 0.0 : static_cast<double>(b.huge_bytes()) / static_cast<double>(resident);
+}
+
+}  // namespace
 
 collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std::string& error) {
   // The budget bounds the whole run: reading the process's mappings counts too.
@@ -143,6 +181,8 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
   collapse_report report;
   report.pid = o.pid;
   report.dry_run = o.dry_run;
+  report.budget = o.budget;
+  report.max_bytes = o.max_bytes;
   const std::optional<process_status> status = read_status("", o.pid);
   // A thread's id reads its process's memory, but process_madvise needs the process itself.
   if (const auto tgid = status ? status->number("Tgid") : std::nullopt;
@@ -198,7 +238,7 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
     row.blocked = shmem  ? shmem_reason(shmem_enabled)
                   : file ? file_reason
                          : blocked_reason(m, thp_disabled);
-    row.before = row.after = b.huge_fraction();
+    row.before = row.after = resident_share(b);
     if (row.blocked.empty()) {
       row.resident_base = b.base;
       row.growth = collapse_growth(view, lo, hi);
@@ -253,8 +293,8 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
     }
     submitted += r.collapsed + r.refused;
     report.collapsed += r.collapsed;
-    row.after = backing_of(view, reinterpret_cast<const void*>(row.start), row.end - row.start)
-                    .huge_fraction();
+    row.after = resident_share(
+        backing_of(view, reinterpret_cast<const void*>(row.start), row.end - row.start));
     if (r.fatal) report.fatal = r.fatal;
     return !r.fatal;
   };
@@ -294,6 +334,14 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
     for (const auto& refusal : row.refusals) explain(refusal.first);
   }
   if (report.fatal) explain(report.fatal.value());
+  if (!report.fatal) {
+    for (const collapse_row& row : report.rows) {
+      if (row.blocked.empty()) report.remaining += row.attempted ? row.left : row.resident_base;
+    }
+    if (report.remaining != 0) {
+      report.stopped_by = submitted >= o.max_bytes ? "--max-bytes" : "--budget-ms";
+    }
+  }
   return report;
 }
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <vector>
 
@@ -44,7 +45,9 @@ struct collapse_row {
   /// Memory the collapse adds: partly populated chunks are filled to 2 MiB (nullopt: unknown,
   /// no PAGEMAP_SCAN)
   std::optional<std::size_t> growth;
-  double before = 0, after = 0;                       ///< huge fraction of the range
+  /// Huge share of the range's resident memory (not of its whole address range: a range half
+  /// resident and all huge is 100%)
+  double before = 0, after = 0;
   std::size_t collapsed = 0;                          ///< by all passes
   std::size_t refused = 0, left = 0;                  ///< by the last pass
   std::vector<std::pair<int, std::size_t>> refusals;  ///< errno, chunks: of the last pass
@@ -58,16 +61,28 @@ struct collapse_report {
   bool dry_run = false;
   std::vector<collapse_row> rows;  ///< largest expected gain first, blocked ranges last
   std::size_t expected_gain = 0, collapsed = 0;
-  std::size_t blocked = 0;                ///< base-page bytes of the blocked rows
-  std::vector<std::string> blocked_why;   ///< one per distinct reason rows are blocked
-  std::size_t growth = 0;                 ///< sum of the rows' known growth
-  std::error_code fatal;                  ///< an error that stopped everything (EPERM, ESRCH...)
+  std::size_t blocked = 0;               ///< base-page bytes of the blocked rows
+  std::vector<std::string> blocked_why;  ///< one per distinct reason rows are blocked
+  std::size_t growth = 0;                ///< sum of the rows' known growth
+  std::error_code fatal;                 ///< an error that stopped everything (EPERM, ESRCH...)
+  /// Base-page bytes of candidate ranges the run left untried when a bound stopped it: ranges
+  /// never reached and chunks a pass left (0 in a dry run, or when an error stopped it)
+  std::size_t remaining = 0;
+  /// The bound that stopped it with `remaining` left: "--budget-ms" or "--max-bytes" ("" none)
+  std::string stopped_by;
+  std::chrono::milliseconds budget{0};  ///< the run's bounds (collapse_options)
+  std::size_t max_bytes = SIZE_MAX;
   std::vector<std::string> explanations;  ///< one per distinct refusal
 };
 
 /// Finds the candidate ranges of `o.pid` and, unless `o.dry_run`, collapses them. Touches no
 /// process but `o.pid`. Sets `ec` and `error` when the process cannot be read at all.
 collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std::string& error);
+
+/// The memory limit file of the cgroup that `proc_cgroup_text` (a /proc/PID/cgroup) names, by the
+/// version in use: "memory.limit_in_bytes (cgroup v1)" where a v1 hierarchy has the memory
+/// controller, else "memory.max (cgroup v2)". Pure.
+std::string memory_limit_file(std::string_view proc_cgroup_text);
 
 /// What an errno from process_madvise(MADV_COLLAPSE) means, and what to do about it.
 std::string explain_refusal(int error, pid_t pid);

@@ -283,7 +283,7 @@ process_report build_process_report(pid_t pid, const process_files& files,
   // The THP shares in the PMD size of this machine (the size smaps' AnonHugePages counts in).
   // Views of one shared object (ZGC maps its heap three times) count their memory once.
   std::vector<bool> repeated;
-  const auto once = counted_once(mappings, repeated);
+  const auto once = counted_once(mappings, repeated, files.views ? &*files.views : nullptr);
   const std::vector<mapping_info>& counted = once ? *once : mappings;
   process_report p = summarize_mappings(counted, top, thp_page_bytes());
   p.pid = pid;
@@ -291,6 +291,9 @@ process_report build_process_report(pid_t pid, const process_files& files,
     p.name = status_text_field(*files.status, "Name").value_or("");
     if (const auto it = identity.status.find("THP_enabled"); it != identity.status.end()) {
       p.thp_enabled = it->second != 0;
+    }
+    if (const auto it = identity.status.find("VmLck"); it != identity.status.end()) {
+      p.locked = it->second;
     }
   }
   // status Name is the comm (the executable's name, 15 bytes, unless the process renamed
@@ -305,6 +308,7 @@ process_report build_process_report(pid_t pid, const process_files& files,
   }
   p.allocator = identity.allocator;
   p.runtime = identity.runtime;
+  p.own_mount_namespace = files.own_mount_namespace.value_or(false);
   if (files.numa_maps) {
     p.numa = parse_numa_maps(*files.numa_maps);
     if (!files.node_cpus.empty() && files.status) p.reach = numa_reach_of(p, files);
@@ -333,7 +337,7 @@ process_report build_process_report(pid_t pid, const process_files& files,
   class_facts facts;
   facts.allocator = p.allocator.guess.name;
   facts.runtime = p.runtime.kind;
-  if (files.mountinfo) facts.mounts = parse_mountinfo(*files.mountinfo);
+  if (files.mountinfo) facts.mounts = parse_mount_entries(*files.mountinfo);
   facts.chunks = files.chunks;
   facts.thp_page_bytes = thp_page_bytes();
   facts.repeated_views = std::move(repeated);
@@ -350,6 +354,7 @@ process_report build_process_report(pid_t pid, const process_files& files,
   for (const std::size_t bytes : pool_page_sizes()) sizes.push_back(bytes);
   if (files.cgroup) {
     p.cgroup = hugetlb_cgroup_report(root, *files.cgroup, sizes);
+    p.memory_limit = memory_cgroup_limit(root, *files.cgroup);
     p.unit = systemd_unit(*files.cgroup);
   } else {
     p.cgroup.status = "/proc/PID/cgroup unreadable";
@@ -433,6 +438,13 @@ std::optional<process_report> collect_process(pid_t pid, std::size_t top, collec
     }
   }
   files.mountinfo = read_mountinfo_text("", pid);
+  struct stat own_ns {
+  }, their_ns{};
+  if (::stat("/proc/self/ns/mnt", &own_ns) == 0 &&
+      ::stat((dir + "/ns/mnt").c_str(), &their_ns) == 0) {
+    files.own_mount_namespace =
+        own_ns.st_ino != their_ns.st_ino || own_ns.st_dev != their_ns.st_dev;
+  }
   const auto ppid = identity.status.find("PPid");
   // PPid 0: no parent in this pid namespace to ask. PPid 1 (init, or the adopter of an
   // orphan) tells nothing about who set the process's THP: unknown.
@@ -443,6 +455,7 @@ std::optional<process_report> collect_process(pid_t pid, std::size_t top, collec
   const allocator_guess& allocator = identity.allocator.guess;
   if (mallocs_with_glibc(allocator.name)) files.chunks = read_chunk_headers(pid, mappings);
   files.coverage = coverage_of(pid, mappings);
+  files.views = view_residency_of(pid, mappings);
   if (allocator.name == "glibc" && allocator.version.empty()) {
     files.glibc_version = glibc_version_of(pid, allocator.library);
   }

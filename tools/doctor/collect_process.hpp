@@ -18,6 +18,7 @@
 #include "hugepage/smaps.hpp"
 #include "memory_classes.hpp"
 #include "process_report.hpp"
+#include "shared_views.hpp"
 
 namespace hugepage::doctor {
 
@@ -43,6 +44,11 @@ struct process_files {
   /// The Debian packages owning the allocator's library and the runtime's file, where the target
   /// sees the same files as the doctor: path -> {package, version} (debian_packages()).
   std::map<std::string, std::pair<std::string, std::string>> packages;
+  /// Where each view of an object mapped more than once is resident (view_residency_of());
+  /// nullopt: not read (stored files, or a capture made before it was kept).
+  std::optional<view_residency> views;
+  /// Whether its mount namespace (/proc/PID/ns/mnt) is not the doctor's; nullopt: not known.
+  std::optional<bool> own_mount_namespace;
 };
 
 /// Who a process is, judged once from its files: its status fields, mapped files, allocator and

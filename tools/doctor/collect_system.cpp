@@ -24,7 +24,7 @@ system_report collect_system(const std::string& root, bool probe) {
   s.pools = state.pools;
   s.collapse = state.collapse;
   s.base_page_bytes = os::base_page_size();
-  s.thp_bytes = root.empty() ? thp_page_bytes() : detail::valid_thp_bytes(s.thp.pmd_bytes);
+  s.thp_bytes = root.empty() ? thp_page_bytes() : valid_thp_bytes(s.thp.pmd_bytes);
   for (const int node : numa_nodes(root)) {
     for (const hugetlb_pool& pool : s.pools) {
       if (auto per_node = read_pool(pool.page_bytes, node, root)) s.node_pools.push_back(*per_node);

@@ -6,6 +6,7 @@
 #include "hugetlb_cgroup.hpp"
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -62,7 +63,72 @@ void read_sizes(const std::string& root, const std::string& directory, bool v2, 
   }
 }
 
+// A whole number in `text` (a cgroup file: digits and a newline); nullopt for "max" or anything
+// else.
+std::optional<std::uint64_t> cgroup_number(const std::optional<std::string>& text) {
+  if (!text || text->empty() || (*text)[0] < '0' || (*text)[0] > '9') return std::nullopt;
+  std::uint64_t value = 0;
+  for (const char c : *text) {
+    if (c == '\n') break;
+    if (c < '0' || c > '9' || value > (UINT64_MAX - 9) / 10) return std::nullopt;
+    value = value * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  return value;
+}
+
+// The sum of `fields` ("name value" lines) of a memory.stat text.
+std::uint64_t stat_fields(const std::optional<std::string>& text,
+                          std::initializer_list<std::string_view> fields) {
+  std::uint64_t sum = 0;
+  std::string_view rest = text ? std::string_view(*text) : std::string_view();
+  while (!rest.empty()) {
+    const auto newline = rest.find('\n');
+    const std::string_view line = rest.substr(0, newline);
+    rest.remove_prefix(newline == std::string_view::npos ? rest.size() : newline + 1);
+    const auto space = line.find(' ');
+    if (space == std::string_view::npos) continue;
+    for (const std::string_view f : fields) {
+      if (line.substr(0, space) == f) {
+        sum += cgroup_number(std::string(line.substr(space + 1))).value_or(0);
+      }
+    }
+  }
+  return sum;
+}
+
 }  // namespace
+
+std::optional<cgroup_limit> memory_cgroup_limit(const std::string& root,
+                                                std::string_view cgroup_file_text) {
+  const auto mounts = read_mountinfo(root);
+  if (!mounts) return std::nullopt;
+  const std::vector<std::string> directories =
+      cgroup_directories_of("memory", parse_proc_cgroup(cgroup_file_text), *mounts);
+  std::optional<cgroup_limit> tightest;
+  const auto keep = [&](cgroup_limit l) {
+    if (!tightest || l.headroom() < tightest->headroom()) tightest = std::move(l);
+  };
+  constexpr std::uint64_t unlimited = std::uint64_t{1} << 60;  // v1's "no limit" is near 2^63
+  for (const std::string& dir : directories) {
+    if (const auto v1 = cgroup_number(read_text(root, dir + "/memory.limit_in_bytes"))) {
+      if (*v1 >= unlimited) continue;
+      keep({dir + "/memory.limit_in_bytes", *v1,
+            cgroup_number(read_text(root, dir + "/memory.usage_in_bytes")).value_or(0),
+            stat_fields(read_text(root, dir + "/memory.stat"),
+                        {"total_active_file", "total_inactive_file"})});
+      continue;
+    }
+    for (const char* name : {"/memory.max", "/memory.high"}) {
+      const auto limit = cgroup_number(read_text(root, dir + name));
+      if (!limit) continue;  // "max", or no such file (the root, a level without the controller)
+      const auto usage = cgroup_number(read_text(root, dir + "/memory.current"));
+      if (!usage) break;
+      keep({dir + name, *limit, *usage,
+            stat_fields(read_text(root, dir + "/memory.stat"), {"active_file", "inactive_file"})});
+    }
+  }
+  return tightest;
+}
 
 cgroup_report hugetlb_cgroup_report(const std::string& root, std::string_view cgroup_file_text,
                                     const std::vector<std::size_t>& page_sizes) {

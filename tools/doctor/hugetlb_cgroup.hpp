@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hugepage/cgroup.hpp"
 #include "hugepage/kernel_files.hpp"
 
 namespace hugepage::doctor {
@@ -40,6 +41,14 @@ struct cgroup_report {
 /// set a finite limit; v1: the cgroup's files. (hugetlb_cgroup.cpp)
 cgroup_report hugetlb_cgroup_report(const std::string& root, std::string_view cgroup_file_text,
                                     const std::vector<std::size_t>& page_sizes);
+/// The memory cgroup limit with the least headroom along the hierarchy of the cgroup named in
+/// `cgroup_file_text` (a /proc/PID/cgroup), read under `root` as hugetlb_cgroup_report() reads:
+/// v2 memory.max and memory.high against memory.current, v1 memory.limit_in_bytes against
+/// memory.usage_in_bytes, by the version in use; file cache (memory.stat) counts as reclaimable.
+/// nullopt when no level sets a limit or none can be read.
+std::optional<cgroup_limit> memory_cgroup_limit(const std::string& root,
+                                                std::string_view cgroup_file_text);
+
 /// hugetlb_cgroup_report() over the parsed /proc/PID/cgroup.
 cgroup_report hugetlb_cgroup_report(const std::string& root,
                                     const std::vector<proc_cgroup_line>& cgroups,

@@ -75,7 +75,7 @@ std::vector<bool> thread_arena_parts(const std::vector<mapping_info>& mappings,
 // first file mapped: the main program lies below the libraries and whatever it maps) or
 // libnode.so, not by any mapped file that happens to be called node.
 std::string runtime_of(const std::vector<mapping_info>& mappings, const std::string& kind) {
-  if (kind == "jvm" || kind == "go") return kind;
+  if (kind == "jvm" || kind == "go" || kind == "dotnet") return kind;
   bool first = true;
   for (const mapping_info& m : mappings) {
     const std::string_view name = m.name;
@@ -245,6 +245,7 @@ std::vector<memory_class_usage> classify_memory(const std::vector<mapping_info>&
                                       static_cast<double>(m.size()));
     };
     const std::size_t advised = m.advised_huge() ? resident : 0;
+    const std::size_t refused = m.has_flag("nh") ? resident : 0;
     const std::size_t small = m.size() < facts.thp_page_bytes ? resident : 0;
     const auto add = [&](memory_class as, std::size_t part) {
       memory_class_usage& c = usage(as, mount);
@@ -252,6 +253,7 @@ std::vector<memory_class_usage> classify_memory(const std::vector<mapping_info>&
       c.resident += whole ? resident : share(resident, part);
       c.huge += whole ? huge : share(huge, part);
       c.advised += whole ? advised : share(advised, part);
+      c.refused += whole ? refused : share(refused, part);
       c.in_small_mappings += whole ? small : share(small, part);
       c.mappings += 1;
       c.largest_mapping = std::max(c.largest_mapping, m.size());
@@ -262,22 +264,28 @@ std::vector<memory_class_usage> classify_memory(const std::vector<mapping_info>&
       if (as == memory_class::tmpfs_file) c.mount_huge = mount_huge;
       return &c;
     };
-    const bool private_copies =
-        kind == memory_class::shared_anonymous && !is_shared(m) && m.anonymous > 0;
+    const bool private_copies = (kind == memory_class::shared_anonymous ||
+                                 kind == memory_class::file || kind == memory_class::tmpfs_file) &&
+                                !is_shared(m) && m.anonymous > 0 && !name.empty() &&
+                                name.front() == '/';  // a file's, not [vdso]'s
     if (private_copies) {
-      // A MAP_PRIVATE view of shmem: its written pages are its own anonymous copies, which
-      // THP enabled= (not shmem_enabled) governs; its other pages are the object's.
+      // A MAP_PRIVATE view of a file or of shmem: its written pages are its own copies
+      // (Anonymous), process memory that no page cache setting governs; its other pages are
+      // the object's. They stay base pages: the kernel copies one base page per write fault,
+      // and neither THP enabled= nor MADV_COLLAPSE (EINVAL on a file mapping) reaches them.
       memory_class_usage* c = add(kind, m.size());
       const std::size_t copies = std::min(m.anonymous, c->resident);
       c->resident -= copies;
       c->huge -= std::min(c->huge, m.anon_huge);
       c->advised -= std::min(c->advised, advised != 0 ? copies : 0);
+      c->refused -= std::min(c->refused, refused != 0 ? copies : 0);
       c->in_small_mappings -= std::min(c->in_small_mappings, small != 0 ? copies : 0);
       if (base_pages) c->pool_bytes -= whole_pages(resident) - whole_pages(resident - copies);
-      memory_class_usage& own = usage(memory_class::anonymous_mmap, "");
+      memory_class_usage& own = usage(memory_class::file_copies, "");
       own.resident += copies;
       own.huge += m.anon_huge;
       own.advised += advised != 0 ? copies : 0;
+      own.refused += refused != 0 ? copies : 0;
       own.in_small_mappings += small != 0 ? copies : 0;
       own.mappings += 1;
       own.largest_mapping = std::max(own.largest_mapping, m.size());
@@ -343,6 +351,7 @@ std::vector<memory_class_usage> classify_memory(const std::vector<mapping_info>&
         break;
       case memory_class::hugetlb: c.evidence = "KernelPageSize"; break;
       case memory_class::file: c.evidence = "page cache"; break;
+      case memory_class::file_copies: c.evidence = "Anonymous in private file maps"; break;
     }
     if (c.views > 0) {
       c.evidence += "; " + std::to_string(c.views) +

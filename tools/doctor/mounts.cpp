@@ -11,7 +11,7 @@
 
 namespace hugepage::doctor {
 
-std::vector<mount_entry> parse_mountinfo(std::string_view text) {
+std::vector<mount_entry> parse_mount_entries(std::string_view text) {
   std::vector<mount_entry> out;
   for (mount_info& mount : hugepage::parse_mountinfo(text)) {
     mount_entry m;
@@ -20,7 +20,7 @@ std::vector<mount_entry> parse_mountinfo(std::string_view text) {
     m.fstype = std::move(mount.fstype);
     if (m.fstype == "tmpfs") {
       m.huge = "never";  // tmpfs's default, which mountinfo leaves out
-      for (const std::string_view option : detail::split(mount.super_options, ',')) {
+      for (const std::string_view option : split(mount.super_options, ',')) {
         if (option.rfind("huge=", 0) == 0) m.huge = std::string(option.substr(5));
       }
     }

@@ -15,8 +15,8 @@ struct mount_entry {
   std::string huge;    ///< tmpfs: the huge= super option, "never" when absent; else ""
 };
 
-/// The mounts in mountinfo text, in its order (a later mount on one point hides an earlier).
-/// Pure.
-std::vector<mount_entry> parse_mountinfo(std::string_view text);
+/// The mounts in mountinfo text as mount_entry, in its order (a later mount on one point hides an
+/// earlier): the doctor's view over hugepage::parse_mountinfo(). Pure.
+std::vector<mount_entry> parse_mount_entries(std::string_view text);
 
 }  // namespace hugepage::doctor

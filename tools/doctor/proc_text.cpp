@@ -91,7 +91,11 @@ std::vector<std::pair<std::string, std::string>> parse_allocator_environ(std::st
         name == "MALLOC_CONF" || name == "_RJEM_MALLOC_CONF" || name == "GLIBC_TUNABLES" ||
         name == "LD_PRELOAD" || name == "JAVA_TOOL_OPTIONS" || name == "JDK_JAVA_OPTIONS" ||
         name == "_JAVA_OPTIONS" || name == "NUMPY_MADVISE_HUGEPAGE" || name == "GODEBUG" ||
-        starts_with(name, "MIMALLOC_") || starts_with(name, "TCMALLOC_");
+        starts_with(name, "MIMALLOC_") || starts_with(name, "TCMALLOC_") ||
+        // The .NET GC's large pages and the hard limit they need (DOTNET_, or COMPlus_ before
+        // .NET 6).
+        name == "DOTNET_GCLargePages" || name == "COMPlus_GCLargePages" ||
+        starts_with(name, "DOTNET_GCHeapHardLimit") || starts_with(name, "COMPlus_GCHeapHardLimit");
     if (wanted) kept.emplace_back(std::string(name), std::string(entry.substr(equals + 1)));
   }
   return kept;

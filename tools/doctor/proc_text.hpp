@@ -1,13 +1,15 @@
-// tools/doctor/proc_text.hpp - parsers for the kernel files the library does not read itself.
+// tools/doctor/proc_text.hpp - parsers for the process files the library does not read itself.
 //
-// hugepage-doctor needs a few more of the kernel's text files than the library does (buddyinfo,
-// vmstat, meminfo, status and cpuinfo it reads with the library's parsers and readers:
-// hugepage/kernel_memory.hpp, kernel_counters.hpp, kernel_files.hpp):
-//   <cgroup>/hugetlb.<size>.*    the report of the hugetlb cgroup limits (v2: max, rsvd.max; v1:
-//                                limit_in_bytes), read by the library (hugepage/cgroup.hpp)
+// The kernel files both read (buddyinfo, zoneinfo, vmstat, meminfo, status, smaps_rollup,
+// mountinfo, cgroup limits) have the library's parsers and readers (hugepage/kernel_memory.hpp,
+// kernel_counters.hpp, kernel_files.hpp, cgroup.hpp). What is left here, doctor-only:
+//   /proc/<pid>/status           a text field ("Name"); its numbers are parse_status()'s
 //   /proc/<pid>/environ          allocator settings (MALLOC_CONF, GLIBC_TUNABLES, ...)
 //   /proc/<pid>/maps             mapped libraries: which malloc the process runs
-// Every parser takes the text, so tests feed stored samples; every reader takes a root directory
+//   /proc/<pid>/numa_maps        the pages of each NUMA node
+//   /proc/<pid>/cgroup           where the process sits for hugetlb (v2 path, v1 hugetlb path)
+// and the doctor's one number parser, whole-file reader and NUMA node list.
+// Every parser takes the text, so tests feed stored samples; read_text() takes a root directory
 // ("" for the live system), so tests feed a fake tree. Unknown fields and malformed lines are
 // skipped; a file that cannot be read is an empty optional, never a made-up zero.
 #pragma once

@@ -26,7 +26,7 @@ access_facts read_access_facts(pid_t pid) {
     // with the option decides.
     for (const mount_info& m : *mounts) {
       if (m.point != "/proc" || m.fstype != "proc") continue;
-      for (const std::string_view option : detail::split(m.super_options, ',')) {
+      for (const std::string_view option : split(m.super_options, ',')) {
         if (option.rfind("hidepid=", 0) == 0) f.hidepid = std::string(option.substr(8));
       }
     }

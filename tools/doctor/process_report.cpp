@@ -25,6 +25,7 @@ const char* name_of(memory_class kind) noexcept {
     case memory_class::tmpfs_file: return "tmpfs_file";
     case memory_class::hugetlb: return "hugetlb";
     case memory_class::file: return "file";
+    case memory_class::file_copies: return "private_file_copies";
   }
   return "unknown";
 }

@@ -79,7 +79,8 @@ struct allocator_report {
 
 /// The language runtime or server a process is, where the doctor knows its huge page settings.
 struct runtime_report {
-  /// "jvm", "postgres", "redis", "mariadb", "memcached", "node", "python" or "" (none)
+  /// "jvm", "postgres", "redis", "mariadb", "memcached", "node", "python", "go", "dotnet" or ""
+  /// (none)
   std::string kind;
   std::string version;   ///< from a library or binary path ("17"), "" when unknown
   std::string evidence;  ///< what it was recognised by (a mapped file the kernel names)
@@ -113,6 +114,10 @@ enum class memory_class {
   tmpfs_file,            ///< a file on a tmpfs mount (/dev/shm, ...): follows that mount's huge=
   hugetlb,               ///< hugetlb pool pages, whatever mapped them
   file,                  ///< page cache of regular files
+  /// copy-on-write copies in private file mappings (smaps Anonymous: of a mapping of a file,
+  /// memfd or tmpfs file): the process's own memory, not page cache, which neither THP
+  /// enabled= nor MADV_COLLAPSE reaches (a file mapping's copies are base pages; Linux 6.18)
+  file_copies,
 };
 
 /// "glibc_main_arena", "runtime_heap", ...: the names JSON and Prometheus carry.
@@ -125,6 +130,9 @@ struct memory_class_usage {
   std::size_t huge = 0;      ///< of them on huge pages (PMD-mapped THP or hugetlb)
   std::size_t mappings = 0;  ///< smaps records in the class
   std::size_t advised = 0;   ///< resident bytes in MADV_HUGEPAGE mappings
+  /// resident bytes in MADV_NOHUGEPAGE mappings (VmFlags nh), which THP enabled=always and
+  /// MADV_COLLAPSE leave on base pages
+  std::size_t refused = 0;
   /// Resident bytes in smaps records (VMAs) under the PMD THP size, which neither THP always nor
   /// MADV_COLLAPSE makes huge (chunks the kernel merged into a larger record not counted).
   std::size_t in_small_mappings = 0;
@@ -193,6 +201,11 @@ struct process_report {
   std::size_t largest_shared = 0;   ///< size of the largest shared-memory mapping (not hugetlb)
   std::size_t dev_shm = 0;          ///< resident bytes of shared memory in files under /dev/shm
   std::optional<bool> thp_enabled;  ///< status THP_enabled (false: PR_SET_THP_DISABLE)
+  std::size_t locked = 0;           ///< status VmLck: mlock()ed or mlockall()ed bytes
+  /// Its mount namespace is not the doctor's (a container): its mounts are not the host's
+  bool own_mount_namespace = false;
+  /// The tightest memory cgroup limit over it (memory_cgroup_limit()); nullopt: none, or unread
+  std::optional<cgroup_limit> memory_limit;
   std::vector<anon_mapping> largest;
   /// Resident memory by what maps it (memory_class), largest first; classes with nothing
   /// resident are left out. The classes' resident bytes sum to rss plus hugetlb_total().

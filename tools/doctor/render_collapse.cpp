@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -28,6 +29,30 @@ bool budget_cut(const collapse_report& report) {
   });
 }
 }  // namespace
+
+std::string go_on(const collapse_report& report) {
+  if (report.dry_run || report.remaining == 0 || report.stopped_by.empty()) return {};
+  std::string raise;
+  if (report.stopped_by == "--max-bytes") {
+    raise = fmt::format("--max-bytes {}", report.max_bytes + report.remaining);
+  } else {
+    // At this run's rate, rounded up to whole seconds; twice the budget where nothing collapsed.
+    const double ms = static_cast<double>(report.budget.count());
+    const double needed = report.collapsed == 0
+                              ? 2 * ms
+                              : ms * static_cast<double>(report.collapsed + report.remaining) /
+                                    static_cast<double>(report.collapsed);
+    const auto rounded = static_cast<long long>(std::ceil(needed / 1000.0) * 1000.0);
+    raise = fmt::format("--budget-ms {}", std::max<long long>(rounded, report.budget.count() + 1));
+  }
+  return fmt::format(
+      "Stopped at {} {}: {} on base pages in whole 2 MiB chunks was not tried. Run again to go "
+      "on, or raise the bound ({} would cover the rest at this run's rate).",
+      report.stopped_by,
+      report.stopped_by == "--max-bytes" ? std::to_string(report.max_bytes)
+                                         : std::to_string(report.budget.count()),
+      format_bytes(report.remaining), raise);
+}
 
 std::string nothing_collapsed(const collapse_report& report) {
   if (report.expected_gain + report.blocked == 0) return {};  // nothing on base pages to raise
@@ -68,6 +93,7 @@ std::string render_collapse(const collapse_report& report) {
             : printable(row.name) + " (cannot collapse: " + blocked_label(row.blocked) + ")");
   }
   if (!report.dry_run) out += fmt::format("Collapsed {}.\n", format_bytes(report.collapsed));
+  if (const std::string more = go_on(report); !more.empty()) out += more + "\n";
   for (const std::string& e : report.blocked_why) out += "Cannot collapse: " + e + "\n";
   for (const std::string& e : report.explanations) out += "Refused: " + e + "\n";
   if (const std::string why = nothing_collapsed(report); !why.empty()) {
@@ -118,6 +144,9 @@ std::string json_collapse(const collapse_report& report) {
       .set("collapsed_bytes", report.collapsed)
       .set("blocked_bytes", report.blocked)
       .set("nothing_collapsed", why.empty() ? json() : json(why))
+      .set("remaining_bytes", report.remaining)
+      .set("stopped_by", report.stopped_by.empty() ? json() : json(report.stopped_by))
+      .set("go_on", go_on(report).empty() ? json() : json(go_on(report)))
       .set("ranges", ranges)
       .set("refusals_explained", explanations)
       .dump();

@@ -13,6 +13,11 @@ namespace hugepage::doctor {
 /// was collapsed or there was nothing to collapse. The doctor exits 1 when it is not "".
 std::string nothing_collapsed(const collapse_report& report);
 
+/// Where a bound (--budget-ms, --max-bytes) stopped a run with candidate memory untried: how
+/// much remains, and the flag to raise (with a value that would cover the rest at the run's
+/// rate) or to run again; "" otherwise.
+std::string go_on(const collapse_report& report);
+
 /// The report as a table.
 std::string render_collapse(const collapse_report& report);
 

@@ -132,6 +132,30 @@ runtime_report detect_runtime(const std::vector<std::string>& paths, std::string
       if (r.version.empty()) r.version = number_after(path, "/jdk");
       break;
     }
+    if (base == "libcoreclr.so") {
+      // .NET: its GC maps its own heap; .../shared/Microsoft.NETCore.App/8.0.1/libcoreclr.so.
+      r.kind = "dotnet";
+      r.file = path;
+      r.evidence = "libcoreclr.so mapped (" + path + ")";
+      r.version = number_after(path, "/Microsoft.NETCore.App/");
+      r.settings_known = true;
+      bool large = false, limit = false;
+      for (const auto& [name, value] : settings) {
+        const std::string_view n = name;
+        const bool knob = n.rfind("DOTNET_", 0) == 0 || n.rfind("COMPlus_", 0) == 0;
+        if (!knob) continue;
+        const std::string_view knob_name = n.substr(n.find('_') + 1);
+        // Hexadecimal numbers, with or without 0x: anything but zeros turns it on.
+        const bool nonzero = value.find_first_not_of("0xX") != std::string::npos;
+        if (knob_name == "GCLargePages") large = nonzero;
+        if (starts_with(knob_name, "GCHeapHardLimit")) limit = limit || nonzero;
+        r.settings.push_back(name + "=" + value);
+      }
+      // Large pages need a hard limit: the GC reserves and commits all of it up front.
+      r.asks_for_huge = large && limit;
+      r.uses_pool = r.asks_for_huge;
+      break;
+    }
     if (base == "postgres" && path.find("/postgresql/") != std::string::npos) {
       r.kind = "postgres";
       r.file = path;

@@ -30,8 +30,15 @@ TEST(DoctorAdvice, GlibcTunableOnlyWhereGlibcHasIt) {
             std::vector<std::string>{"export GLIBC_TUNABLES=glibc.malloc.hugetlb=1"});
   list = advise_process(big_process("glibc", {}, "2.31"), healthy_system());
   EXPECT_EQ(find(list, "glibc_without_hugetlb_tunable"), std::nullopt) << ids(list);
-  EXPECT_EQ(only(list, "glibc_too_old_for_thp").level, advice_level::note);
-  EXPECT_TRUE(only(list, "glibc_too_old_for_thp").commands.empty());
+  const advice old = only(list, "glibc_too_old_for_thp");
+  EXPECT_EQ(old.level, advice_level::note);
+  // What reaches a program that cannot be changed comes first: --collapse and enabled=always.
+  EXPECT_EQ(old.commands, std::vector<std::string>{collapse_command});
+  EXPECT_NE(old.message.find("THP enabled=always (machine-wide) reaches it"), std::string::npos)
+      << old.message;
+  EXPECT_NE(old.message.find("hugepage-doctor --pid PID --collapse raises it now"),
+            std::string::npos)
+      << old.message;
 }
 
 TEST(DoctorAdvice, MimallocNameForItsVersion) {

@@ -113,6 +113,28 @@ TEST(DoctorReach, ThpDisabledSaysWhoAndWhatItCosts) {
                        "its parent cannot tell which (unreadable, or PID 1"));
 }
 
+// 300 MiB on base pages with THP off: under the advice threshold, yet no quiet all-clear: a note
+// naming who disabled it and what it costs. Under the floor (200 MiB): nothing.
+TEST(DoctorReach, ThpDisabledUnderTheThresholdIsANoteNotAnAllClear) {
+  process_report p = big_process("glibc", {}, "2.36");
+  p = process_with(p, usage(memory_class::anonymous_mmap, 300 * mib));
+  p.thp_enabled = false;
+  p.thp_disabled_by = thp_disabler::process;
+  p.anonymous = 300 * mib;
+  p.thp = 0;
+  p.rss = 310 * mib;
+  const auto list = advise_process(p, healthy_system());
+  const advice& a = only(list, "process_thp_disabled");
+  EXPECT_EQ(a.level, advice_level::note);
+  EXPECT_TRUE(mentions(a, "300 MiB anonymous memory, 0.0% huge")) << a.message;
+  EXPECT_TRUE(mentions(a, "prctl(PR_SET_THP_DISABLE)")) << a.message;
+  EXPECT_TRUE(mentions(a, "every TLB miss on it pays a page walk")) << a.message;
+  p = process_with(p, usage(memory_class::anonymous_mmap, 200 * mib));
+  p.thp_enabled = false;
+  p.anonymous = 200 * mib;
+  EXPECT_EQ(find(advise_process(p, healthy_system()), "process_thp_disabled"), std::nullopt);
+}
+
 TEST(DoctorReach, GlibcTunableMergedAndNamingTheClassItReaches) {
   process_report p = big_process("glibc", {{"GLIBC_TUNABLES", "glibc.malloc.arena_max=2"}}, "2.36");
   p = process_with(p, usage(memory_class::glibc_main_arena, 2 * gib, 4 * mib));
@@ -140,7 +162,9 @@ TEST(DoctorReach, TunableDoesNotReachThreadArenas) {
                        "glibc.malloc.hugetlb=1 does not reach glibc's thread arenas: glibc "
                        "advises a thread arena's heap only when it creates it"))
       << note.message;
-  EXPECT_TRUE(mentions(note, "THP enabled=always (machine-wide) reaches it, or hugepage-doctor"))
+  EXPECT_TRUE(mentions(note,
+                       "THP enabled=always (machine-wide) reaches it unless THP is disabled "
+                       "for the process except where advised"))
       << note.message;
   EXPECT_TRUE(mentions(note,
                        "glibc.malloc.arena_max=1 moves every thread's allocations into "
@@ -445,7 +469,9 @@ TEST(DoctorReach, ProgramsOwnMappingsAreANoteWithCollapse) {
   const advice a = only(list, "anonymous_mmap_out_of_reach");
   EXPECT_EQ(a.level, advice_level::note);
   EXPECT_EQ(a.commands, std::vector<std::string>{collapse_command});
-  EXPECT_TRUE(mentions(a, "THP enabled=always (machine-wide) reaches it, or hugepage-doctor"))
+  EXPECT_TRUE(mentions(a,
+                       "THP enabled=always (machine-wide) reaches it unless THP is disabled "
+                       "for the process except where advised"))
       << a.message;
   EXPECT_FALSE(has_warning(list)) << ids(list);
   EXPECT_EQ(all_commands(list).find("GLIBC_TUNABLES"), std::string::npos);
@@ -500,6 +526,161 @@ TEST(DoctorReach, ThpNeverReachesEveryPrivateClass) {
   EXPECT_EQ(only(list, "thp_never").reaches,
             (std::vector<std::string>{"runtime_heap", "glibc_thread_arenas"}));
   EXPECT_EQ(list.size(), 1u) << ids(list);
+}
+
+// Linux 6.18's PR_THP_DISABLE_EXCEPT_ADVISED leaves status THP_enabled at 1 (checked on 6.18):
+// under enabled=always the process's unadvised memory, none of it THP-eligible, tells it. The
+// process is not told that enabled=always reaches it; what advises, and --collapse (MADV_COLLAPSE
+// collapses under this prctl: checked on 6.18), do.
+TEST(DoctorReach, ThpDisabledExceptAdvisedIsNotToldThatAlwaysReachesIt) {
+  process_report p =
+      process_with(big_process("glibc", {}, "2.36"), usage(memory_class::anonymous_mmap, 1 * gib));
+  p.thp_eligible_anon = 0;
+  system_report s = stock_system("always");
+  s.kernel_release = "6.18.0-test";
+  auto list = advise_process(p, s);
+  const advice a = only(list, "thp_disabled_except_advised");
+  EXPECT_EQ(a.level, advice_level::warning);
+  EXPECT_TRUE(mentions(a, "PR_THP_DISABLE_EXCEPT_ADVISED")) << a.message;
+  EXPECT_FALSE(mentions(a, "enabled=always (machine-wide) reaches it")) << a.message;
+  EXPECT_EQ(a.commands, std::vector<std::string>{collapse_command});
+  EXPECT_EQ(find(list, "advised_but_not_huge"), std::nullopt) << ids(list);
+  // Eligible memory, or a kernel before 6.18 (no such prctl): enabled=always is what it seems.
+  p.thp_eligible_anon = 1 * gib;
+  EXPECT_EQ(find(advise_process(p, s), "thp_disabled_except_advised"), std::nullopt);
+  p.thp_eligible_anon = 0;
+  s.kernel_release = "6.12.0";
+  EXPECT_EQ(find(advise_process(p, s), "thp_disabled_except_advised"), std::nullopt);
+  // Under madvise nothing tells it: the advice that names enabled=always says when it does not.
+  const advice note = only(advise_process(p, healthy_system()), "anonymous_mmap_out_of_reach");
+  EXPECT_TRUE(mentions(note,
+                       "reaches it unless THP is disabled for the process except where "
+                       "advised (PR_THP_DISABLE_EXCEPT_ADVISED"))
+      << note.message;
+}
+
+// Memory the program advised MADV_NOHUGEPAGE: neither THP enabled=always nor --collapse reaches
+// it (MADV_COLLAPSE answers EINVAL on such a mapping: checked on 6.18), so neither is advised.
+TEST(DoctorReach, NoHugepageMemoryIsNotAdvisedAlwaysOrCollapse) {
+  memory_class_usage c = usage(memory_class::anonymous_mmap, 700 * mib);
+  c.refused = 700 * mib;
+  const process_report p = process_with(big_process("glibc", {}, "2.36"), c);
+  const auto list = advise_process(p, healthy_system());
+  const advice a = only(list, "anonymous_mmap_out_of_reach");
+  EXPECT_TRUE(a.commands.empty()) << all_commands(list);
+  EXPECT_TRUE(mentions(a, "advises it MADV_NOHUGEPAGE")) << a.message;
+  EXPECT_TRUE(mentions(a,
+                       "which THP enabled=always, khugepaged and MADV_COLLAPSE all leave on "
+                       "base pages"))
+      << a.message;
+  EXPECT_FALSE(mentions(a, "enabled=always (machine-wide) reaches it")) << a.message;
+  EXPECT_EQ(all_commands(list).find("--collapse"), std::string::npos) << all_commands(list);
+  // Under the threshold, the no-all-clear note: the same reach.
+  memory_class_usage small = c;
+  small.resident = small.refused = 300 * mib;
+  const auto notes =
+      advise_process(process_with(big_process("glibc", {}, "2.36"), small), healthy_system());
+  const advice b = only(notes, "base_pages_out_of_reach");
+  EXPECT_TRUE(b.commands.empty()) << all_commands(notes);
+  EXPECT_TRUE(mentions(b, "MADV_NOHUGEPAGE")) << b.message;
+}
+
+// Copy-on-write copies in private file mappings: their own class, never page cache, and no
+// setting or --collapse named for them (MADV_COLLAPSE answers EINVAL: checked on 6.18).
+TEST(DoctorReach, PrivateFileCopiesAreANoteWithoutCollapseOrAlways) {
+  const process_report p =
+      process_with(big_process("glibc", {}, "2.36"), usage(memory_class::file_copies, 300 * mib));
+  const auto list = advise_process(p, healthy_system());
+  const advice a = only(list, "file_copies_out_of_reach");
+  EXPECT_EQ(a.level, advice_level::note);
+  EXPECT_TRUE(a.commands.empty()) << all_commands(list);
+  EXPECT_TRUE(mentions(a, "not page cache")) << a.message;
+  EXPECT_TRUE(mentions(a, "MADV_COLLAPSE refuses them (EINVAL)")) << a.message;
+  EXPECT_FALSE(mentions(a, "reaches it")) << a.message;
+  EXPECT_EQ(all_commands(list).find("--collapse"), std::string::npos) << all_commands(list);
+  EXPECT_EQ(a.reaches, std::vector<std::string>{"private_file_copies"});
+}
+
+// mlockall(MCL_FUTURE): each mapping is faulted in on base pages as it is made, before glibc
+// advises it, so glibc.malloc.hugetlb=1 in place does not reach it and no fallback is blamed;
+// --collapse does (MADV_COLLAPSE collapses locked memory: checked on 6.18).
+TEST(DoctorReach, LockedMemoryIsNamedNotBlamedOnFallbacks) {
+  process_report p =
+      process_with(big_process("glibc", {{"GLIBC_TUNABLES", "glibc.malloc.hugetlb=1"}}, "2.36"),
+                   usage(memory_class::glibc_mmapped_chunks, 1 * gib));
+  p.locked = 1 * gib + 20 * mib;
+  system_report s = healthy_system();
+  s.vmstat = {{"thp_fault_alloc", 100}, {"thp_fault_fallback", 5000}};
+  const auto list = advise_process(p, s);
+  const advice a = only(list, "locked_before_advice");
+  EXPECT_EQ(a.level, advice_level::warning);
+  EXPECT_TRUE(mentions(a, "mlockall(MCL_FUTURE)")) << a.message;
+  EXPECT_TRUE(mentions(a, "THP fallbacks are not the cause")) << a.message;
+  EXPECT_EQ(a.commands, std::vector<std::string>{collapse_command});
+  EXPECT_EQ(find(list, "huge_pages_not_obtained"), std::nullopt) << ids(list);
+  EXPECT_EQ(find(list, "advised_but_not_huge"), std::nullopt) << ids(list);
+  // Not locked: the advice it had.
+  p.locked = 0;
+  EXPECT_EQ(find(advise_process(p, s), "locked_before_advice"), std::nullopt);
+}
+
+// .NET: the GC maps its own heap; its documented switch is GCLargePages with a heap hard limit
+// (hugetlb pool pages), named where no malloc setting reaches the heap.
+TEST(DoctorReach, DotnetIsToldItsGcLargePagesSwitch) {
+  const std::string coreclr = "/usr/share/dotnet/shared/Microsoft.NETCore.App/8.0.1/libcoreclr.so";
+  runtime_report rt = detect_runtime({"/usr/bin/dotnet", coreclr}, "", {});
+  EXPECT_EQ(rt.kind, "dotnet");
+  EXPECT_EQ(rt.version, "8");  // the major version, as for the JVM
+  EXPECT_FALSE(rt.asks_for_huge);
+  process_report p = big_process("glibc", {}, "2.36");
+  p.runtime = rt;
+  p = process_with(p, usage(memory_class::runtime_heap, 1 * gib));
+  const auto list = advise_process(p, healthy_system());
+  const advice a = only(list, "dotnet_gc_large_pages");
+  EXPECT_TRUE(mentions(a, "DOTNET_GCLargePages=1 together with a heap hard limit")) << a.message;
+  EXPECT_EQ(a.commands, std::vector<std::string>{collapse_command});
+  EXPECT_EQ(find(list, "runtime_heap_out_of_reach"), std::nullopt) << ids(list);
+  // Both set: it asks, and the advice says where the pages come from.
+  rt = detect_runtime({coreclr}, "",
+                      {{"DOTNET_GCLargePages", "1"}, {"DOTNET_GCHeapHardLimit", "0x40000000"}});
+  EXPECT_TRUE(rt.asks_for_huge);
+  EXPECT_TRUE(rt.uses_pool);
+  // The switch without a hard limit does nothing.
+  EXPECT_FALSE(detect_runtime({coreclr}, "", {{"DOTNET_GCLargePages", "1"}}).asks_for_huge);
+  // Its environment variables are read from the process.
+  const std::string environ = std::string("DOTNET_GCLargePages=1\0PATH=/bin\0", 32);
+  const auto settings = parse_allocator_environ(environ);
+  ASSERT_EQ(settings.size(), 1u);
+  EXPECT_EQ(settings[0].first, "DOTNET_GCLargePages");
+}
+
+// Advice that grows RSS, weighed against the memory cgroup's limit by the version in use: a
+// glibc tunable for 700 MiB of chunks whose whole huge pages need 100 MiB more, in a cgroup with
+// 24 MiB left, does not fit.
+TEST(DoctorReach, GrowthIsWeighedAgainstTheMemoryCgroupLimit) {
+  process_report p = big_process("glibc", {}, "2.36");
+  memory_class_usage c = usage(memory_class::glibc_mmapped_chunks, 700 * mib);
+  c.pool_bytes = 800 * mib;
+  p = process_with(p, c);
+  p.memory_limit =
+      cgroup_limit{"/sys/fs/cgroup/system.slice/app.service/memory.max", 1 * gib, 1000 * mib, 0};
+  auto list = advise_process(p, healthy_system());
+  ASSERT_TRUE(find(list, "glibc_without_hugetlb_tunable").has_value()) << ids(list);
+  const advice a = only(list, "memory_cgroup_limit");
+  EXPECT_EQ(a.level, advice_level::warning);
+  EXPECT_TRUE(mentions(a,
+                       "has 24 MiB left before its limit (1000 MiB of 1 GiB charged, "
+                       "memory.max)"))
+      << a.message;
+  EXPECT_TRUE(mentions(a, "by at least 100 MiB")) << a.message;
+  EXPECT_TRUE(mentions(a, "which does not fit; raise memory.max first")) << a.message;
+  // cgroup v1: its own file.
+  p.memory_limit->file = "/sys/fs/cgroup/memory/app/memory.limit_in_bytes";
+  EXPECT_TRUE(mentions(only(advise_process(p, healthy_system()), "memory_cgroup_limit"),
+                       "raise memory.limit_in_bytes first"));
+  // Room enough: nothing.
+  p.memory_limit->limit = 4 * gib;
+  EXPECT_EQ(find(advise_process(p, healthy_system()), "memory_cgroup_limit"), std::nullopt);
 }
 
 }  // namespace

@@ -118,6 +118,30 @@ TEST(DoctorCaptureReplay, ACaptureReplaysToTheJsonPrintedWhenItWasTaken) {
   EXPECT_EQ(without_time(again).at("process"), without_time(live).at("process"));
 }
 
+// One memfd mapped twice, written only through the view mapped first: the capture keeps where
+// each view is resident, and the replay counts the memory once where it is, as the live run did.
+TEST(DoctorCaptureReplay, ViewsReplayWithTheResidencyTheLiveRunRead) {
+  target t({"--memfd", "64", "--memfd-views", "2", "--memfd-touch-view", "1"});
+  ASSERT_TRUE(t.ready()) << t.line();
+  capture_dir dir;
+  ASSERT_TRUE(dir.made());
+  const result r =
+      doctor_cli::doctor({"--pid", std::to_string(t.pid()), "--json", "--capture", dir.path()});
+  ASSERT_TRUE(r.code == 0 || r.code == 1) << r.err;
+  const nlohmann::json live = nlohmann::json::parse(r.out);
+  EXPECT_GE(live.at("process").at("shmem_bytes").get<std::size_t>(), 64u << 20);
+  EXPECT_EQ(::access((dir.path() + "/views").c_str(), R_OK), 0);
+  std::string error;
+  const auto captured = hd::read_capture(dir.path(), error);
+  ASSERT_TRUE(captured.has_value()) << error;
+  const hd::process_report replayed =
+      hd::build_process_report(captured->pid, captured->files, 10, "");
+  const hd::system_report system = hd::collect_system("", false);
+  const nlohmann::json again = nlohmann::json::parse(
+      hd::json_process(replayed, system, hd::advise_process(replayed, system)));
+  EXPECT_EQ(without_time(again).at("process"), without_time(live).at("process"));
+}
+
 TEST(DoctorCaptureReplay, AWholeDocumentReplaysOverTheSameSystem) {
   target t(target_args);
   ASSERT_TRUE(t.ready()) << t.line();
@@ -216,6 +240,8 @@ TEST(DoctorCaptureReplay, AMalformedStoredFactIsAnErrorNamingItsFile) {
       {"coverage", "1 0 0 0 0 0 0 0 0 0 0 0 smaps exact 0 agrees\n",
        "/coverage: not the coverage format, or a mapping not in smaps"},
       {"numa_node", "zero\n", "/numa_node: not a node number"},
+      {"views", "1 0-1000\n", "/views: not the views format, or a mapping not in smaps"},
+      {"views", "", "/views: not the views format, or a mapping not in smaps"},
       {"glibc_version", "", "/glibc_version: not one line"},
       {"packages", "libc6 /usr/lib/libc.so.6\n", "/packages: not the packages format"},
   };

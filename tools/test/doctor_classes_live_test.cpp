@@ -242,6 +242,28 @@ TEST(DoctorClassesLive, TmpfsOptionComesFromTheTargetsMounts) {
   EXPECT_EQ(shm->at("same_superblock"), nlohmann::json::array({"/mnt"}));
 }
 
+// A container's /dev/shm (a mount namespace of the target's, huge=never): the remount acts in
+// the target's namespace (nsenter), and no line goes into the host's /etc/fstab.
+TEST(DoctorClassesLive, AContainersMountIsRemountedInsideItsNamespace) {
+  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("mounting a tmpfs needs root");
+  target t({"--shm-mount", "size=400m", "--dev-shm", "300"});
+  ASSERT_TRUE(t.ready()) << t.line();
+  const result r = doctor({"--pid", std::to_string(t.pid()), "--json"});
+  ASSERT_TRUE(r.code == 0 || r.code == 1) << r.err;
+  const nlohmann::json doc = nlohmann::json::parse(r.out);
+  const nlohmann::json* a = nullptr;
+  for (const auto& one : doc.at("advice")) {
+    if (one.at("id") == "tmpfs_mount_without_huge") a = &one;
+  }
+  ASSERT_NE(a, nullptr) << doc.at("advice").dump(1);
+  EXPECT_EQ(a->at("commands"),
+            nlohmann::json::array({"nsenter -t " + std::to_string(t.pid()) +
+                                   " -m mount -o remount,huge=within_size /dev/shm"}));
+  const std::string message = a->at("message");
+  EXPECT_NE(message.find("a mount namespace of its own"), std::string::npos) << message;
+  EXPECT_NE(message.find("the host's /etc/fstab does not reach it"), std::string::npos) << message;
+}
+
 TEST(DoctorClassesLive, SmallChunksAreSaidInTheTable) {
   if (hugepage::test::under_asan()) GTEST_SKIP() << asan_malloc;
   target t({"--malloc-chunks", "6", "--chunk-kib", "1024"});

@@ -299,7 +299,7 @@ TEST(DoctorClasses, SharedMemoryAndTmpfsMounts) {
       "28 27 254:1 / /mnt/disk rw - ext4 /dev/vdb rw\n"
       "29 22 0:27 / /srv/my\\040data rw - tmpfs tmpfs rw,huge=advise\n"
       "30 27 0:24 / /mnt/shm rw - tmpfs tmpfs rw,size=8192k,huge=within_size\n";
-  const auto mounts = hd::parse_mountinfo(mountinfo);
+  const auto mounts = hd::parse_mount_entries(mountinfo);
   ASSERT_EQ(mounts.size(), 9u);
   EXPECT_EQ(mounts[8].device, "0:24");
   EXPECT_EQ(mounts[0].fstype, "ext4");

@@ -240,6 +240,17 @@ TEST(DoctorCollapse, MaxBytesBoundsTheWork) {
   const double after = target.huge();
   EXPECT_GT(after, 0.0) << run.out;
   EXPECT_LE(after, (8.0 + 2.0) / 32.0 + 1e-9) << "at most the budget plus one chunk\n" << run.out;
+  // Exit 0 (something collapsed), but not without a word: how much is left (the target's 22 MiB
+  // and more: the forked child has the test's other memory too) and how to go on.
+  const auto stopped = run.out.find("Stopped at --max-bytes 8388608: ");
+  ASSERT_NE(stopped, std::string::npos) << run.out;
+  const std::string line = run.out.substr(stopped, run.out.find('\n', stopped) - stopped);
+  EXPECT_NE(line.find(" on base pages in whole 2 MiB chunks was not tried. Run again to go on, or "
+                      "raise the bound (--max-bytes "),
+            std::string::npos)
+      << line;
+  const auto raise = line.find("(--max-bytes ") + 13;
+  EXPECT_GE(std::stoull(line.substr(raise)), 8388608u + 20 * mib) << line;
 }
 
 TEST(DoctorCollapse, AsNobodyOnARootProcessNamesThePermission) {

@@ -1,7 +1,9 @@
 // doctor_collapse_report_test.cpp - why a --collapse run exits 1, from hand-made reports.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <string>
 
 #include "collapse_command.hpp"
@@ -70,6 +72,51 @@ TEST(DoctorCollapseReport, ARangeNeverReachedIsTheBudget) {
   r.rows[0].left = 3 * chunk;
   r.explanations.clear();
   EXPECT_EQ(nothing_collapsed(r), budget);
+}
+
+// EBUSY is a cgroup at its limit, named by the version in use, and no transient refusal.
+TEST(DoctorCollapseReport, ACgroupAtItsLimitNamesItsVersionsFile) {
+  using hugepage::doctor::memory_limit_file;
+  EXPECT_EQ(memory_limit_file("0::/system.slice/x.service\n"), "memory.max (cgroup v2)");
+  EXPECT_EQ(memory_limit_file("12:cpu,cpuacct:/a\n4:memory:/docker/abc\n0::/\n"),
+            "memory.limit_in_bytes (cgroup v1)");
+  EXPECT_EQ(memory_limit_file("3:blkio,memory:/x\n"), "memory.limit_in_bytes (cgroup v1)");
+  EXPECT_EQ(memory_limit_file("5:memory_recursive_prot:/x\n0::/x\n"), "memory.max (cgroup v2)");
+  const std::string busy = explain_refusal(EBUSY, ::getpid());
+  EXPECT_EQ(busy.find("transient"), std::string::npos) << busy;
+  EXPECT_NE(busy.find("at its limit (memory."), std::string::npos) << busy;
+}
+
+// A run stopped by its time budget after collapsing two of eight chunks: what remains, and a
+// budget that covers it at the run's rate (1000 ms for 4 MiB: 4000 ms for 16 MiB).
+TEST(DoctorCollapseReport, ARunStoppedByItsBudgetSaysWhatRemainsAndHowToGoOn) {
+  collapse_report r = busy_range(0);
+  r.rows[0].refusals.clear();
+  r.rows[0].refused = 0;
+  r.rows[0].collapsed = 2 * chunk;
+  r.rows[0].left = chunk;
+  collapse_row untried = r.rows[0];
+  untried.start = r.rows[0].end;
+  untried.end = untried.start + 5 * chunk;
+  untried.attempted = false;
+  untried.collapsed = 0;
+  untried.resident_base = 5 * chunk;
+  r.rows.push_back(untried);
+  r.explanations.clear();
+  r.collapsed = 2 * chunk;
+  r.remaining = 6 * chunk;
+  r.stopped_by = "--budget-ms";
+  r.budget = std::chrono::milliseconds(1000);
+  EXPECT_EQ(hugepage::doctor::go_on(r),
+            "Stopped at --budget-ms 1000: 12 MiB on base pages in whole 2 MiB chunks was not "
+            "tried. Run again to go on, or raise the bound (--budget-ms 4000 would cover the rest "
+            "at this run's rate).");
+  EXPECT_NE(render_collapse(r).find("Collapsed 4 MiB.\n" + hugepage::doctor::go_on(r) + "\n"),
+            std::string::npos)
+      << render_collapse(r);
+  EXPECT_EQ(nothing_collapsed(r), "");
+  r.dry_run = true;
+  EXPECT_EQ(hugepage::doctor::go_on(r), "");
 }
 
 }  // namespace

@@ -218,6 +218,11 @@ TEST(DoctorCollapse, AChunkWithoutDataIsLeftAlone) {
   ASSERT_FALSE(range.is_null()) << run.out;
   EXPECT_EQ(range.at("collapsed_bytes"), kLength - kHuge);
   EXPECT_EQ(range.at("refused_bytes"), 0);
+  // Shares of what is resident: all of it huge after, none before (not 15/16 of the range).
+  EXPECT_DOUBLE_EQ(range.at("huge_fraction_before").get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(range.at("huge_fraction_after").get<double>(), 1.0);
+  EXPECT_EQ(json.at("remaining_bytes"), 0);
+  EXPECT_TRUE(json.at("stopped_by").is_null());
   EXPECT_EQ(json.at("refusals_explained"), nlohmann::json::array());
   const auto first = hugepage::backing_of(target.pid(), target.address(), kHuge);
   EXPECT_EQ(first.thp, 0u) << "no huge page of zeroes";

@@ -103,6 +103,17 @@ TEST(DoctorPoolSettings, JvmLargePagesWithAShortPoolSaysByHowMuch) {
       << only(list, "jvm_pool_short").message;
   s.pools[0].total = 0;
   s.pools[0].free = 0;
+  // A -XX:LargePageSizeInBytes the kernel has no pool of: no pool command (its sysfs directory
+  // cannot exist), the size named as what to change.
+  const char odd_size[] = "java\0-XX:+UseLargePages\0-XX:LargePageSizeInBytes=3m\0-Xmx1g\0Main";
+  list = advise_process(jvm_on_base_pages(odd_size, sizeof odd_size - 1), s);
+  const advice& odd = only(list, "jvm_pool_short");
+  EXPECT_TRUE(mentions(odd,
+                       "-XX:LargePageSizeInBytes=3 MiB, which is not a huge page size here "
+                       "(the kernel lists 2 MiB in /sys/kernel/mm/hugepages)"))
+      << odd.message;
+  EXPECT_TRUE(odd.commands.empty()) << all_commands(list);
+  EXPECT_EQ(all_commands(list).find("hugepages-3072kB"), std::string::npos) << all_commands(list);
   // A smaller code cache, or none tiered: 48 MiB by default.
   const char small_cache[] =
       "java\0-XX:+UseLargePages\0-XX:ReservedCodeCacheSize=64m\0-Xmx1g\0Main";

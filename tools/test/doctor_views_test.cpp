@@ -144,10 +144,94 @@ TEST(DoctorViews, PrivateViewCountsItsPageCacheOnceAndItsCopiesAsAnonymous) {
   std::size_t shared = 0, own = 0;
   for (const memory_class_usage& c : classes) {
     if (c.kind == memory_class::shared_anonymous) shared += c.resident;
-    if (c.kind == memory_class::anonymous_mmap) own += c.resident;
+    // Copies in a private view of a file: the process's own, never THP (private_file_copies).
+    if (c.kind == memory_class::file_copies) own += c.resident;
   }
   EXPECT_EQ(shared, 256 * mib);
   EXPECT_EQ(own, 64 * mib);
+}
+
+// A 300 MiB memfd mapped twice, written only through the view at the higher address: every page
+// is resident in the later view (address order) and in none of the earlier one. Each page counts
+// once, where it is resident: 300 MiB, not the earlier view's nothing.
+TEST(DoctorViews, APageResidentOnlyInALaterViewCountsThere) {
+  const std::uintptr_t base = 0x7f0000000000;
+  const std::vector<mapping_info> maps = {
+      shared_view(base, 300 * mib, 0, 24, 0),
+      shared_view(base + 512 * mib, 300 * mib, 0, 24, 300 * mib)};
+  std::vector<bool> repeated;
+  // From smaps alone: a view with nothing resident holds nothing.
+  auto once = counted_once(maps, repeated);
+  ASSERT_TRUE(once.has_value());
+  EXPECT_EQ(repeated, (std::vector<bool>{false, true}));
+  EXPECT_EQ((*once)[0].rss + (*once)[1].rss, 300 * mib);
+  // Per page, from pagemap: the same.
+  const view_residency resident{{base, {}}, {base + 512 * mib, {{0, 300 * mib}}}};
+  once = counted_once(maps, repeated, &resident);
+  ASSERT_TRUE(once.has_value());
+  EXPECT_EQ((*once)[0].rss, 0u);
+  EXPECT_EQ((*once)[1].rss, 300 * mib);
+  const process_report p = summarize_mappings(*once, 10);
+  EXPECT_EQ(p.rss, 300 * mib);
+  EXPECT_EQ(p.shmem, 300 * mib);
+}
+
+// Two views each with part of the object resident: the first 100 MiB through the first view,
+// 50-300 MiB through the second. The union is 300 MiB; the second view adds its 200 MiB the
+// first does not hold (smaps says 250 MiB there).
+TEST(DoctorViews, PartlyResidentViewsCountTheirUnion) {
+  const std::uintptr_t base = 0x7f0000000000;
+  const std::vector<mapping_info> maps = {
+      shared_view(base, 300 * mib, 0, 24, 100 * mib),
+      shared_view(base + 512 * mib, 300 * mib, 0, 24, 250 * mib)};
+  const view_residency resident{{base, {{0, 100 * mib}}},
+                                {base + 512 * mib, {{50 * mib, 300 * mib}}}};
+  std::vector<bool> repeated;
+  const auto once = counted_once(maps, repeated, &resident);
+  ASSERT_TRUE(once.has_value());
+  EXPECT_EQ((*once)[0].rss, 100 * mib);
+  EXPECT_EQ((*once)[1].rss, 200 * mib);
+  // Where pagemap could not be read for the second, it counts by offsets against what the
+  // first holds (0-100 MiB): 200 of its 300 MiB of offsets are new, so 2/3 of its Rss.
+  const view_residency first_only{{base, {{0, 100 * mib}}}};
+  const auto partly = counted_once(maps, repeated, &first_only);
+  ASSERT_TRUE(partly.has_value());
+  EXPECT_EQ((*partly)[1].rss, 250 * mib * 2 / 3);
+}
+
+TEST(DoctorViews, OnlyOverlappingViewsHaveTheirResidencyRead) {
+  const std::uintptr_t base = 0x7f0000000000;
+  mapping_info read = shared_view(base + 64 * mib, 8 * mib, 0, 26, 8 * mib);
+  read.permissions = "r--p";
+  const std::vector<mapping_info> maps = {
+      shared_view(base, 8 * mib, 0, 24, 8 * mib),
+      shared_view(base + 16 * mib, 8 * mib, 8 * mib, 24, 8 * mib),  // no overlap
+      shared_view(base + 32 * mib, 8 * mib, 0, 25, 8 * mib),
+      shared_view(base + 48 * mib, 8 * mib, 4 * mib, 25, 8 * mib),
+      read,
+      shared_view(base + 80 * mib, 8 * mib, 0, 26, 0)};
+  EXPECT_EQ(overlapping_views(maps), (std::vector<std::size_t>{2, 3, 4, 5}));
+}
+
+TEST(DoctorViews, ResidencyTextRoundTripsAndRefusesWhatNoViewHolds) {
+  const std::uintptr_t base = 0x7f0000000000;
+  const std::vector<mapping_info> maps = {shared_view(base, 8 * mib, 4 * mib, 24, 0),
+                                          shared_view(base + 16 * mib, 8 * mib, 0, 24, 0)};
+  const view_residency resident{{base, {{4 * mib, 5 * mib}, {6 * mib, 12 * mib}}},
+                                {base + 16 * mib, {}}};
+  const std::string text = residency_text(resident);
+  EXPECT_EQ(text, "7f0000000000 400000-500000 600000-c00000\n7f0001000000\n");
+  EXPECT_EQ(parse_residency(text, maps), resident);
+  for (const char* bad : {"7f0000000000 400000-500000",                  // cut short
+                          "7f0000000001\n",                              // no such view
+                          "7f0000000000 500000-400000\n",                // reversed
+                          "7f0000000000 0-100000\n",                     // before its offsets
+                          "7f0000000000 400000-d00000\n",                // past its offsets
+                          "7f0000000000 600000-700000 400000-500000\n",  // unsorted
+                          "7f0000000000  400000-500000\n",               // two spaces
+                          "7f0000000000\n7f0000000000\n"}) {             // twice
+    EXPECT_FALSE(parse_residency(bad, maps).has_value()) << bad;
+  }
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 //                          [--threads N --thread-kib KIB] [--memfd MIB] [--dev-shm MIB]
 //                          [--shm-mount OPTIONS] [--thp-disable 1] [--beside-kib KIB]
 //                          [--aligned-blocks N] [--shm-bind DIR] [--memfd-views N]
+//                          [--memfd-touch-view K] [--private-file MIB] [--nohuge MIB]
 //
 // Maps MIB of THP through hugepage::thp_allocator and MIB of 2 MiB hugetlb pages through
 // hugepage::huge_page_allocator (touching every page), and/or N separate anonymous mappings of
@@ -20,10 +21,14 @@
 // process only). --malloc-chunks N --chunk-kib KIB (repeatable) mallocs N blocks of KIB each,
 // above glibc's mmap threshold, so each is an mmapped chunk; --threads N starts N threads that
 // each malloc KIB in 4 KiB blocks while all are alive, so each gets its own arena; --memfd maps
-// MIB of a memfd shared (--memfd-views N times, each view of all of it, as ZGC maps its heap),
+// MIB of a memfd shared (--memfd-views N times, each view of all of it, as ZGC maps its heap;
+// with --memfd-touch-view K only the K-th view mapped is touched, the others map it untouched),
 // --dev-shm MIB of a POSIX shm file (unlinked at once, so a killed
 // target leaves nothing behind); all touched. --shm-mount mounts a tmpfs with OPTIONS over
 // /dev/shm in a mount namespace of its own first (root), --thp-disable sets PR_SET_THP_DISABLE.
+// --private-file MIB maps a file of MIB (unlinked at once, in /tmp) MAP_PRIVATE and writes every
+// page: copy-on-write copies in a file mapping. --nohuge MIB maps MIB of private anonymous memory
+// advised MADV_NOHUGEPAGE, touched.
 // --beside-kib maps KIB of anonymous memory (touched) right below the lowest malloc'd chunk and
 // KIB right above the highest where that is free, so the kernel merges them with the chunks into
 // one record, as it merges ld.so's small mapping below libc with the first chunk.
@@ -73,14 +78,15 @@ void touch(char* p, std::size_t bytes) {
   for (std::size_t i = 0; i < bytes; i += 4096) p[i] = 1;
 }
 
-// Maps `mib` of `fd` shared and touches it; false with errno set on failure.
-bool map_shared(int fd, std::size_t mib, std::size_t views = 1) {
+// Maps `mib` of `fd` shared `views` times and touches it through each view, or only through
+// view `touched` (1: the first mapped) where it is not 0; false with errno set on failure.
+bool map_shared(int fd, std::size_t mib, std::size_t views = 1, std::size_t touched = 0) {
   const std::size_t bytes = mib << 20;
   if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(bytes)) != 0) return false;
   for (std::size_t i = 0; i < views; ++i) {
     void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) return false;
-    touch(static_cast<char*>(p), bytes);
+    if (touched == 0 || touched == i + 1) touch(static_cast<char*>(p), bytes);
   }
   return true;
 }
@@ -99,7 +105,8 @@ std::mutex kept_mutex;
 int main(int argc, char** argv) {
   std::size_t thp_mib = 0, hugetlb_mib = 0, mappings = 0, mapping_kib = 0, anon_mib = 0,
               block_mib = 0, touch_kib = SIZE_MAX, chunk_count = 0, threads = 0, thread_kib = 0,
-              memfd_mib = 0, memfd_views = 1, shm_mib = 0, beside_kib = 0, aligned_blocks = 0;
+              memfd_mib = 0, memfd_views = 1, memfd_touched = 0, private_file_mib = 0,
+              nohuge_mib = 0, shm_mib = 0, beside_kib = 0, aligned_blocks = 0;
   std::vector<std::pair<std::size_t, std::size_t>> chunks;  // count, KiB
   const char* memfd_name = nullptr;
   const char* cgroup = nullptr;
@@ -140,6 +147,12 @@ int main(int argc, char** argv) {
       memfd_mib = value;
     } else if (std::strcmp(argv[i], "--memfd-views") == 0) {
       memfd_views = value;
+    } else if (std::strcmp(argv[i], "--memfd-touch-view") == 0) {
+      memfd_touched = value;
+    } else if (std::strcmp(argv[i], "--private-file") == 0) {
+      private_file_mib = value;
+    } else if (std::strcmp(argv[i], "--nohuge") == 0) {
+      nohuge_mib = value;
     } else if (std::strcmp(argv[i], "--dev-shm") == 0) {
       shm_mib = value;
     } else if (std::strcmp(argv[i], "--shm-bind") == 0) {
@@ -286,9 +299,29 @@ int main(int argc, char** argv) {
     ::mprotect(p + heap_span - 4096, 4096, PROT_NONE);
     touch(p, 2 * mib);
   }
-  if (memfd_mib != 0 &&
-      !map_shared(::memfd_create("hugepage-doctor-target", MFD_CLOEXEC), memfd_mib, memfd_views)) {
+  if (memfd_mib != 0 && !map_shared(::memfd_create("hugepage-doctor-target", MFD_CLOEXEC),
+                                    memfd_mib, memfd_views, memfd_touched)) {
     return fail("memfd: " + std::string(std::strerror(errno)));
+  }
+  if (private_file_mib != 0) {
+    const std::size_t bytes = private_file_mib << 20;
+    const int fd = ::open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+      return fail("private file: " + std::string(std::strerror(errno)));
+    }
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) return fail("mmap private file: " + std::string(std::strerror(errno)));
+    touch(static_cast<char*>(p), bytes);
+    mapped_bytes += bytes;
+  }
+  if (nohuge_mib != 0) {
+    const std::size_t bytes = nohuge_mib << 20;
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED || ::madvise(p, bytes, MADV_NOHUGEPAGE) != 0) {
+      return fail("nohuge: " + std::string(std::strerror(errno)));
+    }
+    touch(static_cast<char*>(p), bytes);
+    mapped_bytes += bytes;
   }
   if (shm_mib != 0) {
     const std::string name = "/hugepage-doctor-target-" + std::to_string(::getpid());

@@ -61,6 +61,33 @@ class ExitStatus(unittest.TestCase):
             self.assertIn("r1-glibc: killed by the kernel's OOM killer", err.getvalue())
 
 
+class DiedProcess(unittest.TestCase):
+    def test_rows_of_a_process_killed_before_its_json_are_failed(self):
+        reg = fixtures.registry()
+        cfgs = fixtures.configs(reg)
+        cmd = ["./hugepage_bench", "--sizes=4M", "--suites=FaultIn", "--allocators=std",
+               "--benchmark_out=raw/r2-jemalloc-FaultIn-4194304.json"]
+        died = execute.Run(2, "jemalloc", cmd, {}, -7, 3.0, "raw/x.json", None, "wrote no JSON")
+        ok = execute.Run(1, "jemalloc", cmd, {}, 0, 3.0, "raw/y.json", {"benchmarks": [
+            {"name": "BM_FaultIn/std/4194304", "run_type": "iteration", "real_time": 5.0,
+             "cpu_time": 5.0, "time_unit": "ms"}]})
+        cells = execute.collect([ok, died], cfgs, "auto")
+        c = cells[("FaultIn", "jemalloc", 4 << 20)]
+        self.assertEqual(len(c.samples), 1)
+        self.assertEqual(c.errors, ["FAILED: its process was killed by SIGBUS before it wrote its "
+                                    "results (round 2; wrote no JSON)"])
+
+    def test_a_run_not_started_or_without_its_rows_named_makes_no_cell(self):
+        reg = fixtures.registry()
+        cfgs = fixtures.configs(reg)
+        cmd = ["./hugepage_bench", "--sizes=4M", "--suites=FaultIn", "--allocators=std"]
+        for rc, c in ((126, cmd), (1, cmd[:2])):
+            run = execute.Run(1, "jemalloc", c, {}, rc, 0.1, "raw/x.json", None, "wrote no JSON")
+            self.assertEqual(execute.collect([run], cfgs, "auto"), {})
+        self.assertEqual(execute.ended_text(124), "was killed at its time limit")
+        self.assertEqual(execute.ended_text(3), "exited with status 3")
+
+
 class Collect(unittest.TestCase):
     def test_cells_from_runs(self):
         reg = fixtures.registry()

@@ -93,6 +93,100 @@ class Tables(unittest.TestCase):
         self.assertEqual(out[0][2][0][-1], "skipped: fragment first failed: not fragmented")
 
 
+def rounds_row(suite, config, allocator, what, by_round, failed_rounds=()):
+    """A cell over several rounds: by_round {round: counters}; failed_rounds {round: reason}."""
+    label = {x.name: x for x in the_configs()}[config].row_label(allocator)
+    cell = fixtures.cell(suite, label, WS, config, allocator, {r: 1e9 for r in by_round})
+    for smp in cell.samples:
+        smp["counters"] = dict(by_round[smp["round"]], label=what)
+    cell.errors = [f"FAILED: {why}" for why in dict(failed_rounds).values()]
+    return cell
+
+
+def p999(*us):
+    """{round: counters} with these p99.9 figures (microseconds), one per round."""
+    return {r: dict(BASE, lat_p999_ns=x * 1000) for r, x in enumerate(us, 1)}
+
+
+class Failed(unittest.TestCase):
+    def test_a_row_whose_child_was_killed_shows_failed_and_no_figure(self):
+        c = row("Scenario_Fork", "jemalloc", "std", "")
+        c.samples, c.errors = [], ["FAILED: 1 of 2 children did not do their work: child 1 "
+                                   "killed by SIGBUS before it reported;"]
+        cells = cells_of(c, row("Scenario_Fork", "ours collapse", "collapse", "upkeep",
+                                **dict(BASE, recovery_ms_max=100, unrecovered_cycles=0)),
+                         row("Scenario_Fork", "glibc", "std", "malloc", **BASE))
+        (_, heads, rows, _), (_, _, vm_rows, _) = scenarios.scenario_tables(
+            cells, the_configs(), "Scenario_Fork", registry())
+        failed = next(r for r in rows if r[0] == "jemalloc")
+        self.assertEqual(failed[-1], "FAILED: 1 of 2 children did not do their work: child 1 "
+                                     "killed by SIGBUS before it reported;")
+        self.assertEqual(set(failed[1:heads.index("n")]), {"-"})
+        self.assertEqual([r[0] for r in vm_rows], ["glibc std", "ours collapse"])
+        v = scenarios.verdict(cells, the_configs(), "Scenario_Fork", WS, registry())
+        self.assertIn("FAILED rows (not compared): jemalloc FAILED: 1 of 2 children", v["line"])
+        self.assertEqual(v["failed"], ["jemalloc"])
+
+    def test_failed_in_one_round_of_three_is_failed_and_never_the_best(self):
+        # The fastest p99.9 came from the rounds in which its child lived: still a failed row.
+        cells = cells_of(
+            rounds_row("Scenario_Book", "glibc", "std", "malloc", p999(30, 31, 32)),
+            rounds_row("Scenario_Book", "ours hugetlb_2m", "hugetlb_2m", "pool", p999(20, 21, 22)),
+            rounds_row("Scenario_Book", "jemalloc", "std", "malloc", p999(5, 6),
+                       failed_rounds={3: "child 1 killed by SIGBUS"}))
+        _, heads, rows, _ = scenarios.scenario_tables(cells, the_configs(), "Scenario_Book",
+                                                      registry())[0]
+        je = next(r for r in rows if r[0] == "jemalloc")
+        self.assertEqual(je[-1], "FAILED in 1 of 3 rounds: child 1 killed by SIGBUS")
+        v = scenarios.verdict(cells, the_configs(), "Scenario_Book", WS, registry())
+        self.assertEqual(v["p999_standing"], "first")
+        self.assertNotIn("jemalloc 5", v["line"])
+
+    def test_ours_failed_is_no_verdict_and_says_so(self):
+        c = row("Scenario_Book", "ours hugetlb_2m", "hugetlb_2m", "")
+        c.samples, c.errors = [], ["FAILED: its process was killed by SIGBUS before it wrote its "
+                                   "results (round 1; wrote no JSON)"]
+        cells = cells_of(c, row("Scenario_Book", "glibc", "std", "malloc", **BASE))
+        v = scenarios.verdict(cells, the_configs(), "Scenario_Book", WS, registry())
+        self.assertFalse(v["computed"])
+        self.assertIn("not computed (ours FAILED); ours hugetlb_2m FAILED: its process was "
+                      "killed by SIGBUS", v["line"])
+
+
+class Spread(unittest.TestCase):
+    def standing(self, ours, peer):
+        cells = cells_of(
+            rounds_row("Scenario_Book", "ours hugetlb_2m", "hugetlb_2m", "pool", p999(*ours)),
+            rounds_row("Scenario_Book", "jemalloc", "std", "malloc", p999(*peer)))
+        return scenarios.verdict(cells, the_configs(), "Scenario_Book", WS, registry())
+
+    def test_first_only_when_its_worst_round_beats_every_rivals_best(self):
+        self.assertEqual(self.standing([10, 11, 12], [13, 20, 30])["p999_standing"], "first")
+        v = self.standing([10, 11, 14], [13, 20, 30])
+        self.assertEqual(v["p999_standing"], "tied within spread (with jemalloc)")
+        self.assertIn("ours p99.9 tied within spread (with jemalloc)", v["line"])
+
+    def test_behind_when_its_best_round_is_worse_than_a_rivals_worst(self):
+        self.assertEqual(self.standing([40, 41, 45], [13, 20, 30])["p999_standing"],
+                         "behind jemalloc")
+        self.assertEqual(self.standing([25, 41, 45], [13, 20, 30])["p999_standing"],
+                         "tied within spread (with jemalloc)")
+
+    def test_one_round_says_it_has_no_spread(self):
+        self.assertEqual(self.standing([10], [13])["p999_standing"],
+                         "first (1 round: no spread)")
+
+    def test_cells_show_the_median_and_the_range_over_the_rounds(self):
+        cells = cells_of(
+            rounds_row("Scenario_Book", "ours hugetlb_2m", "hugetlb_2m", "pool", p999(10, 12, 30)),
+            rounds_row("Scenario_Book", "jemalloc", "std", "malloc", p999(13, 13, 13)))
+        title, heads, rows, _ = scenarios.scenario_tables(cells, the_configs(), "Scenario_Book",
+                                                          registry())[0]
+        self.assertEqual(rows[0][heads.index("p99.9 us")], "12.0 (10.0-30.0)")
+        self.assertEqual(rows[1][heads.index("p99.9 us")], "13.0")  # every round alike
+        self.assertIn("(min-max) over the 3 rounds", title)
+
+
 class Verdict(unittest.TestCase):
     def test_ours_against_the_best_peer_on_p999_and_rss_with_the_kernel_counters(self):
         cells = cells_of(
@@ -221,11 +315,18 @@ class Planning(unittest.TestCase):
         self.assertEqual(args.suites, ["Map_Lookup"])
         self.assertNotIn("Scenario_Book", args.peer_suites)
 
+    def test_a_full_scenario_run_interleaves_three_rounds(self):
+        args = cli.parse_args(["--scenarios"])
+        self.assertEqual((args.rounds, args.heavy_round_set, args.peer_round_set),
+                         (3, {1, 2, 3}, {1, 2, 3}))
+        self.assertEqual(cli.parse_args(["--scenarios", "--rounds", "5"]).rounds, 5)
+
     def test_scenarios_run_the_scenarios_in_one_round_without_paired_or_headroom(self):
         args = cli.parse_args(["--scenarios", "--quick"])
         cli.resolve_suites(args, registry())
         self.assertEqual(args.suites, ["Scenario_Book", "Scenario_BookFragmented",
                                        "Scenario_Fork"])
+        # --quick (CI): one round
         self.assertEqual((args.rounds, args.heavy_round_set, args.no_headroom), (1, {1}, True))
         from runner.plan import paired_plan
         self.assertEqual(paired_plan(args, registry())[-1], "--scenarios")

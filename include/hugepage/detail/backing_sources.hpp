@@ -170,19 +170,27 @@ inline bool classify_exact(const mapping_info& m, std::uintptr_t lo, std::uintpt
   const std::size_t per_window = window / page;
   std::vector<std::uint64_t> zero_frames;
   // Whole PMD windows around [lo, hi), clipped to the mapping: a window is huge or not as a whole.
+  // Ends are computed as "from + step, or `to` when that is nearer": a window or read at the top
+  // of the address space would wrap past 2^64 to 0.
+  const auto up_to = [](std::uintptr_t from, std::size_t step, std::uintptr_t to) {
+    return to - from <= step ? to : from + step;
+  };
+  const auto pages_below = [page](std::uintptr_t a) { return a / page + (a % page != 0 ? 1 : 0); };
   const std::uintptr_t first = std::max<std::uintptr_t>(lo & ~(window - 1), m.start);
-  const std::uintptr_t last = std::min<std::uintptr_t>((hi + window - 1) & ~(window - 1), m.end);
+  const std::uintptr_t last = std::min<std::uintptr_t>(
+      hi > (~std::uintptr_t{0} & ~(window - 1)) ? hi : (hi + window - 1) & ~(window - 1), m.end);
   std::vector<std::uint64_t> entries;
   constexpr std::size_t windows_per_read = 64;
   for (std::uintptr_t chunk = first; chunk < last;) {
-    const std::uintptr_t chunk_end =
-        std::min<std::uintptr_t>(((chunk & ~(window - 1)) + windows_per_read * window), last);
-    if (!read_pagemap(pagemap_fd, chunk / page, (chunk_end - chunk) / page, entries)) return false;
+    const std::uintptr_t chunk_end = up_to(chunk & ~(window - 1), windows_per_read * window, last);
+    const std::uintptr_t chunk_page = chunk / page;
+    if (!read_pagemap(pagemap_fd, chunk_page, pages_below(chunk_end) - chunk_page, entries)) {
+      return false;
+    }
     for (std::uintptr_t w = chunk; w < chunk_end;) {
-      const std::uintptr_t w_end =
-          std::min<std::uintptr_t>((w & ~(window - 1)) + window, chunk_end);
-      const std::size_t base_index = (w - chunk) / page;
-      const std::size_t count = (w_end - w) / page;
+      const std::uintptr_t w_end = up_to(w & ~(window - 1), window, chunk_end);
+      const std::size_t base_index = w / page - chunk_page;
+      const std::size_t count = pages_below(w_end) - w / page;
       bool pmd_mapped = false;
       bool huge_zero = false;
       bool anon = true;
@@ -207,25 +215,31 @@ inline bool classify_exact(const mapping_info& m, std::uintptr_t lo, std::uintpt
         }
       }
       for (std::size_t i = 0; i < count; ++i) {
-        const std::uintptr_t address = w + i * page;
-        if (address < lo || address >= hi) continue;
+        // Each page touching [lo, hi) counts for its bytes inside it (a caller's list may end off
+        // a page boundary).
+        const std::uintptr_t address = (w / page + i) * page;
+        if (address >= hi) continue;
+        const std::uintptr_t from = std::max(address, lo);
+        const std::uintptr_t to = hi - address <= page ? hi : address + page;
+        if (to <= from) continue;
+        const std::size_t bytes = to - from;
         const std::uint64_t e = entries[base_index + i];
         const std::uint64_t pfn = e & pagemap_pfn_mask;
         if ((e & pagemap_present) == 0) {
-          r.not_resident += page;
+          r.not_resident += bytes;
         } else if (pfn == 0) {
           return false;  // PFNs hidden from us
         } else if (huge_zero) {
-          r.not_resident += page;
-          r.zero_page += page;
+          r.not_resident += bytes;
+          r.zero_page += bytes;
         } else if (pmd_mapped) {
-          (anon ? r.thp_anon : r.thp_file) += page;
+          (anon ? r.thp_anon : r.thp_file) += bytes;
         } else {
           bool ok = true;
           const bool zero = is_zero_page(e, kpageflags_fd, zero_frames, ok);
           if (!ok) return false;
-          (zero ? r.zero_page : r.base) += page;
-          if (zero) r.not_resident += page;
+          (zero ? r.zero_page : r.base) += bytes;
+          if (zero) r.not_resident += bytes;
         }
       }
       w = w_end;
@@ -260,8 +274,9 @@ inline bool count_present(int pagemap_fd, std::uintptr_t lo, std::uintptr_t hi,
     const std::size_t count = std::min<std::size_t>(last - first, pages_per_read);
     if (!read_pagemap(pagemap_fd, first, count, entries)) return false;
     for (std::size_t i = 0; i < count; ++i) {
-      const std::uintptr_t s = std::max<std::uintptr_t>((first + i) * page, lo);
-      const std::uintptr_t e = std::min<std::uintptr_t>((first + i + 1) * page, hi);
+      const std::uintptr_t at = (first + i) * page;  // below hi: the last page may end at 2^64
+      const std::uintptr_t s = std::max<std::uintptr_t>(at, lo);
+      const std::uintptr_t e = hi - at <= page ? hi : at + page;
       ((entries[i] & pagemap_present) != 0 ? present : absent) += e - s;
     }
     first += count;

@@ -6,7 +6,12 @@
 // every listed object's mutexes before the fork and releases them in both processes after it, so
 // the child finds every one unlocked and every structure they guard consistent.
 //
-// Lock order: this list, then each object's own mutexes, then the mapping registry's. An arena
+// Objects made on first use without a function-local static (shared_arena<Tag>()) are made under
+// `making_mutex()`, which the handler takes first: a fork waits for a making in progress, so the
+// child finds each such object made or not begun, never half made with no thread to finish it.
+//
+// Lock order: the making mutex, this list, then each object's own mutexes, then the mapping
+// registry's. An arena
 // holds one of its mutexes while its strategy takes the registry's, so the registry's mutex must
 // be taken after the arenas'. Prepare handlers run in the reverse order of their registration,
 // so this handler is registered after the registry's (the constructor makes sure of it).
@@ -53,6 +58,9 @@ class fork_locks {
     first_ = &e;
   }
 
+  /// Held while an object that a fork must not see half made is made (see the top of this file).
+  std::mutex& making_mutex() noexcept { return making_; }
+
   /// Removes `e`; after it returns no fork touches its owner.
   void remove(fork_lock_entry& e) noexcept {
     const std::lock_guard<std::mutex> lock(mutex_);
@@ -67,6 +75,7 @@ class fork_locks {
 
   static void before_fork() noexcept {
     fork_locks& self = instance();
+    self.making_.lock();
     self.mutex_.lock();
     for (fork_lock_entry* e = self.first_; e != nullptr; e = e->next) e->lock(e->owner);
   }
@@ -76,6 +85,7 @@ class fork_locks {
     fork_locks& self = instance();
     for (fork_lock_entry* e = self.first_; e != nullptr; e = e->next) e->unlock(e->owner);
     self.mutex_.unlock();
+    self.making_.unlock();
   }
 
   static void after_fork_in_child() noexcept {
@@ -86,6 +96,7 @@ class fork_locks {
     after_fork();
   }
 
+  std::mutex making_;
   std::mutex mutex_;
   fork_lock_entry* first_ = nullptr;
 };

@@ -15,18 +15,9 @@
 #include "hugepage/stats.hpp"
 #include "hugepage/system.hpp"
 
-#ifndef PR_THP_DISABLE_EXCEPT_ADVISED
-#define PR_THP_DISABLE_EXCEPT_ADVISED (1 << 1)
-#endif
-
 namespace hugepage::detail {
 
-/// Whether THP is disabled for this process in a way that reaches advised memory:
-/// PR_SET_THP_DISABLE without Linux 6.18's exception for advised memory. MADV_COLLAPSE fails then.
-inline bool thp_disabled_for_process() noexcept {
-  const int disabled = ::prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0);
-  return disabled > 0 && (disabled & PR_THP_DISABLE_EXCEPT_ADVISED) == 0;
-}
+using hugepage::thp_disabled_for_process;  // system.hpp
 
 /// mmap aligns a hugetlb mapping to its page size and no further. For a larger alignment: find
 /// a free range so aligned (a reservation that holds no memory), free it and map the pool pages

@@ -195,8 +195,9 @@ inline int pidfd_open(pid_t pid, std::error_code& ec) noexcept {
 }
 
 /// process_madvise(2) with one range. Returns the bytes advised (for MADV_COLLAPSE: the whole
-/// length on success) or -1 and sets `ec`. Needs CAP_SYS_NICE and PTRACE_MODE_READ access to the
-/// target (EPERM otherwise); EINVAL for an advice the kernel does not accept remotely.
+/// length on success) or -1 and sets `ec`. Needs PTRACE_MODE_READ access to the target (EACCES
+/// otherwise, checked first) and CAP_SYS_NICE (EPERM otherwise); EINVAL for an advice the kernel
+/// does not accept remotely.
 inline long process_madvise(int pidfd, void* p, std::size_t length, int advice,
                             std::error_code& ec) noexcept {
   ec.clear();

@@ -43,17 +43,17 @@ inline int open_read_only(const char* path) noexcept {
   return fd;
 }
 
-/// Opens `path` read-only only when it names a regular file (procfs and sysfs files are regular,
-/// with size 0); -1 with errno set otherwise. O_NONBLOCK keeps the open of a FIFO from waiting for
-/// a writer, fstat then refuses the FIFO, a device (a symlink to /dev/zero would read forever), a
-/// socket or a directory with EINVAL: the path exists (so not ENOENT) but is not a file this
-/// library reads; ENXIO would read as "no such device", which is what open(2) says for other
-/// reasons. O_NONBLOCK is cleared again before the descriptor is returned, so reads behave as
-/// they always did.
-inline int open_regular_file(const char* path) noexcept {
+/// Opens `path` (relative to the directory `dir`, or to the working directory for AT_FDCWD)
+/// read-only only when it names a regular file (procfs and sysfs files are regular, with size 0);
+/// -1 with errno set otherwise. O_NONBLOCK keeps the open of a FIFO from waiting for a writer,
+/// fstat then refuses the FIFO, a device (a symlink to /dev/zero would read forever), a socket or
+/// a directory with EINVAL: the path exists (so not ENOENT) but is not a file this library reads;
+/// ENXIO would read as "no such device", which is what open(2) says for other reasons. O_NONBLOCK
+/// is cleared again before the descriptor is returned, so reads behave as they always did.
+inline int open_regular_file_at(int dir, const char* path) noexcept {
   int fd;
   do {
-    fd = ::open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    fd = ::openat(dir, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   } while (fd < 0 && errno == EINTR);
   if (fd < 0) return -1;
   struct stat st;
@@ -74,6 +74,18 @@ inline int open_regular_file(const char* path) noexcept {
   return fd;
 }
 
+/// open_regular_file_at() relative to the working directory.
+inline int open_regular_file(const char* path) noexcept {
+  return open_regular_file_at(AT_FDCWD, path);
+}
+
+/// The most a reader takes of one file: 256 MiB. The kernel's text files are far smaller (meminfo
+/// and status about 1.5 KiB, mountinfo tens of KiB); the largest, a process's smaps, takes about
+/// 1 KiB per mapping, so 256 MiB is some 250,000 mappings, near the default vm.max_map_count
+/// (65,530) four times. A larger file (a copy under a root, a 4 GiB sparse file) is refused with
+/// EFBIG ("File too large"), never read into memory.
+inline constexpr std::size_t max_text_file_bytes = std::size_t{256} << 20;
+
 /// pread(2) that retries EINTR and short reads. Returns the bytes read (less than `length` only
 /// at end of file) or -1 with errno set.
 inline long pread_full(int fd, void* buffer, std::size_t length, std::uint64_t offset) noexcept {
@@ -89,28 +101,56 @@ inline long pread_full(int fd, void* buffer, std::size_t length, std::uint64_t o
   return static_cast<long>(done);
 }
 
-/// Reads a whole regular file (procfs files report size 0, so read until EOF). Sets `ec` on
-/// failure, EINVAL when the path is not a regular file (open_regular_file).
-inline std::string read_file(const char* path, std::error_code& ec) {
+/// Reads the whole of the regular file open on `fd`, up to max_text_file_bytes (procfs files
+/// report size 0, so it reads until EOF): from offset 0 with pread when `positioned` (a descriptor
+/// kept for many reads), else with read from where the descriptor stands. Sets `ec` on failure:
+/// EFBIG for a file larger than that (said by its size before anything is read, where it has one),
+/// else the errno of the read. Throws std::bad_alloc.
+inline std::string read_whole_file(int fd, std::error_code& ec, bool positioned = true) {
   ec.clear();
   std::string text;
-  const unique_fd fd(open_regular_file(path));
-  if (!fd) {
-    ec = std::error_code(errno, std::generic_category());
+  struct stat st;
+  if (::fstat(fd, &st) == 0 && st.st_size > 0 &&
+      static_cast<std::uint64_t>(st.st_size) > max_text_file_bytes) {
+    ec = std::error_code(EFBIG, std::generic_category());
     return text;
   }
   char buffer[16384];
-  for (;;) {
-    const ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
+  for (std::uint64_t offset = 0;;) {
+    long n;
+    if (positioned) {
+      n = pread_full(fd, buffer, sizeof buffer, offset);
+    } else {
+      do {
+        n = static_cast<long>(::read(fd, buffer, sizeof buffer));
+      } while (n < 0 && errno == EINTR);
+    }
     if (n < 0) {
       ec = std::error_code(errno, std::generic_category());
       return {};
     }
     if (n == 0) break;
+    if (text.size() + static_cast<std::size_t>(n) > max_text_file_bytes) {
+      ec = std::error_code(EFBIG, std::generic_category());
+      return {};
+    }
     text.append(buffer, static_cast<std::size_t>(n));
+    offset += static_cast<std::uint64_t>(n);
   }
   return text;
+}
+
+/// Reads a whole regular file (read_whole_file: at most max_text_file_bytes). Sets `ec` on
+/// failure: EINVAL when the path is not a regular file (open_regular_file), EFBIG when it is
+/// larger than that.
+inline std::string read_file(const char* path, std::error_code& ec) {
+  ec.clear();
+  const unique_fd fd(open_regular_file(path));
+  if (!fd) {
+    ec = std::error_code(errno, std::generic_category());
+    return {};
+  }
+  return read_whole_file(fd.get(), ec, false);
 }
 
 /// "/proc/<pid>/<file>", or "/proc/self/<file>" for pid 0.
@@ -149,10 +189,33 @@ constexpr std::uint64_t saturating_shift(std::uint64_t a, std::size_t shift) noe
   return a << shift;
 }
 
+/// The number of a meminfo-shaped line's value (what follows the colon): its first word all
+/// digits, then nothing, "kB" or "KB" (bytes: times 1024), what follows that ignored; nullopt for
+/// another unit ("Uid: 0 0 0 0") or an overflow.
+constexpr std::optional<std::uint64_t> kb_value(std::string_view rest) noexcept {
+  const auto words = [&rest]() {
+    while (!rest.empty() && (rest.front() == ' ' || rest.front() == '\t')) rest.remove_prefix(1);
+    const std::size_t stop = rest.find_first_of(" \t");
+    const std::string_view word = rest.substr(0, stop);
+    rest = stop == std::string_view::npos ? std::string_view{} : rest.substr(stop);
+    return word;
+  };
+  const std::string_view number = words();
+  if (number.empty() || number.find_first_not_of("0123456789") != std::string_view::npos) {
+    return std::nullopt;
+  }
+  const std::optional<std::uint64_t> value = parse_u64(number);
+  if (!value) return std::nullopt;
+  const std::string_view unit = words();
+  if (unit.empty()) return value;
+  if ((unit == "kB" || unit == "KB") && *value <= UINT64_MAX / 1024) return *value * 1024;
+  return std::nullopt;
+}
+
 /// Calls `field(name, bytes)` for each "Name:  N kB" or "Name:  N" line of /proc text in the
-/// meminfo shape (meminfo, status, smaps_rollup): kB values in bytes, bare numbers as they are.
-/// Lines with several numbers ("Uid: 0 0 0 0"), another unit or an overflow are skipped; a line's
-/// trailing '\r' is ignored (as parse_status does).
+/// meminfo shape (meminfo, status, smaps_rollup; the value as kb_value reads it): kB values in
+/// bytes, bare numbers as they are. Lines with several numbers ("Uid: 0 0 0 0"), another unit or
+/// an overflow are skipped; a line's trailing '\r' is ignored (as parse_status does).
 template <class Field>
 void for_each_kb_field(std::string_view text, Field&& field) {
   while (!text.empty()) {
@@ -166,29 +229,9 @@ void for_each_kb_field(std::string_view text, Field&& field) {
     while (!name.empty() && (name.back() == ' ' || name.back() == '\t')) name.remove_suffix(1);
     while (!name.empty() && (name.front() == ' ' || name.front() == '\t')) name.remove_prefix(1);
     if (name.empty()) continue;
-    std::string_view rest = line.substr(colon + 1);
-    const auto words = [&rest]() {
-      while (!rest.empty() && (rest.front() == ' ' || rest.front() == '\t')) rest.remove_prefix(1);
-      const std::size_t stop = rest.find_first_of(" \t");
-      const std::string_view word = rest.substr(0, stop);
-      rest = stop == std::string_view::npos ? std::string_view{} : rest.substr(stop);
-      return word;
-    };
-    const std::string_view number = words();
-    if (number.empty() || number.find_first_not_of("0123456789") != std::string_view::npos) {
-      continue;
+    if (const std::optional<std::uint64_t> bytes = kb_value(line.substr(colon + 1))) {
+      field(name, *bytes);
     }
-    const std::optional<std::uint64_t> value = parse_u64(number);
-    if (!value) continue;
-    const std::string_view unit = words();
-    std::uint64_t bytes = *value;
-    if (unit == "kB" || unit == "KB") {
-      if (bytes > UINT64_MAX / 1024) continue;
-      bytes *= 1024;
-    } else if (!unit.empty()) {
-      continue;
-    }
-    field(name, bytes);
   }
 }
 
