@@ -272,6 +272,26 @@ TEST(Upkeep, WithoutPagemapScanFindsWhatForkSplitFromKpageflags) {
   EXPECT_EQ(code, 0) << "see the child's output above";
 }
 
+// The same for a partial mprotect, which splits the PMD and the mapping but leaves the huge
+// folio whole: its frames still look huge; the mappings' bounds say the chunks are not.
+TEST(Upkeep, WithoutPagemapScanFindsWhatAPartialMprotectSplit) {
+  REQUIRE_THP_AND_COLLAPSE();
+  if (::geteuid() != 0) GTEST_SKIP() << "without PAGEMAP_SCAN upkeep needs kpageflags (root)";
+  const int code = hugepage::test::run_in_child([] {
+    Block<fares_opts> fares(16 * mib);
+    if (huge_of(fares_opts::label) < 0.99) return 2;
+    for (std::size_t at = 0; at < fares.size(); at += kChunk) {
+      if (::mprotect(fares.get() + at + 4096, 4096, PROT_READ) != 0) return 3;
+    }
+    if (!hugepage::test::fail_syscall(__NR_ioctl, ENOTTY)) return 4;
+    const upkeep_result r = hugepage::upkeep();
+    std::fprintf(stderr, "child: %s\n", describe(r).c_str());
+    if (r.scan_error || r.decayed_bytes != 16 * mib || accounted(r) != r.decayed_bytes) return 5;
+    return 0;
+  });
+  EXPECT_EQ(code, 0) << "see the child's output above";
+}
+
 TEST(Upkeep, RestoresWhatAPartialMprotectSplit) {
   REQUIRE_THP_AND_COLLAPSE();
   Block<fares_opts> fares(16 * mib);

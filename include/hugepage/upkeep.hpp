@@ -258,32 +258,42 @@ inline std::error_code decayed_chunks(int pagemap_fd, std::uintptr_t lo, std::ui
 
 // decayed_chunks() without PAGEMAP_SCAN (kernels before 6.7): each whole chunk of [lo, hi) judged
 // from its pagemap words and the frames' kpageflags, as backing_of's kpageflags source judges it
-// (classify_exact): decayed when every page is present, none in a PMD-mapped THP and not all on
-// the zero page. Needs frame numbers (CAP_SYS_ADMIN) and kpageflags: EPERM otherwise, and smaps'
-// per-mapping counters cannot say which chunk decayed.
-inline std::error_code decayed_chunks_by_pfn(int pagemap_fd, int kpageflags_fd, std::uintptr_t lo,
-                                             std::uintptr_t hi,
+// (classify_exact) within the process's mappings `vmas` (sorted): decayed when every page is
+// present, none in a PMD-mapped THP and not all on the zero page. A chunk that mappings' bounds
+// cut (a partial mprotect or munmap) cannot be PMD-mapped, whatever its frames: classified piece
+// by piece, it is base pages. Needs frame numbers (CAP_SYS_ADMIN) and kpageflags: EPERM
+// otherwise (smaps' per-mapping counters cannot say which chunk decayed).
+inline std::error_code decayed_chunks_by_pfn(int pagemap_fd, int kpageflags_fd,
+                                             const std::vector<mapping_info>& vmas,
+                                             std::uintptr_t lo, std::uintptr_t hi,
                                              std::vector<chunk_run>& out) noexcept {
   if (kpageflags_fd < 0) return std::make_error_code(std::errc::operation_not_permitted);
   constexpr std::uintptr_t mask = collapse_chunk - 1;
-  mapping_info part;  // the block's part: the walk reads pagemap words, not the mapping list
-  part.start = lo;
-  part.end = hi;
   const std::size_t first = out.size();  // runs before it are another range's: never extended
+  std::size_t v = 0;                     // the first mapping that may meet the chunk
   try {
     for (std::uintptr_t at = (lo + mask) & ~mask; at < hi && hi - at >= collapse_chunk;
          at += collapse_chunk) {
+      const std::uintptr_t end = at + collapse_chunk;
+      while (v < vmas.size() && vmas[v].end <= at) ++v;
       exact_part chunk;
-      if (!classify_exact(part, at, at + collapse_chunk, pagemap_fd, kpageflags_fd, chunk)) {
-        return std::make_error_code(std::errc::operation_not_permitted);  // frames hidden
+      std::uintptr_t covered = at;  // the chunk is mapped up to here, without a gap
+      for (std::size_t i = v; i < vmas.size() && vmas[i].start < end; ++i) {
+        if (vmas[i].start > covered) break;  // a hole: not wholly mapped
+        const std::uintptr_t s = std::max(vmas[i].start, at);
+        const std::uintptr_t e = std::min(vmas[i].end, end);
+        if (!classify_exact(vmas[i], s, e, pagemap_fd, kpageflags_fd, chunk)) {
+          return std::make_error_code(std::errc::operation_not_permitted);  // frames hidden
+        }
+        covered = e;
       }
-      const bool decayed = chunk.thp_anon + chunk.thp_file == 0 &&
+      const bool decayed = covered == end && chunk.thp_anon + chunk.thp_file == 0 &&
                            chunk.not_resident == chunk.zero_page && chunk.base != 0;
       if (!decayed) continue;
       if (out.size() > first && out.back().end == at) {
-        out.back().end = at + collapse_chunk;
+        out.back().end = end;
       } else {
-        out.push_back({at, at + collapse_chunk});
+        out.push_back({at, end});
       }
     }
   } catch (...) {  // no memory: the chunks found so far are restored, the rest not this time
@@ -389,15 +399,26 @@ inline upkeep_result upkeep_paced(const process_view& self, const collapse_budge
     r.scan_error = std::error_code(self.pagemap_errno(), std::generic_category());
     return finish();
   }
-  // Without PAGEMAP_SCAN (its first ENOTTY) the chunks are judged from pagemap and kpageflags.
+  // Without PAGEMAP_SCAN (its first ENOTTY) the chunks are judged from pagemap and kpageflags,
+  // within the mappings that smaps lists (read once per call).
   bool by_pfn = false;
+  std::vector<mapping_info> vmas;
   const auto find_decayed = [&](std::uintptr_t lo, std::uintptr_t hi) noexcept {
     if (!by_pfn) {
       const std::error_code ec = detail::decayed_chunks(self.pagemap_fd(), lo, hi, runs);
       if (ec != std::errc::inappropriate_io_control_operation) return ec;
+      if (self.kpageflags_fd() < 0) return std::make_error_code(std::errc::operation_not_permitted);
+      std::error_code read;
+      try {
+        vmas = self.read_smaps(read);
+      } catch (...) {
+        read = std::make_error_code(std::errc::not_enough_memory);
+      }
+      if (read) return read;
       by_pfn = true;
     }
-    return detail::decayed_chunks_by_pfn(self.pagemap_fd(), self.kpageflags_fd(), lo, hi, runs);
+    return detail::decayed_chunks_by_pfn(self.pagemap_fd(), self.kpageflags_fd(), vmas, lo, hi,
+                                         runs);
   };
   for (const auto& v : blocks) {
     const auto& b = v.block;
