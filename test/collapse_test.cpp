@@ -321,19 +321,23 @@ TEST(Collapse, AnotherProcess) {
   HUGEPAGE_REQUIRE_COLLAPSE();
   if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("process_madvise(MADV_COLLAPSE) needs CAP_SYS_NICE");
   const std::size_t length = 8 * kMiB;
-  // Base pages whatever the THP mode (always: Debian's default): populated under MADV_NOHUGEPAGE,
-  // then advised again so that the child's copy may be collapsed.
+  // Base pages whatever the THP mode (always: Debian's default): populated under MADV_NOHUGEPAGE;
+  // the child advises its copy again just before the collapse (khugepaged, under always, would
+  // collapse an advised range meanwhile).
   Populated region(length, MADV_NOHUGEPAGE);
   ASSERT_NE(region.get(), nullptr);
-  ASSERT_FALSE(hugepage::os::advise(region.get(), length, MADV_HUGEPAGE));
   int ready[2], done[2];
   ASSERT_EQ(::pipe(ready), 0);
   ASSERT_EQ(::pipe(done), 0);
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    // Private copies of every page: the child's range is its own, on base pages.
-    for (std::size_t i = 0; i < length; i += page()) region.get()[i] ^= 0;
+    // Private copies of every page: the child's range is its own, on base pages, and writable
+    // (Linux 6.1 refuses, EINVAL, a range with no writable entry, as fork() leaves it). A write
+    // through volatile: a plain `^= 0` is no write to the compiler.
+    volatile char* const own = region.get();
+    for (std::size_t i = 0; i < length; i += page()) own[i] = own[i];
+    if (hugepage::os::advise(region.get(), length, MADV_HUGEPAGE)) ::_exit(3);
     char c = 0;
     (void)!::write(ready[1], &c, 1);
     (void)!::read(done[0], &c, 1);
@@ -417,8 +421,10 @@ TEST(Collapse, AViewUnderARootNeverAdvisesTheProcessOfItsPid) {
   HUGEPAGE_REQUIRE_COLLAPSE();
   if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("process_madvise(MADV_COLLAPSE) needs CAP_SYS_NICE");
   const std::size_t length = 8 * kMiB;
-  Populated region(length);
+  // Base pages under any THP mode (always faults huge pages), advised again: collapsible.
+  Populated region(length, MADV_NOHUGEPAGE);
   ASSERT_NE(region.get(), nullptr);
+  ASSERT_FALSE(hugepage::os::advise(region.get(), length, MADV_HUGEPAGE));
   int ready[2], done[2];
   ASSERT_EQ(::pipe(ready), 0);
   ASSERT_EQ(::pipe(done), 0);
@@ -456,8 +462,10 @@ TEST(Collapse, AViewUnderARootNeverAdvisesTheProcessOfItsPid) {
 TEST(Collapse, AViewOfPidZeroUnderARootNeverAdvisesThisProcess) {
   HUGEPAGE_REQUIRE_COLLAPSE();
   const std::size_t length = 8 * kMiB;
-  Populated region(length);
+  // Base pages under any THP mode (always faults huge pages), advised again: collapsible.
+  Populated region(length, MADV_NOHUGEPAGE);
   ASSERT_NE(region.get(), nullptr);
+  ASSERT_FALSE(hugepage::os::advise(region.get(), length, MADV_HUGEPAGE));
   ASSERT_LT(hugepage::backing_of(region.get(), length).huge_fraction(), 0.01);
   char dir[] = "/tmp/hugepage-collapse-root-XXXXXX";
   ASSERT_NE(::mkdtemp(dir), nullptr);
