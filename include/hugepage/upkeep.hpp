@@ -261,7 +261,9 @@ inline std::error_code decayed_chunks(int pagemap_fd, std::uintptr_t lo, std::ui
 // (classify_exact) within the process's mappings `vmas` (sorted): decayed when every page is
 // present, none in a PMD-mapped THP and not all on the zero page. A chunk that mappings' bounds
 // cut (a partial mprotect or munmap) cannot be PMD-mapped, whatever its frames: classified piece
-// by piece, it is base pages. Needs frame numbers (CAP_SYS_ADMIN) and kpageflags: EPERM
+// by piece, it is base pages; so is a whole THP folio mapped by PTEs in a mapping where smaps
+// counts no PMD mapping (where it counts some, such a folio is missed until the kernel splits it
+// or khugepaged maps it whole). Needs frame numbers (CAP_SYS_ADMIN) and kpageflags: EPERM
 // otherwise (smaps' per-mapping counters cannot say which chunk decayed).
 inline std::error_code decayed_chunks_by_pfn(int pagemap_fd, int kpageflags_fd,
                                              const std::vector<mapping_info>& vmas,
@@ -282,9 +284,21 @@ inline std::error_code decayed_chunks_by_pfn(int pagemap_fd, int kpageflags_fd,
         if (vmas[i].start > covered) break;  // a hole: not wholly mapped
         const std::uintptr_t s = std::max(vmas[i].start, at);
         const std::uintptr_t e = std::min(vmas[i].end, end);
-        if (!classify_exact(vmas[i], s, e, pagemap_fd, kpageflags_fd, chunk)) {
+        exact_part piece;
+        if (!classify_exact(vmas[i], s, e, pagemap_fd, kpageflags_fd, piece)) {
           return std::make_error_code(std::errc::operation_not_permitted);  // frames hidden
         }
+        // Frames cannot tell a PMD mapping from a whole THP folio mapped by PTEs (a mapping split
+        // and merged again leaves one); smaps counts PMD mappings only: none, none is huge.
+        if (vmas[i].anon_huge == 0) piece.base += std::exchange(piece.thp_anon, 0);
+        if (vmas[i].shmem_huge + vmas[i].file_huge == 0) {
+          piece.base += std::exchange(piece.thp_file, 0);
+        }
+        chunk.thp_anon += piece.thp_anon;
+        chunk.thp_file += piece.thp_file;
+        chunk.base += piece.base;
+        chunk.not_resident += piece.not_resident;
+        chunk.zero_page += piece.zero_page;
         covered = e;
       }
       const bool decayed = covered == end && chunk.thp_anon + chunk.thp_file == 0 &&
