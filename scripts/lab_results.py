@@ -101,6 +101,8 @@ def parse(text, fallback_name=""):
                 fields = dict(w.split("=", 1) for w in words[2:] if "=" in w)
                 guest.seconds = int(fields.get("seconds", "0"))
                 guest.name = fields.get("guest", guest.name)
+                if fields.get("stopped") == "1":
+                    guest.failed.append(("(guest)", f"ran past its limit of {fields.get('limit', '?')} s: stopped"))
         elif block is not None and not KERNEL.match(line):
             block.append(line)
     if block is not None:

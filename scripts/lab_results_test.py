@@ -79,6 +79,12 @@ class Parse(unittest.TestCase):
                               "@@lab done\n")
         self.assertEqual(g.failed, [("A.B", "did not finish (status 143: timed out): ")])
 
+    def test_a_guest_stopped_at_its_limit_fails_and_says_so(self):
+        g = lab_results.parse(FACTS + "@@lab begin t\n[ RUN      ] A.B\n"
+                              "@@lab host seconds=900 guest=x limit=900 stopped=1\n")
+        self.assertIn(("(guest)", "ran past its limit of 900 s: stopped"), g.failed)
+        self.assertEqual(g.failed[-1][0], "A.B")
+
     def test_a_guest_that_never_started_fails(self):
         g = lab_results.parse("qemu-system-x86_64: could not load kernel\n")
         self.assertEqual(g.failed, [("(boot)", "the guest did not reach the end of its plan")])

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -242,6 +243,53 @@ TEST(Upkeep, RestoresWhatForkAndParentWritesSplit) {
   }
   EXPECT_GE(huge_of(fares_opts::label), 0.99) << describe(r);
   EXPECT_TRUE(fares.intact());
+}
+
+// Without PAGEMAP_SCAN (kernels before 6.7; simulated here: every ioctl fails with ENOTTY) the
+// decayed chunks are found from pagemap and kpageflags, which need CAP_SYS_ADMIN; without it
+// nothing can say which chunk decayed, and the call says so (scan_error).
+TEST(Upkeep, WithoutPagemapScanFindsWhatForkSplitFromKpageflags) {
+  REQUIRE_THP_AND_COLLAPSE();
+  const bool root = ::geteuid() == 0;
+  const int code = hugepage::test::run_in_child([root] {
+    Block<fares_opts> fares(16 * mib);
+    if (huge_of(fares_opts::label) < 0.99) return 2;
+    fork_and_write(fares.get(), fares.size());
+    if (::testing::Test::HasFailure()) return 3;
+    if (!hugepage::test::fail_syscall(__NR_ioctl, ENOTTY)) return 4;
+    const upkeep_result r = hugepage::upkeep();
+    std::fprintf(stderr, "child: %s\n", describe(r).c_str());
+    if (!root)
+      return r.scan_error == std::errc::operation_not_permitted && r.decayed_bytes == 0 ? 0 : 5;
+    if (r.scan_error) return 6;
+    if (r.decayed_bytes < 14 * mib || accounted(r) != r.decayed_bytes) return 7;
+    if (ended_on_a_slow_chunk(r)) finish_upkeep();
+    const double after = huge_of(fares_opts::label);
+    std::fprintf(stderr, "child: huge after %.3f\n", after);
+    if (after < 0.99 || !fares.intact()) return 8;
+    return 0;
+  });
+  EXPECT_EQ(code, 0) << "see the child's output above";
+}
+
+// The same for a partial mprotect, which splits the PMD and the mapping but leaves the huge
+// folio whole: its frames still look huge; the mappings' bounds say the chunks are not.
+TEST(Upkeep, WithoutPagemapScanFindsWhatAPartialMprotectSplit) {
+  REQUIRE_THP_AND_COLLAPSE();
+  if (::geteuid() != 0) GTEST_SKIP() << "without PAGEMAP_SCAN upkeep needs kpageflags (root)";
+  const int code = hugepage::test::run_in_child([] {
+    Block<fares_opts> fares(16 * mib);
+    if (huge_of(fares_opts::label) < 0.99) return 2;
+    for (std::size_t at = 0; at < fares.size(); at += kChunk) {
+      if (::mprotect(fares.get() + at + 4096, 4096, PROT_READ) != 0) return 3;
+    }
+    if (!hugepage::test::fail_syscall(__NR_ioctl, ENOTTY)) return 4;
+    const upkeep_result r = hugepage::upkeep();
+    std::fprintf(stderr, "child: %s\n", describe(r).c_str());
+    if (r.scan_error || r.decayed_bytes != 16 * mib || accounted(r) != r.decayed_bytes) return 5;
+    return 0;
+  });
+  EXPECT_EQ(code, 0) << "see the child's output above";
 }
 
 TEST(Upkeep, RestoresWhatAPartialMprotectSplit) {

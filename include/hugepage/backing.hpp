@@ -139,8 +139,8 @@ inline backing_report backing_of(const process_view& view, const void* p, std::s
   } else if (r.resident_bytes() != 0 && view.root().empty()) {  // a live process, not a capture
     std::uintptr_t lo = 0, hi = 0;
     detail::page_range(p, bytes, lo, hi);
-    detail::add_nodes(view.pid(), source == backing_source::pagemap_scan ? view.pagemap_fd() : -1,
-                      lo, hi, r);
+    detail::add_nodes(view, source == backing_source::pagemap_scan ? view.pagemap_fd() : -1, lo, hi,
+                      r);
   }
   return r;
 }

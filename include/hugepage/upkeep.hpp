@@ -7,7 +7,8 @@
 // (label.hpp), within a budget:
 //   1. Under the registry's lock, copy the list of labelled blocks; release the lock.
 //   2. For each block on THP (hugetlb blocks never decay: skipped), find with PAGEMAP_SCAN (Linux
-//      6.7) its decayed 2 MiB chunks: wholly resident, not huge, holding data. Chunks with pages
+//      6.7; before it, from pagemap words and kpageflags, which needs CAP_SYS_ADMIN) its decayed
+//      2 MiB chunks: wholly resident, not huge, holding data. Chunks with pages
 //      not faulted in, or all on the zero page, are left alone: MADV_COLLAPSE would fill them
 //      and grow the RSS. Some pages on the zero page do not stop a chunk being decayed: a split
 //      by the kernel's shrinker maps its zero-filled subpages there (decayed_chunks below).
@@ -70,6 +71,7 @@
 #include <vector>
 
 #include "hugepage/collapse.hpp"
+#include "hugepage/detail/backing_sources.hpp"
 #include "hugepage/detail/fork_locks.hpp"
 #include "hugepage/detail/immortal.hpp"
 #include "hugepage/detail/mapping_registry.hpp"
@@ -114,7 +116,9 @@ struct upkeep_result {
   /// On a tail budget (upkeep_pacer): the call did nothing, paying back what earlier calls spent
   /// over their stall.
   bool paid_back = false;
-  /// PAGEMAP_SCAN failed (kernel before 6.7): decay cannot be found, nothing was tried.
+  /// Decay could not be found, nothing was tried: PAGEMAP_SCAN failed, or on a kernel without it
+  /// (before 6.7: the chunks are judged from pagemap and kpageflags then) the frame numbers are
+  /// hidden (EPERM: no CAP_SYS_ADMIN).
   std::error_code scan_error;
   std::chrono::nanoseconds elapsed{0};
   std::chrono::nanoseconds slowest_chunk{0};
@@ -252,6 +256,65 @@ inline std::error_code decayed_chunks(int pagemap_fd, std::uintptr_t lo, std::ui
   return {};
 }
 
+// decayed_chunks() without PAGEMAP_SCAN (kernels before 6.7): each whole chunk of [lo, hi) judged
+// from its pagemap words and the frames' kpageflags, as backing_of's kpageflags source judges it
+// (classify_exact) within the process's mappings `vmas` (sorted): decayed when every page is
+// present, none in a PMD-mapped THP and not all on the zero page. A chunk that mappings' bounds
+// cut (a partial mprotect or munmap) cannot be PMD-mapped, whatever its frames: classified piece
+// by piece, it is base pages; so is a whole THP folio mapped by PTEs in a mapping where smaps
+// counts no PMD mapping (where it counts some, such a folio is missed until the kernel splits it
+// or khugepaged maps it whole). Needs frame numbers (CAP_SYS_ADMIN) and kpageflags: EPERM
+// otherwise (smaps' per-mapping counters cannot say which chunk decayed).
+inline std::error_code decayed_chunks_by_pfn(int pagemap_fd, int kpageflags_fd,
+                                             const std::vector<mapping_info>& vmas,
+                                             std::uintptr_t lo, std::uintptr_t hi,
+                                             std::vector<chunk_run>& out) noexcept {
+  if (kpageflags_fd < 0) return std::make_error_code(std::errc::operation_not_permitted);
+  constexpr std::uintptr_t mask = collapse_chunk - 1;
+  const std::size_t first = out.size();  // runs before it are another range's: never extended
+  std::size_t v = 0;                     // the first mapping that may meet the chunk
+  try {
+    for (std::uintptr_t at = (lo + mask) & ~mask; at < hi && hi - at >= collapse_chunk;
+         at += collapse_chunk) {
+      const std::uintptr_t end = at + collapse_chunk;
+      while (v < vmas.size() && vmas[v].end <= at) ++v;
+      exact_part chunk;
+      std::uintptr_t covered = at;  // the chunk is mapped up to here, without a gap
+      for (std::size_t i = v; i < vmas.size() && vmas[i].start < end; ++i) {
+        if (vmas[i].start > covered) break;  // a hole: not wholly mapped
+        const std::uintptr_t s = std::max(vmas[i].start, at);
+        const std::uintptr_t e = std::min(vmas[i].end, end);
+        exact_part piece;
+        if (!classify_exact(vmas[i], s, e, pagemap_fd, kpageflags_fd, piece)) {
+          return std::make_error_code(std::errc::operation_not_permitted);  // frames hidden
+        }
+        // Frames cannot tell a PMD mapping from a whole THP folio mapped by PTEs (a mapping split
+        // and merged again leaves one); smaps counts PMD mappings only: none, none is huge.
+        if (vmas[i].anon_huge == 0) piece.base += std::exchange(piece.thp_anon, 0);
+        if (vmas[i].shmem_huge + vmas[i].file_huge == 0) {
+          piece.base += std::exchange(piece.thp_file, 0);
+        }
+        chunk.thp_anon += piece.thp_anon;
+        chunk.thp_file += piece.thp_file;
+        chunk.base += piece.base;
+        chunk.not_resident += piece.not_resident;
+        chunk.zero_page += piece.zero_page;
+        covered = e;
+      }
+      const bool decayed = covered == end && chunk.thp_anon + chunk.thp_file == 0 &&
+                           chunk.not_resident == chunk.zero_page && chunk.base != 0;
+      if (!decayed) continue;
+      if (out.size() > first && out.back().end == at) {
+        out.back().end = end;
+      } else {
+        out.push_back({at, end});
+      }
+    }
+  } catch (...) {  // no memory: the chunks found so far are restored, the rest not this time
+  }
+  return {};
+}
+
 // Serialises upkeep() calls: two at once would examine the same blocks and both collapse (and
 // count) the same chunks. Only upkeep() takes it, never allocate or deallocate, so holding it
 // across the kernel calls stalls no allocation. A fork() does not wait for it (a call may run for
@@ -350,6 +413,27 @@ inline upkeep_result upkeep_paced(const process_view& self, const collapse_budge
     r.scan_error = std::error_code(self.pagemap_errno(), std::generic_category());
     return finish();
   }
+  // Without PAGEMAP_SCAN (its first ENOTTY) the chunks are judged from pagemap and kpageflags,
+  // within the mappings that smaps lists (read once per call).
+  bool by_pfn = false;
+  std::vector<mapping_info> vmas;
+  const auto find_decayed = [&](std::uintptr_t lo, std::uintptr_t hi) noexcept {
+    if (!by_pfn) {
+      const std::error_code ec = detail::decayed_chunks(self.pagemap_fd(), lo, hi, runs);
+      if (ec != std::errc::inappropriate_io_control_operation) return ec;
+      if (self.kpageflags_fd() < 0) return std::make_error_code(std::errc::operation_not_permitted);
+      std::error_code read;
+      try {
+        vmas = self.read_smaps(read);
+      } catch (...) {
+        read = std::make_error_code(std::errc::not_enough_memory);
+      }
+      if (read) return read;
+      by_pfn = true;
+    }
+    return detail::decayed_chunks_by_pfn(self.pagemap_fd(), self.kpageflags_fd(), vmas, lo, hi,
+                                         runs);
+  };
   for (const auto& v : blocks) {
     const auto& b = v.block;
     const auto base = reinterpret_cast<std::uintptr_t>(v.p);
@@ -372,8 +456,7 @@ inline upkeep_result upkeep_paced(const process_view& self, const collapse_budge
     detail::upkeep_candidate k{v.p, b.generation, 0, runs.size(), 0};
     for (int i = 0; i < count; ++i) {
       r.examined_bytes += parts[i][1] - parts[i][0];
-      const std::error_code ec =
-          detail::decayed_chunks(self.pagemap_fd(), parts[i][0], parts[i][1], runs);
+      const std::error_code ec = find_decayed(parts[i][0], parts[i][1]);
       if (ec) {
         r.scan_error = ec;
         return finish();

@@ -20,6 +20,7 @@
 #include "hugepage/numa.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/page_size.hpp"
+#include "hugepage/process_view.hpp"
 
 namespace hugepage::detail {
 
@@ -79,54 +80,95 @@ inline bool query_windows(node_batch& batch, std::uintptr_t s, std::uintptr_t e,
   return true;
 }
 
-// Fills r.nodes for [lo, hi) of process `pid` (0: this one). PAGEMAP_SCAN (Linux 6.7) gives the
-// present runs and which are huge; without it every base page is asked, or one page per 2 MiB
-// where the report says every resident byte is huge, and the report's huge bytes are shared out
-// by node where it does not.
-inline void add_nodes(pid_t pid, int pagemap_fd, std::uintptr_t lo, std::uintptr_t hi,
-                      backing_report& r) {
+enum class node_walk { done, no_scan, failed };
+
+// Adds to `nodes` the present runs of [lo, hi) that PAGEMAP_SCAN gives: one address per huge page
+// where the run is huge, one per base page elsewhere. no_scan: the scan failed (what was added
+// is partial); failed: move_pages failed, and r.nodes_note says so.
+inline node_walk nodes_by_scan(pid_t pid, int pagemap_fd, std::uintptr_t lo, std::uintptr_t hi,
+                               std::vector<node_bytes>& nodes, backing_report& r) {
   namespace pm = pagemap;
-  std::vector<node_bytes> nodes;
   node_batch batch(pid, nodes);
   const std::size_t page = os::base_page_size();
-  bool scanned = pagemap_fd >= 0;
-  if (scanned) {
-    std::vector<pm::page_region> regions(256);
-    for (std::uintptr_t at = lo; at < hi && scanned;) {
-      std::size_t count = 0;
-      std::uintptr_t walk_end = at;
-      if (pm::scan(pagemap_fd, at, hi, pm::page_is_present, pm::page_is_huge | pm::page_is_pfnzero,
-                   regions.data(), regions.size(), count, walk_end)) {
-        scanned = false;
+  std::vector<pm::page_region> regions(256);
+  for (std::uintptr_t at = lo; at < hi;) {
+    std::size_t count = 0;
+    std::uintptr_t walk_end = at;
+    if (pm::scan(pagemap_fd, at, hi, pm::page_is_present, pm::page_is_huge | pm::page_is_pfnzero,
+                 regions.data(), regions.size(), count, walk_end)) {
+      return node_walk::no_scan;
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+      const pm::page_region& region = regions[i];
+      if ((region.categories & pm::page_is_pfnzero) != 0) continue;
+      const bool huge = (region.categories & pm::page_is_huge) != 0;
+      if (!query_windows(batch, static_cast<std::uintptr_t>(region.start),
+                         static_cast<std::uintptr_t>(region.end), huge ? node_query_step : page,
+                         huge)) {
         break;
       }
-      for (std::size_t i = 0; i < count && scanned; ++i) {
-        const pm::page_region& region = regions[i];
-        if ((region.categories & pm::page_is_pfnzero) != 0) continue;
-        const bool huge = (region.categories & pm::page_is_huge) != 0;
-        scanned = query_windows(batch, static_cast<std::uintptr_t>(region.start),
-                                static_cast<std::uintptr_t>(region.end),
-                                huge ? node_query_step : page, huge);
-      }
-      if (count < regions.size() || walk_end <= at) break;
-      at = walk_end;
     }
-    if (scanned) scanned = batch.flush();
-    if (!scanned && batch.error()) {
-      r.nodes_note = "per-node figures unavailable: move_pages: " + batch.error().message();
-      return;
-    }
-    if (!scanned) nodes.clear();  // no PAGEMAP_SCAN: ask page by page below
+    if (batch.error() || count < regions.size() || walk_end <= at) break;
+    at = walk_end;
   }
-  if (!scanned) {
-    node_batch pages(pid, nodes);  // what the scan left in `batch` is dropped with it
-    const bool all_huge = r.base == 0;
-    if (!query_windows(pages, lo, hi, all_huge ? node_query_step : page, all_huge) ||
-        !pages.flush()) {
-      r.nodes_note = "per-node figures unavailable: move_pages: " + pages.error().message();
+  if (!batch.flush()) {
+    r.nodes_note = "per-node figures unavailable: move_pages: " + batch.error().message();
+    return node_walk::failed;
+  }
+  return node_walk::done;
+}
+
+// Fills r.nodes for [lo, hi) of the process of `view`. PAGEMAP_SCAN (Linux 6.7) gives the present
+// runs and which are huge; without it every base page is asked, or one page per 2 MiB where the
+// report says every resident byte is huge, and the report's huge bytes are shared out by node
+// where it does not. A range the scan refuses as a whole (one reaching past user space) and every
+// range without the scan are walked by mapping (smaps' list): the space between mappings, up to
+// the whole address space, holds no page to ask about.
+inline void add_nodes(const process_view& view, int pagemap_fd, std::uintptr_t lo,
+                      std::uintptr_t hi, backing_report& r) {
+  std::vector<node_bytes> nodes;
+  if (pagemap_fd >= 0) {
+    const node_walk whole = nodes_by_scan(view.pid(), pagemap_fd, lo, hi, nodes, r);
+    if (whole == node_walk::failed) return;
+    if (whole == node_walk::done) {
+      r.nodes = std::move(nodes);
       return;
     }
-    if (!all_huge) {
+    nodes.clear();
+  }
+  std::error_code ec;
+  const std::vector<mapping_info> mappings = view.read_smaps(ec);
+  if (ec) {
+    r.nodes_note = "per-node figures unavailable: cannot read smaps: " + ec.message();
+    return;
+  }
+  const std::size_t page = os::base_page_size();
+  const bool all_huge = r.base == 0;
+  // By mapping: with the scan while it answers, else page by page (the walk starts over then).
+  const auto walk = [&](bool scan) {
+    nodes.clear();
+    for (const mapping_info& m : mappings) {
+      if (m.end <= lo || m.start >= hi || m.name == "[vsyscall]") continue;
+      const std::uintptr_t s = std::max(m.start, lo);
+      const std::uintptr_t e = std::min(m.end, hi);
+      if (scan) {
+        const node_walk w = nodes_by_scan(view.pid(), pagemap_fd, s, e, nodes, r);
+        if (w != node_walk::done) return w;
+        continue;
+      }
+      node_batch pages(view.pid(), nodes);
+      if (!query_windows(pages, s, e, all_huge ? node_query_step : page, all_huge) ||
+          !pages.flush()) {
+        r.nodes_note = "per-node figures unavailable: move_pages: " + pages.error().message();
+        return node_walk::failed;
+      }
+    }
+    return node_walk::done;
+  };
+  node_walk w = pagemap_fd >= 0 ? walk(true) : node_walk::no_scan;
+  if (w == node_walk::no_scan) {
+    w = walk(false);
+    if (w == node_walk::done && !all_huge) {
       std::size_t resident = 0;
       for (const node_bytes& n : nodes) resident += n.bytes;
       for (node_bytes& n : nodes) n.huge_bytes = prorate(r.huge_bytes(), n.bytes, resident);
@@ -136,6 +178,7 @@ inline void add_nodes(pid_t pid, int pagemap_fd, std::uintptr_t lo, std::uintptr
       }
     }
   }
+  if (w != node_walk::done) return;
   r.nodes = std::move(nodes);
 }
 
