@@ -106,17 +106,26 @@ long read_headers(pid_t pid, const std::vector<std::uintptr_t>& addresses,
   return static_cast<long>(static_cast<std::size_t>(got) / sizeof out[0]);
 }
 
-// Whether the page at `address` is in memory or in swap, by the view's pagemap: a read of a page
-// never touched would fault it in (a page of its own where the kernel maps no zero page on read
-// faults), and the doctor changes nothing in the process it reads. Unknown (no pagemap): true.
-bool backed(const process_view& view, std::uintptr_t address, std::size_t page) {
-  if (view.pagemap_fd() < 0) return true;
-  std::uint64_t entry = 0;
-  const off_t at = static_cast<off_t>(address / page * sizeof entry);
-  if (::pread(view.pagemap_fd(), &entry, sizeof entry, at) != static_cast<ssize_t>(sizeof entry)) {
-    return true;
+// Which of the `count` pages from `address` are in memory or in swap, by the view's pagemap (one
+// read): a read of a page never touched would fault it in (a page of its own where the kernel maps
+// no zero page on read faults), and the doctor changes nothing in the process it reads. Where
+// pagemap cannot be read, every page counts as backed.
+std::vector<bool> backed_pages(const process_view& view, std::uintptr_t address, std::size_t count,
+                               std::size_t page) {
+  std::vector<bool> backed(count, true);
+  if (view.pagemap_fd() < 0 || count == 0) return backed;
+  std::vector<std::uint64_t> entries(count);
+  const auto bytes = static_cast<ssize_t>(count * sizeof(std::uint64_t));
+  const off_t at = static_cast<off_t>(address / page * sizeof(std::uint64_t));
+  if (::pread(view.pagemap_fd(), entries.data(), static_cast<std::size_t>(bytes), at) != bytes) {
+    return backed;
   }
-  return (entry >> 62 & 3U) != 0;  // bit 63: present, bit 62: swapped
+  for (std::size_t i = 0; i < count; ++i) backed[i] = (entries[i] >> 62 & 3U) != 0;  // 63, 62
+  return backed;
+}
+
+bool backed(const process_view& view, std::uintptr_t address, std::size_t page) {
+  return backed_pages(view, address, 1, page).front();
 }
 
 // Reads the headers of glibc chunks in each chunk candidate of `pid` (process_vm_readv, 16 bytes
@@ -131,7 +140,6 @@ chunk_headers read_chunk_headers(pid_t pid, const std::vector<mapping_info>& map
   out.read = true;  // with no candidate, no chunk is left among the anonymous mappings
   const std::size_t page = os::base_page_size();
   const process_view view(pid);  // pagemap: only pages in memory or swap are read
-  const std::size_t scan_bytes = scan_pages * page;
   std::size_t reads = 0, unread = 0;
   std::vector<std::uintptr_t> at;
   std::vector<std::array<std::uint64_t, 2>> headers;
@@ -167,10 +175,10 @@ chunk_headers read_chunk_headers(pid_t pid, const std::vector<mapping_info>& map
       // The page at `offset` and, in the same call, the pages after it up to the scan's reach.
       // Pages never written hold no header and are not read (see backed()).
       at.clear();
-      std::size_t scanned = 0;
-      for (std::size_t o = offset; o < m.size() && o - offset < scan_bytes; o += page) {
-        ++scanned;
-        if (backed(view, m.start + o, page)) at.push_back(m.start + o);
+      const std::size_t scanned = std::min(scan_pages, (m.size() - offset + page - 1) / page);
+      const std::vector<bool> in_memory = backed_pages(view, m.start + offset, scanned, page);
+      for (std::size_t k = 0; k < scanned; ++k) {
+        if (in_memory[k]) at.push_back(m.start + offset + k * page);
       }
       long got = 0;
       if (!at.empty()) {
