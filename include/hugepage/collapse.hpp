@@ -310,6 +310,19 @@ inline collapse_result collapse_range(int pidfd, int pagemap_fd, void* p, std::s
         continue;
       }
     }
+    bool mapped = true, data = true;
+    if (r.scanned && at + collapse_chunk > scanned_to &&
+        judge_chunk(pagemap_fd, at, at + collapse_chunk, mapped, data)) {
+      // Seen in part (more pieces than a scan holds): judged by scans of its own.
+      if (!mapped) {
+        r.unmapped += collapse_chunk;
+        continue;
+      }
+      if (!data && anonymous_mapping_at(maps_fd, at, vma_lo, vma_hi, vma_anonymous)) {
+        r.empty += collapse_chunk;
+        continue;
+      }
+    }
     // A positive time budget always buys progress: a call that has neither passed a chunk nor
     // submitted one tries this one, however long its scan took, so a loop of calls ends on a
     // loaded machine too (one ran out of a 3 ms budget in the scan, and resumed where it began).

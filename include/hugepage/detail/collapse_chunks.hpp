@@ -107,6 +107,30 @@ inline bool holds_data(const pagemap::page_region* spans, std::size_t count, std
   return false;
 }
 
+// Judges a chunk of more pieces than one scan holds (a chunk of 16 KiB pages has 2048 base pages,
+// alternating present and absent: 2048 spans) by scans that go on where the last stopped: whether
+// [lo, hi) is wholly mapped, and whether it holds data. False when a scan fails.
+inline bool judge_chunk(int pagemap_fd, std::uintptr_t lo, std::uintptr_t hi, bool& mapped,
+                        bool& data) noexcept {
+  pagemap::page_region spans[run_capacity];
+  mapped = true;
+  data = false;
+  for (std::uintptr_t at = lo; at < hi;) {
+    std::size_t count = 0, next = 0;
+    std::uintptr_t scanned_to = at;
+    if (!mapped_spans(pagemap_fd, at, hi, spans, count, scanned_to) || scanned_to <= at) {
+      return false;
+    }
+    if (!wholly_mapped(spans, count, next, at, scanned_to)) {
+      mapped = false;
+      return true;
+    }
+    data = data || holds_data(spans, count, next, at, scanned_to);
+    at = scanned_to;
+  }
+  return true;
+}
+
 // Whether [lo, hi) is wholly mapped now (one PAGEMAP_SCAN); true when the scan fails.
 inline bool still_mapped(int pagemap_fd, std::uintptr_t lo, std::uintptr_t hi) noexcept {
   pagemap::page_region spans[run_capacity];
