@@ -544,8 +544,8 @@ TEST(Collapse, AVastEmptyRangeStopsAtTheTimeBudget) {
       << describe(r);
 }
 
-// A mostly unmapped range costs a scan, not a call per chunk: 1 TiB of address space with 4 MiB
-// mapped in it, under a 20 ms budget, makes the two calls that can succeed.
+// A mostly unmapped range costs a scan, not a call per chunk: 1 TiB of address space with 2 chunks
+// mapped in it, under a 20 ms budget per 2 MiB of chunk, makes the two calls that can succeed.
 TEST(Collapse, MostlyUnmappedRangeMakesCallsOnlyForMappedChunks) {
   HUGEPAGE_REQUIRE_COLLAPSE();
   const std::size_t span = std::size_t{1} << 40;
@@ -561,7 +561,9 @@ TEST(Collapse, MostlyUnmappedRangeMakesCallsOnlyForMappedChunks) {
   ASSERT_EQ(p, static_cast<void*>(middle)) << "the borrowed range was taken meanwhile";
   std::memset(p, 1, 2 * kHuge);
   const std::size_t bytes = span - kHuge;  // whole chunks of the borrowed range
-  const collapse_result r = hugepage::collapse(range, bytes, collapse_budget::of_time(20ms));
+  // 20 ms per 2 MiB of chunk: a 32 MiB chunk (16 KiB pages) copies 16 times as much per call.
+  const auto budget = collapse_budget::of_time(20ms * (kHuge / (2 * kMiB)));
+  const collapse_result r = hugepage::collapse(range, bytes, budget);
   ::munmap(p, 2 * kHuge);
   EXPECT_EQ(r.calls, 2u) << describe(r);
   EXPECT_EQ(r.collapsed, 2 * kHuge) << describe(r);
@@ -619,7 +621,8 @@ TEST(Collapse, SparseChunkIsFilledChunksWithoutDataAreSkipped) {
   // The kernel's own answers, which the skips spare the caller: EINVAL with no page table, a
   // huge page of zeroes with one.
   EXPECT_EQ(hugepage::os::collapse(p + kHuge, kHuge), std::errc::invalid_argument);
-  EXPECT_FALSE(hugepage::os::collapse(p + 2 * kHuge, kHuge));
+  const std::error_code filled = hugepage::os::collapse(p + 2 * kHuge, kHuge);
+  EXPECT_FALSE(filled) << filled.message();
   EXPECT_EQ(hugepage::backing_of(p + 2 * kHuge, kHuge).thp, kHuge);
   hugepage::os::unmap(p, 4 * kHuge);
 }
