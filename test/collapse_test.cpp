@@ -140,9 +140,12 @@ std::size_t anon_huge_pages(const char* p) {
 TEST(Collapse, ChunksAreThePmdSizeAndWhatIsCountedIsWhatTheKernelShows) {
   HUGEPAGE_REQUIRE_COLLAPSE();
   const std::size_t length = 3 * kHuge;
-  Populated region(length);
+  // Base pages whatever the THP mode (always is Debian's default): populated under
+  // MADV_NOHUGEPAGE, then advised so that MADV_COLLAPSE may take it.
+  Populated region(length, MADV_NOHUGEPAGE);
   ASSERT_NE(region.get(), nullptr);
-  ASSERT_EQ(anon_huge_pages(region.get()), 0u) << "unadvised faults gave huge pages already";
+  ASSERT_FALSE(hugepage::os::advise(region.get(), length, MADV_HUGEPAGE));
+  ASSERT_EQ(anon_huge_pages(region.get()), 0u) << "faults under MADV_NOHUGEPAGE gave huge pages";
   const collapse_result r = hugepage::collapse(region.get(), length);
   EXPECT_EQ(r.collapsed + r.refused, length) << describe(r);
   EXPECT_EQ(r.calls, 3u) << describe(r);
