@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include "hugepage/backing.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/smaps.hpp"
+#include "hugepage/system.hpp"
 #include "support.hpp"
 
 #ifndef MAP_FIXED_NOREPLACE
@@ -32,7 +34,8 @@ inline void* map_isolated(std::size_t length) {
   static std::uintptr_t next = std::uintptr_t{0x3100} << 32;  // 49 TiB: above ASan's shadow
   for (int attempt = 0; attempt < 64; ++attempt) {
     void* hint = reinterpret_cast<void*>(next);
-    next += (length + 64 * kMiB + kHuge - 1) & ~(kHuge - 1);
+    const std::size_t align = std::max(kHuge, thp_page_bytes());  // a PMD of any page size
+    next += (length + 64 * kMiB + align - 1) & ~(align - 1);
     void* p = ::mmap(hint, length, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
     if (p == hint) return p;
@@ -40,7 +43,7 @@ inline void* map_isolated(std::size_t length) {
     if (p == MAP_FAILED && errno != EEXIST) break;
   }
   std::error_code ec;
-  return os::map_aligned(length, kHuge, ec);
+  return os::map_aligned(length, std::max(kHuge, thp_page_bytes()), ec);
 }
 
 // Writes one byte in each base page of [p, p + length) with `stride` base pages between writes.

@@ -25,6 +25,7 @@
 #include "backing_support.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/smaps.hpp"
+#include "hugepage/system.hpp"
 #include "support.hpp"
 
 namespace {
@@ -45,14 +46,17 @@ using hugepage::test::ThpRegion;
 using hugepage::test::touch;
 using hugepage::test::vma_of;
 
+// The THP size, the kernel's PMD (hpage_pmd_size): 2 MiB on x86-64, 32 MiB on arm64/16K.
+const std::size_t pmd = hugepage::thp_page_bytes();
+
 TEST(BackingOf, ThpRegionIsAllThpFromKpageflags) {
   HUGEPAGE_REQUIRE_ROOT();
-  const std::size_t length = 8 * kMiB;
+  const std::size_t length = 4 * pmd;
   ThpRegion region(length);
   ASSERT_NE(region.get(), nullptr);
   if (region.anon_huge() != length) {
     HUGEPAGE_SKIP_OR_FAIL("the kernel gave " + std::to_string(region.anon_huge()) +
-                          " bytes of THP for an advised 8 MiB region");
+                          " bytes of THP for an advised region of 4 PMDs");
   }
   const backing_report r =
       hugepage::backing_of(0, region.get(), length, backing_source::kpageflags);
@@ -68,7 +72,7 @@ TEST(BackingOf, ThpRegionIsAllThpFromKpageflags) {
   expect_consistent(r);
 
   // A sub-range inside one huge page: still THP, page by page.
-  const auto* inner = static_cast<const char*>(region.get()) + kHuge + 100;
+  const auto* inner = static_cast<const char*>(region.get()) + pmd + 100;
   const backing_report part =
       hugepage::backing_of(0, inner, 3 * page(), backing_source::kpageflags);
   EXPECT_EQ(part.bytes, 4 * page()) << "widened to whole base pages";
@@ -77,41 +81,64 @@ TEST(BackingOf, ThpRegionIsAllThpFromKpageflags) {
 }
 
 // Splitting the VMA inside a huge page splits its PMD into PTEs; merging the VMA back leaves the
-// THP folio whole, present, contiguous and THP-flagged, yet mapped by 512 PTEs: no TLB reach.
+// THP folio whole, present, contiguous and THP-flagged, yet mapped by PTEs: no TLB reach. On arm64
+// with 16 KiB pages the PMD is 32 MiB, and no 2 MiB piece of the folio is a huge page either.
 TEST(BackingOf, ThpFolioMappedByPtesIsNotThp) {
   HUGEPAGE_REQUIRE_ROOT();
-  const std::size_t length = 4 * kMiB;
+  const std::size_t length = 2 * pmd;
   ThpRegion region(length);
   ASSERT_NE(region.get(), nullptr);
   if (region.anon_huge() != length) {
     HUGEPAGE_SKIP_OR_FAIL("the kernel gave " + std::to_string(region.anon_huge()) +
-                          " bytes of THP for an advised 4 MiB region");
+                          " bytes of THP for an advised region of 2 PMDs");
   }
   char* p = static_cast<char*>(region.get());
-  ASSERT_FALSE(hugepage::os::advise(p + kMiB, page(), MADV_NOHUGEPAGE));  // splits the VMA
-  ASSERT_FALSE(hugepage::os::advise(p + kMiB, page(), MADV_HUGEPAGE));    // merges it again
+  ASSERT_FALSE(hugepage::os::advise(p + pmd / 2, page(), MADV_NOHUGEPAGE));  // splits the VMA
+  ASSERT_FALSE(hugepage::os::advise(p + pmd / 2, page(), MADV_HUGEPAGE));    // merges it again
   const mapping_info vma = vma_of(p);
   ASSERT_EQ(vma.size(), length) << "the VMA did not merge back";
-  ASSERT_EQ(vma.anon_huge, kHuge) << "the kernel's own count: one PMD mapping left";
+  ASSERT_EQ(vma.anon_huge, pmd) << "the kernel's own count: one PMD mapping left";
 
   const backing_report r = hugepage::backing_of(0, p, length, backing_source::kpageflags);
-  EXPECT_EQ(r.thp, kHuge) << describe(r);
-  EXPECT_EQ(r.base, kHuge) << describe(r);
+  EXPECT_EQ(r.thp, pmd) << describe(r);
+  EXPECT_EQ(r.base, pmd) << describe(r);
   EXPECT_TRUE(r.exact) << "whole mapping";
-  const backing_report half = hugepage::backing_of(0, p + kHuge, kHuge, backing_source::kpageflags);
-  EXPECT_LE(half.thp, kHuge) << describe(half);
+  const backing_report half = hugepage::backing_of(0, p + pmd, pmd, backing_source::kpageflags);
+  EXPECT_LE(half.thp, pmd) << describe(half);
   expect_consistent(half);
 
   // PAGEMAP_SCAN sees the page tables themselves: exact on every sub-range, no cap needed.
   if (scan_supported()) {
-    const backing_report first = hugepage::backing_of(0, p, kHuge, backing_source::pagemap_scan);
-    EXPECT_EQ(first.base, kHuge) << describe(first);
+    const backing_report first = hugepage::backing_of(0, p, pmd, backing_source::pagemap_scan);
+    EXPECT_EQ(first.base, pmd) << describe(first);
     EXPECT_EQ(first.thp, 0u) << describe(first);
     const backing_report second =
-        hugepage::backing_of(0, p + kHuge, kHuge, backing_source::pagemap_scan);
-    EXPECT_EQ(second.thp, kHuge) << describe(second);
+        hugepage::backing_of(0, p + pmd, pmd, backing_source::pagemap_scan);
+    EXPECT_EQ(second.thp, pmd) << describe(second);
     EXPECT_TRUE(second.exact);
   }
+}
+
+// A page given back inside a huge page splits its PMD: the rest of the THP folio stays present,
+// contiguous and THP-flagged, mapped by PTEs. No piece of it is a huge page: on arm64 with 16 KiB
+// pages the PMD is 32 MiB, and its 2 MiB pieces without the hole are no PMD mapping either.
+TEST(BackingOf, APmdWithAHoleIsNotThpInAnyPiece) {
+  HUGEPAGE_REQUIRE_ROOT();
+  const std::size_t length = 2 * pmd;
+  ThpRegion region(length);
+  ASSERT_NE(region.get(), nullptr);
+  if (region.anon_huge() != length) {
+    HUGEPAGE_SKIP_OR_FAIL("the kernel gave " + std::to_string(region.anon_huge()) +
+                          " bytes of THP for an advised region of 2 PMDs");
+  }
+  char* p = static_cast<char*>(region.get());
+  ASSERT_FALSE(hugepage::os::advise(p + pmd / 2, page(), MADV_DONTNEED));
+  ASSERT_EQ(region.anon_huge(), pmd) << "the kernel's own count: one PMD mapping left";
+  const backing_report first = hugepage::backing_of(0, p, pmd, backing_source::kpageflags);
+  EXPECT_EQ(first.thp, 0u) << describe(first);
+  EXPECT_EQ(first.base, pmd - page()) << describe(first);
+  const backing_report second = hugepage::backing_of(0, p + pmd, pmd, backing_source::kpageflags);
+  EXPECT_EQ(second.thp, pmd) << describe(second);
 }
 
 TEST(BackingOf, HalfTouchedThpRegion) {

@@ -22,6 +22,7 @@
 #include "hugepage/backing.hpp"
 #include "hugepage/kernel_files.hpp"
 #include "hugepage/os.hpp"
+#include "hugepage/smaps.hpp"
 #include "hugepage/system.hpp"
 #include "support.hpp"
 
@@ -36,10 +37,13 @@ using hugepage::backing_report;
 using hugepage::collapse_budget;
 using hugepage::collapse_result;
 
-using hugepage::test::kHuge;
 using hugepage::test::kMiB;
 
 std::size_t page() { return hugepage::os::base_page_size(); }
+
+// The chunk collapse() works in: the kernel's PMD size (2 MiB on x86-64, 32 MiB on arm64 with
+// 16 KiB pages). The tests size their ranges in chunks.
+const std::size_t kHuge = hugepage::thp_page_bytes();
 
 // A populated, unadvised range: under enabled=madvise its faults give base pages. Aligned so that
 // every 2 MiB of it is a collapsible chunk.
@@ -130,16 +134,12 @@ std::error_code collapse_works() {
   return ec;
 }
 
-// Why MADV_COLLAPSE does not work here: the kernel's release, and what it lacks. The probe's
-// chunk is 2 MiB: a kernel whose PMD is larger (arm64 with 16 KiB pages: 32 MiB) refuses it.
+// Why MADV_COLLAPSE does not work here: the kernel's release, and what it lacks.
 std::string collapse_skip_reason(const std::error_code& ec) {
-  std::string why = "MADV_COLLAPSE of a populated 2 MiB chunk fails on Linux " +
-                    hugepage::kernel_release() + ": " + ec.message();
+  std::string why = "MADV_COLLAPSE of a populated " + std::to_string(kHuge / kMiB) +
+                    " MiB chunk fails on Linux " + hugepage::kernel_release() + ": " + ec.message();
   const auto version = hugepage::parse_kernel_version(hugepage::kernel_release());
   if (version && !version->at_least(6, 1)) return why + " (MADV_COLLAPSE came in 6.1)";
-  if (hugepage::thp_page_bytes() != kHuge) {
-    return why + " (its PMD is " + std::to_string(hugepage::thp_page_bytes() / kMiB) + " MiB)";
-  }
   return why;
 }
 
@@ -151,12 +151,43 @@ std::string collapse_skip_reason(const std::error_code& ec) {
     }                                                   \
   } while (0)
 
+// The AnonHugePages the kernel's smaps gives the mapping that holds [p, p + bytes).
+std::size_t anon_huge_pages(const char* p) {
+  std::error_code ec;
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  for (const hugepage::mapping_info& m : hugepage::read_smaps(::getpid(), ec)) {
+    if (m.start <= at && at < m.end) return m.anon_huge;
+  }
+  return 0;
+}
+
+// A chunk is the kernel's PMD size: MADV_COLLAPSE of less than a PMD answers success having done
+// nothing, so a smaller chunk would count as collapsed what the kernel never made huge (on arm64
+// with 16 KiB pages, 2 MiB chunks of a 32 MiB PMD did). What collapse() counts is what the
+// kernel's AnonHugePages shows, and it makes one call per PMD.
+TEST(Collapse, ChunksAreThePmdSizeAndWhatIsCountedIsWhatTheKernelShows) {
+  HUGEPAGE_REQUIRE_COLLAPSE();
+  const std::size_t length = 3 * kHuge;
+  // Base pages whatever the THP mode (always is Debian's default): populated under
+  // MADV_NOHUGEPAGE, then advised so that MADV_COLLAPSE may take it.
+  Populated region(length, MADV_NOHUGEPAGE);
+  ASSERT_NE(region.get(), nullptr);
+  ASSERT_FALSE(hugepage::os::advise(region.get(), length, MADV_HUGEPAGE));
+  ASSERT_EQ(anon_huge_pages(region.get()), 0u) << "faults under MADV_NOHUGEPAGE gave huge pages";
+  const collapse_result r = hugepage::collapse(region.get(), length);
+  EXPECT_EQ(r.collapsed + r.refused, length) << describe(r);
+  EXPECT_EQ(r.calls, 3u) << describe(r);
+  EXPECT_EQ(anon_huge_pages(region.get()), r.collapsed) << describe(r);
+  EXPECT_EQ(r.collapsed, length) << describe(r);
+  EXPECT_TRUE(region.intact());
+}
+
 // A positive time budget spent before the first chunk (here by the scan: 1 ns) still buys that
 // chunk, so a loop of budgeted calls ends on a loaded machine (under load a 3 ms budget ran out in
 // the scan and the call resumed where it began); a zero budget does nothing.
 TEST(Collapse, APositiveTimeBudgetAlwaysMakesProgress) {
   HUGEPAGE_REQUIRE_COLLAPSE();
-  const std::size_t length = 8 * kMiB;
+  const std::size_t length = 4 * kHuge;
   Populated region(length);
   ASSERT_NE(region.get(), nullptr);
   const collapse_result r = hugepage::collapse(
@@ -172,7 +203,7 @@ TEST(Collapse, APositiveTimeBudgetAlwaysMakesProgress) {
 
 TEST(Collapse, RaisesAnUnadvisedRangeInBudgetedSteps) {
   HUGEPAGE_REQUIRE_COLLAPSE();
-  const std::size_t length = 64 * kMiB;
+  const std::size_t length = std::max<std::size_t>(64 * kMiB, 4 * kHuge);
   Populated region(length);
   ASSERT_NE(region.get(), nullptr);
   const double before = region.huge();
@@ -193,7 +224,7 @@ TEST(Collapse, RaisesAnUnadvisedRangeInBudgetedSteps) {
     EXPECT_LE(r.elapsed, budget.time + r.slowest_chunk + 5ms) << describe(r);
     // EAGAIN is the kernel's "a page was busy, try again" (CI saw one chunk of 32 refused so);
     // any other refusal is a failure.
-    EXPECT_EQ(r.refused, r.refusals_of(EAGAIN) * 2 * kMiB) << describe(r);
+    EXPECT_EQ(r.refused, r.refusals_of(EAGAIN) * kHuge) << describe(r);
     EXPECT_EQ(r.already_huge + r.empty + r.collapsed + r.refused + r.unmapped + r.left,
               static_cast<std::size_t>(end - at))
         << describe(r);
@@ -206,7 +237,7 @@ TEST(Collapse, RaisesAnUnadvisedRangeInBudgetedSteps) {
   // would do.
   for (int pass = 0; pass < 3 && collapsed < length; ++pass) {
     const collapse_result retry = hugepage::collapse(region.get(), length);
-    EXPECT_EQ(retry.refused, retry.refusals_of(EAGAIN) * 2 * kMiB) << describe(retry);
+    EXPECT_EQ(retry.refused, retry.refusals_of(EAGAIN) * kHuge) << describe(retry);
     collapsed += retry.collapsed;
   }
   EXPECT_EQ(collapsed, length);
@@ -225,21 +256,21 @@ TEST(Collapse, RaisesAnUnadvisedRangeInBudgetedSteps) {
 
 TEST(Collapse, ByteBudgetAndUnalignedEnds) {
   HUGEPAGE_REQUIRE_COLLAPSE();
-  const std::size_t length = 16 * kMiB;
+  const std::size_t length = 8 * kHuge;
   Populated region(length);
   ASSERT_NE(region.get(), nullptr);
   // Starting 4 KiB in: the first and last chunks are partial, never collapsible.
   char* p = region.get() + page();
   const std::size_t bytes = length - 2 * page();
-  const collapse_result r = hugepage::collapse(p, bytes, collapse_budget{1h, 4 * kMiB});
+  const collapse_result r = hugepage::collapse(p, bytes, collapse_budget{1h, 2 * kHuge});
   EXPECT_EQ(r.unaligned, 2 * kHuge - 2 * page()) << describe(r);
-  EXPECT_EQ(r.collapsed, 4 * kMiB) << describe(r);
+  EXPECT_EQ(r.collapsed, 2 * kHuge) << describe(r);
   EXPECT_EQ(r.calls, 2u);
-  EXPECT_EQ(r.left, length - 2 * kHuge - 4 * kMiB) << describe(r);
-  EXPECT_EQ(r.resume, region.get() + kHuge + 4 * kMiB);
+  EXPECT_EQ(r.left, length - 2 * kHuge - 2 * kHuge) << describe(r);
+  EXPECT_EQ(r.resume, region.get() + kHuge + 2 * kHuge);
   EXPECT_FALSE(r.done());
-  const backing_report b = hugepage::backing_of(region.get() + kHuge, 4 * kMiB);
-  EXPECT_EQ(b.thp, 4 * kMiB) << b.note;
+  const backing_report b = hugepage::backing_of(region.get() + kHuge, 2 * kHuge);
+  EXPECT_EQ(b.thp, 2 * kHuge) << b.note;
 
   const collapse_result none = hugepage::collapse(p, kHuge);  // no whole chunk inside
   EXPECT_EQ(none.calls, 0u);
@@ -250,7 +281,7 @@ TEST(Collapse, ByteBudgetAndUnalignedEnds) {
 
 TEST(Collapse, RefusalsAreCountedNotThrown) {
   HUGEPAGE_REQUIRE_COLLAPSE();
-  const std::size_t length = 8 * kMiB;
+  const std::size_t length = 4 * kHuge;
   Populated nohuge(length, MADV_NOHUGEPAGE);  // VM_NOHUGEPAGE: the kernel refuses with EINVAL
   ASSERT_NE(nohuge.get(), nullptr);
   const collapse_result r = hugepage::collapse(nohuge.get(), length);
@@ -263,7 +294,7 @@ TEST(Collapse, RefusalsAreCountedNotThrown) {
 
   // Transient refusals, injected: EAGAIN from every MADV_COLLAPSE.
   const int code = hugepage::test::run_in_child([] {
-    Populated region(4 * kMiB);
+    Populated region(2 * kHuge);
     if (region.get() == nullptr) return 2;
     if (!hugepage::test::fail_syscall(__NR_madvise, EAGAIN, MADV_COLLAPSE)) return 3;
     const collapse_result t = hugepage::collapse(region.get(), region.size());
@@ -279,7 +310,7 @@ TEST(Collapse, RefusalsAreCountedNotThrown) {
 TEST(Collapse, WithoutPagemapScanEveryChunkIsTried) {
   HUGEPAGE_REQUIRE_COLLAPSE();
   const int code = hugepage::test::run_in_child([] {
-    Populated region(4 * kMiB);
+    Populated region(2 * kHuge);
     if (region.get() == nullptr) return 2;
     if (!hugepage::test::fail_syscall(__NR_ioctl, ENOTTY)) return 3;
     const collapse_result first = hugepage::collapse(region.get(), region.size());
@@ -304,7 +335,7 @@ TEST(Collapse, BeforeLinux61EveryChunkIsRefusedWithEinval) {
                  << " has MADV_COLLAPSE: the other Collapse tests assert what it does";
   }
   // Base pages whatever the THP mode: populated under MADV_NOHUGEPAGE, then advised again.
-  Populated region(4 * kMiB, MADV_NOHUGEPAGE);
+  Populated region(2 * kHuge, MADV_NOHUGEPAGE);
   ASSERT_NE(region.get(), nullptr);
   ASSERT_FALSE(hugepage::os::advise(region.get(), region.size(), MADV_HUGEPAGE));
   const collapse_result r = hugepage::collapse(region.get(), region.size());
@@ -320,7 +351,7 @@ TEST(Collapse, BeforeLinux61EveryChunkIsRefusedWithEinval) {
 TEST(Collapse, AnotherProcess) {
   HUGEPAGE_REQUIRE_COLLAPSE();
   if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("process_madvise(MADV_COLLAPSE) needs CAP_SYS_NICE");
-  const std::size_t length = 8 * kMiB;
+  const std::size_t length = 4 * kHuge;
   // Base pages whatever the THP mode (always: Debian's default): populated under MADV_NOHUGEPAGE;
   // the child advises its copy again just before the collapse (khugepaged, under always, would
   // collapse an advised range meanwhile).
@@ -370,7 +401,7 @@ TEST(Collapse, AsNobodyOnAnotherUsersProcessIsEacces) {
   HUGEPAGE_REQUIRE_COLLAPSE();
   // Mapped in the parent (and so in the child at the same address): collapse() tries it, where an
   // unmapped range would be skipped without a call when the parent's pagemap is readable.
-  const std::size_t length = 4 * kMiB;
+  const std::size_t length = 2 * kHuge;
   Populated region(length);
   ASSERT_NE(region.get(), nullptr);
   char* const p = region.get();
@@ -486,12 +517,12 @@ TEST(Collapse, AViewOfPidZeroUnderARootNeverAdvisesThisProcess) {
 // are skipped without a call and counted as unmapped, never as ENOMEM.
 TEST(Collapse, UnmappedChunksAreSkippedNotRefused) {
   HUGEPAGE_REQUIRE_COLLAPSE();
-  const std::size_t length = 16 * kMiB;
+  const std::size_t length = 8 * kHuge;
   Populated region(length);
   ASSERT_NE(region.get(), nullptr);
   char* p = region.get();
-  ASSERT_EQ(::munmap(p + 3 * kHuge, kHuge), 0);  // a whole chunk
-  ASSERT_EQ(::munmap(p + 5 * kHuge, kMiB), 0);   // half of one
+  ASSERT_EQ(::munmap(p + 3 * kHuge, kHuge), 0);      // a whole chunk
+  ASSERT_EQ(::munmap(p + 5 * kHuge, kHuge / 2), 0);  // half of one
   const collapse_result r = hugepage::collapse(p, length);
   EXPECT_EQ(r.scanned, pagemap_scan_works()) << describe(r);
   EXPECT_EQ(r.unmapped, 2 * kHuge) << describe(r);
@@ -501,7 +532,8 @@ TEST(Collapse, UnmappedChunksAreSkippedNotRefused) {
   // Without PAGEMAP_SCAN the two holed chunks are tried too: ENOMEM, then found unmapped.
   EXPECT_EQ(r.calls, pagemap_scan_works() ? 6u : 8u) << describe(r);
   EXPECT_TRUE(r.done());
-  ::munmap(p + 5 * kHuge + kMiB, kMiB);  // what Populated's destructor cannot free around holes
+  ::munmap(p + 5 * kHuge + kHuge / 2,
+           kHuge / 2);  // what Populated's destructor cannot free around holes
 }
 
 // A range unmapped between the scan and the call is no memory pressure either: the kernel's ENOMEM
@@ -509,7 +541,7 @@ TEST(Collapse, UnmappedChunksAreSkippedNotRefused) {
 // while collapse() walks it again and again for 300 ms.
 TEST(Collapse, ARangeUnmappedMeanwhileIsUnmappedNotEnomem) {
   HUGEPAGE_REQUIRE_COLLAPSE();
-  const std::size_t length = 8 * kMiB;
+  const std::size_t length = 4 * kHuge;
   {
     // The second look after ENOMEM: is the chunk still wholly mapped? (Without PAGEMAP_SCAN it
     // cannot tell, and says yes: the ENOMEM stays a refusal.)
@@ -524,7 +556,7 @@ TEST(Collapse, ARangeUnmappedMeanwhileIsUnmappedNotEnomem) {
     const bool scans = !hugepage::detail::pagemap::scan(pagemap.get(), lo, lo + page(), 0, 0, one,
                                                         1, count, walk_end);
     EXPECT_TRUE(hugepage::detail::still_mapped(pagemap.get(), lo + kHuge, lo + 2 * kHuge));
-    ASSERT_EQ(::munmap(region.get() + kHuge + kMiB, page()), 0);
+    ASSERT_EQ(::munmap(region.get() + kHuge + kHuge / 2, page()), 0);
     EXPECT_EQ(hugepage::detail::still_mapped(pagemap.get(), lo + kHuge, lo + 2 * kHuge), !scans);
     EXPECT_TRUE(hugepage::detail::still_mapped(pagemap.get(), lo, lo + kHuge));
   }
@@ -655,8 +687,8 @@ TEST(Collapse, AVastEmptyRangeStopsAtTheTimeBudget) {
       << describe(r);
 }
 
-// A mostly unmapped range costs a scan, not a call per chunk: 1 TiB of address space with 4 MiB
-// mapped in it, under a 20 ms budget, makes the two calls that can succeed.
+// A mostly unmapped range costs a scan, not a call per chunk: 1 TiB of address space with 2 chunks
+// mapped in it, under a 20 ms budget per 2 MiB of chunk, makes the two calls that can succeed.
 TEST(Collapse, MostlyUnmappedRangeMakesCallsOnlyForMappedChunks) {
   HUGEPAGE_REQUIRE_COLLAPSE();
   REQUIRE_PAGEMAP_SCAN();
@@ -668,16 +700,18 @@ TEST(Collapse, MostlyUnmappedRangeMakesCallsOnlyForMappedChunks) {
   const auto lo = (reinterpret_cast<std::uintptr_t>(reserved) + kHuge - 1) & ~(kHuge - 1);
   auto* range = reinterpret_cast<char*>(lo);
   char* const middle = range + span / 2;
-  void* p = ::mmap(middle, 4 * kMiB, PROT_READ | PROT_WRITE,
+  void* p = ::mmap(middle, 2 * kHuge, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
   ASSERT_EQ(p, static_cast<void*>(middle)) << "the borrowed range was taken meanwhile";
-  std::memset(p, 1, 4 * kMiB);
+  std::memset(p, 1, 2 * kHuge);
   const std::size_t bytes = span - kHuge;  // whole chunks of the borrowed range
-  const collapse_result r = hugepage::collapse(range, bytes, collapse_budget::of_time(20ms));
-  ::munmap(p, 4 * kMiB);
+  // 20 ms per 2 MiB of chunk: a 32 MiB chunk (16 KiB pages) copies 16 times as much per call.
+  const auto budget = collapse_budget::of_time(20ms * (kHuge / (2 * kMiB)));
+  const collapse_result r = hugepage::collapse(range, bytes, budget);
+  ::munmap(p, 2 * kHuge);
   EXPECT_EQ(r.calls, 2u) << describe(r);
-  EXPECT_EQ(r.collapsed, 4 * kMiB) << describe(r);
-  EXPECT_EQ(r.unmapped, bytes - 4 * kMiB) << describe(r);
+  EXPECT_EQ(r.collapsed, 2 * kHuge) << describe(r);
+  EXPECT_EQ(r.unmapped, bytes - 2 * kHuge) << describe(r);
   EXPECT_EQ(r.refused, 0u) << describe(r);
   EXPECT_TRUE(r.done()) << describe(r);
 }
@@ -687,14 +721,14 @@ TEST(Collapse, MostlyUnmappedRangeMakesCallsOnlyForMappedChunks) {
 TEST(Collapse, WithoutPagemapScanAHoleIsStillUnmapped) {
   HUGEPAGE_REQUIRE_COLLAPSE();
   const int code = hugepage::test::run_in_child([] {
-    Populated region(8 * kMiB);
+    Populated region(4 * kHuge);
     if (region.get() == nullptr) return 2;
     if (::munmap(region.get() + kHuge, kHuge) != 0) return 3;
     if (!hugepage::test::fail_syscall(__NR_ioctl, ENOTTY)) return 4;
     const collapse_result r = hugepage::collapse(region.get(), region.size());
     std::fprintf(stderr, "child: %s\n", describe(r).c_str());
     if (r.scanned || r.calls != 4) return 10;
-    if (r.unmapped != kHuge || r.refused != 0 || r.collapsed != 6 * kMiB) return 11;
+    if (r.unmapped != kHuge || r.refused != 0 || r.collapsed != 3 * kHuge) return 11;
     return 0;
   });
   EXPECT_EQ(code, 0) << "see the child's output above";
@@ -737,7 +771,8 @@ TEST(Collapse, SparseChunkIsFilledChunksWithoutDataAreSkipped) {
   // The kernel's own answers, which the skips spare the caller: EINVAL with no page table, a
   // huge page of zeroes with one.
   EXPECT_EQ(hugepage::os::collapse(p + kHuge, kHuge), std::errc::invalid_argument);
-  EXPECT_FALSE(hugepage::os::collapse(p + 2 * kHuge, kHuge));
+  const std::error_code filled = hugepage::os::collapse(p + 2 * kHuge, kHuge);
+  EXPECT_FALSE(filled) << filled.message();
   EXPECT_EQ(hugepage::backing_of(p + 2 * kHuge, kHuge).thp, kHuge);
   hugepage::os::unmap(p, 4 * kHuge);
 }
@@ -772,7 +807,7 @@ TEST(Collapse, ToTheEndOfTheAddressSpaceReturnsAndAddsUp) {
   HUGEPAGE_REQUIRE_COLLAPSE();
   REQUIRE_PAGEMAP_SCAN();
   const int code = hugepage::test::run_in_child_within(60'000, []() -> int {
-    Populated range(4 * kMiB);
+    Populated range(2 * kHuge);
     if (range.get() == nullptr) return 2;
     const collapse_result r = hugepage::collapse(range.get(), SIZE_MAX);
     std::fprintf(stderr, "child: SIZE_MAX: %s\n", describe(r).c_str());
@@ -782,13 +817,13 @@ TEST(Collapse, ToTheEndOfTheAddressSpaceReturnsAndAddsUp) {
     if (reinterpret_cast<std::uintptr_t>(r.resume) != address - 1) return 12;  // p + SIZE_MAX
     if (range.huge() < 1.0) return 13;
     if (r.unmapped < SIZE_MAX - (std::uintptr_t{1} << 57)) return 14;  // past 2^57 at least
-    const std::size_t wrapping = UINTPTR_MAX - address + 1 + 8 * kMiB;
+    const std::size_t wrapping = UINTPTR_MAX - address + 1 + 4 * kHuge;
     const collapse_result w = hugepage::collapse(range.get(), wrapping);
     std::fprintf(stderr, "child: wrapping: %s\n", describe(w).c_str());
     if (parts(w) != wrapping) return 20;
     if (!w.done() || !w.scanned) return 21;
-    if (reinterpret_cast<std::uintptr_t>(w.resume) != 8 * kMiB) return 22;
-    if (w.already_huge < 4 * kMiB) return 23;
+    if (reinterpret_cast<std::uintptr_t>(w.resume) != 4 * kHuge) return 22;
+    if (w.already_huge < 2 * kHuge) return 23;
     return 0;
   });
   EXPECT_EQ(code, 0) << (code == hugepage::test::child_hung ? "collapse(p, SIZE_MAX) hung"
@@ -804,19 +839,19 @@ TEST(Collapse, ARangeIntoNonCanonicalSpaceMakesNoCallPastUserSpace) {
   REQUIRE_PAGEMAP_SCAN();
   const std::uintptr_t top = std::uintptr_t{1} << 47;
   const std::uintptr_t at = ((highest_mapping_end() + kHuge - 1) & ~(kHuge - 1)) + kHuge;
-  if (at == kHuge || at + 6 * kMiB > top) {
+  if (at == kHuge || at + 3 * kHuge > top) {
     HUGEPAGE_SKIP_OR_FAIL("no 4 MiB free above this process's highest mapping below 2^47");
   }
-  void* p = ::mmap(reinterpret_cast<void*>(at), 4 * kMiB, PROT_READ | PROT_WRITE,
+  void* p = ::mmap(reinterpret_cast<void*>(at), 2 * kHuge, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
   ASSERT_EQ(p, reinterpret_cast<void*>(at)) << std::strerror(errno);
-  std::memset(p, 3, 4 * kMiB);
+  std::memset(p, 3, 2 * kHuge);
   const std::size_t bytes = (std::uintptr_t{1} << 63) - at;
   const collapse_result r = hugepage::collapse(p, bytes, collapse_budget::of_time(3s));
-  const double huge = hugepage::backing_of(p, 4 * kMiB).huge_fraction();
-  ::munmap(p, 4 * kMiB);
+  const double huge = hugepage::backing_of(p, 2 * kHuge).huge_fraction();
+  ::munmap(p, 2 * kHuge);
   EXPECT_EQ(r.calls, 2u) << describe(r);
-  EXPECT_EQ(r.collapsed, 4 * kMiB) << describe(r);
+  EXPECT_EQ(r.collapsed, 2 * kHuge) << describe(r);
   EXPECT_TRUE(r.scanned) << describe(r);
   EXPECT_TRUE(r.done()) << describe(r);
   EXPECT_EQ(r.refused, 0u) << describe(r);
@@ -833,7 +868,7 @@ TEST(Collapse, CollapsedRangeWithoutVmHugepageStaysHugeUntilTheProcessSplitsIt) 
     HUGEPAGE_SKIP_OR_FAIL(
         "the effective 2 MiB THP mode is not madvise; the question is for madvise");
   }
-  const std::size_t length = 8 * kMiB;
+  const std::size_t length = 4 * kHuge;
   Populated region(length);
   ASSERT_NE(region.get(), nullptr);
   const collapse_result r = hugepage::collapse(region.get(), length);

@@ -15,7 +15,8 @@
 
 namespace hugepage::test {
 
-inline constexpr std::size_t upkeep_chunk = 2 * units::mib;
+// The chunk upkeep restores and fork_and_write splits: the kernel's PMD size.
+inline const std::size_t upkeep_chunk = thp_page_bytes();
 
 template <class Options>
 using labelled = hugepage::thp_allocator<char, Options>;

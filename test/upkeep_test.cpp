@@ -46,7 +46,9 @@ using hugepage::test::labelled;
 using hugepage::units::gib;
 using hugepage::units::mib;
 
-constexpr std::size_t kChunk = 2 * mib;
+// The chunk upkeep restores: the kernel's PMD size (2 MiB on x86-64, 32 MiB on arm64 with 16 KiB
+// pages).
+const std::size_t kChunk = hugepage::thp_page_bytes();
 
 #if defined(__SANITIZE_THREAD__)
 constexpr bool under_tsan = true;
@@ -158,7 +160,7 @@ TEST(Labels, AllocatorRecordsItsMappedBlocksAndForgetsThemWhenFreed) {
   {
     std::vector<char, labelled<fares_opts>> small(4096);  // below the threshold: ::operator new
     EXPECT_EQ(count(), before);
-    std::vector<char, labelled<fares_opts>> big(6 * mib);
+    std::vector<char, labelled<fares_opts>> big(3 * kChunk);
     EXPECT_EQ(count(), before + 1);
     const auto all = hugepage::labels();
     const hugepage::label_report* fares = nullptr;
@@ -167,10 +169,10 @@ TEST(Labels, AllocatorRecordsItsMappedBlocksAndForgetsThemWhenFreed) {
     }
     ASSERT_NE(fares, nullptr);
     EXPECT_EQ(fares->blocks, 1u);
-    EXPECT_EQ(fares->requested_thp, 6 * mib);
-    EXPECT_EQ(fares->mapped_bytes(), 6 * mib);
-    EXPECT_EQ(fares->coverage.bytes, 6 * mib);
-    EXPECT_EQ(fares->coverage.resident_bytes(), 6 * mib);  // vector zero-filled every byte
+    EXPECT_EQ(fares->requested_thp, 3 * kChunk);
+    EXPECT_EQ(fares->mapped_bytes(), 3 * kChunk);
+    EXPECT_EQ(fares->coverage.bytes, 3 * kChunk);
+    EXPECT_EQ(fares->coverage.resident_bytes(), 3 * kChunk);  // vector zero-filled every byte
   }
   EXPECT_EQ(count(), before);
   EXPECT_EQ(hugepage::coverage_of(fares_opts::label).bytes, 0u);
@@ -183,23 +185,23 @@ struct fares_too_opts : hugepage::default_options {
 };
 
 TEST(Labels, OptionsWithTheSameLabelTextAreOneContainer) {
-  std::vector<char, labelled<fares_opts>> a(4 * mib);
-  std::vector<char, labelled<fares_too_opts>> b(6 * mib);
+  std::vector<char, labelled<fares_opts>> a(2 * kChunk);
+  std::vector<char, labelled<fares_too_opts>> b(3 * kChunk);
   std::size_t entries = 0;
   for (const auto& l : hugepage::labels()) {
     if (l.label != "upkeep-fares") continue;
     ++entries;
     EXPECT_EQ(l.blocks, 2u);
-    EXPECT_EQ(l.requested_thp, 10 * mib);
+    EXPECT_EQ(l.requested_thp, 5 * kChunk);
   }
   EXPECT_EQ(entries, 1u);
-  EXPECT_EQ(hugepage::coverage_of("upkeep-fares").bytes, 10 * mib);
+  EXPECT_EQ(hugepage::coverage_of("upkeep-fares").bytes, 5 * kChunk);
 }
 
 TEST(Labels, UnlabelledMemoryIsNeitherRecordedNorExamined) {
   REQUIRE_THP_AND_COLLAPSE();
   const std::size_t before = hugepage::detail::registry().labelled_count();
-  std::vector<char, hugepage::thp_allocator<char>> plain(32 * mib, 1);
+  std::vector<char, hugepage::thp_allocator<char>> plain(16 * kChunk, 1);
   EXPECT_EQ(hugepage::detail::registry().labelled_count(), before);
   hugepage::collapse(plain.data(), plain.size());
   fork_and_write(plain.data(), plain.size());
@@ -294,7 +296,7 @@ TEST(Upkeep, WithoutPagemapScanFindsWhatAPartialMprotectSplit) {
 
 TEST(Upkeep, RestoresWhatAPartialMprotectSplit) {
   REQUIRE_THP_AND_COLLAPSE();
-  Block<fares_opts> fares(16 * mib);
+  Block<fares_opts> fares(8 * kChunk);
   ASSERT_GE(huge_of(fares_opts::label), 0.99);
   for (std::size_t at = 0; at < fares.size(); at += kChunk) {
     ASSERT_EQ(::mprotect(fares.get() + at + 4096, 4096, PROT_READ), 0);
@@ -302,14 +304,14 @@ TEST(Upkeep, RestoresWhatAPartialMprotectSplit) {
   }
   const auto decayed = hugepage::coverage_of(fares_opts::label);
   EXPECT_LE(decayed.huge_fraction(), 0.05);
-  EXPECT_EQ(decayed.base, 16 * mib);
+  EXPECT_EQ(decayed.base, 8 * kChunk);
   const upkeep_result r = hugepage::upkeep();
-  EXPECT_EQ(r.decayed_bytes, 16 * mib) << describe(r);
+  EXPECT_EQ(r.decayed_bytes, 8 * kChunk) << describe(r);
   EXPECT_EQ(accounted(r), r.decayed_bytes) << describe(r);
   if (ended_on_a_slow_chunk(r)) {
     finish_upkeep();
   } else {
-    EXPECT_EQ(r.restored + r.already_huge, 16 * mib) << describe(r);
+    EXPECT_EQ(r.restored + r.already_huge, 8 * kChunk) << describe(r);
   }
   EXPECT_GE(huge_of(fares_opts::label), 0.99) << describe(r);
   for (std::size_t i = 0; i < fares.size(); i += 4096) {
@@ -325,7 +327,7 @@ TEST(Upkeep, RestoresWhatAPartialMprotectSplit) {
 // no data: not decayed, not collapsed (that would grow the RSS by 2 MiB).
 TEST(Upkeep, RestoresChunksWithSomePagesOnTheZeroPage) {
   REQUIRE_THP_AND_COLLAPSE();
-  Block<fares_opts> fares(16 * mib);
+  Block<fares_opts> fares(8 * kChunk);
   char* const p = fares.get();
   ASSERT_GE(huge_of(fares_opts::label), 0.99);
   // Zero-filled pages (the page index a multiple of 256) of the first 7 chunks to the zero page;
@@ -349,7 +351,7 @@ TEST(Upkeep, RestoresChunksWithSomePagesOnTheZeroPage) {
   // A kernel without the zero page on read faults (a boot option, some VMs) gives each page read
   // again a zero-filled page of its own: then chunk 7 is data like the others, and is restored.
   const bool zero_page = hugepage::backing_of(last, kChunk).zero_page == kChunk;
-  const std::size_t with_data = zero_page ? 14 * mib : 16 * mib;
+  const std::size_t with_data = zero_page ? 7 * kChunk : 8 * kChunk;
   const auto decayed = hugepage::coverage_of(fares_opts::label);
   EXPECT_EQ(decayed.huge_bytes(), 0u);
   EXPECT_EQ(decayed.zero_page, zero_page ? zero_pages * 4096 + kChunk : 0u)
@@ -365,7 +367,7 @@ TEST(Upkeep, RestoresChunksWithSomePagesOnTheZeroPage) {
   const auto restored = hugepage::coverage_of(fares_opts::label);
   EXPECT_EQ(restored.huge_bytes(), with_data) << describe(r);
   EXPECT_EQ(restored.zero_page, zero_page ? kChunk : 0u) << describe(r);
-  EXPECT_EQ(hugepage::backing_of(p, 14 * mib).huge_bytes(), 14 * mib) << describe(r);
+  EXPECT_EQ(hugepage::backing_of(p, 7 * kChunk).huge_bytes(), 7 * kChunk) << describe(r);
   for (std::size_t i = 0; i < 7 * kChunk; i += 4096) {
     const std::size_t page = i >> 12;
     const bool zeroed = page % 256 == 0 || page == 3 * 512 + 511;
@@ -378,7 +380,7 @@ TEST(Upkeep, RestoresChunksWithSomePagesOnTheZeroPage) {
 // free again the next call restores that chunk too.
 TEST(Upkeep, ABusyChunkIsRefusedWithEagainAndRestoredByTheNextCall) {
   REQUIRE_THP_AND_COLLAPSE();
-  Block<fares_opts> fares(8 * mib);
+  Block<fares_opts> fares(4 * kChunk);
   fork_and_write(fares.get(), fares.size());
   ASSERT_LE(huge_of(fares_opts::label), 0.05);
   int pipe_fds[2];
@@ -389,14 +391,14 @@ TEST(Upkeep, ABusyChunkIsRefusedWithEagainAndRestoredByTheNextCall) {
   const auto busy = hugepage::backing_of(fares.get() + kChunk, kChunk);
   ::close(pipe_fds[0]);
   ::close(pipe_fds[1]);
-  EXPECT_EQ(r.decayed_bytes, 8 * mib) << describe(r);
+  EXPECT_EQ(r.decayed_bytes, 4 * kChunk) << describe(r);
   EXPECT_EQ(accounted(r), r.decayed_bytes) << describe(r);
   // The memory pressure of other work may make the kernel's shrinker refuse more (see
   // upkeep_until_done): at least the busy chunk is refused.
   EXPECT_GE(r.refusals_of(EAGAIN), 1u) << describe(r);
   EXPECT_EQ(busy.huge_bytes(), 0u) << describe(r);
   if (!ended_on_a_slow_chunk(r)) {
-    EXPECT_EQ(r.restored + r.already_huge + r.refused, 8 * mib) << describe(r);
+    EXPECT_EQ(r.restored + r.already_huge + r.refused, 4 * kChunk) << describe(r);
     EXPECT_EQ(r.left, 0u) << describe(r);
   }
   finish_upkeep();
@@ -408,28 +410,28 @@ TEST(Upkeep, ABusyChunkIsRefusedWithEagainAndRestoredByTheNextCall) {
 // and skipped; the decayed chunks on both sides of it are still restored.
 TEST(Upkeep, ARefusedChunkDoesNotHideItsNeighbours) {
   REQUIRE_THP_AND_COLLAPSE();
-  Block<fares_opts> fares(6 * mib);
+  Block<fares_opts> fares(3 * kChunk);
   char* const a = fares.get();
   char* const b = a + kChunk;
   char* const c = b + kChunk;
-  ASSERT_EQ(hugepage::coverage_of(fares_opts::label).huge_bytes(), 6 * mib);
+  ASSERT_EQ(hugepage::coverage_of(fares_opts::label).huge_bytes(), 3 * kChunk);
   for (char* chunk : {a, c}) {  // split, then merge the VMAs back: decayed but eligible
     ASSERT_EQ(::mprotect(chunk + 4096, 4096, PROT_READ), 0);
     ASSERT_EQ(::mprotect(chunk + 4096, 4096, PROT_READ | PROT_WRITE), 0);
   }
   ASSERT_EQ(::mprotect(b + 4096, 4096, PROT_READ), 0);  // stays: three VMAs inside b
-  ASSERT_EQ(hugepage::coverage_of(fares_opts::label).base, 6 * mib);
+  ASSERT_EQ(hugepage::coverage_of(fares_opts::label).base, 3 * kChunk);
   const upkeep_result r = hugepage::upkeep();
-  EXPECT_EQ(r.decayed_bytes, 6 * mib) << describe(r);
+  EXPECT_EQ(r.decayed_bytes, 3 * kChunk) << describe(r);
   // khugepaged may restore a and c first (already_huge): either way both are huge again.
-  EXPECT_EQ(r.restored + r.already_huge, 4 * mib) << describe(r);
+  EXPECT_EQ(r.restored + r.already_huge, 2 * kChunk) << describe(r);
   EXPECT_EQ(r.refused, kChunk) << describe(r);
   EXPECT_EQ(r.refusals_of(EINVAL), 1u) << describe(r);
   EXPECT_EQ(r.left, 0u) << describe(r);
   EXPECT_EQ(r.calls, 1 + r.restored / kChunk) << describe(r);
   EXPECT_EQ(accounted(r), r.decayed_bytes) << describe(r);
   const hugepage::backing_report after = hugepage::coverage_of(fares_opts::label);
-  EXPECT_EQ(after.huge_bytes(), 4 * mib);
+  EXPECT_EQ(after.huge_bytes(), 2 * kChunk);
   EXPECT_EQ(after.base, kChunk);
   // The next call refuses b again and still restores nothing else, nor hides anything.
   const upkeep_result again = hugepage::upkeep();
@@ -439,7 +441,7 @@ TEST(Upkeep, ARefusedChunkDoesNotHideItsNeighbours) {
   ASSERT_EQ(::mprotect(b + 4096, 4096, PROT_READ | PROT_WRITE), 0);
   const upkeep_result merged = hugepage::upkeep();
   EXPECT_EQ(merged.restored + merged.already_huge, kChunk) << describe(merged);
-  EXPECT_EQ(hugepage::coverage_of(fares_opts::label).huge_bytes(), 6 * mib);
+  EXPECT_EQ(hugepage::coverage_of(fares_opts::label).huge_bytes(), 3 * kChunk);
   for (std::size_t i = 0; i < fares.size(); i += 4096) {
     ASSERT_EQ(fares.get()[i], static_cast<char>(i >> 12)) << "at " << i;
   }
@@ -447,26 +449,26 @@ TEST(Upkeep, ARefusedChunkDoesNotHideItsNeighbours) {
 
 TEST(Upkeep, HonoursItsByteBudgetAndRestoresTheLargestLossFirst) {
   REQUIRE_THP_AND_COLLAPSE();
-  Block<fares_opts> fares(8 * mib);
-  Block<rates_opts> rates(32 * mib);
+  Block<fares_opts> fares(4 * kChunk);
+  Block<rates_opts> rates(16 * kChunk);
   fork_and_write(fares.get(), fares.size());
   fork_and_write(rates.get(), rates.size());
   const auto fares_before = hugepage::coverage_of(fares_opts::label).huge_bytes();
   const auto rates_before = hugepage::coverage_of(rates_opts::label).huge_bytes();
-  const upkeep_result r = hugepage::upkeep(collapse_budget::of_bytes(6 * mib));
+  const upkeep_result r = hugepage::upkeep(collapse_budget::of_bytes(3 * kChunk));
   EXPECT_EQ(accounted(r), r.decayed_bytes) << describe(r);
   if (!ended_on_a_slow_chunk(r)) {  // a slow chunk ends the call before its budget is spent
     EXPECT_EQ(r.calls, 3u) << describe(r);
-    EXPECT_EQ(r.restored, 6 * mib) << describe(r);
-    EXPECT_EQ(r.left, r.decayed_bytes - 6 * mib) << describe(r);
+    EXPECT_EQ(r.restored, 3 * kChunk) << describe(r);
+    EXPECT_EQ(r.left, r.decayed_bytes - 3 * kChunk) << describe(r);
   }
-  EXPECT_LE(r.restored, 6 * mib) << describe(r);
+  EXPECT_LE(r.restored, 3 * kChunk) << describe(r);
   // rates lost 32 MiB, fares 8 MiB: the budget went to rates.
   EXPECT_EQ(hugepage::coverage_of(rates_opts::label).huge_bytes(),
             rates_before + r.restored + r.already_huge);
   EXPECT_EQ(hugepage::coverage_of(fares_opts::label).huge_bytes(), fares_before);
   // The next calls go on where it stopped.
-  upkeep_until_done(collapse_budget::of_bytes(6 * mib));
+  upkeep_until_done(collapse_budget::of_bytes(3 * kChunk));
   EXPECT_GE(huge_of(rates_opts::label), 0.99);
   EXPECT_GE(huge_of(fares_opts::label), 0.99);
 }
@@ -494,11 +496,11 @@ TEST(Upkeep, SkipsHugetlbBlocks) {
   {
     std::vector<char, hugepage::huge_page_allocator<char, hugepage::page_size::huge_2m,
                                                     hugepage::strict, pool_opts>>
-        pool(4 * mib);
+        pool(2 * kChunk);
     const upkeep_result r = hugepage::upkeep();
     EXPECT_GE(r.skipped_hugetlb, 1u) << describe(r);
     EXPECT_EQ(r.calls, 0u) << describe(r);
-    EXPECT_EQ(hugepage::coverage_of(pool_opts::label).hugetlb_2m, 4 * mib);
+    EXPECT_EQ(hugepage::coverage_of(pool_opts::label).hugetlb_2m, 2 * kChunk);
   }
   EXPECT_TRUE(hugepage::test::pool_back(hugepage::page_size::huge_2m, before));
 }
@@ -550,7 +552,7 @@ TEST(Upkeep, RacesWithThreadsThatAllocateAndFreeLabelledBlocks) {
 
 TEST(Upkeep, ThpDisabledForTheProcessIsReportedAndNothingTried) {
   const int code = hugepage::test::run_in_child([] {
-    std::vector<char, labelled<fares_opts>> fares(8 * mib, 1);
+    std::vector<char, labelled<fares_opts>> fares(4 * kChunk, 1);
     if (::prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0) return 2;
     const upkeep_result r = hugepage::upkeep();
     if (!r.thp_disabled) return 3;
@@ -566,7 +568,7 @@ TEST(Upkeep, ThpDisabledExceptAdvisedKeepsLabelledContainersHuge) {
     if (::prctl(PR_SET_THP_DISABLE, 1, PR_THP_DISABLE_EXCEPT_ADVISED, 0, 0) != 0) {
       return errno == EINVAL ? 77 : 2;
     }
-    Block<fares_opts> fares(16 * mib);
+    Block<fares_opts> fares(8 * kChunk);
     if (huge_of(fares_opts::label) < 0.99) return 3;
     for (std::size_t at = 0; at < fares.size(); at += kChunk) {
       ::mprotect(fares.get() + at, 4096, PROT_READ);
@@ -579,7 +581,7 @@ TEST(Upkeep, ThpDisabledExceptAdvisedKeepsLabelledContainersHuge) {
       if (r.thp_disabled) return 5;
       restored += r.restored + r.already_huge;
     }
-    if (restored < 16 * mib) return 7;
+    if (restored < 8 * kChunk) return 7;
     return huge_of(fares_opts::label) >= 0.99 ? 0 : 6;
   });
   if (code == 77) {
@@ -595,7 +597,7 @@ TEST(Upkeep, ThpDisabledExceptAdvisedKeepsLabelledContainersHuge) {
 // the block's own, mapped, until the unpin.
 TEST(Upkeep, DeallocateOfAPinnedBlockWaitsForTheUnpin) {
   labelled<fares_opts> a;
-  char* p = a.allocate(4 * mib);
+  char* p = a.allocate(2 * kChunk);
   p[0] = 1;
   std::vector<hugepage::detail::mapping_registry::labelled_view> blocks;
   hugepage::detail::registry().snapshot(fares_opts::label, blocks);
@@ -606,12 +608,12 @@ TEST(Upkeep, DeallocateOfAPinnedBlockWaitsForTheUnpin) {
   ASSERT_TRUE(hugepage::detail::registry().pin(p, generation));
   std::atomic<bool> freed{false};
   std::thread owner([&] {
-    a.deallocate(p, 4 * mib);
+    a.deallocate(p, 2 * kChunk);
     freed = true;
   });
   std::this_thread::sleep_for(100ms);
   EXPECT_FALSE(freed.load()) << "deallocate() returned while the block was pinned";
-  EXPECT_EQ(hugepage::backing_of(p, 4 * mib).unmapped, 0u) << "unmapped while pinned";
+  EXPECT_EQ(hugepage::backing_of(p, 2 * kChunk).unmapped, 0u) << "unmapped while pinned";
   hugepage::detail::registry().unpin(p);
   owner.join();
   EXPECT_TRUE(freed.load());
@@ -622,7 +624,7 @@ TEST(Upkeep, DeallocateOfAPinnedBlockWaitsForTheUnpin) {
 // deallocate() must not wait for it.
 TEST(Upkeep, ChildOfForkFreesABlockTheParentHadPinned) {
   labelled<fares_opts> a;
-  char* p = a.allocate(4 * mib);
+  char* p = a.allocate(2 * kChunk);
   std::vector<hugepage::detail::mapping_registry::labelled_view> blocks;
   hugepage::detail::registry().snapshot(fares_opts::label, blocks);
   std::uint64_t generation = 0;
@@ -631,14 +633,14 @@ TEST(Upkeep, ChildOfForkFreesABlockTheParentHadPinned) {
   }
   ASSERT_TRUE(hugepage::detail::registry().pin(p, generation));
   const int code = hugepage::test::run_in_child_within(5000, [&] {
-    a.deallocate(p, 4 * mib);
+    a.deallocate(p, 2 * kChunk);
     return 0;
   });
   hugepage::detail::registry().unpin(p);
   EXPECT_EQ(code, 0) << (code == hugepage::test::child_hung ? "the child waited for ever" : "");
   // A stale generation is refused: the block was freed and mapped again meanwhile.
   EXPECT_FALSE(hugepage::detail::registry().pin(p, generation + 1));
-  a.deallocate(p, 4 * mib);
+  a.deallocate(p, 2 * kChunk);
   EXPECT_FALSE(hugepage::detail::registry().pin(p, generation));
 }
 
@@ -950,8 +952,8 @@ TEST(UpkeepThread, AHoldWithoutATailBudgetStopsItsCallsToo) {
 }
 
 TEST(Labels, CoverageOfNoLabelIsEmpty) {
-  Block<fares_opts> fares(4 * mib);
-  ASSERT_EQ(hugepage::coverage_of(fares_opts::label).bytes, 4 * mib);
+  Block<fares_opts> fares(2 * kChunk);
+  ASSERT_EQ(hugepage::coverage_of(fares_opts::label).bytes, 2 * kChunk);
   const hugepage::backing_report none = hugepage::coverage_of(nullptr);
   EXPECT_EQ(none.bytes, 0u);
   EXPECT_EQ(none.huge_bytes(), 0u);

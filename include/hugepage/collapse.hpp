@@ -1,17 +1,18 @@
 // hugepage/collapse.hpp - collapse a range into huge pages now, in bounded steps.
 //
-// collapse(p, bytes, budget) walks [p, p + bytes) in 2 MiB-aligned chunks and asks the kernel to
-// collapse each one with MADV_COLLAPSE (Linux 6.1), for this process, or with
-// process_madvise(pidfd, MADV_COLLAPSE) for another one (collapse(pid, ...): CAP_SYS_NICE and
-// ptrace access to the target). It stops when the time or byte budget is spent and says where to
-// continue, so a latency-critical service can raise its coverage a few milliseconds at a time.
-// Chunks that are already huge, not wholly mapped or hold no data (PAGEMAP_SCAN, Linux 6.7; see
-// detail/pagemap.hpp) cost nothing: they are skipped without a syscall each, and an unmapped chunk
-// is counted as such, never as a refusal (also one the process unmaps between the scan and the
-// call, which the kernel answers with ENOMEM). The part of a range past the user address space
-// (the kernel's TASK_SIZE_MAX, found once with PAGEMAP_SCAN, which refuses addresses past it with
-// EFAULT; detail/collapse_chunks.hpp) or past 2^64 is unmapped too, without a call. Refusals are
-// counted by errno, never thrown.
+// collapse(p, bytes, budget) walks [p, p + bytes) in PMD-size aligned chunks (hpage_pmd_size: 2 MiB
+// on x86-64 and arm64 with 4 KiB pages, 32 MiB with 16 KiB pages) and asks the kernel to collapse
+// each one with MADV_COLLAPSE (Linux 6.1), for this process, or with process_madvise(pidfd,
+// MADV_COLLAPSE) for another one (collapse(pid, ...): CAP_SYS_NICE and ptrace access to the
+// target). It stops when the time or byte budget is spent and says where to continue, so a
+// latency-critical service can raise its coverage a few milliseconds at a time. Chunks that are
+// already huge, not wholly mapped or hold no data (PAGEMAP_SCAN, Linux 6.7; see detail/pagemap.hpp)
+// cost nothing: they are skipped without a syscall each, and an unmapped chunk is counted as such,
+// never as a refusal (also one the process unmaps between the scan and the call, which the kernel
+// answers with ENOMEM). The part of a range past the user address space (the kernel's
+// TASK_SIZE_MAX, found once with PAGEMAP_SCAN, which refuses addresses past it with EFAULT;
+// detail/collapse_chunks.hpp) or past 2^64 is unmapped too, without a call. Refusals are counted by
+// errno, never thrown.
 //
 // Cost of one chunk: MADV_COLLAPSE allocates a 2 MiB page (compacting memory if it must), copies
 // the 512 base pages into it and remaps. On the 2-core Linux 6.18 VM (Intel Xeon) this project is
@@ -80,7 +81,7 @@
 
 namespace hugepage {
 
-/// How much one collapse() call may do. The budget is checked before each 2 MiB chunk, so a call
+/// How much one collapse() call may do. The budget is checked before each PMD-size chunk, so a call
 /// exceeds it by at most one chunk; with a positive time budget a call always gets past its first
 /// chunk (tried or passed), so a loop of calls ends however loaded the machine.
 struct collapse_budget {
@@ -102,7 +103,7 @@ struct collapse_budget {
 /// Refusals of one errno.
 struct collapse_refusal {
   int error = 0;           ///< errno (EAGAIN, ENOMEM, EBUSY, EINVAL, EPERM, ...)
-  std::size_t chunks = 0;  ///< 2 MiB chunks refused with it
+  std::size_t chunks = 0;  ///< PMD-size chunks refused with it
 };
 
 namespace detail {
@@ -136,7 +137,7 @@ struct collapse_result {
   /// Also every byte past the user address space limit (detail::user_address_limit: the kernel's
   /// TASK_SIZE_MAX, 2^47 - 4 KiB on x86-64 with 4-level paging) and past 2^64: never a call there.
   std::size_t unmapped = 0;
-  std::size_t unaligned = 0;            ///< bytes outside whole 2 MiB chunks: never collapsible
+  std::size_t unaligned = 0;            ///< bytes outside whole PMD-size chunks: never collapsible
   std::size_t calls = 0;                ///< MADV_COLLAPSE / process_madvise calls made
   std::chrono::nanoseconds elapsed{0};  ///< the whole call
   std::chrono::nanoseconds slowest_chunk{0};  ///< the longest single MADV_COLLAPSE
@@ -210,6 +211,7 @@ inline bool next_mapping(int maps_fd, std::uintptr_t from, std::uintptr_t hi,
     return true;
   }
   if (ec) return false;
+  const std::size_t collapse_chunk = collapse_chunk_bytes();
   const auto start = static_cast<std::uintptr_t>(q.vma_start) & ~(collapse_chunk - 1);
   next = std::min(std::max(start, from), hi);
   return true;
@@ -234,6 +236,7 @@ inline collapse_result collapse_range(int pidfd, int pagemap_fd, void* p, std::s
                              : bytes > user_limit - address ? user_limit
                                                             : address + bytes;
   r.unmapped = bytes - (end - address);
+  const std::size_t collapse_chunk = collapse_chunk_bytes();
   // Where a finished call resumes: the end of the range (modulo 2^64 where it wraps). Past user
   // space it is an address, not a pointer into memory: made from the integer.
   void* const range_end =
@@ -309,6 +312,19 @@ inline collapse_result collapse_range(int pidfd, int pagemap_fd, void* p, std::s
         continue;
       }
     }
+    bool mapped = true, data = true;
+    if (r.scanned && at + collapse_chunk > scanned_to &&
+        judge_chunk(pagemap_fd, at, at + collapse_chunk, mapped, data)) {
+      // Seen in part (more pieces than a scan holds): judged by scans of its own.
+      if (!mapped) {
+        r.unmapped += collapse_chunk;
+        continue;
+      }
+      if (!data && anonymous_mapping_at(maps_fd, at, vma_lo, vma_hi, vma_anonymous)) {
+        r.empty += collapse_chunk;
+        continue;
+      }
+    }
     // A positive time budget always buys progress: a call that has neither passed a chunk nor
     // submitted one tries this one, however long its scan took, so a loop of calls ends on a
     // loaded machine too (one ran out of a 3 ms budget in the scan, and resumed where it began).
@@ -364,8 +380,8 @@ inline collapse_result collapse_not_started(void* p, std::size_t bytes,
 
 }  // namespace detail
 
-/// Collapses [p, p + bytes) of this process into transparent huge pages, 2 MiB chunk by chunk,
-/// until `budget` is spent. Only whole, aligned 2 MiB chunks inside the range are collapsible
+/// Collapses [p, p + bytes) of this process into transparent huge pages, PMD-size chunk by chunk,
+/// until `budget` is spent. Only whole, aligned PMD-size chunks inside the range are collapsible
 /// (`unaligned` says how much is not). Chunks already huge are skipped (PAGEMAP_SCAN). Never
 /// throws and allocates nothing (usable on an allocation path; about 40 KiB of stack for its scan
 /// buffers); refusals are counted in the result. The time budget is also checked before each scan
@@ -424,14 +440,14 @@ inline collapse_result collapse(pid_t pid, void* p, std::size_t bytes,
 }
 
 /// The memory a collapse of [lo, hi) of the process of `view` would add, in bytes: MADV_COLLAPSE
-/// fills every 2 MiB chunk that has a page of data present but is not huge yet with zeroes up to
+/// fills every PMD-size chunk that has a page of data present but is not huge yet with zeroes up to
 /// 2 MiB (chunks already huge, without data or only on the zero page add nothing). `lo` and `hi`
 /// are 2 MiB aligned. Read from the view's pagemap with PAGEMAP_SCAN (Linux 6.7): nullopt where
 /// the pagemap is not open or the scan fails; changes nothing. Throws std::bad_alloc.
 inline std::optional<std::size_t> collapse_growth(const process_view& view, std::uintptr_t lo,
                                                   std::uintptr_t hi) {
   namespace pm = detail::pagemap;
-  constexpr std::size_t chunk = detail::collapse_chunk;
+  const std::size_t chunk = detail::collapse_chunk_bytes();
   if (view.pagemap_fd() < 0) return std::nullopt;
   std::vector<std::size_t> present((hi - lo) / chunk, 0);
   std::vector<bool> huge(present.size(), false);

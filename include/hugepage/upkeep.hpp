@@ -8,7 +8,7 @@
 //   1. Under the registry's lock, copy the list of labelled blocks; release the lock.
 //   2. For each block on THP (hugetlb blocks never decay: skipped), find with PAGEMAP_SCAN (Linux
 //      6.7; before it, from pagemap words and kpageflags, which needs CAP_SYS_ADMIN) its decayed
-//      2 MiB chunks: wholly resident, not huge, holding data. Chunks with pages
+//      PMD-size chunks: wholly resident, not huge, holding data. Chunks with pages
 //      not faulted in, or all on the zero page, are left alone: MADV_COLLAPSE would fill them
 //      and grow the RSS. Some pages on the zero page do not stop a chunk being decayed: a split
 //      by the kernel's shrinker maps its zero-filled subpages there (decayed_chunks below).
@@ -87,7 +87,7 @@ namespace hugepage {
 /// the upkeep() call and backs off for a second.
 inline constexpr std::chrono::milliseconds upkeep_slow_chunk{50};
 
-/// What one upkeep() call did. Bytes are whole 2 MiB chunks. The decayed bytes are accounted
+/// What one upkeep() call did. Bytes are whole PMD-size chunks. The decayed bytes are accounted
 /// for exactly: decayed_bytes == restored + already_huge + refused + left + gone.
 struct upkeep_result {
   std::size_t blocks = 0;          ///< labelled THP blocks examined
@@ -179,13 +179,13 @@ inline std::int64_t steady_ns() noexcept {
       .count();
 }
 
-/// A run of decayed chunks [start, end), 2 MiB-aligned.
+/// A run of decayed chunks [start, end), PMD-size aligned.
 struct chunk_run {
   std::uintptr_t start;
   std::uintptr_t end;
 };
 
-// Appends the decayed chunks of [lo, hi) to `out`: whole 2 MiB chunks all of whose pages are
+// Appends the decayed chunks of [lo, hi) to `out`: whole PMD-size chunks all of whose pages are
 // present, none PMD-mapped, and at least one of them a page of data (not the zero page). A chunk
 // where the kernel put some pages on the zero page is decayed: the deferred-split shrinker, when
 // it splits a THP that copy-on-write or a partial madvise left partly mapped, maps the subpages
@@ -197,7 +197,7 @@ inline std::error_code decayed_chunks(int pagemap_fd, std::uintptr_t lo, std::ui
                                       std::vector<chunk_run>& out) noexcept {
   constexpr std::uint64_t wanted =
       pagemap::page_is_present | pagemap::page_is_huge | pagemap::page_is_pfnzero;
-  constexpr std::uintptr_t mask = collapse_chunk - 1;
+  const std::uintptr_t mask = collapse_chunk_bytes() - 1;
   pagemap::page_region regions[run_capacity];
   // The pending run of present pages not PMD-mapped, [run_start, run_end), and the chunks with
   // data in it not yet emitted, [data_lo, data_hi) (data_lo == data_hi: none).
@@ -270,7 +270,8 @@ inline std::error_code decayed_chunks_by_pfn(int pagemap_fd, int kpageflags_fd,
                                              std::uintptr_t lo, std::uintptr_t hi,
                                              std::vector<chunk_run>& out) noexcept {
   if (kpageflags_fd < 0) return std::make_error_code(std::errc::operation_not_permitted);
-  constexpr std::uintptr_t mask = collapse_chunk - 1;
+  const std::size_t collapse_chunk = collapse_chunk_bytes();
+  const std::uintptr_t mask = collapse_chunk - 1;
   const std::size_t first = out.size();  // runs before it are another range's: never extended
   std::size_t v = 0;                     // the first mapping that may meet the chunk
   try {
@@ -367,13 +368,13 @@ struct upkeep_candidate {
 }  // namespace detail
 
 /// Restores the huge pages labelled THP blocks have lost, largest loss first, until `budget` is
-/// spent (checked before each 2 MiB chunk: a call exceeds it by at most one chunk). Examining costs
-/// one PAGEMAP_SCAN per block and is not bounded by the budget. Never throws; takes no lock during
-/// a kernel call that allocate or deallocate need (see the top of this file). Thread-safe: calls
-/// run one at a time, so a call made during another waits for it and then finds its work done.
-/// Scans through `self`, a view of this process (process_view.hpp) that the caller keeps for many
-/// calls: a view of another process, or one whose pagemap could not be opened, sets `scan_error`
-/// (EINVAL, or the open's errno) and nothing is examined.
+/// spent (checked before each PMD-size chunk: a call exceeds it by at most one chunk). Examining
+/// costs one PAGEMAP_SCAN per block and is not bounded by the budget. Never throws; takes no lock
+/// during a kernel call that allocate or deallocate need (see the top of this file). Thread-safe:
+/// calls run one at a time, so a call made during another waits for it and then finds its work
+/// done. Scans through `self`, a view of this process (process_view.hpp) that the caller keeps for
+/// many calls: a view of another process, or one whose pagemap could not be opened, sets
+/// `scan_error` (EINVAL, or the open's errno) and nothing is examined.
 inline upkeep_result upkeep(const process_view& self, const collapse_budget& budget = {}) noexcept;
 
 namespace detail {
@@ -496,6 +497,7 @@ inline upkeep_result upkeep_paced(const process_view& self, const collapse_budge
   };
   std::size_t submitted = 0;
   std::size_t done_here = 0;  // chunks this call collapsed or tried
+  const std::size_t collapse_chunk = detail::collapse_chunk_bytes();
   bool stop = false;
   std::size_t candidate = 0;
   for (; candidate < candidates.size() && !stop; ++candidate) {
@@ -504,7 +506,7 @@ inline upkeep_result upkeep_paced(const process_view& self, const collapse_budge
     bool give_up_block = false;
     for (std::size_t i = k.first_run; i < k.first_run + k.run_count && !stop && !give_up_block;
          ++i) {
-      for (std::uintptr_t at = runs[i].start; at < runs[i].end; at += detail::collapse_chunk) {
+      for (std::uintptr_t at = runs[i].start; at < runs[i].end; at += collapse_chunk) {
         if (clock::now() - start >= budget.time || submitted >= budget.bytes) {
           stop = true;
           break;
@@ -539,7 +541,7 @@ inline upkeep_result upkeep_paced(const process_view& self, const collapse_budge
         char* const chunk = static_cast<char*>(k.p) + (at - reinterpret_cast<std::uintptr_t>(k.p));
         const clock::time_point chunk_start = clock::now();
         const collapse_result one =
-            detail::collapse_range(-1, self.pagemap_fd(), chunk, detail::collapse_chunk, {});
+            detail::collapse_range(-1, self.pagemap_fd(), chunk, collapse_chunk, {});
         detail::registry().unpin(k.p);
         ++done_here;
         if (pace != nullptr) {
@@ -549,9 +551,9 @@ inline upkeep_result upkeep_paced(const process_view& self, const collapse_budge
           pace->spent += cost;
           pace->expected = std::max(cost, pace->expected - (pace->expected - cost) / 4);
         }
-        visited += detail::collapse_chunk;
+        visited += collapse_chunk;
         r.calls += one.calls;
-        submitted += one.calls * detail::collapse_chunk;
+        submitted += one.calls * collapse_chunk;
         r.restored += one.collapsed;
         r.already_huge += one.already_huge;
         r.gone += one.unmapped + one.empty;

@@ -26,6 +26,7 @@
 #include "hugepage/os.hpp"
 #include "hugepage/page_size.hpp"
 #include "hugepage/smaps.hpp"
+#include "hugepage/system.hpp"
 
 namespace hugepage::detail {
 
@@ -166,7 +167,9 @@ struct exact_part {
 inline bool classify_exact(const mapping_info& m, std::uintptr_t lo, std::uintptr_t hi,
                            int pagemap_fd, int kpageflags_fd, exact_part& r) {
   const std::size_t page = os::base_page_size();
-  const std::size_t window = 2 * units::mib;  // a PMD: 2 MiB on x86-64 and arm64/4K
+  // A PMD (hpage_pmd_size): 2 MiB on x86-64 and arm64/4K, 32 MiB on arm64/16K, where a 2 MiB
+  // window of a THP could be any piece of a PTE-mapped one.
+  const std::size_t window = thp_page_bytes();
   const std::size_t per_window = window / page;
   std::vector<std::uint64_t> zero_frames;
   // Whole PMD windows around [lo, hi), clipped to the mapping: a window is huge or not as a whole.

@@ -1,4 +1,4 @@
-// hugepage/detail/collapse_chunks.hpp - which 2 MiB chunks of a range collapse() tries.
+// hugepage/detail/collapse_chunks.hpp - which chunks (PMD-size) of a range collapse() tries.
 //
 // collapse() (collapse.hpp) walks a range chunk by chunk. PAGEMAP_SCAN tells it, a run at a time,
 // which chunks are huge already, which are not wholly mapped and which hold no data, so that it
@@ -17,6 +17,7 @@
 #include "hugepage/detail/pagemap.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/page_size.hpp"
+#include "hugepage/system.hpp"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -24,15 +25,20 @@
 
 namespace hugepage::detail {
 
-constexpr std::size_t collapse_chunk = 2 * units::mib;  // a PMD on x86-64 and arm64/4K
+// The unit of MADV_COLLAPSE: the kernel's PMD size (hpage_pmd_size), 2 MiB on x86-64 and arm64
+// with 4 KiB pages, 32 MiB with 16 KiB pages. The kernel collapses the whole PMD-size chunks of the
+// range it is given and answers success for a range holding none, so a smaller chunk would be
+// counted as collapsed with nothing done.
+inline std::size_t collapse_chunk_bytes() noexcept { return thp_page_bytes(); }
 
 // Errors after which no chunk can succeed: stop instead of burning the budget.
 inline bool collapse_fatal(int error) noexcept {
   return error == EPERM || error == ESRCH || error == ENOSYS || error == EBADF || error == EACCES;
 }
 
-// Regions per scan: 512 lets one scan always cover a whole chunk (512 base pages at most), however
-// its pages alternate between present, zero page and holes.
+// Regions per scan: 512 lets one scan always cover a whole chunk of 4 KiB pages (512 of them),
+// however its pages alternate between present, zero page and holes; a chunk of more base pages
+// (16 KiB pages: 2048) that one scan saw in part is tried as it is.
 constexpr std::size_t run_capacity = 512;
 
 // Scans [lo, hi) for huge runs (PMD-mapped THP or hugetlb; the huge zero page is huge but holds
@@ -101,6 +107,30 @@ inline bool holds_data(const pagemap::page_region* spans, std::size_t count, std
   return false;
 }
 
+// Judges a chunk of more pieces than one scan holds (a chunk of 16 KiB pages has 2048 base pages,
+// alternating present and absent: 2048 spans) by scans that go on where the last stopped: whether
+// [lo, hi) is wholly mapped, and whether it holds data. False when a scan fails.
+inline bool judge_chunk(int pagemap_fd, std::uintptr_t lo, std::uintptr_t hi, bool& mapped,
+                        bool& data) noexcept {
+  pagemap::page_region spans[run_capacity];
+  mapped = true;
+  data = false;
+  for (std::uintptr_t at = lo; at < hi;) {
+    std::size_t count = 0, next = 0;
+    std::uintptr_t scanned_to = at;
+    if (!mapped_spans(pagemap_fd, at, hi, spans, count, scanned_to) || scanned_to <= at) {
+      return false;
+    }
+    if (!wholly_mapped(spans, count, next, at, scanned_to)) {
+      mapped = false;
+      return true;
+    }
+    data = data || holds_data(spans, count, next, at, scanned_to);
+    at = scanned_to;
+  }
+  return true;
+}
+
 // Whether [lo, hi) is wholly mapped now (one PAGEMAP_SCAN); true when the scan fails.
 inline bool still_mapped(int pagemap_fd, std::uintptr_t lo, std::uintptr_t hi) noexcept {
   pagemap::page_region spans[run_capacity];
@@ -156,9 +186,18 @@ inline std::uintptr_t user_address_limit(int pagemap_fd) noexcept {
 }
 
 // Whether the chunk at `p` of this process is not wholly mapped: mincore(2) answers ENOMEM then.
+// Asked in steps of 512 base pages, the vector a step fills.
 inline bool chunk_unmapped(void* p) noexcept {
-  unsigned char vector[collapse_chunk / 4096];
-  return ::mincore(p, collapse_chunk, vector) != 0 && errno == ENOMEM;
+  unsigned char vector[512];
+  const std::size_t chunk = collapse_chunk_bytes();
+  const std::size_t step = sizeof vector * os::base_page_size();
+  char* const at = static_cast<char*>(p);
+  for (std::size_t done = 0; done < chunk; done += step) {
+    if (::mincore(at + done, std::min(step, chunk - done), vector) != 0 && errno == ENOMEM) {
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace hugepage::detail
