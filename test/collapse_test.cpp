@@ -178,7 +178,8 @@ TEST(Collapse, ChunksAreThePmdSizeAndWhatIsCountedIsWhatTheKernelShows) {
   EXPECT_EQ(r.collapsed + r.refused, length) << describe(r);
   EXPECT_EQ(r.calls, 3u) << describe(r);
   EXPECT_EQ(anon_huge_pages(region.get()), r.collapsed) << describe(r);
-  EXPECT_EQ(r.collapsed, length) << describe(r);
+  // Some, not all: a chunk may be refused where compaction finds no free block (a loaded host).
+  EXPECT_GE(r.collapsed, kHuge) << describe(r);
   EXPECT_TRUE(region.intact());
 }
 
