@@ -286,6 +286,12 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
     row.collapsed += r.collapsed;
     row.refused = r.refused;
     row.left = r.left;
+    // What is resident there: on sparse memory far less than the chunks' address range.
+    const auto resume = reinterpret_cast<std::uintptr_t>(r.resume);
+    row.left_base =
+        r.left == 0 || resume >= row.end
+            ? 0
+            : backing_of(view, reinterpret_cast<const void*>(resume), row.end - resume).base;
     row.ms += std::chrono::duration<double, std::milli>(r.elapsed).count();
     row.refusals.clear();
     for (const collapse_refusal& x : r.refusals) {
@@ -336,7 +342,9 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
   if (report.fatal) explain(report.fatal.value());
   if (!report.fatal) {
     for (const collapse_row& row : report.rows) {
-      if (row.blocked.empty()) report.remaining += row.attempted ? row.left : row.resident_base;
+      if (!row.blocked.empty()) continue;
+      report.remaining += row.attempted ? row.left_base : row.resident_base;
+      report.remaining_range += row.attempted ? row.left : row.end - row.start;
     }
     if (report.remaining != 0) {
       report.stopped_by = submitted >= o.max_bytes ? "--max-bytes" : "--budget-ms";
