@@ -83,6 +83,14 @@ struct collapse_report {
 /// process but `o.pid`. Sets `ec` and `error` when the process cannot be read at all.
 collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std::string& error);
 
+/// The memory a --collapse of process `pid` (`mappings`: its smaps) would add by filling partly
+/// populated chunks: the growth its dry run reports, from the same candidate ranges. nullopt
+/// where a range's growth is unknown (no PAGEMAP_SCAN). `thp_disabled`: status THP_enabled 0.
+/// Changes nothing.
+std::optional<std::size_t> predicted_collapse_growth(pid_t pid,
+                                                     const std::vector<mapping_info>& mappings,
+                                                     bool thp_disabled);
+
 /// The memory limit file of the cgroup that `proc_cgroup_text` (a /proc/PID/cgroup) names, by the
 /// version in use: "memory.limit_in_bytes (cgroup v1)" where a v1 hierarchy has the memory
 /// controller, else "memory.max (cgroup v2)". Pure.
