@@ -565,12 +565,14 @@ void advise_tmpfs(const process_report& p, const system_report& s, const memory_
       a.commands.push_back(shell_line({"nsenter", "-t", std::to_string(p.pid), "-m", "mount", "-o",
                                        "remount,huge=within_size", c.mount}));
     }
+    const std::string remount =
+        safe_mount ? fmt::format("the command remounts its {} from inside that namespace", mount)
+                   : fmt::format("a remount of its {} must run inside that namespace", mount);
     a.message += fmt::format(
-        "; the process has a mount namespace of its own (a container): {} remounts its {} from "
-        "inside that namespace (nsenter -t {} -m), not the host's, and lasts until the container "
-        "restarts; the host's /etc/fstab does not reach it, so set huge=within_size where the "
-        "container's mounts are defined",
-        safe_mount ? "the command" : "a remount", mount, p.pid);
+        "; the process has a mount namespace of its own (a container): {} (nsenter -t {} -m), "
+        "not the host's, and lasts until the container restarts; the host's /etc/fstab does not "
+        "reach it, so set huge=within_size where the container's mounts are defined",
+        remount, p.pid);
     a.evidence.push_back("/proc/PID/ns/mnt differs from the doctor's: its own mount namespace");
   } else if (safe_mount) {
     a.commands.push_back(shell_line({"mount", "-o", "remount,huge=within_size", c.mount}));

@@ -273,6 +273,10 @@ TEST(DoctorReach, DevShmFileFollowsItsMountNotShmemEnabled) {
   const advice spaced = only(advise_process(p, s), "tmpfs_mount_without_huge");
   EXPECT_TRUE(spaced.commands.empty());
   EXPECT_TRUE(mentions(spaced, "a mount namespace of its own (a container)")) << spaced.message;
+  EXPECT_TRUE(mentions(spaced,
+                       "a remount of its /tmp/my mnt must run inside that namespace "
+                       "(nsenter -t 4242 -m)"))
+      << spaced.message;
   EXPECT_TRUE(mentions(spaced, "the host's /etc/fstab does not reach it")) << spaced.message;
   EXPECT_FALSE(mentions(spaced, "/etc/fstab by hand")) << spaced.message;
   EXPECT_TRUE(mentions(spaced, "no command is printed: the mount point holds characters"))
