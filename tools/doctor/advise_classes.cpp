@@ -558,17 +558,21 @@ void advise_tmpfs(const process_report& p, const system_report& s, const memory_
       "base pages until the files are written again: restart the program or re-create the files "
       "after the remount",
       mount);
-  if (safe_mount && p.own_mount_namespace) {
+  if (p.own_mount_namespace) {
     // A container's mount: the host's mount point of that name is another mount, and the
     // host's /etc/fstab does not make the container's. The remount acts in its namespace.
-    a.commands.push_back(shell_line({"nsenter", "-t", std::to_string(p.pid), "-m", "mount", "-o",
-                                     "remount,huge=within_size", c.mount}));
+    if (safe_mount) {
+      a.commands.push_back(shell_line({"nsenter", "-t", std::to_string(p.pid), "-m", "mount", "-o",
+                                       "remount,huge=within_size", c.mount}));
+    }
+    const std::string remount =
+        safe_mount ? fmt::format("the command remounts its {} from inside that namespace", mount)
+                   : fmt::format("a remount of its {} must run inside that namespace", mount);
     a.message += fmt::format(
-        "; the process has a mount namespace of its own (a container): the command remounts its "
-        "{} from inside that namespace (nsenter), not the host's, and lasts until the container "
-        "restarts; the host's /etc/fstab does not reach it, so set huge=within_size where the "
-        "container's mounts are defined",
-        c.mount);
+        "; the process has a mount namespace of its own (a container): {} (nsenter -t {} -m), "
+        "not the host's, and lasts until the container restarts; the host's /etc/fstab does not "
+        "reach it, so set huge=within_size where the container's mounts are defined",
+        remount, p.pid);
     a.evidence.push_back("/proc/PID/ns/mnt differs from the doctor's: its own mount namespace");
   } else if (safe_mount) {
     a.commands.push_back(shell_line({"mount", "-o", "remount,huge=within_size", c.mount}));
@@ -579,6 +583,11 @@ void advise_tmpfs(const process_report& p, const system_report& s, const memory_
           "; to keep it after a reboot, add huge=within_size to {}'s line in /etc/fstab by hand",
           c.mount);
     }
+  }
+  if (!safe_mount && !c.mount.empty()) {
+    a.message +=
+        "; no command is printed: the mount point holds characters the doctor will not put into "
+        "a command (a space, a quote, a backslash, #, or a byte that is not printable ASCII)";
   }
   a.trade = "files on the mount grow in 2 MiB steps up to their size: more memory for sparse ones";
   out.push_back(with_reach(std::move(a), classes));

@@ -308,8 +308,22 @@ void judge_memory_limit(const process_report& p, const system_report& s, std::ve
   const cgroup_limit& l = *p.memory_limit;
   std::size_t growth = 0;
   std::vector<std::string> grown;
+  // A --collapse collapses all the process's candidate ranges at once: its growth, as the dry
+  // run predicts it (filling partly populated chunks), counted once, whichever advice names it.
+  bool collapse_counted = false;
   for (const advice& a : out) {
     if (a.commands.empty() || a.reaches.empty()) continue;
+    const auto collapse = [](const std::string& c) {
+      return c.rfind("hugepage-doctor ", 0) == 0 && c.find(" --collapse") != std::string::npos;
+    };
+    if (p.collapse_growth && std::any_of(a.commands.begin(), a.commands.end(), collapse)) {
+      if (!collapse_counted) growth += *p.collapse_growth;
+      collapse_counted = true;
+      if (std::all_of(a.commands.begin(), a.commands.end(), collapse)) {
+        if (std::find(grown.begin(), grown.end(), a.id) == grown.end()) grown.push_back(a.id);
+        continue;
+      }
+    }
     for (const memory_class_usage& c : p.classes) {
       if (std::find(a.reaches.begin(), a.reaches.end(), name_of(c.kind)) == a.reaches.end() ||
           c.kind == memory_class::hugetlb) {

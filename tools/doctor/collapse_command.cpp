@@ -174,49 +174,13 @@ double resident_share(const backing_report& b) {
 
 }  // namespace
 
-collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std::string& error) {
-  // The budget bounds the whole run: reading the process's mappings counts too.
-  using clock = std::chrono::steady_clock;
-  const clock::time_point start = clock::now();
-  collapse_report report;
-  report.pid = o.pid;
-  report.dry_run = o.dry_run;
-  report.budget = o.budget;
-  report.max_bytes = o.max_bytes;
-  const std::optional<process_status> status = read_status("", o.pid);
-  // A thread's id reads its process's memory, but process_madvise needs the process itself.
-  if (const auto tgid = status ? status->number("Tgid") : std::nullopt;
-      tgid && *tgid != static_cast<std::uint64_t>(o.pid)) {
-    ec = std::make_error_code(std::errc::invalid_argument);
-    error =
-        fmt::format("pid {} is a thread of process {}: a collapse works on a process (--pid {})",
-                    o.pid, *tgid, *tgid);
-    return report;
-  }
-  const std::vector<mapping_info> mappings = read_smaps(o.pid, ec);
-  if (ec) {
-    const std::string smaps = "/proc/" + std::to_string(o.pid) + "/smaps";
-    if (ec == std::errc::no_such_file_or_directory) {
-      error = "no process with pid " + std::to_string(o.pid);
-    } else if (ec == std::errc::permission_denied || ec == std::errc::operation_not_permitted) {
-      // Reading smaps and pagemap is all a dry run does and the first step of a collapse: the
-      // access rules of the process report. The collapse itself needs more.
-      error = explain_unreadable(o.pid, ec.value(), read_access_facts(o.pid));
-      if (!o.dry_run) {
-        error +=
-            "; the collapse (process_madvise MADV_COLLAPSE) needs CAP_SYS_NICE and ptrace "
-            "access to pid " +
-            std::to_string(o.pid) + " besides";
-      }
-    } else {
-      error = "cannot read " + smaps + ": " + ec.message();
-    }
-    return report;
-  }
-  // The target opened once: its pagemap and maps serve every row's coverage, growth and collapse.
-  const process_view view(o.pid);
-  const auto thp_enabled = status ? status->number("THP_enabled") : std::nullopt;
-  const bool thp_disabled = thp_enabled && *thp_enabled == 0;
+namespace {
+
+// Fills `report` with the candidate ranges of the process of `view` (`mappings`: its smaps):
+// rows, largest expected gain first, blocked ranges last; expected gain, growth, blocked bytes.
+// `thp_disabled`: status THP_enabled 0. Changes nothing.
+void list_candidates(const process_view& view, const std::vector<mapping_info>& mappings,
+                     bool thp_disabled, collapse_report& report) {
   const std::string shmem_enabled = read_thp_settings().shmem_enabled.value_or("");
   // deny forbids huge pages to shared memory, MADV_COLLAPSE's too; never stops only faults and
   // khugepaged (Linux 6.18 collapses memfd and MAP_SHARED memory under never).
@@ -260,6 +224,65 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
                      return a.resident_base != b.resident_base ? a.resident_base > b.resident_base
                                                                : a.on_base > b.on_base;
                    });
+}
+
+}  // namespace
+
+std::optional<std::size_t> predicted_collapse_growth(pid_t pid,
+                                                     const std::vector<mapping_info>& mappings,
+                                                     bool thp_disabled) {
+  const process_view view(pid);
+  collapse_report report;
+  list_candidates(view, mappings, thp_disabled, report);
+  for (const collapse_row& row : report.rows) {
+    if (!row.growth) return std::nullopt;
+  }
+  return report.growth;
+}
+
+collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std::string& error) {
+  // The budget bounds the whole run: reading the process's mappings counts too.
+  using clock = std::chrono::steady_clock;
+  const clock::time_point start = clock::now();
+  collapse_report report;
+  report.pid = o.pid;
+  report.dry_run = o.dry_run;
+  report.budget = o.budget;
+  report.max_bytes = o.max_bytes;
+  const std::optional<process_status> status = read_status("", o.pid);
+  // A thread's id reads its process's memory, but process_madvise needs the process itself.
+  if (const auto tgid = status ? status->number("Tgid") : std::nullopt;
+      tgid && *tgid != static_cast<std::uint64_t>(o.pid)) {
+    ec = std::make_error_code(std::errc::invalid_argument);
+    error =
+        fmt::format("pid {} is a thread of process {}: a collapse works on a process (--pid {})",
+                    o.pid, *tgid, *tgid);
+    return report;
+  }
+  const std::vector<mapping_info> mappings = read_smaps(o.pid, ec);
+  if (ec) {
+    const std::string smaps = "/proc/" + std::to_string(o.pid) + "/smaps";
+    if (ec == std::errc::no_such_file_or_directory) {
+      error = "no process with pid " + std::to_string(o.pid);
+    } else if (ec == std::errc::permission_denied || ec == std::errc::operation_not_permitted) {
+      // Reading smaps and pagemap is all a dry run does and the first step of a collapse: the
+      // access rules of the process report. The collapse itself needs more.
+      error = explain_unreadable(o.pid, ec.value(), read_access_facts(o.pid));
+      if (!o.dry_run) {
+        error +=
+            "; the collapse (process_madvise MADV_COLLAPSE) needs CAP_SYS_NICE and ptrace "
+            "access to pid " +
+            std::to_string(o.pid) + " besides";
+      }
+    } else {
+      error = "cannot read " + smaps + ": " + ec.message();
+    }
+    return report;
+  }
+  // The target opened once: its pagemap and maps serve every row's coverage, growth and collapse.
+  const process_view view(o.pid);
+  const auto thp_enabled = status ? status->number("THP_enabled") : std::nullopt;
+  list_candidates(view, mappings, thp_enabled && *thp_enabled == 0, report);
   if (o.dry_run) return report;
   test_hook();
 
@@ -286,6 +309,12 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
     row.collapsed += r.collapsed;
     row.refused = r.refused;
     row.left = r.left;
+    // What is resident there: on sparse memory far less than the chunks' address range.
+    const auto resume = reinterpret_cast<std::uintptr_t>(r.resume);
+    row.left_base =
+        r.left == 0 || resume >= row.end
+            ? 0
+            : backing_of(view, reinterpret_cast<const void*>(resume), row.end - resume).base;
     row.ms += std::chrono::duration<double, std::milli>(r.elapsed).count();
     row.refusals.clear();
     for (const collapse_refusal& x : r.refusals) {
@@ -336,7 +365,9 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
   if (report.fatal) explain(report.fatal.value());
   if (!report.fatal) {
     for (const collapse_row& row : report.rows) {
-      if (row.blocked.empty()) report.remaining += row.attempted ? row.left : row.resident_base;
+      if (!row.blocked.empty()) continue;
+      report.remaining += row.attempted ? row.left_base : row.resident_base;
+      report.remaining_range += row.attempted ? row.left : row.end - row.start;
     }
     if (report.remaining != 0) {
       report.stopped_by = submitted >= o.max_bytes ? "--max-bytes" : "--budget-ms";

@@ -48,8 +48,9 @@ struct collapse_row {
   /// Huge share of the range's resident memory (not of its whole address range: a range half
   /// resident and all huge is 100%)
   double before = 0, after = 0;
-  std::size_t collapsed = 0;                          ///< by all passes
-  std::size_t refused = 0, left = 0;                  ///< by the last pass
+  std::size_t collapsed = 0;          ///< by all passes
+  std::size_t refused = 0, left = 0;  ///< by the last pass
+  std::size_t left_base = 0;          ///< resident bytes on base pages in the chunks `left`
   std::vector<std::pair<int, std::size_t>> refusals;  ///< errno, chunks: of the last pass
   double ms = 0;                                      ///< all passes
   int passes = 0;  ///< collapse calls on the range: more than one after EAGAIN
@@ -68,6 +69,9 @@ struct collapse_report {
   /// Base-page bytes of candidate ranges the run left untried when a bound stopped it: ranges
   /// never reached and chunks a pass left (0 in a dry run, or when an error stopped it)
   std::size_t remaining = 0;
+  /// The whole 2 MiB chunks of address range those cover (what the bounds count): for the bound
+  /// that would cover the rest
+  std::size_t remaining_range = 0;
   /// The bound that stopped it with `remaining` left: "--budget-ms" or "--max-bytes" ("" none)
   std::string stopped_by;
   std::chrono::milliseconds budget{0};  ///< the run's bounds (collapse_options)
@@ -78,6 +82,14 @@ struct collapse_report {
 /// Finds the candidate ranges of `o.pid` and, unless `o.dry_run`, collapses them. Touches no
 /// process but `o.pid`. Sets `ec` and `error` when the process cannot be read at all.
 collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std::string& error);
+
+/// The memory a --collapse of process `pid` (`mappings`: its smaps) would add by filling partly
+/// populated chunks: the growth its dry run reports, from the same candidate ranges. nullopt
+/// where a range's growth is unknown (no PAGEMAP_SCAN). `thp_disabled`: status THP_enabled 0.
+/// Changes nothing.
+std::optional<std::size_t> predicted_collapse_growth(pid_t pid,
+                                                     const std::vector<mapping_info>& mappings,
+                                                     bool thp_disabled);
 
 /// The memory limit file of the cgroup that `proc_cgroup_text` (a /proc/PID/cgroup) names, by the
 /// version in use: "memory.limit_in_bytes (cgroup v1)" where a v1 hierarchy has the memory

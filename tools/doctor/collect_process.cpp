@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "allocator_settings.hpp"
+#include "collapse_command.hpp"
 #include "debian_packages.hpp"
 #include "hugepage/kernel_counters.hpp"
 #include "hugepage/kernel_files.hpp"
@@ -384,6 +385,7 @@ process_report build_process_report(pid_t pid, const process_files& files,
   if (files.cgroup) {
     p.cgroup = hugetlb_cgroup_report(root, *files.cgroup, sizes);
     p.memory_limit = memory_cgroup_limit(root, *files.cgroup);
+    p.collapse_growth = files.collapse_growth;
     p.unit = systemd_unit(*files.cgroup);
   } else {
     p.cgroup.status = "/proc/PID/cgroup unreadable";
@@ -498,6 +500,13 @@ std::optional<process_report> collect_process(pid_t pid, std::size_t top, collec
     if (!allocator.library.empty()) files_of_interest.push_back(allocator.library);
     if (!identity.runtime.file.empty()) files_of_interest.push_back(identity.runtime.file);
     files.packages = debian_packages("", files_of_interest);
+  }
+  // A collapse's growth, weighed against a memory cgroup limit: read (a page walk of the
+  // candidate ranges) only where there is one.
+  if (files.cgroup && memory_cgroup_limit("", *files.cgroup)) {
+    const auto thp = identity.status.find("THP_enabled");
+    files.collapse_growth =
+        predicted_collapse_growth(pid, mappings, thp != identity.status.end() && thp->second == 0);
   }
   process_report p = build_process_report(pid, files, mappings, identity, top, "");
   test_hook();

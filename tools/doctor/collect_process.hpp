@@ -49,6 +49,9 @@ struct process_files {
   std::optional<view_residency> views;
   /// Whether its mount namespace (/proc/PID/ns/mnt) is not the doctor's; nullopt: not known.
   std::optional<bool> own_mount_namespace;
+  /// What a --collapse would add filling partly populated chunks (predicted_collapse_growth()),
+  /// read only where a memory cgroup limit is set; nullopt: not read or unknown.
+  std::optional<std::size_t> collapse_growth;
 };
 
 /// Who a process is, judged once from its files: its status fields, mapped files, allocator and

@@ -206,6 +206,9 @@ struct process_report {
   bool own_mount_namespace = false;
   /// The tightest memory cgroup limit over it (memory_cgroup_limit()); nullopt: none, or unread
   std::optional<cgroup_limit> memory_limit;
+  /// What a --collapse would add filling partly populated chunks, as its dry run predicts it
+  /// (process_files::collapse_growth); nullopt: not read
+  std::optional<std::size_t> collapse_growth;
   std::vector<anon_mapping> largest;
   /// Resident memory by what maps it (memory_class), largest first; classes with nothing
   /// resident are left out. The classes' resident bytes sum to rss plus hugetlb_total().

@@ -32,26 +32,31 @@ bool budget_cut(const collapse_report& report) {
 
 std::string go_on(const collapse_report& report) {
   if (report.dry_run || report.remaining == 0 || report.stopped_by.empty()) return {};
-  std::string raise;
-  if (report.stopped_by == "--max-bytes") {
-    raise = fmt::format("--max-bytes {}", report.max_bytes + report.remaining);
-  } else {
-    // At this run's rate, rounded up to whole seconds; twice the budget where nothing collapsed.
-    const double ms = static_cast<double>(report.budget.count());
-    const double needed = report.collapsed == 0
-                              ? 2 * ms
-                              : ms * static_cast<double>(report.collapsed + report.remaining) /
-                                    static_cast<double>(report.collapsed);
-    const auto rounded = static_cast<long long>(std::ceil(needed / 1000.0) * 1000.0);
-    raise = fmt::format("--budget-ms {}", std::max<long long>(rounded, report.budget.count() + 1));
-  }
-  return fmt::format(
-      "Stopped at {} {}: {} on base pages in whole 2 MiB chunks was not tried. Run again to go "
-      "on, or raise the bound ({} would cover the rest at this run's rate).",
+  const std::string stopped = fmt::format(
+      "Stopped at {} {}: {} on base pages in whole 2 MiB chunks was not tried. Run again to go on, "
+      "or raise the bound",
       report.stopped_by,
       report.stopped_by == "--max-bytes" ? std::to_string(report.max_bytes)
                                          : std::to_string(report.budget.count()),
-      format_bytes(report.remaining), raise);
+      format_bytes(report.remaining));
+  // The bounds count chunks of address range, collapsed or not: what is left of them is what
+  // the rest needs, however little of it is resident.
+  const double left = static_cast<double>(report.remaining_range);
+  if (report.stopped_by == "--max-bytes") {
+    return fmt::format("{} (--max-bytes {} would cover the rest).", stopped,
+                       report.max_bytes + report.remaining_range);
+  }
+  if (report.collapsed == 0) {
+    // No chunk collapsed within the budget: no rate to size a budget from.
+    return stopped + ": no chunk collapsed within it, so this run gives no rate to size it from.";
+  }
+  // At this run's rate, rounded up to whole seconds.
+  const double ms = static_cast<double>(report.budget.count());
+  const double needed =
+      ms * (static_cast<double>(report.collapsed) + left) / static_cast<double>(report.collapsed);
+  const auto rounded = static_cast<long long>(std::ceil(needed / 1000.0) * 1000.0);
+  return fmt::format("{} (--budget-ms {} would cover the rest at this run's rate).", stopped,
+                     std::max<long long>(rounded, report.budget.count() + 1));
 }
 
 std::string nothing_collapsed(const collapse_report& report) {

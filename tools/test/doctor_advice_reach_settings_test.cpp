@@ -683,5 +683,29 @@ TEST(DoctorReach, GrowthIsWeighedAgainstTheMemoryCgroupLimit) {
   EXPECT_EQ(find(advise_process(p, healthy_system()), "memory_cgroup_limit"), std::nullopt);
 }
 
+// Sparse memory that --collapse would fill: the growth weighed is the one its dry run predicts
+// (298 MiB of filling), not whole pages over each mapping's resident memory (nothing here), in a
+// cgroup with 124 MiB left of 1 GiB (over a tenth: only the growth makes it not fit).
+TEST(DoctorReach, ACollapsesGrowthIsTheOneItsDryRunPredicts) {
+  process_report p = big_process("glibc", {}, "2.36");
+  memory_class_usage c = usage(memory_class::anonymous_mmap, 300 * mib);
+  c.pool_bytes = 300 * mib;
+  p = process_with(p, c);
+  p.memory_limit =
+      cgroup_limit{"/sys/fs/cgroup/memory/app/memory.limit_in_bytes", 1 * gib, 900 * mib, 0};
+  p.collapse_growth = 298 * mib;
+  auto list = advise_process(p, healthy_system());
+  ASSERT_EQ(only(list, "base_pages_out_of_reach").commands,
+            std::vector<std::string>{"hugepage-doctor --pid 4242 --collapse"});
+  const advice a = only(list, "memory_cgroup_limit");
+  EXPECT_TRUE(mentions(a, "(base_pages_out_of_reach) grows its RSS, by at least 298 MiB"))
+      << a.message;
+  EXPECT_TRUE(mentions(a, "which does not fit; raise memory.limit_in_bytes first")) << a.message;
+  // Filling nothing: room enough.
+  p.collapse_growth = 0;
+  list = advise_process(p, healthy_system());
+  EXPECT_EQ(find(list, "memory_cgroup_limit"), std::nullopt) << ids(list);
+}
+
 }  // namespace
 }  // namespace hugepage::doctor

@@ -257,6 +257,34 @@ TEST(DoctorReach, DevShmFileFollowsItsMountNotShmemEnabled) {
             std::vector<std::string>{"mount -o remount,huge=within_size '/mnt/x;reboot'"});
   p.classes[0].mount = "/mnt/\x1b[2J";
   EXPECT_TRUE(only(advise_process(p, s), "tmpfs_mount_without_huge").commands.empty());
+  EXPECT_TRUE(mentions(only(advise_process(p, s), "tmpfs_mount_without_huge"),
+                       "no command is printed: the mount point holds characters the doctor will "
+                       "not put into a command"));
+  // A container's mount: the remount inside its namespace. Where its mount point holds a space
+  // there is no command, but the namespace and why there is no command are still said.
+  p.own_mount_namespace = true;
+  p.pid = 4242;
+  p.classes[0].mount = "/tmp/scratch";
+  const advice inside = only(advise_process(p, s), "tmpfs_mount_without_huge");
+  EXPECT_EQ(inside.commands, std::vector<std::string>{"nsenter -t 4242 -m mount -o "
+                                                      "remount,huge=within_size /tmp/scratch"});
+  EXPECT_FALSE(mentions(inside, "no command is printed")) << inside.message;
+  p.classes[0].mount = "/tmp/my mnt";
+  const advice spaced = only(advise_process(p, s), "tmpfs_mount_without_huge");
+  EXPECT_TRUE(spaced.commands.empty());
+  EXPECT_TRUE(mentions(spaced, "a mount namespace of its own (a container)")) << spaced.message;
+  EXPECT_TRUE(mentions(spaced,
+                       "a remount of its /tmp/my mnt must run inside that namespace "
+                       "(nsenter -t 4242 -m)"))
+      << spaced.message;
+  EXPECT_TRUE(mentions(spaced, "the host's /etc/fstab does not reach it")) << spaced.message;
+  EXPECT_FALSE(mentions(spaced, "/etc/fstab by hand")) << spaced.message;
+  EXPECT_TRUE(mentions(spaced, "no command is printed: the mount point holds characters"))
+      << spaced.message;
+  EXPECT_NE(std::find(spaced.evidence.begin(), spaced.evidence.end(),
+                      "/proc/PID/ns/mnt differs from the doctor's: its own mount namespace"),
+            spaced.evidence.end());
+  p.own_mount_namespace = false;
   // The mount has huge= already: the pages predate it.
   p.classes[0].mount = "/dev/shm";
   p.classes[0].mount_huge = "within_size";

@@ -105,6 +105,7 @@ TEST(DoctorCollapseReport, ARunStoppedByItsBudgetSaysWhatRemainsAndHowToGoOn) {
   r.explanations.clear();
   r.collapsed = 2 * chunk;
   r.remaining = 6 * chunk;
+  r.remaining_range = 6 * chunk;
   r.stopped_by = "--budget-ms";
   r.budget = std::chrono::milliseconds(1000);
   EXPECT_EQ(hugepage::doctor::go_on(r),
@@ -117,6 +118,41 @@ TEST(DoctorCollapseReport, ARunStoppedByItsBudgetSaysWhatRemainsAndHowToGoOn) {
   EXPECT_EQ(nothing_collapsed(r), "");
   r.dry_run = true;
   EXPECT_EQ(hugepage::doctor::go_on(r), "");
+}
+
+// Stopped by the budget before any chunk collapsed: no rate, so no budget presented as covering
+// the rest (twice this one, or the default, need not).
+TEST(DoctorCollapseReport, ABudgetThatCollapsedNothingGivesNoRate) {
+  collapse_report r = busy_range(0);
+  r.rows[0].refusals.clear();
+  r.rows[0].refused = 0;
+  r.rows[0].attempted = false;
+  r.explanations.clear();
+  r.collapsed = 0;
+  r.remaining = 8 * chunk;
+  r.remaining_range = 8 * chunk;
+  r.stopped_by = "--budget-ms";
+  r.budget = std::chrono::milliseconds(30);
+  EXPECT_EQ(hugepage::doctor::go_on(r),
+            "Stopped at --budget-ms 30: 16 MiB on base pages in whole 2 MiB chunks was not tried. "
+            "Run again to go on, or raise the bound: no chunk collapsed within it, so this run "
+            "gives no rate to size it from.");
+}
+
+// Stopped by --max-bytes on sparse memory: 6 MiB resident on base pages in 12 MiB of chunks; the
+// bound counts chunks, so the one that covers the rest adds their address range.
+TEST(DoctorCollapseReport, MaxBytesCoversTheRestsAddressRange) {
+  collapse_report r = busy_range(0);
+  r.explanations.clear();
+  r.collapsed = 2 * chunk;
+  r.remaining = 3 * chunk;
+  r.remaining_range = 6 * chunk;
+  r.stopped_by = "--max-bytes";
+  r.max_bytes = 2 * chunk;
+  EXPECT_EQ(hugepage::doctor::go_on(r),
+            "Stopped at --max-bytes 4194304: 6 MiB on base pages in whole 2 MiB chunks was not "
+            "tried. Run again to go on, or raise the bound (--max-bytes 16777216 would cover the "
+            "rest).");
 }
 
 }  // namespace

@@ -234,6 +234,28 @@ TEST(DoctorCollapse, AChunkWithoutDataIsLeftAlone) {
   EXPECT_EQ(target.finish(), 0);
 }
 
+// Every other page populated and --max-bytes stopping the run after two chunks: what remains is
+// the base-page memory of the 14 chunks left (14 MiB), not their 28 MiB of address range; the
+// bound that covers the rest counts the address range, which --max-bytes does.
+TEST(DoctorCollapse, RemainingCountsResidentBytesOfSparseMemory) {
+  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("process_madvise(MADV_COLLAPSE) needs root");
+  Target target(2 * 4096);
+  ASSERT_GT(target.pid(), 0);
+  const run_result run = doctor("--pid " + std::to_string(target.pid()) +
+                                " --collapse --budget-ms 5000 --max-bytes 4194304 --json");
+  EXPECT_EQ(run.status, 0) << run.err;
+  const nlohmann::json json = nlohmann::json::parse(run.out);
+  const nlohmann::json range = range_at(json, target.address());
+  ASSERT_FALSE(range.is_null()) << run.out;
+  ASSERT_EQ(range.at("collapsed_bytes"), 2 * kHuge) << run.out;
+  EXPECT_EQ(json.at("stopped_by"), "--max-bytes");
+  // The other ranges (the target's heap and stack) were never reached: all of theirs remains.
+  const std::size_t others = json.at("expected_gain_bytes").get<std::size_t>() - kLength / 2;
+  EXPECT_EQ(json.at("remaining_bytes").get<std::size_t>(), others + (kLength - 2 * kHuge) / 2)
+      << run.out;
+  EXPECT_EQ(target.finish(), 0);
+}
+
 // The budget bounds the whole run: spent while the doctor reads the target (its test hook holds it
 // there for 20 ms), it leaves no time for a chunk. No range counts as attempted, and the table
 // says why it exits 1.
