@@ -494,10 +494,11 @@ TEST(Collapse, AViewUnderARootNeverAdvisesTheProcessOfItsPid) {
 TEST(Collapse, AViewOfPidZeroUnderARootNeverAdvisesThisProcess) {
   HUGEPAGE_REQUIRE_COLLAPSE();
   const std::size_t length = 8 * kMiB;
-  // Base pages under any THP mode (always faults huge pages), advised again: collapsible.
+  // Base pages under any THP mode, and kept so (MADV_NOHUGEPAGE): advised MADV_HUGEPAGE under THP
+  // always, khugepaged collapsed a quarter of it during the test in the lab's 6.1 guest. A call
+  // made would show in `calls` all the same (refused or not).
   Populated region(length, MADV_NOHUGEPAGE);
   ASSERT_NE(region.get(), nullptr);
-  ASSERT_FALSE(hugepage::os::advise(region.get(), length, MADV_HUGEPAGE));
   ASSERT_LT(hugepage::backing_of(region.get(), length).huge_fraction(), 0.01);
   char dir[] = "/tmp/hugepage-collapse-root-XXXXXX";
   ASSERT_NE(::mkdtemp(dir), nullptr);
