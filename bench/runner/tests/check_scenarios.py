@@ -58,6 +58,11 @@ def check(bench, registry, suite, out_dir):
     cells = collect([Run(1, "glibc", cmd, {}, 0, 0.0, str(json_path), data)], [config], "auto")
     problems = []
     mine = [c for c in cells.values() if c.suite == suite]
+    # Without 1 GiB pages (no such pool on this CPU, or its directory hidden) the binary leaves
+    # the 1 GiB row out with its reason: no row is expected of it.
+    if not Path("/sys/kernel/mm/hugepages/hugepages-1048576kB").is_dir():
+        allocators = [a for a in allocators if a != "hugetlb_1g"
+                      or any(c.allocator == a for c in mine)]
     if sorted(c.allocator for c in mine) != sorted(allocators):
         problems.append(f"{suite}: rows {sorted(c.allocator for c in mine)}, expected "
                         f"{sorted(allocators)}")
