@@ -74,15 +74,20 @@ def oom_kills(root=""):
     return None
 
 
+def signal_name(number):
+    """A signal's name (SIGBUS), or "signal N" for a number Python does not name."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
 def describe_exit(rc, oom_before=None, oom_after=None):
     """A run's exit status in words: a signal by its name, and a SIGKILL while the OOM killer's
     count rose as what it most likely was."""
     if rc >= 0:
         return f"exit status {rc}"
-    try:
-        name = signal.Signals(-rc).name
-    except ValueError:
-        name = f"signal {-rc}"
+    name = signal_name(-rc)
     if rc == -signal.SIGKILL and oom_before is not None and oom_after is not None \
             and oom_after > oom_before:
         return (f"killed by the kernel's OOM killer (SIGKILL while /proc/vmstat oom_kill rose by "
@@ -159,10 +164,7 @@ KNOWN_FIELDS = {"name", "run_name", "run_type", "repetitions", "repetition_index
 def ended_text(rc):
     """How a run's process ended, from its return code, in words."""
     if rc < 0:
-        try:
-            return f"was killed by {signal.Signals(-rc).name}"
-        except ValueError:
-            return f"was killed by signal {-rc}"
+        return f"was killed by {signal_name(-rc)}"
     if rc == 124:
         return "was killed at its time limit"
     return f"exited with status {rc}"
