@@ -13,6 +13,9 @@ library's detail namespace (`detail::x` in code, not in a comment or a string li
 with no allowance: what a tool needs has a public home, or a home in the tool. Python 3's standard library only; run by
 scripts/lint and by the ctest Lint.Layers (scripts/check_layers_test.py).
 
+A bound ("bound allocator.hpp 5300 lines" in the map): that header's include closure (it and the
+library headers it reaches, directly or not) has at most that many lines, or it is reported.
+
 The umbrella: every public header (include/hugepage/*, not detail/) is named in the overview
 comment that opens hugepage.hpp (a line `//   name.hpp  what it holds`) and included by it; one
 whose overview line says "not included" (an optional header with its own dependency) is exempt
@@ -40,6 +43,7 @@ ANY_INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 RAW_PREFIX = re.compile(r'(?:^|[^A-Za-z0-9_])(?:u8|u|U|L)?R$')
 FLOOR = re.compile(r"^floor\s+([A-Za-z0-9_-]+)\s*:")
 ALLOW = re.compile(r"^allow\s+(\S+)\s*->\s*(\S+)$")
+BOUND = re.compile(r"^bound\s+(\S+)\s+(\d+)\s+lines$")
 OVERVIEW_ENTRY = re.compile(r"^//\s+([A-Za-z0-9_]+\.hpp)\s")  # "//   name.hpp  what"
 UMBRELLA = "hugepage.hpp"
 DETAIL_NAME = re.compile(r"\bdetail::(\w*)")
@@ -108,6 +112,7 @@ class Layers:
         self.floor_of = {}  # header -> index into floors
         self.line_of = {}  # header -> line of the map that lists it
         self.allowed = {}  # (header, included header) -> line of its "allow" entry
+        self.bounds = {}  # header -> (most lines its include closure may have, line of the entry)
 
 
 def read_map(path, problems, shown=None):
@@ -128,6 +133,10 @@ def read_map(path, problems, shown=None):
         allow = ALLOW.match(line)
         if allow:
             layers.allowed[(allow.group(1), allow.group(2))] = number
+            continue
+        bound = BOUND.match(line)
+        if bound:
+            layers.bounds[bound.group(1)] = (int(bound.group(2)), number)
             continue
         if not layers.floors:
             problems.append(f"{shown}:{number}: {line} is listed before the first floor")
@@ -158,6 +167,7 @@ def check(root, map_path):
         problems.append(f"{map_shown}:{layers.line_of[missing]}: {missing} is not in "
                         f"include/hugepage")
     used = set()  # the "allow" entries an include needed
+    includes = {}  # header -> the headers of include/hugepage it includes
     for path in headers:
         name = path.relative_to(base).as_posix()
         shown = path.relative_to(root).as_posix()
@@ -179,6 +189,7 @@ def check(root, map_path):
                                     f"which leaves include/hugepage")
                 continue
             target = target[len("hugepage/"):]
+            includes.setdefault(name, set()).add(target)
             if target not in layers.floor_of:
                 problems.append(f"{shown}:{number}: includes hugepage/{target}, which is not in "
                                 f"the layer map ({map_path.name})")
@@ -191,6 +202,7 @@ def check(root, map_path):
                     f"{shown}:{number}: includes hugepage/{target} (floor "
                     f"{layers.floors[layers.floor_of[target]]}) from floor "
                     f"{layers.floors[own]}: an include climbs")
+    check_bounds(base, layers, includes, map_shown, problems)
     check_umbrella(base, root, problems)
     checked = check_sources(root, layers, map_path.name, used, problems)
     for (name, target), number in sorted(layers.allowed.items(), key=lambda item: item[1]):
@@ -203,6 +215,35 @@ def check(root, map_path):
             problems.append(f"{map_shown}:{number}: allow {name} -> {target}: no such include "
                             f"climbs any more; remove the line")
     return problems, checked
+
+
+def closure_of(header, includes):
+    """`header` and every header of include/hugepage it includes, directly or not."""
+    seen, pending = set(), [header]
+    while pending:
+        name = pending.pop()
+        if name not in seen:
+            seen.add(name)
+            pending.extend(includes.get(name, ()))
+    return seen
+
+
+def check_bounds(base, layers, includes, map_shown, problems):
+    """Appends a problem for each "bound <header> <N> lines" of the map whose header's include
+    closure (the header and the library headers it reaches) has more than N lines, or whose
+    header does not exist: what every user of that header compiles stays as small as stated."""
+    for header, (most, number) in sorted(layers.bounds.items()):
+        if not (base / header).is_file():
+            problems.append(f"{map_shown}:{number}: bound {header}: no such header")
+            continue
+        closure = closure_of(header, includes)
+        lines = sum(len((base / name).read_text(encoding="utf-8").splitlines())
+                    for name in closure if (base / name).is_file())
+        if lines > most:
+            problems.append(f"{map_shown}:{number}: bound {header}: its include closure has "
+                            f"{lines} lines in {len(closure)} headers, more than the {most} "
+                            f"stated: move what the path does not need out of it, or raise the "
+                            f"bound saying why")
 
 
 def check_umbrella(base, root, problems):

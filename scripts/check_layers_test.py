@@ -62,10 +62,12 @@ class CheckLayersTest(unittest.TestCase):
     def tearDown(self):
         self.scratch.cleanup()
 
-    def map_line(self, header):
-        """The line of the map that lists `header`."""
+    def map_line(self, entry):
+        """The line of the map that lists `entry` (a header, or the start of a "bound" line)."""
         lines = self.map.read_text(encoding="utf-8").splitlines()
-        return 1 + next(i for i, line in enumerate(lines) if line.split("#")[0].strip() == header)
+        return 1 + next(i for i, line in enumerate(lines)
+                        if line.split("#")[0].strip() == entry
+                        or line.startswith(entry + " "))
 
     def assert_fails_with(self, *expected):
         status, errors = run_checker(self.root)
@@ -106,6 +108,18 @@ class CheckLayersTest(unittest.TestCase):
         append_include(self.headers / "collapse.hpp", "errors.hpp")  # down to kernel
         status, errors = run_checker(self.root)
         self.assertEqual(status, 0, errors)
+
+    def test_an_include_past_a_headers_bound_fails(self):
+        # allocator.hpp's closure is bounded in the map; one more header below it (cgroup.hpp
+        # reaches none of backing.hpp's own) pushes it past.
+        line = self.map_line("bound allocator.hpp")
+        append_include(self.headers / "page_size.hpp", "backing.hpp")
+        self.assert_fails_with(f"include/layers.txt:{line}: bound allocator.hpp: its include "
+                               "closure has ", "more than the ")
+
+    def test_a_bound_on_a_missing_header_fails(self):
+        line = append_text(self.map, "bound no_such.hpp 10 lines\n")
+        self.assert_fails_with(f"include/layers.txt:{line}: bound no_such.hpp: no such header")
 
     def test_a_header_missing_from_the_map_fails(self):
         (self.headers / "detail" / "planted.hpp").write_text("#pragma once\n", encoding="utf-8")
