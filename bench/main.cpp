@@ -386,19 +386,12 @@ std::string counter_check() {
 #endif
 }
 
-}  // namespace
-}  // namespace hugepage_bench
+// ---- the run, step by step: answer, select, plan, describe, register, run
+// -----------------------------------------------------------------------
 
-int main(int argc, char** argv) {
-  using namespace hugepage_bench;  // NOLINT(google-build-using-namespace): the program's own
-  // --paired loads jemalloc, which needs static TLS sized at start-up: run again with it, before
-  // the flags are taken out of argv.
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--paired") == 0) ensure_static_tls(argv);
-  }
-  std::sort(registry().begin(), registry().end(),
-            [](const suite_info& a, const suite_info& b) { return a.order < b.order; });
-  options o = parse_flags(argc, argv);
+// --list, --machine-facts, --plan's flag checks and --headroom: what answers without running a
+// benchmark. The status to exit with, or nullopt when the flags ask for a run (or a plan).
+std::optional<int> answer_without_running(const options& o) {
   if (o.list) {
     if (o.list_json) {
       print_registry_json();
@@ -411,37 +404,61 @@ int main(int argc, char** argv) {
   if (o.machine_facts) return print_machine_facts_json();
   if (o.plan && !o.list_json) usage_error("--plan prints JSON: add --json");
   if (o.list_json && !o.plan) usage_error("--json goes with --list, --machine-facts or --plan");
-  if (o.headroom) {
-    std::vector<std::size_t> sizes = o.sizes;
-    if (!o.sizes_given) {
-      for (const suite_info& s : registry()) {
-        for (const std::size_t b : o.quick ? s.sizes_quick : s.sizes) {
-          if (std::find(sizes.begin(), sizes.end(), b) == sizes.end()) sizes.push_back(b);
-        }
+  if (!o.headroom) return std::nullopt;
+  std::vector<std::size_t> sizes = o.sizes;
+  if (!o.sizes_given) {
+    for (const suite_info& s : registry()) {
+      for (const std::size_t b : o.quick ? s.sizes_quick : s.sizes) {
+        if (std::find(sizes.begin(), sizes.end(), b) == sizes.end()) sizes.push_back(b);
       }
     }
-    std::sort(sizes.begin(), sizes.end());
-    return print_headroom(sizes);
   }
+  std::sort(sizes.begin(), sizes.end());
+  return print_headroom(sizes);
+}
 
-  if (o.cpu) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(*o.cpu, &set);
-    if (::sched_setaffinity(0, sizeof set, &set) != 0) {
-      usage_error(fmt::format("cannot pin to CPU {}: {}", *o.cpu, std::strerror(errno)));
+void pin_to_cpu(const options& o) {
+  if (!o.cpu) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(*o.cpu, &set);
+  if (::sched_setaffinity(0, sizeof set, &set) != 0) {
+    usage_error(fmt::format("cannot pin to CPU {}: {}", *o.cpu, std::strerror(errno)));
+  }
+}
+
+// google-benchmark's own flags: what parse_flags left in argv, behind a shortened min_time under
+// --quick (the caller's own --benchmark_min_time, later in argv, still wins). Holds pointers into
+// itself: made in place, never copied.
+struct benchmark_flags {
+  benchmark_flags(int argc, char** argv, bool quick) : args(argv, argv + argc) {
+    if (quick) args.insert(args.begin() + 1, quick_min_time.data());
+    args.push_back(nullptr);
+    count = static_cast<int>(args.size()) - 1;
+  }
+  benchmark_flags(const benchmark_flags&) = delete;
+  benchmark_flags& operator=(const benchmark_flags&) = delete;
+
+  // The last --benchmark_format= given: true unless it names the console; nullopt when none is.
+  std::optional<bool> machine_readable_format() const {
+    std::optional<bool> yes;
+    constexpr const char* format = "--benchmark_format=";
+    for (int i = 1; i < count; ++i) {
+      if (std::strncmp(args[i], format, std::strlen(format)) == 0) {
+        yes = std::strcmp(args[i] + std::strlen(format), "console") != 0;
+      }
     }
+    return yes;
   }
 
-  // google-benchmark's own flags: --quick shortens min_time unless the caller sets it later.
-  std::vector<char*> args(argv, argv + argc);
   std::string quick_min_time = "--benchmark_min_time=0.1";
-  if (o.quick) args.insert(args.begin() + 1, quick_min_time.data());
-  args.push_back(nullptr);
-  int bench_argc = static_cast<int>(args.size()) - 1;
+  std::vector<char*> args;
+  int count = 0;
+};
 
-  // What to run: the suites named, or the registry's default (--quick: the quick ones; --paired:
-  // every suite that declares contenders).
+// What to run: the suites named, or the registry's default (--quick: the quick ones; --paired:
+// every suite that declares contenders), and every allocator unless --allocators named some.
+void select_suites_and_allocators(options& o) {
   if (o.suites.empty()) {
     for (const suite_info& s : registry()) {
       if (s.table == table_kind::scenario) continue;  // only when named
@@ -453,28 +470,28 @@ int main(int argc, char** argv) {
     if (o.suites.empty()) usage_error("--paired: none of the suites selected has contenders");
   }
   if (o.allocators.empty()) o.allocators.assign(std::begin(all_kinds), std::end(all_kinds));
-  // Working sets: --sizes for every suite, else each suite's defaults.
-  const auto sizes_of = [&](const suite_info& s) -> const std::vector<std::size_t>& {
-    return o.sizes_given ? o.sizes : (o.quick ? s.sizes_quick : s.sizes);
-  };
+}
+
+// A suite's working sets: --sizes for every suite, else its own defaults.
+const std::vector<std::size_t>& sizes_of(const options& o, const suite_info& s) {
+  return o.sizes_given ? o.sizes : (o.quick ? s.sizes_quick : s.sizes);
+}
+
+// Every working set of the selected suites, each judged against the memory the machine has.
+std::vector<planned_size> plan_sizes(const options& o, const memory_room& room) {
   std::vector<std::size_t> wanted;
   for (const suite_info* s : o.suites) {
-    for (const std::size_t size : sizes_of(*s)) {
+    for (const std::size_t size : sizes_of(o, *s)) {
       if (std::find(wanted.begin(), wanted.end(), size) == wanted.end()) wanted.push_back(size);
     }
   }
   std::sort(wanted.begin(), wanted.end());
-
-  std::vector<std::string> skipped;
-  const memory_room room = read_memory_room();
-  const std::size_t available = room.mem_available;
-  std::vector<std::size_t> sizes;
-  std::vector<planned_size> plan;
   // --paired holds every contender's container at once.
   std::size_t held = 1;
   for (const suite_info* s : o.suites) {
     if (o.paired) held = std::max(held, s->contenders.size());
   }
+  std::vector<planned_size> plan;
   for (const std::size_t size : wanted) {
     // A row needs its container (a map is ~1.06x its working set) plus temporaries: ask for
     // 1.25x and a 512 MiB margin, so the run never pushes the machine into reclaim. Saturating:
@@ -485,40 +502,37 @@ int main(int argc, char** argv) {
         __builtin_add_overflow(need, 512 * mib, &need)) {
       need = SIZE_MAX;
     }
-    const std::string why = does_not_fit(need, room);
-    plan.push_back({size, need, why});
-    if (!why.empty()) {
-      skipped.push_back(fmt::format("size {} ({})", size_token(size), why));
-    } else {
-      sizes.push_back(size);
-    }
+    plan.push_back({size, need, does_not_fit(need, room)});
   }
+  return plan;
+}
+
+// The allocators that can run here (a 1 GiB pool with no free page cannot), and each one left
+// out with why (--paired registers its contenders itself: none).
+std::vector<alloc_kind> allocators_that_run(
+    const options& o, std::vector<std::pair<std::string, std::string>>& left_out) {
   std::vector<alloc_kind> allocators;
-  std::vector<std::pair<std::string, std::string>> allocators_left_out;
   for (const alloc_kind k : o.paired ? std::vector<alloc_kind>{} : o.allocators) {
     if (k == alloc_kind::hugetlb_1g) {
       const auto pool = hugepage::read_pool(hugepage::page_size::huge_1g);
       const u64 free_pages = pool ? pool->available().value_or(0) : 0;
       if (free_pages == 0) {
-        const char* why = pool ? "no 1 GiB page available in the pool"
-                               : "this kernel/CPU has no 1 GiB hugetlb pool";
-        skipped.push_back(fmt::format("hugetlb_1g ({})", why));
-        allocators_left_out.emplace_back("hugetlb_1g", why);
+        left_out.emplace_back("hugetlb_1g", pool ? "no 1 GiB page available in the pool"
+                                                 : "this kernel/CPU has no 1 GiB hugetlb pool");
         continue;
       }
     }
     allocators.push_back(k);
   }
-  if (o.plan) return print_plan_json(room, plan, allocators_left_out);
+  return allocators;
+}
 
-  // Context, printed once at the top (stderr, so JSON on stdout stays clean) and stored in JSON.
+// The machine and the run's settings, printed once at the top (stderr, so JSON on stdout stays
+// clean) and stored in the JSON's context.
+void describe_run(const options& o, const benchmark_flags& flags, std::size_t available,
+                  const std::vector<std::string>& skipped) {
   const hugepage::system_state sys = hugepage::read_system_state(/*probe=*/true);
-  for (int i = 1; i < bench_argc; ++i) {
-    const char* format = "--benchmark_format=";
-    if (std::strncmp(args[i], format, std::strlen(format)) == 0) {
-      print_context = std::strcmp(args[i] + std::strlen(format), "console") != 0;
-    }
-  }
+  if (const std::optional<bool> format = flags.machine_readable_format()) print_context = *format;
   add_context("cpu_model", cpu_model());
   add_context("kernel", sys.kernel_release);
   add_context("thp_enabled", sys.thp.enabled.value_or("unreadable"));
@@ -570,14 +584,19 @@ int main(int argc, char** argv) {
   for (const std::string& s : skipped) skipped_text += (skipped_text.empty() ? "" : "; ") + s;
   add_context("skipped", skipped_text.empty() ? "none" : skipped_text);
   for (const std::string& s : skipped) fmt::print(stderr, "hugepage_bench: skipping {}\n", s);
+}
 
+// The rows with google-benchmark: under --paired one per suite and size (paired.cpp), else
+// size-major, then allocator, then suite, so that rows sharing a cached container are neighbours.
+void register_rows(const options& o, const std::vector<std::size_t>& sizes,
+                   const std::vector<alloc_kind>& allocators) {
   if (o.paired) {
     add_context("paired", fmt::format("at least {} round(s), and more until {} s of rounds",
                                       o.pairing.rounds, o.pairing.round_seconds));
     std::vector<std::size_t> paired_sizes;
     for (const std::size_t size : sizes) {
       for (const suite_info* s : o.suites) {
-        const auto& own = sizes_of(*s);
+        const auto& own = sizes_of(o, *s);
         if (std::find(own.begin(), own.end(), size) != own.end()) {
           paired_sizes.push_back(size);
           break;
@@ -585,12 +604,12 @@ int main(int argc, char** argv) {
       }
     }
     register_paired(o.suites, paired_sizes, o.pairing);
+    return;
   }
-  // Size-major, then allocator, then suite: rows that share a cached container are neighbours.
-  for (const std::size_t size : o.paired ? std::vector<std::size_t>{} : sizes) {
+  for (const std::size_t size : sizes) {
     for (const alloc_kind k : allocators) {
       for (const suite_info* s : o.suites) {
-        const auto& own = sizes_of(*s);
+        const auto& own = sizes_of(o, *s);
         if (!s->applies(k) || std::find(own.begin(), own.end(), size) == own.end()) continue;
         const bench_fn fn = s->function(k);
         const std::string name = fmt::format("BM_{}/{}/{}", s->name, token_of(k), size);
@@ -602,12 +621,53 @@ int main(int argc, char** argv) {
       }
     }
   }
+}
 
-  benchmark::Initialize(&bench_argc, args.data());
-  if (benchmark::ReportUnrecognizedArguments(bench_argc, args.data())) return 1;
+int run_rows(benchmark_flags& flags) {
+  benchmark::Initialize(&flags.count, flags.args.data());
+  if (benchmark::ReportUnrecognizedArguments(flags.count, flags.args.data())) return 1;
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   drop_cache();
   paired_built = {};
   return 0;
+}
+
+}  // namespace
+}  // namespace hugepage_bench
+
+int main(int argc, char** argv) {
+  using namespace hugepage_bench;  // NOLINT(google-build-using-namespace): the program's own
+  // --paired loads jemalloc, which needs static TLS sized at start-up: run again with it, before
+  // the flags are taken out of argv.
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--paired") == 0) ensure_static_tls(argv);
+  }
+  std::sort(registry().begin(), registry().end(),
+            [](const suite_info& a, const suite_info& b) { return a.order < b.order; });
+  options o = parse_flags(argc, argv);
+  if (const std::optional<int> status = answer_without_running(o)) return *status;
+  pin_to_cpu(o);
+  benchmark_flags flags(argc, argv, o.quick);
+  select_suites_and_allocators(o);
+
+  const memory_room room = read_memory_room();
+  const std::vector<planned_size> plan = plan_sizes(o, room);
+  std::vector<std::size_t> sizes;
+  std::vector<std::string> skipped;
+  for (const planned_size& p : plan) {
+    if (p.left_out.empty()) {
+      sizes.push_back(p.size);
+    } else {
+      skipped.push_back(fmt::format("size {} ({})", size_token(p.size), p.left_out));
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> left_out;
+  const std::vector<alloc_kind> allocators = allocators_that_run(o, left_out);
+  for (const auto& [name, why] : left_out) skipped.push_back(fmt::format("{} ({})", name, why));
+  if (o.plan) return print_plan_json(room, plan, left_out);
+
+  describe_run(o, flags, room.mem_available, skipped);
+  register_rows(o, sizes, allocators);
+  return run_rows(flags);
 }
