@@ -4,7 +4,8 @@
 HUGEPAGE_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 HUGEPAGE_JOBS=${HUGEPAGE_JOBS:-$(nproc)}
 
-log() { printf '==> %s\n' "$*" >&2; }
+# Each line says the time of day: CI's log then shows what every step cost.
+log() { printf '==> %s %s\n' "$(date +%T)" "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 # ensure_packages PKG...: installs the missing Debian packages when root; otherwise prints the
