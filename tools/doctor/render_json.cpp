@@ -58,8 +58,8 @@ json advice_json(const std::vector<advice>& advice) {
   json list = json::array();
   for (const auto& a : advice) {
     list.push(json::object()
-                  .set("id", a.id)
-                  .set("level", name_of(a.level))
+                  .set("id", a.id())
+                  .set("level", name_of(a.level()))
                   .set("message", a.message)
                   .set("evidence", strings(a.evidence))
                   .set("reaches", strings(a.reaches))

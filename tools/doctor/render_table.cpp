@@ -81,7 +81,8 @@ void render_advice(std::string& out, const std::vector<advice>& advice, const ch
   for (const auto& a : advice) {
     // Messages and evidence may quote paths and names the process chose: escaped. Commands are
     // built from trusted words only (advice_rules.hpp) and printed as they are, to be pasted.
-    out += fmt::format("  {}. {}: {} [{}]\n", n++, name_of(a.level), printable(a.message), a.id);
+    out +=
+        fmt::format("  {}. {}: {} [{}]\n", n++, name_of(a.level()), printable(a.message), a.id());
     if (!a.reaches.empty())
       out += fmt::format("     reaches: {}\n", reach_line(a.reaches, classes));
     for (const auto& fact : a.evidence) out += fmt::format("     - {}\n", printable(fact));
