@@ -85,7 +85,7 @@ struct rule {
   const char* what;
 };
 
-/// The row of `key`.
+/// The row of `key` (a rule, not count).
 const rule& rule_of(rule_id key) noexcept;
 
 /// Every row, in the order of rule_id.
