@@ -37,7 +37,7 @@ void advise_allocator(const process_report& p, const system_report& s, const std
       "more RSS for sparse heaps, and fork copy-on-write copies 2 MiB at a time";
   if (a.guess.name == "jemalloc") {
     out.push_back(environment_advice(
-        p, "jemalloc_without_thp",
+        p, rule_id::jemalloc_without_thp,
         head + "jemalloc runs without thp:always, so its heap is never advised (thp:always "
                "reaches jemalloc's own arenas, not memory the program maps itself); ",
         evidence, trade, "MALLOC_CONF", "thp:always,metadata_thp:auto", malloc_conf));
@@ -47,7 +47,7 @@ void advise_allocator(const process_report& p, const system_report& s, const std
       // No malloc setting: what reaches the memory of a program that cannot be changed is
       // MADV_COLLAPSE and the machine-wide mode; the library only where it can be.
       const collapse_fallback fallback = collapse_of(p, s);
-      out.push_back({"glibc_too_old_for_thp", advice_level::note,
+      out.push_back({rule_id::glibc_too_old_for_thp,
                      head + fmt::format("glibc {} has no glibc.malloc.hugetlb tunable (2.35+), so "
                                         "no malloc setting advises its heap; THP enabled=always "
                                         "(machine-wide) reaches it{}, or {}; where the program "
@@ -58,7 +58,7 @@ void advise_allocator(const process_report& p, const system_report& s, const std
       return;
     }
     out.push_back(environment_advice(
-        p, "glibc_without_hugetlb_tunable",
+        p, rule_id::glibc_without_hugetlb_tunable,
         head + "glibc malloc runs without glibc.malloc.hugetlb=1, so it never advises THP; ",
         evidence, trade, "GLIBC_TUNABLES", "glibc.malloc.hugetlb=1", glibc_tunables));
   } else if (a.guess.name == "mimalloc") {
@@ -67,7 +67,7 @@ void advise_allocator(const process_report& p, const system_report& s, const std
     const auto v = version_pair(a.guess.version);
     const bool new_name = v && *v >= std::make_pair(2, 1);
     out.push_back(environment_advice(
-        p, "mimalloc_without_large_pages",
+        p, rule_id::mimalloc_without_large_pages,
         head + "mimalloc runs without large OS pages, so its segments are not "
                "advised; ",
         evidence,
@@ -77,8 +77,7 @@ void advise_allocator(const process_report& p, const system_report& s, const std
         new_name ? "MIMALLOC_ALLOW_LARGE_OS_PAGES" : "MIMALLOC_LARGE_OS_PAGES", "1", single_value));
   } else if (a.guess.name == "tcmalloc") {
     // gperftools tcmalloc has no THP option: only the machine-wide setting reaches its heap.
-    out.push_back({"tcmalloc_without_thp",
-                   advice_level::note,
+    out.push_back({rule_id::tcmalloc_without_thp,
                    head + "gperftools tcmalloc has no THP option; its heap gets huge pages only "
                           "with THP enabled=always (machine-wide) or by linking the big "
                           "containers against hugepage::thp_allocator",

@@ -140,13 +140,12 @@ std::string dev_shm_fstab_command(const system_report& s) {
 }
 
 // A warning that sets `name` for the process: `text` then how the fix applies.
-advice environment_advice(const process_report& p, std::string id, const std::string& text,
+advice environment_advice(const process_report& p, rule_id rule, const std::string& text,
                           std::vector<std::string> evidence, std::string trade,
                           const std::string& name, const std::string& add, list_syntax syntax) {
   environment_fix fix = environment_setting(p, name, add, syntax);
   evidence.insert(evidence.end(), fix.evidence.begin(), fix.evidence.end());
-  return {std::move(id),       advice_level::warning, text + fix.how,
-          std::move(evidence), std::move(trade),      std::move(fix.commands)};
+  return {rule, text + fix.how, std::move(evidence), std::move(trade), std::move(fix.commands)};
 }
 
 }  // namespace hugepage::doctor

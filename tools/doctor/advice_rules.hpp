@@ -93,8 +93,8 @@ constexpr list_syntax single_value{};
 // Makes /dev/shm's huge= option persistent in /etc/fstab, keeping the options it has now.
 std::string dev_shm_fstab_command(const system_report& s);
 
-// A warning that sets `name` for the process: `text` then how the fix applies.
-advice environment_advice(const process_report& p, std::string id, const std::string& text,
+// Advice of `rule` (a warning) that sets `name` for the process: `text` then how the fix applies.
+advice environment_advice(const process_report& p, rule_id rule, const std::string& text,
                           std::vector<std::string> evidence, std::string trade,
                           const std::string& name, const std::string& add, list_syntax syntax);
 

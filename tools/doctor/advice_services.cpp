@@ -105,11 +105,10 @@ std::string shortfall(const buffer_pool_need& n) {
 
 // A MariaDB advice: `why` first among the facts, then the buffer pool and the pool, the pages
 // it reserves as the cost, and the command that grows the pool by what it misses.
-advice mariadb_advice(std::string id, std::string message, std::string why,
-                      const buffer_pool_need& n, const process_report& p, const system_report& s) {
+advice mariadb_advice(rule_id rule, std::string message, std::string why, const buffer_pool_need& n,
+                      const process_report& p, const system_report& s) {
   advice a{
-      std::move(id),
-      advice_level::warning,
+      rule,
       std::move(message),
       {std::move(why),
        fmt::format("largest private anonymous mapping {} (the buffer pool)", format_bytes(n.bytes)),
@@ -133,7 +132,7 @@ advice mariadb_large_pages(const process_report& p, const system_report& s) {
   if (p.runtime.asks_for_huge) {
     // --large-pages without pool pages: MariaDB falls back to base pages and still starts.
     return mariadb_advice(
-        "mariadb_pool_short",
+        rule_id::mariadb_pool_short,
         fmt::format("MariaDB has {}, yet its buffer pool ({}) is on base pages: when the "
                     "hugetlb pool is short at start it falls back to base pages and runs on (only "
                     "its error log says so); it needs {} pages of {}, the pool has {} free{}; "
@@ -146,7 +145,7 @@ advice mariadb_large_pages(const process_report& p, const system_report& s) {
         "the buffer pool's mapping is on base pages (smaps KernelPageSize)", n, p, s);
   }
   return mariadb_advice(
-      "mariadb_large_pages",
+      rule_id::mariadb_large_pages,
       fmt::format("{} with prctl(PR_SET_THP_DISABLE), so its buffer pool ({}) is on base "
                   "pages: set large_pages=ON under [mysqld] in "
                   "its configuration, which maps the buffer pool from the hugetlb pool (and "
@@ -201,8 +200,7 @@ std::optional<advice> pool_setting_advice(const process_report& p, const system_
       sizes += (sizes.empty() ? "" : ", ") + format_bytes(pool.page_bytes);
     }
     advice a{
-        "jvm_pool_short",
-        advice_level::warning,
+        rule_id::jvm_pool_short,
         fmt::format("the JVM has -XX:+UseLargePages with -XX:LargePageSizeInBytes={}, which "
                     "is not a huge page size here (the kernel lists {} in "
                     "/sys/kernel/mm/hugepages), and its heap ({}) is on base pages: set "
@@ -223,8 +221,7 @@ std::optional<advice> pool_setting_advice(const process_report& p, const system_
   n.pages = heap_pages + code_pages + gc_pages;
   n.missing = n.pages > n.available ? n.pages - n.available : 0;
   advice a{
-      "jvm_pool_short",
-      advice_level::warning,
+      rule_id::jvm_pool_short,
       fmt::format("the JVM has -XX:+UseLargePages (without -XX:+UseTransparentHugePages), "
                   "which maps its heap from the hugetlb pool, yet its heap ({}) is on base "
                   "pages: when the pool is short at start the JVM falls back to base pages "
@@ -275,7 +272,7 @@ advice jvm_thp_advice(const process_report& p, const std::string& head) {
            : "the JVM heap is not advised: add -XX:+UseTransparentHugePages to the java options "
              "(JAVA_TOOL_OPTIONS), which reaches it; ";
   return environment_advice(
-      p, "jvm_without_thp", head + why,
+      p, rule_id::jvm_without_thp, head + why,
       {"runtime: " + rt.evidence,
        !rt.settings_known ? "java options unknown (cmdline or environment unreadable)"
        : rt.thp_off       ? "-XX:-UseTransparentHugePages from " + rt.thp_flag_source
@@ -295,8 +292,7 @@ advice glibc_pool_advice(const process_report& p, const system_report& s, const 
     pool += c->pool_bytes;
   }
   buffer_pool_need n = pool_need_of(std::max(base, pool), 0, s);
-  advice a{"glibc_hugetlb_pool_short",
-           advice_level::warning,
+  advice a{rule_id::glibc_hugetlb_pool_short,
            head + fmt::format("GLIBC_TUNABLES has glibc.malloc.hugetlb=2, which maps malloc's "
                               "chunks and thread arenas from the hugetlb pool, yet {} of this "
                               "memory is on base pages: glibc falls back to base pages, without "
@@ -352,8 +348,7 @@ void advise_thp_disabled(const process_report& p, const system_report& s, const 
           "or PID 1, which also adopts orphans)";
       break;
   }
-  out.push_back({"process_thp_disabled",
-                 advice_level::warning,
+  out.push_back({rule_id::process_thp_disabled,
                  head + who +
                      "; its anonymous memory stays on base pages, so every TLB miss on it pays "
                      "a page walk, and MADV_COLLAPSE (--collapse) refuses it too",
@@ -365,8 +360,7 @@ void advise_thp_disabled(const process_report& p, const system_report& s, const 
 
 advice memcached_advice(const process_report& p, const std::string& head,
                         const std::vector<const memory_class_usage*>& classes) {
-  advice a{"memcached_large_pages",
-           advice_level::warning,
+  advice a{rule_id::memcached_large_pages,
            head + fmt::format("memcached's slabs are 1 MiB malloc chunks, which "
                               "glibc.malloc.hugetlb=1{} never advises (it advises chunks of at "
                               "least 2 MiB): start memcached with -L (--enable-largepages), which "
@@ -385,8 +379,7 @@ advice memcached_advice(const process_report& p, const std::string& head,
 advice node_advice(const process_report& p, const system_report& s, const std::string& head,
                    const std::vector<const memory_class_usage*>& classes) {
   const collapse_fallback fallback = collapse_of(p, s);
-  advice a{"node_heap_unreachable",
-           advice_level::note,
+  advice a{rule_id::node_heap_unreachable,
            head +
                fmt::format("Node.js maps V8's heap itself, and no setting advises it under THP "
                            "madvise (node's --use-largepages remaps its code only){}; THP "
@@ -406,8 +399,7 @@ std::optional<advice> numpy_advice(const process_report& p, const std::string& h
                                    const std::vector<const memory_class_usage*>& classes) {
   const runtime_report& rt = p.runtime;
   if (rt.kind != "python" || rt.asks_for_huge || rt.settings.empty()) return std::nullopt;
-  advice a{"numpy_madvise_disabled",
-           advice_level::warning,
+  advice a{rule_id::numpy_madvise_disabled,
            head + fmt::format("{} in its environment turns off numpy's own MADV_HUGEPAGE on its "
                               "array buffers of 4 MiB and up{}: remove it from the environment "
                               "that starts the process (numpy advises them by default on Linux)",
@@ -428,8 +420,7 @@ advice linked_in_allocator_advice(const process_report& p, const system_report& 
                                   const std::string& head,
                                   const std::vector<const memory_class_usage*>& classes) {
   const collapse_fallback fallback = collapse_of(p, s);
-  advice a{"allocator_linked_in",
-           advice_level::note,
+  advice a{rule_id::allocator_linked_in,
            head +
                "no libc or known allocator is mapped, so its allocator is linked into the "
                "executable (a static binary): the doctor cannot tell which malloc it is; a "

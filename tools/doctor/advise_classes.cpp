@@ -63,7 +63,7 @@ void allocator_advice(const process_report& p, const system_report& s, const cla
   std::vector<advice> list;
   advise_allocator(p, s, head_of(classes), list);
   for (advice& one : list) {
-    if (one.level == advice_level::warning) {
+    if (one.level() == advice_level::warning) {
       one.message += "; the setting reaches " + classes_phrase(classes);
     }
     one.reaches = class_names(classes);
@@ -128,16 +128,11 @@ collapse_fallback fallback_for(const process_report& p, const system_report& s,
 }
 
 // No setting of the process reaches these classes: a note with the fallback.
-advice out_of_reach(const process_report& p, const system_report& s, std::string id,
+advice out_of_reach(const process_report& p, const system_report& s, rule_id rule,
                     const std::string& why, const classes_t& classes) {
   const collapse_fallback fallback = fallback_for(p, s, classes);
-  return with_reach({std::move(id),
-                     advice_level::note,
-                     head_of(classes) + why + "; " + fallback.text,
-                     {},
-                     "",
-                     fallback.commands},
-                    classes);
+  return with_reach(
+      {rule, head_of(classes) + why + "; " + fallback.text, {}, "", fallback.commands}, classes);
 }
 
 void advise_glibc(const process_report& p, const system_report& s, const classes_t& classes,
@@ -145,8 +140,7 @@ void advise_glibc(const process_report& p, const system_report& s, const classes
   const allocator_report& a = p.allocator;
   const std::string head = head_of(classes);
   if (!a.environ_readable || a.environ_overwritten) {
-    out.push_back(with_reach({"allocator_settings_unknown",
-                              advice_level::note,
+    out.push_back(with_reach({rule_id::allocator_settings_unknown,
                               head + "glibc's settings are unknown (its environment is "
                                      "unreadable or overwritten by its title)",
                               {a.hugepage_mode},
@@ -159,7 +153,7 @@ void advise_glibc(const process_report& p, const system_report& s, const classes
   if (!a.asks_for_huge) {
     if (!by_tunable.reached.empty()) allocator_advice(p, s, by_tunable.reached, out);
     if (!by_tunable.missed.empty()) {
-      out.push_back(out_of_reach(p, s, "glibc_chunks_out_of_reach",
+      out.push_back(out_of_reach(p, s, rule_id::glibc_chunks_out_of_reach,
                                  by_tunable.limit + ", and no other malloc setting reaches it",
                                  by_tunable.missed));
     }
@@ -176,8 +170,7 @@ void advise_glibc(const process_report& p, const system_report& s, const classes
     // The tunable is set and does not reach this memory: no all-clear.
     const collapse_fallback fallback = fallback_for(p, s, by_tunable.missed);
     out.push_back(with_reach(
-        {"glibc_tunable_does_not_reach",
-         advice_level::warning,
+        {rule_id::glibc_tunable_does_not_reach,
          head_of(by_tunable.missed) +
              fmt::format("the process has {}, but {}; ", a.hugepage_mode, by_tunable.limit) +
              fallback.text,
@@ -195,7 +188,7 @@ void advise_allocator_arenas(const process_report& p, const system_report& s,
   if (a.guess.name == "musl") {
     // musl's malloc reads no setting, and the allocators Debian builds for glibc do not load
     // into a musl process: nothing in its environment advises its heap.
-    out.push_back(out_of_reach(p, s, "musl_without_thp",
+    out.push_back(out_of_reach(p, s, rule_id::musl_without_thp,
                                "musl's malloc has no huge page setting, GLIBC_TUNABLES means "
                                "nothing to it, and Debian's jemalloc, mimalloc and tcmalloc are "
                                "built for glibc and do not load into a musl program",
@@ -203,8 +196,7 @@ void advise_allocator_arenas(const process_report& p, const system_report& s,
     return;
   }
   if (!a.environ_readable || a.environ_overwritten) {
-    out.push_back(with_reach({"allocator_settings_unknown",
-                              advice_level::note,
+    out.push_back(with_reach({rule_id::allocator_settings_unknown,
                               head + fmt::format("{}'s settings are unknown (its environment is "
                                                  "unreadable or overwritten by its title)",
                                                  a.guess.name),
@@ -219,8 +211,7 @@ void advise_allocator_arenas(const process_report& p, const system_report& s,
     // but a program's direct mmap taken for its arenas.
     const collapse_fallback fallback = fallback_for(p, s, classes);
     out.push_back(with_reach(
-        {"setting_does_not_reach",
-         advice_level::warning,
+        {rule_id::setting_does_not_reach,
          head +
              fmt::format("the process has MALLOC_CONF {}, which advises every extent of "
                          "jemalloc's own arenas, yet only {} of this memory is advised: the "
@@ -250,7 +241,7 @@ void advise_runtime_heap(const process_report& p, const system_report& s, const 
       // The heap on base pages: the pool advice (pool_setting_advice) says by how much.
       if (jvm_heap_on_base_pages(p, s)) return;
       out.push_back(out_of_reach(
-          p, s, "jvm_memory_beside_heap",
+          p, s, rule_id::jvm_memory_beside_heap,
           "the JVM's heap is on hugetlb pages (-XX:+UseLargePages); this is its other memory "
           "(metaspace, GC data, thread stacks, malloc), which neither -XX:+UseLargePages nor "
           "-XX:+UseTransparentHugePages reaches",
@@ -269,15 +260,14 @@ void advise_runtime_heap(const process_report& p, const system_report& s, const 
     return;
   }
   if (rt.kind == "go") {
-    out.push_back(out_of_reach(p, s, "go_heap_out_of_reach", go_heap_reason(p), classes));
+    out.push_back(out_of_reach(p, s, rule_id::go_heap_out_of_reach, go_heap_reason(p), classes));
     return;
   }
   if (rt.kind == "dotnet") {
     // The .NET GC's documented switch: GCLargePages with a heap hard limit, which takes the
     // whole limit from the hugetlb pool at start (MAP_HUGETLB on Linux).
     const collapse_fallback fallback = collapse_of(p, s);
-    advice a{"dotnet_gc_large_pages",
-             advice_level::warning,
+    advice a{rule_id::dotnet_gc_large_pages,
              head,
              {"runtime: " + rt.evidence},
              "the whole hard limit is taken from the hugetlb pool at start, used or not, and "
@@ -304,7 +294,7 @@ void advise_runtime_heap(const process_report& p, const system_report& s, const 
     out.push_back(with_reach(std::move(a), classes));
     return;
   }
-  out.push_back(out_of_reach(p, s, "runtime_heap_out_of_reach",
+  out.push_back(out_of_reach(p, s, rule_id::runtime_heap_out_of_reach,
                              "the runtime maps its own heap, which no malloc setting reaches and "
                              "the doctor knows no setting of this runtime for",
                              classes));
@@ -320,8 +310,7 @@ bool advise_locked(const process_report& p, const system_report& s, const classe
   if (p.locked * 2 < resident || huge_of(classes) * 2 >= resident) return false;
   const collapse_fallback fallback = fallback_for(p, s, classes);
   out.push_back(with_reach(
-      {"locked_before_advice",
-       advice_level::warning,
+      {rule_id::locked_before_advice,
        head_of(classes) +
            fmt::format("{} of the process is locked (status VmLck: mlockall(MCL_FUTURE) or "
                        "mlock): the lock faults each mapping in on base pages as it is made, "
@@ -344,7 +333,7 @@ void advise_private(const process_report& p, const system_report& s, const class
   if (enabled == "never") {
     thp_off off = thp_off_of(s);
     out.push_back(with_reach(
-        {"thp_never", advice_level::warning, head_of(classes) + off.why, std::move(off.evidence),
+        {rule_id::thp_never, head_of(classes) + off.why, std::move(off.evidence),
          "madvise gives huge pages only to ranges that ask for them", std::move(off.commands)},
         classes));
     return;
@@ -354,8 +343,7 @@ void advise_private(const process_report& p, const system_report& s, const class
     // advised ranges. What advises (allocator, runtime) and MADV_COLLAPSE still reach it.
     const collapse_fallback fallback = collapse_of(p, s);
     out.push_back(with_reach(
-        {"thp_disabled_except_advised",
-         advice_level::warning,
+        {rule_id::thp_disabled_except_advised,
          head_of(classes) +
              "THP enabled=always is set, yet none of this memory is THP-eligible: the process has "
              "THP disabled except where advised (prctl(PR_SET_THP_DISABLE) with "
@@ -382,8 +370,7 @@ void advise_private(const process_report& p, const system_report& s, const class
       out.push_back(memcached_advice(p, head_of(by_always.missed), by_always.missed));
     } else if (!by_always.missed.empty()) {
       out.push_back(
-          with_reach({"small_mappings_out_of_reach",
-                      advice_level::note,
+          with_reach({rule_id::small_mappings_out_of_reach,
                       head_of(by_always.missed) + by_always.limit + ": no setting makes them huge",
                       {},
                       "",
@@ -452,12 +439,12 @@ void advise_private(const process_report& p, const system_report& s, const class
     if (advised * 2 >= resident_of(own)) {
       out.push_back(not_obtained(p, s, "the program's MADV_HUGEPAGE", own));
     } else if (refused * 2 > resident_of(own)) {
-      out.push_back(out_of_reach(p, s, "anonymous_mmap_out_of_reach",
+      out.push_back(out_of_reach(p, s, rule_id::anonymous_mmap_out_of_reach,
                                  "the program maps it itself and advises it MADV_NOHUGEPAGE: no "
                                  "malloc or runtime setting reaches it",
                                  own));
     } else {
-      out.push_back(out_of_reach(p, s, "anonymous_mmap_out_of_reach",
+      out.push_back(out_of_reach(p, s, rule_id::anonymous_mmap_out_of_reach,
                                  "the program maps it itself without MADV_HUGEPAGE: no malloc "
                                  "or runtime setting reaches it, only the program's own madvise",
                                  own));
@@ -479,8 +466,7 @@ void advise_shared(const process_report& p, const system_report& s, const memory
   const std::string target = advised ? "advise" : "within_size";
   const std::string file = fmt::format("{}/shmem_enabled", thp_dir);
   out.push_back(with_reach(
-      {value == "advise" ? "shmem_not_advised" : "shmem_without_thp",
-       advice_level::warning,
+      {value == "advise" ? rule_id::shmem_not_advised : rule_id::shmem_without_thp,
        head_of(classes) +
            fmt::format("{}: shmem_enabled={} reaches it; what it holds now stays on base pages "
                        "until the program maps it again (restart it)",
@@ -508,8 +494,7 @@ void advise_tmpfs(const process_report& p, const system_report& s, const memory_
   const reach by_mount = reach_of(fix_mechanism::tmpfs_huge, c, p, huge, s.thp_bytes);
   if (shmem != "deny" && by_mount.bytes * 2 >= c.resident) {
     out.push_back(with_reach(
-        {"tmpfs_pages_predate_huge",
-         advice_level::warning,
+        {rule_id::tmpfs_pages_predate_huge,
          head_of(classes) +
              fmt::format("{} has huge={}, which reaches these files, but pages written before "
                          "it was set stay small until the files are written again: restart the "
@@ -521,12 +506,13 @@ void advise_tmpfs(const process_report& p, const system_report& s, const memory_
         classes));
     return;
   }
-  advice a{"tmpfs_mount_without_huge", advice_level::warning, head_of(classes), {}, "", {}};
+  // The mount already right, only deny in the way: shmem_deny_overrides_mount.
+  const bool only_deny = shmem == "deny" && by_mount.bytes * 2 >= c.resident;
+  advice a{only_deny ? rule_id::shmem_deny_overrides_mount : rule_id::tmpfs_mount_without_huge,
+           head_of(classes)};
   a.evidence.push_back(fmt::format("{} mounted with huge={}", mount, huge));
   if (!shmem.empty()) a.evidence.push_back(fmt::format("{}/shmem_enabled: {}", thp_dir, shmem));
-  if (shmem == "deny" && by_mount.bytes * 2 >= c.resident) {
-    // The mount is already right: only deny stands in the way.
-    a.id = "shmem_deny_overrides_mount";
+  if (only_deny) {
     a.message += fmt::format(
         "{} already has huge={}, which would reach these files, but shmem_enabled=deny "
         "overrides every tmpfs mount's huge=: set shmem_enabled to never (or advise, "
@@ -632,13 +618,13 @@ void advise_unreached(const process_report& p, const system_report& s, std::vect
                                               : advise_tmpfs(p, s, *c, more);
   }
   for (advice& a : more) {
-    a.level = advice_level::note;
+    a.lower_to_note();
     a.evidence.push_back(under);
     out.push_back(std::move(a));
   }
   if (left.empty() || base == 0) return;
   out.push_back(
-      out_of_reach(p, s, "base_pages_out_of_reach",
+      out_of_reach(p, s, rule_id::base_pages_out_of_reach,
                    fmt::format("{} on base pages that no setting of the process reaches ({})",
                                format_bytes(base), why),
                    left));
@@ -654,8 +640,7 @@ void advise_file_copies(const process_report& p, const system_report& s, std::ve
     if (on_base < unreached_floor) return;
     const reach r = reach_of(fix_mechanism::collapse, c, p, "", s.thp_bytes);
     out.push_back(with_reach(
-        {"file_copies_out_of_reach",
-         advice_level::note,
+        {rule_id::file_copies_out_of_reach,
          head_of({&c}) +
              fmt::format("the process wrote {} in MAP_PRIVATE mappings of files (smaps "
                          "Anonymous of a file mapping): its own memory, not page cache, and {}; "
@@ -678,8 +663,7 @@ advice not_obtained(const process_report& p, const system_report& s, const std::
   if (by_madvise && mostly_unadvised(classes)) {
     // The setting is in place and advised under half of this memory: it did not reach the rest.
     const collapse_fallback fallback = fallback_for(p, s, classes);
-    return with_reach({"setting_does_not_reach",
-                       advice_level::warning,
+    return with_reach({rule_id::setting_does_not_reach,
                        head_of(classes) +
                            fmt::format("{} is set, but only {} of this memory is advised "
                                        "MADV_HUGEPAGE: the setting does not reach the rest; ",
@@ -693,8 +677,7 @@ advice not_obtained(const process_report& p, const system_report& s, const std::
   const fragmentation frag = fragmentation_of(s);
   if (frag.fragmented && fallbacks_matter(s)) {
     return with_reach(
-        {"huge_pages_not_obtained",
-         advice_level::warning,
+        {rule_id::huge_pages_not_obtained,
          head_of(classes) + fmt::format("{} reaches it, but free memory is fragmented and THP "
                                         "faults fall back",
                                         setting),
@@ -710,8 +693,7 @@ advice not_obtained(const process_report& p, const system_report& s, const std::
   const double share =
       classes.empty() ? 0.0 : process_report::share(huge_of(classes), resident_of(classes));
   const collapse_fallback fallback = collapse_of(p, s);
-  advice a{"advised_but_not_huge",
-           share >= 0.4 ? advice_level::note : advice_level::warning,
+  advice a{rule_id::advised_but_not_huge,
            head_of(classes) +
                fmt::format("{} reaches it, yet it is not all huge: a range advised MADV_HUGEPAGE "
                            "is huge only in its whole {}-aligned parts (a range not aligned to "
@@ -723,6 +705,7 @@ advice not_obtained(const process_report& p, const system_report& s, const std::
            {},
            "",
            fallback.commands};
+  if (share >= 0.4) a.lower_to_note();
   if (!classes.empty()) a.evidence.push_back(advised_evidence(classes));
   return with_reach(std::move(a), classes);
 }

@@ -24,8 +24,7 @@ namespace {
 void judge_redis(const process_report& p, const system_report& /*s*/, std::vector<advice>& out) {
   const runtime_report& rt = p.runtime;
   if (rt.kind == "redis" && p.thp_enabled && !*p.thp_enabled) {
-    out.push_back({"redis_disables_thp",
-                   advice_level::note,
+    out.push_back({rule_id::redis_disables_thp,
                    "Redis turned THP off for itself with prctl(PR_SET_THP_DISABLE) "
                    "(disable-thp yes, the default): a fork for BGSAVE or AOF rewrite would "
                    "otherwise copy 2 MiB for every page written meanwhile, and latency spikes",
@@ -47,7 +46,7 @@ void judge_thp_disabled(const process_report& p, const system_report& s, std::ve
                                     percent(p.huge_fraction())),
                         out);
     if (anon >= advice_threshold(p)) return;
-    for (std::size_t i = first; i < out.size(); ++i) out[i].level = advice_level::note;
+    for (std::size_t i = first; i < out.size(); ++i) out[i].lower_to_note();
   }
 }
 
@@ -71,8 +70,7 @@ void judge_postgres(const process_report& p, const system_report& s, std::vector
       total = s.pools.front().total.value_or(0);
       available = s.pools.front().available().value_or(0);
     }
-    advice a{"postgres_huge_pages",
-             advice_level::warning,
+    advice a{rule_id::postgres_huge_pages,
              fmt::format("PostgreSQL's shared memory ({}) is on base pages: set huge_pages = on "
                          "in postgresql.conf (try, the default, falls back silently) with a "
                          "pool of at least {} pages of {}",
@@ -109,8 +107,7 @@ void judge_memory(const process_report& p, const system_report& s, std::vector<a
     const std::string shmem_enabled = s.thp.shmem_enabled.value_or("");
     if (rt.kind != "postgres" && p.shmem >= process_advice_threshold &&
         p.shmem_huge_fraction() < 0.5 && (shmem_enabled == "never" || shmem_enabled == "deny")) {
-      advice a{"shmem_without_thp",
-               advice_level::warning,
+      advice a{rule_id::shmem_without_thp,
                fmt::format("{} of shared memory, {} huge; shmem_enabled={} gives it base pages "
                            "only",
                            format_bytes(p.shmem), percent(p.shmem_huge_fraction()), shmem_enabled),
@@ -138,7 +135,7 @@ void judge_memory(const process_report& p, const system_report& s, std::vector<a
         // advise_thp_disabled, above
       } else if (enabled == "never") {
         thp_off off = thp_off_of(s);
-        out.push_back({"thp_never", advice_level::warning, head + off.why, std::move(off.evidence),
+        out.push_back({rule_id::thp_never, head + off.why, std::move(off.evidence),
                        "madvise gives huge pages only to ranges that ask for them",
                        std::move(off.commands)});
       } else if (rt.kind == "jvm") {
@@ -146,8 +143,7 @@ void judge_memory(const process_report& p, const system_report& s, std::vector<a
         if (!rt.asks_for_huge && enabled == "madvise") {
           out.push_back(jvm_thp_advice(p, head));
         } else if (rt.asks_for_huge && !rt.uses_pool && frag.fragmented && fallbacks_matter(s)) {
-          out.push_back({"huge_pages_not_obtained",
-                         advice_level::warning,
+          out.push_back({rule_id::huge_pages_not_obtained,
                          head + "the JVM asks for huge pages, but free memory is fragmented and "
                                 "THP faults fall back",
                          {"runtime: " + rt.evidence},
@@ -169,8 +165,7 @@ void judge_memory(const process_report& p, const system_report& s, std::vector<a
       } else if (linked_in_allocator(p) && rt.kind.empty() && enabled == "madvise") {
         out.push_back(linked_in_allocator_advice(p, s, head, {}));
       } else if (enabled == "madvise" && !a.environ_readable) {
-        out.push_back({"allocator_settings_unknown",
-                       advice_level::note,
+        out.push_back({rule_id::allocator_settings_unknown,
                        head + fmt::format("{}'s settings cannot be read (environment "
                                           "unreadable), so the doctor cannot say why",
                                           a.guess.name),
@@ -178,8 +173,7 @@ void judge_memory(const process_report& p, const system_report& s, std::vector<a
                        "",
                        {}});
       } else if (enabled == "madvise" && a.environ_overwritten && !a.asks_for_huge) {
-        out.push_back({"allocator_settings_unknown",
-                       advice_level::note,
+        out.push_back({rule_id::allocator_settings_unknown,
                        head + fmt::format("the process wrote its title over its environment, so "
                                           "{}'s settings are unknown",
                                           a.guess.name),
@@ -191,8 +185,7 @@ void judge_memory(const process_report& p, const system_report& s, std::vector<a
       } else if (p.thp_eligible_anon > 0 && frag.fragmented && fallbacks_matter(s)) {
         // Ranges that could be huge were not, and the machine shows why: fragmentation with
         // fallbacks. Without both, compaction would not help.
-        out.push_back({"huge_pages_not_obtained",
-                       advice_level::warning,
+        out.push_back({rule_id::huge_pages_not_obtained,
                        head + fmt::format("THP is {} and {} asks for huge pages, but free memory "
                                           "is fragmented and THP faults fall back",
                                           enabled, a.guess.name),
@@ -219,7 +212,7 @@ void judge_pool_exhausted(const process_report& p, const system_report& s,
       if (shortage.empty()) continue;  // in use, exactly sized: the system report notes it
       const auto target =
           capped_pool_target(s, page_bytes, total, total + std::max<std::uint64_t>(total / 4, 1));
-      out.push_back({"pool_exhausted", advice_level::warning,
+      out.push_back({rule_id::pool_exhausted,
                      fmt::format("the process holds {} of {} hugetlb pages and the pool has "
                                  "none left while more was wanted",
                                  format_bytes(bytes), format_bytes(page_bytes)),
@@ -251,8 +244,7 @@ void judge_numa(const process_report& p, const system_report& s, std::vector<adv
                   join_ids(r.run_nodes), printable(r.mems_allowed)));
   const std::string run = join_ids(r.run_nodes);
   out.push_back(
-      {"numa_remote_memory",
-       advice_level::warning,
+      {rule_id::numa_remote_memory,
        fmt::format("{} of the process's resident memory ({}) lies on node{} {}, where "
                    "none of its threads may run: each cache miss there is a remote "
                    "access. Start it under numactl --cpunodebind={} --membind={}, or "
@@ -286,8 +278,7 @@ void judge_numa(const process_report& p, const system_report& s, std::vector<adv
       fmt::format("/sys/devices/system/node/node{}/hugepages/hugepages-{}kB/nr_hugepages", home,
                   page_bytes / 1024);
   out.push_back(
-      {"numa_pool_wrong_node",
-       advice_level::warning,
+      {rule_id::numa_pool_wrong_node,
        fmt::format("{} of the process's hugetlb pages ({}) came from a pool reserved on node{} {}, "
                    "where it does not run; node {}'s pool has {} pages ({} free)",
                    pages, format_bytes(r.remote_hugetlb), remote_nodes.size() == 1 ? "" : "s",
@@ -320,7 +311,7 @@ void judge_memory_limit(const process_report& p, const system_report& s, std::ve
       if (!collapse_counted) growth += *p.collapse_growth;
       collapse_counted = true;
       if (std::all_of(a.commands.begin(), a.commands.end(), collapse)) {
-        if (std::find(grown.begin(), grown.end(), a.id) == grown.end()) grown.push_back(a.id);
+        if (std::find(grown.begin(), grown.end(), a.id()) == grown.end()) grown.push_back(a.id());
         continue;
       }
     }
@@ -332,7 +323,7 @@ void judge_memory_limit(const process_report& p, const system_report& s, std::ve
       // Whole huge pages over each mapping's resident memory: a lower bound of the growth.
       growth += c.pool_bytes > c.resident ? c.pool_bytes - c.resident : 0;
     }
-    if (std::find(grown.begin(), grown.end(), a.id) == grown.end()) grown.push_back(a.id);
+    if (std::find(grown.begin(), grown.end(), a.id()) == grown.end()) grown.push_back(a.id());
   }
   const std::uint64_t room = l.headroom();
   if (grown.empty() || (room >= growth && room >= l.limit / 10)) return;
@@ -340,8 +331,7 @@ void judge_memory_limit(const process_report& p, const system_report& s, std::ve
   const std::uint64_t charged = l.usage > l.reclaimable ? l.usage - l.reclaimable : 0;
   std::string ids;
   for (const std::string& id : grown) ids += (ids.empty() ? "" : ", ") + id;
-  out.push_back({"memory_cgroup_limit",
-                 advice_level::warning,
+  out.push_back({rule_id::memory_cgroup_limit,
                  fmt::format("the process's memory cgroup has {} left before its limit ({} of {} "
                              "charged, {}): the advice above ({}) grows its RSS, by at least {} "
                              "here as huge pages fill whole {} blocks (--collapse --dry-run "
@@ -359,29 +349,21 @@ void judge_memory_limit(const process_report& p, const system_report& s, std::ve
                  {}});
 }
 
-// One rule: its name and the function that judges a process on its system, appending the advice
-// it finds. In the order the advice is listed.
-struct process_rule {
-  const char* id;
-  void (*judge)(const process_report& p, const system_report& s, std::vector<advice>& out);
-};
+// A judge: appends the advice it finds in a process on its system.
+using process_judge = void (*)(const process_report& p, const system_report& s,
+                               std::vector<advice>& out);
 
-constexpr process_rule process_rules[] = {
-    {"redis_disables_thp", judge_redis},
-    {"thp_disabled", judge_thp_disabled},
-    {"pool_setting", judge_pool_setting},
-    {"postgres_huge_pages", judge_postgres},
-    {"memory", judge_memory},
-    {"memory_cgroup_limit", judge_memory_limit},
-    {"pool_exhausted", judge_pool_exhausted},
-    {"numa", judge_numa},
+// In the order the advice is listed.
+constexpr process_judge process_judges[] = {
+    judge_redis,  judge_thp_disabled, judge_pool_setting,   judge_postgres,
+    judge_memory, judge_memory_limit, judge_pool_exhausted, judge_numa,
 };
 
 }  // namespace
 
 std::vector<advice> advise_process(const process_report& p, const system_report& s) {
   std::vector<advice> out;
-  for (const process_rule& rule : process_rules) rule.judge(p, s, out);
+  for (const process_judge judge : process_judges) judge(p, s, out);
   return out;
 }
 

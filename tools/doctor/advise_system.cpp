@@ -1,8 +1,9 @@
 // tools/doctor/advise_system.cpp - the rules that turn a system report into advice.
 //
 // Each rule is a condition on the report, the facts it rests on, what the fix costs, and the
-// commands that apply it. Rules never read the machine, so each has a test built from a
-// hand-made report (tools/test/doctor_advice_*_test.cpp).
+// commands that apply it; its id and level are its row of rule_catalog.cpp. Rules never read
+// the machine, so each has a test built from a hand-made report
+// (tools/test/doctor_advice_*_test.cpp).
 //
 // Commands are built from values the doctor chose: kernel and configuration paths, numbers it
 // computed, and a systemd unit name that passed safe_unit_name(). Every word goes through
@@ -36,7 +37,7 @@ void judge_thp_never(const system_report& s, std::vector<advice>& out) {
   const std::string enabled = effective_enabled(s, "");
   if (enabled == "never") {
     thp_off off = thp_off_of(s);
-    out.push_back({"thp_never", advice_level::warning,
+    out.push_back({rule_id::thp_never,
                    off.why +
                        ": MADV_HUGEPAGE, thp_allocator and allocators' THP options all get base "
                        "pages",
@@ -68,7 +69,7 @@ void judge_max_ptes_none(const system_report& s, std::vector<advice>& out) {
                       counter(s, "thp_underused_split_page"), per_huge - 1));
     }
     out.push_back(
-        {"max_ptes_none", advice_level::note,
+        {rule_id::max_ptes_none,
          fmt::format("khugepaged may collapse a {} range in which only {} base page{} used, "
                      "so sparse THP memory can grow up to {}x in RSS (the kernel default; it "
                      "matters only for sparse, MADV_HUGEPAGE or THP-always memory)",
@@ -85,8 +86,7 @@ void judge_defrag(const system_report& s, std::vector<advice>& out) {
   const std::string defrag = s.thp.defrag.value_or("");
   if (enabled == "always" && defrag == "always") {
     out.push_back(
-        {"defrag_always_stalls",
-         advice_level::warning,
+        {rule_id::defrag_always_stalls,
          "THP enabled=always with defrag=always: any page fault may stall in direct "
          "compaction (latency spikes of milliseconds)",
          {fmt::format("{}/enabled: always", thp_dir), fmt::format("{}/defrag: always", thp_dir)},
@@ -94,8 +94,7 @@ void judge_defrag(const system_report& s, std::vector<advice>& out) {
          sysfs_setting("defer+madvise", fmt::format("{}/defrag", thp_dir))});
   }
   if (enabled != "never" && !enabled.empty() && defrag == "never") {
-    out.push_back({"defrag_never",
-                   advice_level::warning,
+    out.push_back({rule_id::defrag_never,
                    "THP defrag=never: MADV_HUGEPAGE faults do not compact, so advised memory "
                    "silently gets base pages once memory is fragmented",
                    {fmt::format("{}/defrag: never", thp_dir)},
@@ -145,20 +144,22 @@ void judge_idle_pools(const system_report& s, std::vector<advice>& out) {
       }
     }
     const bool one_gib = pool.page_bytes >= hugepage::units::gib;
-    out.push_back(
-        {"pool_idle", large ? advice_level::warning : advice_level::note,
-         fmt::format("the {} hugetlb pool holds {} ({} page{}) that no process uses (none "
-                     "faulted in, none reserved): memory nothing else can use",
-                     format_bytes(pool.page_bytes), format_bytes(bytes), total,
-                     total == 1 ? "" : "s"),
-         std::move(evidence),
-         fmt::format("a service that takes its pages from the pool when it starts (PostgreSQL "
-                     "huge_pages=on, MariaDB large_pages) would find it empty; shrink it only if "
-                     "none is meant to run here{}",
-                     one_gib ? ", since 1 GiB pages are rarely found again once memory is in use "
-                               "(reserve them at boot: hugepagesz=1G hugepages=N)"
-                             : ""),
-         pool_commands(s, pool.page_bytes, 0)});
+    advice a{
+        rule_id::pool_idle,
+        fmt::format("the {} hugetlb pool holds {} ({} page{}) that no process uses (none "
+                    "faulted in, none reserved): memory nothing else can use",
+                    format_bytes(pool.page_bytes), format_bytes(bytes), total,
+                    total == 1 ? "" : "s"),
+        std::move(evidence),
+        fmt::format("a service that takes its pages from the pool when it starts (PostgreSQL "
+                    "huge_pages=on, MariaDB large_pages) would find it empty; shrink it only if "
+                    "none is meant to run here{}",
+                    one_gib ? ", since 1 GiB pages are rarely found again once memory is in use "
+                              "(reserve them at boot: hugepagesz=1G hugepages=N)"
+                            : ""),
+        pool_commands(s, pool.page_bytes, 0)};
+    if (!large) a.lower_to_note();
+    out.push_back(std::move(a));
   }
 }
 
@@ -173,8 +174,7 @@ void judge_used_pools(const system_report& s, std::vector<advice>& out) {
         fmt::format("{}: nr_hugepages {}, free {}, reserved {}", pool_file(pool.page_bytes), total,
                     pool.free.value_or(0), pool.reserved.value_or(0))};
     if (shortage.empty()) {
-      out.push_back({"pool_in_use",
-                     advice_level::note,
+      out.push_back({rule_id::pool_in_use,
                      fmt::format("the {} hugetlb pool is fully in use ({} pages); nothing "
                                  "shows a request it could not serve",
                                  format_bytes(pool.page_bytes), total),
@@ -187,7 +187,7 @@ void judge_used_pools(const system_report& s, std::vector<advice>& out) {
     const auto target = capped_pool_target(s, pool.page_bytes, total,
                                            total + std::max<std::uint64_t>(total / 4, 1));
     out.push_back(
-        {"pool_exhausted", advice_level::warning,
+        {rule_id::pool_exhausted,
          fmt::format("the {} hugetlb pool is used up ({} pages) and more was wanted: "
                      "new MAP_HUGETLB mappings of that size fail with ENOMEM",
                      format_bytes(pool.page_bytes), total),
@@ -214,8 +214,7 @@ void judge_compaction(const system_report& s, std::vector<advice>& out) {
       fmt::format("{} free, {} of it in blocks of {} or more (/proc/buddyinfo)",
                   format_bytes(frag.free), format_bytes(frag.ready), format_bytes(s.thp_bytes));
   if (frag.fragmented && fallbacks) {
-    out.push_back({"fragmented",
-                   advice_level::warning,
+    out.push_back({rule_id::fragmented,
                    fmt::format("memory is fragmented and THP faults fall back to base pages ({})",
                                percent(static_cast<double>(fault_fallback) /
                                        static_cast<double>(fault_alloc + fault_fallback))),
@@ -224,8 +223,7 @@ void judge_compaction(const system_report& s, std::vector<advice>& out) {
                    "(vm.compaction_proactiveness) costs background CPU",
                    {write_command("1", "/proc/sys/vm/compact_memory")}});
   } else if (fallbacks) {
-    advice a{"thp_fault_fallback",
-             advice_level::warning,
+    advice a{rule_id::thp_fault_fallback,
              fmt::format("{} of THP page faults since boot fell back to base pages",
                          percent(static_cast<double>(fault_fallback) /
                                  static_cast<double>(fault_alloc + fault_fallback))),
@@ -238,17 +236,16 @@ void judge_compaction(const system_report& s, std::vector<advice>& out) {
     } else {
       // Free memory is not fragmented now: the fallbacks are old, or from a memory cgroup
       // (thp_fault_fallback_charge). Nothing to run.
-      a.level = advice_level::note;
+      a.lower_to_note();
     }
     out.push_back(std::move(a));
   } else if (frag.fragmented) {
-    out.push_back({"fragmented",
-                   advice_level::note,
-                   "free memory is fragmented, but THP faults are not falling back: nothing "
-                   "pays for it yet",
-                   {frag_fact, fallback_fact},
-                   "",
-                   {}});
+    advice a{rule_id::fragmented,
+             "free memory is fragmented, but THP faults are not falling back: nothing pays for "
+             "it yet",
+             {frag_fact, fallback_fact}};
+    a.lower_to_note();
+    out.push_back(std::move(a));
   }
 }
 
@@ -279,8 +276,7 @@ void judge_cgroup_limits(const system_report& s, std::vector<advice>& out) {
     }
     if (limit.has_max && limit.max && *limit.max < pool_bytes) {
       const std::string max_name = limit.version == "v2" ? "max" : "limit_in_bytes";
-      out.push_back({"cgroup_limit_below_pool",
-                     advice_level::warning,
+      out.push_back({rule_id::cgroup_limit_below_pool,
                      fmt::format("the hugetlb cgroup caps {} pages at {}, below the pool's {}{}",
                                  format_bytes(limit.page_bytes), format_bytes(*limit.max),
                                  format_bytes(pool_bytes), by_hand("max", max_name)),
@@ -291,8 +287,7 @@ void judge_cgroup_limits(const system_report& s, std::vector<advice>& out) {
     if (limit.version == "v2" && limit.has_max && limit.max && limit.has_rsvd_max &&
         !limit.rsvd_max) {
       const std::string max = fmt::format("{}", *limit.max);
-      out.push_back({"cgroup_limit_at_fault",
-                     advice_level::warning,
+      out.push_back({rule_id::cgroup_limit_at_fault,
                      fmt::format("the hugetlb cgroup limits {} pages at fault time only: a "
                                  "process over {} gets SIGBUS on first touch instead of ENOMEM "
                                  "from mmap{}",
@@ -308,8 +303,7 @@ void judge_cgroup_limits(const system_report& s, std::vector<advice>& out) {
 // no_1g_pages: the CPU has no 1 GiB pages.
 void judge_1g_pages(const system_report& s, std::vector<advice>& out) {
   if (s.cpu_1g_pages && !*s.cpu_1g_pages) {
-    out.push_back({"no_1g_pages",
-                   advice_level::note,
+    out.push_back({rule_id::no_1g_pages,
                    "this CPU has no 1 GiB pages (no pdpe1gb flag): hugetlb and allocators can "
                    "use 2 MiB pages only",
                    {"/proc/cpuinfo flags: no pdpe1gb"},
@@ -318,29 +312,20 @@ void judge_1g_pages(const system_report& s, std::vector<advice>& out) {
   }
 }
 
-// One rule: its name and the function that judges a report, appending the advice it finds (the
-// ids each gives are in its comment). In the order the advice is listed.
-struct system_rule {
-  const char* id;
-  void (*judge)(const system_report& s, std::vector<advice>& out);
-};
+// A judge: appends the advice it finds in a report (the rules it gives are in its comment).
+using system_judge = void (*)(const system_report& s, std::vector<advice>& out);
 
-constexpr system_rule system_rules[] = {
-    {"thp_never", judge_thp_never},
-    {"max_ptes_none", judge_max_ptes_none},
-    {"defrag", judge_defrag},
-    {"pool_idle", judge_idle_pools},
-    {"pool_in_use", judge_used_pools},
-    {"fragmented", judge_compaction},
-    {"cgroup_limit", judge_cgroup_limits},
-    {"no_1g_pages", judge_1g_pages},
+// In the order the advice is listed.
+constexpr system_judge system_judges[] = {
+    judge_thp_never,  judge_max_ptes_none, judge_defrag,        judge_idle_pools,
+    judge_used_pools, judge_compaction,    judge_cgroup_limits, judge_1g_pages,
 };
 
 }  // namespace
 
 std::vector<advice> advise_system(const system_report& s) {
   std::vector<advice> out;
-  for (const system_rule& rule : system_rules) rule.judge(s, out);
+  for (const system_judge judge : system_judges) judge(s, out);
   return out;
 }
 

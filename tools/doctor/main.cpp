@@ -44,6 +44,7 @@ using namespace hugepage::doctor;
 std::string usage_text() {
   return R"(Usage: hugepage-doctor [--json | --format FORMAT] [--pid PID [--top N] [--capture DIR] | --probe]
        hugepage-doctor --pid PID --collapse [--dry-run] [--budget-ms N] [--max-bytes N] [--json]
+       hugepage-doctor --list-rules [--json]
 
 Says whether a Linux machine, or one process on it, gets the huge pages it could, and how to fix
 what is missing. Each piece of advice names the facts it rests on, what the fix costs, and the
@@ -67,6 +68,8 @@ Modes:
   --probe       measures ns per access of a dependent random chase at 4 MiB, 64 MiB and
                 1 GiB, on base pages and on huge pages, and prints the ratio (~10 s, ~1.1 GiB;
                 in a memory cgroup, working sets shrink to fit its headroom, and say so)
+  --list-rules  the advice the doctor can give: each rule's id, its level (a warning may come
+                as a note where what it finds is small) and what it finds; as a table or JSON
 
 Options:
   --json        the same as --format json
@@ -93,6 +96,7 @@ Options:
 struct options {
   std::string format = "table";
   bool probe = false;
+  bool list_rules = false;
   std::optional<pid_t> pid;
   std::size_t top = 10;
   std::string capture;    // --capture DIR; "" when not asked
@@ -149,6 +153,10 @@ int parse(int argc, char** argv, options& o, int& code) {
       app.add_option("--capture", o.capture)->type_name("DIR")->needs(pid_option);
   auto* probe = app.add_flag("--probe", o.probe)->disable_flag_override();
   probe->excludes(pid_option);
+  // The catalog reads nothing: a report's options would be ignored.
+  auto* list_rules = app.add_flag("--list-rules", o.list_rules)->disable_flag_override();
+  list_rules->excludes(pid_option);
+  list_rules->excludes(probe);
   format->excludes(app.get_option("--json"));
   std::string budget_ms, max_bytes;
   auto* collapse = app.add_flag("--collapse", o.collapse)->disable_flag_override();
@@ -213,6 +221,10 @@ int parse(int argc, char** argv, options& o, int& code) {
 int run(options o) {
   const bool json = o.format == "json";
   const bool prometheus = o.format == "prometheus";
+  if (o.list_rules) {
+    if (prometheus) return fail("--list-rules prints a table or JSON, not prometheus");
+    return emit(json ? json_rules() : render_rules(), exit_healthy);
+  }
   if (o.probe) {
     const probe_report probe =
         run_probe({4 * hugepage::units::mib, 64 * hugepage::units::mib, hugepage::units::gib});

@@ -128,8 +128,8 @@ void advice_metrics(exposition& e, const std::vector<advice>& list) {
   std::size_t warnings = 0;
   for (const auto& a : list) {
     e.gauge("hugepage_doctor_advice", "one sample per piece of advice; always 1",
-            {{"id", a.id}, {"level", name_of(a.level)}}, 1);
-    if (a.level == advice_level::warning) ++warnings;
+            {{"id", a.id()}, {"level", name_of(a.level())}}, 1);
+    if (a.level() == advice_level::warning) ++warnings;
   }
   e.gauge("hugepage_doctor_warnings", "pieces of advice at warning level (exit status 1 if > 0)",
           {}, static_cast<double>(warnings));

@@ -12,6 +12,7 @@
 #include "json.hpp"
 #include "probe.hpp"
 #include "process_report.hpp"
+#include "rule_catalog.hpp"
 #include "system_report.hpp"
 
 namespace hugepage::doctor {
@@ -58,8 +59,8 @@ json advice_json(const std::vector<advice>& advice) {
   json list = json::array();
   for (const auto& a : advice) {
     list.push(json::object()
-                  .set("id", a.id)
-                  .set("level", name_of(a.level))
+                  .set("id", a.id())
+                  .set("level", name_of(a.level()))
                   .set("message", a.message)
                   .set("evidence", strings(a.evidence))
                   .set("reaches", strings(a.reaches))
@@ -319,6 +320,14 @@ std::string json_process(const process_report& p, const system_report& s,
                  .set("advice", advice_json(advice))
                  .set("exit_code", static_cast<int>(exit_code_of(advice)));
   return doc.dump();
+}
+
+std::string json_rules() {
+  json rules = json::array();
+  for (const rule& r : rule_catalog()) {
+    rules.push(json::object().set("id", r.id).set("level", name_of(r.level)).set("what", r.what));
+  }
+  return document("rules", "rules", rules, {}, 0);
 }
 
 std::string json_probe(const probe_report& r) {

@@ -18,4 +18,8 @@ std::string json_process(const process_report& process, const system_report& sys
 
 std::string json_probe(const probe_report& probe);
 
+/// The catalog of rules (--list-rules --json): mode "rules", a "rules" array of {id, level,
+/// what}.
+std::string json_rules();
+
 }  // namespace hugepage::doctor

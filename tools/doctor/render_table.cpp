@@ -8,12 +8,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string_view>
 
 #include "advice.hpp"
 #include "format.hpp"
 #include "mapping_coverage.hpp"
 #include "probe.hpp"
 #include "process_report.hpp"
+#include "rule_catalog.hpp"
 #include "system_report.hpp"
 #include "text.hpp"
 #include "thp_disabler.hpp"
@@ -81,7 +83,8 @@ void render_advice(std::string& out, const std::vector<advice>& advice, const ch
   for (const auto& a : advice) {
     // Messages and evidence may quote paths and names the process chose: escaped. Commands are
     // built from trusted words only (advice_rules.hpp) and printed as they are, to be pasted.
-    out += fmt::format("  {}. {}: {} [{}]\n", n++, name_of(a.level), printable(a.message), a.id);
+    out +=
+        fmt::format("  {}. {}: {} [{}]\n", n++, name_of(a.level()), printable(a.message), a.id());
     if (!a.reaches.empty())
       out += fmt::format("     reaches: {}\n", reach_line(a.reaches, classes));
     for (const auto& fact : a.evidence) out += fmt::format("     - {}\n", printable(fact));
@@ -424,6 +427,19 @@ std::string render_process(const process_report& p, const system_report& s,
   render_cgroup(out, p.cgroup);
   render_advice(out, advice, "nothing to change for this process", &p.classes);
   out += render_coverage(p.coverage, p.coverage.size());
+  return out;
+}
+
+std::string render_rules() {
+  std::size_t width = 0;
+  for (const rule& r : rule_catalog()) width = std::max(width, std::string_view(r.id).size());
+  std::string out = fmt::format("{:<{}}  {:<7}  {}\n", "id", width, "level", "what it finds");
+  for (const rule& r : rule_catalog()) {
+    out += fmt::format("{:<{}}  {:<7}  {}\n", r.id, width, name_of(r.level), r.what);
+  }
+  out +=
+      "\nA warning makes the exit status 1; a rule listed as a warning gives a note where what it "
+      "finds is small.\n";
   return out;
 }
 

@@ -18,4 +18,7 @@ std::string render_process(const process_report& process, const system_report& s
 
 std::string render_probe(const probe_report& probe);
 
+/// The catalog of rules (--list-rules): a line per rule, its id, level and what it finds.
+std::string render_rules();
+
 }  // namespace hugepage::doctor

@@ -162,7 +162,7 @@ TEST(DoctorAdvice, EnvironmentValueFromTheProcessIsQuotedOrRefused) {
       const advice a = only(advise_process(p, healthy_system()), "glibc_without_hugetlb_tunable");
       EXPECT_TRUE(a.commands.empty()) << all_commands({a});
       EXPECT_NE(a.message.find("by hand"), std::string::npos) << a.message;
-      EXPECT_EQ(a.level, advice_level::warning);
+      EXPECT_EQ(a.level(), advice_level::warning);
     }
   }
 }

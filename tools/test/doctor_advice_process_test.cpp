@@ -31,7 +31,7 @@ TEST(DoctorAdvice, GlibcTunableOnlyWhereGlibcHasIt) {
   list = advise_process(big_process("glibc", {}, "2.31"), healthy_system());
   EXPECT_EQ(find(list, "glibc_without_hugetlb_tunable"), std::nullopt) << ids(list);
   const advice old = only(list, "glibc_too_old_for_thp");
-  EXPECT_EQ(old.level, advice_level::note);
+  EXPECT_EQ(old.level(), advice_level::note);
   // What reaches a program that cannot be changed comes first: --collapse and enabled=always.
   EXPECT_EQ(old.commands, std::vector<std::string>{collapse_command});
   EXPECT_NE(old.message.find("THP enabled=always (machine-wide) reaches it"), std::string::npos)
@@ -62,7 +62,7 @@ TEST(DoctorAdvice, MimallocNameForItsVersion) {
 TEST(DoctorAdvice, TcmallocIsANoteWithoutAMachineWideCommand) {
   const auto list = advise_process(big_process("tcmalloc"), healthy_system());
   const advice& a = only(list, "tcmalloc_without_thp");
-  EXPECT_EQ(a.level, advice_level::note);
+  EXPECT_EQ(a.level(), advice_level::note);
   EXPECT_TRUE(a.commands.empty());
 }
 
@@ -75,7 +75,7 @@ TEST(DoctorAdvice, MuslIsANoteThatOffersNoGlibcSetting) {
   p = process_with(p, usage(memory_class::allocator_arenas, 1 * gib));
   const auto list = advise_process(p, healthy_system());
   const advice& a = only(list, "musl_without_thp");
-  EXPECT_EQ(a.level, advice_level::note);
+  EXPECT_EQ(a.level(), advice_level::note);
   EXPECT_NE(a.message.find("musl's malloc has no huge page setting, GLIBC_TUNABLES means "
                            "nothing to it"),
             std::string::npos)
@@ -141,7 +141,7 @@ TEST(DoctorAdvice, RedisChoiceIsANote) {
   ASSERT_EQ(p.runtime.kind, "redis");
   p.allocator = describe_allocator({"jemalloc", "", ""}, true, {}, true);
   const auto list = advise_process(p, healthy_system());
-  EXPECT_EQ(only(list, "redis_disables_thp").level, advice_level::note);
+  EXPECT_EQ(only(list, "redis_disables_thp").level(), advice_level::note);
   EXPECT_EQ(find(list, "process_thp_disabled"), std::nullopt) << ids(list);
   EXPECT_FALSE(has_warning(list)) << ids(list);
 }
@@ -152,7 +152,7 @@ TEST(DoctorAdvice, OverwrittenEnvironmentIsUnknownNotNone) {
   EXPECT_NE(p.allocator.hugepage_mode.find("unknown"), std::string::npos);
   const auto list = advise_process(p, healthy_system());
   EXPECT_EQ(find(list, "jemalloc_without_thp"), std::nullopt) << ids(list);
-  EXPECT_EQ(only(list, "allocator_settings_unknown").level, advice_level::note);
+  EXPECT_EQ(only(list, "allocator_settings_unknown").level(), advice_level::note);
 }
 
 TEST(DoctorAdvice, PostgresSharedBuffersNeedAPool) {

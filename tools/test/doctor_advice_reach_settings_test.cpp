@@ -45,7 +45,7 @@ TEST(DoctorReach, MariadbThatDisablesThpGetsLargePagesAndThePoolItNeeds) {
   const system_report s = healthy_system();  // 600 pages of 2 MiB, 500 free
   auto list = advise_process(p, s);
   const advice& a = only(list, "mariadb_large_pages");
-  EXPECT_EQ(a.level, advice_level::warning);
+  EXPECT_EQ(a.level(), advice_level::warning);
   EXPECT_TRUE(mentions(a, "large_pages=ON")) << a.message;
   // 2 GiB + 1 MiB in 2 MiB pages: 1025; 500 free: 525 short.
   EXPECT_TRUE(mentions(a, "it needs 1025 pages of 2 MiB, the pool has 500 free, 525 short"))
@@ -90,7 +90,7 @@ TEST(DoctorReach, ThpDisabledSaysWhoAndWhatItCosts) {
   p.thp_enabled = false;
   const auto list = advise_process(p, healthy_system());
   const advice& a = only(list, "process_thp_disabled");
-  EXPECT_EQ(a.level, advice_level::warning);
+  EXPECT_EQ(a.level(), advice_level::warning);
   EXPECT_TRUE(a.commands.empty());
   EXPECT_TRUE(mentions(a, "inherited across fork and exec")) << a.message;
   EXPECT_TRUE(mentions(a, "launcher, systemd unit or shell")) << a.message;
@@ -125,7 +125,7 @@ TEST(DoctorReach, ThpDisabledUnderTheThresholdIsANoteNotAnAllClear) {
   p.rss = 310 * mib;
   const auto list = advise_process(p, healthy_system());
   const advice& a = only(list, "process_thp_disabled");
-  EXPECT_EQ(a.level, advice_level::note);
+  EXPECT_EQ(a.level(), advice_level::note);
   EXPECT_TRUE(mentions(a, "300 MiB anonymous memory, 0.0% huge")) << a.message;
   EXPECT_TRUE(mentions(a, "prctl(PR_SET_THP_DISABLE)")) << a.message;
   EXPECT_TRUE(mentions(a, "every TLB miss on it pays a page walk")) << a.message;
@@ -157,7 +157,7 @@ TEST(DoctorReach, TunableDoesNotReachThreadArenas) {
   EXPECT_EQ(find(list, "glibc_without_hugetlb_tunable"), std::nullopt) << ids(list);
   EXPECT_EQ(all_commands(list).find("GLIBC_TUNABLES"), std::string::npos) << all_commands(list);
   const advice note = only(list, "glibc_chunks_out_of_reach");
-  EXPECT_EQ(note.level, advice_level::note);
+  EXPECT_EQ(note.level(), advice_level::note);
   EXPECT_TRUE(mentions(note,
                        "glibc.malloc.hugetlb=1 does not reach glibc's thread arenas: glibc "
                        "advises a thread arena's heap only when it creates it"))
@@ -177,7 +177,7 @@ TEST(DoctorReach, TunableDoesNotReachThreadArenas) {
                    usage(memory_class::glibc_thread_arenas, 700 * mib));
   list = advise_process(p, healthy_system());
   const advice warn = only(list, "glibc_tunable_does_not_reach");
-  EXPECT_EQ(warn.level, advice_level::warning);
+  EXPECT_EQ(warn.level(), advice_level::warning);
   EXPECT_EQ(warn.commands, std::vector<std::string>{collapse_command});
   EXPECT_EQ(find(list, "advised_but_not_huge"), std::nullopt) << ids(list);
   // =2 maps a thread arena's whole heap from the hugetlb pool: that reaches them.
@@ -198,7 +198,7 @@ TEST(DoctorReach, AdvisedBytesSayWhetherTheSettingReachedTheMemory) {
       healthy_system());
   EXPECT_EQ(find(list, "advised_but_not_huge"), std::nullopt) << ids(list);
   const advice none = only(list, "setting_does_not_reach");
-  EXPECT_EQ(none.level, advice_level::warning);
+  EXPECT_EQ(none.level(), advice_level::warning);
   EXPECT_TRUE(mentions(none,
                        "glibc.malloc.hugetlb=1 (THP madvise) is set, but only 0 B of this "
                        "memory is advised MADV_HUGEPAGE: the setting does not reach the rest"))
@@ -211,7 +211,7 @@ TEST(DoctorReach, AdvisedBytesSayWhetherTheSettingReachedTheMemory) {
                                                   343 * mib, 0, 700 * mib)),
                         healthy_system());
   const advice partly = only(list, "advised_but_not_huge");
-  EXPECT_EQ(partly.level, advice_level::note);
+  EXPECT_EQ(partly.level(), advice_level::note);
   EXPECT_FALSE(has_warning(list)) << ids(list);
   EXPECT_TRUE(mentions(partly, "is huge only in its whole 2 MiB-aligned parts")) << partly.message;
   EXPECT_FALSE(mentions(partly, "faulted before")) << partly.message;
@@ -220,7 +220,7 @@ TEST(DoctorReach, AdvisedBytesSayWhetherTheSettingReachedTheMemory) {
   list = advise_process(process_with(tuned, usage(memory_class::glibc_mmapped_chunks, 700 * mib,
                                                   20 * mib, 0, 700 * mib)),
                         healthy_system());
-  EXPECT_EQ(only(list, "advised_but_not_huge").level, advice_level::warning);
+  EXPECT_EQ(only(list, "advised_but_not_huge").level(), advice_level::warning);
   EXPECT_TRUE(mentions(only(list, "advised_but_not_huge"), "THP faults that found no free"));
 }
 
@@ -233,7 +233,7 @@ TEST(DoctorReach, JemallocThpAlwaysAndUnadvisedMemoryIsNotJemallocs) {
                    usage(memory_class::allocator_arenas, 706 * mib, 6 * mib, 0, 6 * mib));
   auto list = advise_process(p, healthy_system());
   const advice a = only(list, "setting_does_not_reach");
-  EXPECT_EQ(a.level, advice_level::warning);
+  EXPECT_EQ(a.level(), advice_level::warning);
   EXPECT_TRUE(mentions(a,
                        "yet only 6 MiB of this memory is advised: the rest is not "
                        "jemalloc's, the program maps it itself"))
@@ -258,7 +258,7 @@ TEST(DoctorReach, TunableInPlaceThatDoesNotReachIsAWarning) {
   p = process_with(p, usage(memory_class::glibc_thread_arenas, 1 * gib, 3 * mib, 1 * gib));
   auto list = advise_process(p, healthy_system());
   const advice a = only(list, "glibc_tunable_does_not_reach");
-  EXPECT_EQ(a.level, advice_level::warning);
+  EXPECT_EQ(a.level(), advice_level::warning);
   EXPECT_TRUE(mentions(a, "1 GiB of it lies in mappings under 2 MiB")) << a.message;
   // A mapping under 2 MiB holds no huge page whatever the setting: no --collapse either.
   EXPECT_TRUE(mentions(a, "neither THP enabled=always nor MADV_COLLAPSE makes such a mapping huge"))
@@ -270,7 +270,7 @@ TEST(DoctorReach, TunableInPlaceThatDoesNotReachIsAWarning) {
                    usage(memory_class::glibc_thread_arenas, 1 * gib, 3 * mib, 1 * gib));
   list = advise_process(p, healthy_system());
   EXPECT_EQ(find(list, "glibc_without_hugetlb_tunable"), std::nullopt) << ids(list);
-  EXPECT_EQ(only(list, "glibc_chunks_out_of_reach").level, advice_level::note);
+  EXPECT_EQ(only(list, "glibc_chunks_out_of_reach").level(), advice_level::note);
   EXPECT_TRUE(only(list, "glibc_chunks_out_of_reach").commands.empty());
   // The tunable reaches the memory and it is huge: nothing (exit 0 is right).
   p = process_with(big_process("glibc", {{"GLIBC_TUNABLES", "glibc.malloc.hugetlb=1"}}, "2.36"),
@@ -291,7 +291,7 @@ TEST(DoctorReach, NumpyWithItsMadviseTurnedOff) {
   p = process_with(p, usage(memory_class::glibc_mmapped_chunks, 2 * gib));
   auto list = advise_process(p, healthy_system());
   const advice& a = only(list, "numpy_madvise_disabled");
-  EXPECT_EQ(a.level, advice_level::warning);
+  EXPECT_EQ(a.level(), advice_level::warning);
   EXPECT_TRUE(mentions(a, "NUMPY_MADVISE_HUGEPAGE=0 in its environment")) << a.message;
   EXPECT_EQ(a.reaches, std::vector<std::string>{"glibc_mmapped_chunks"});
   // numpy without the variable asks; python without numpy is no runtime of the doctor's.
@@ -307,7 +307,7 @@ TEST(DoctorReach, StaticBinaryAllocatorIsUnknown) {
   p = process_with(p, usage(memory_class::anonymous_mmap, 1 * gib));
   auto list = advise_process(p, healthy_system());
   const advice& a = only(list, "allocator_linked_in");
-  EXPECT_EQ(a.level, advice_level::note);
+  EXPECT_EQ(a.level(), advice_level::note);
   EXPECT_TRUE(mentions(a, "linked into the executable")) << a.message;
   // A static glibc reads GLIBC_TUNABLES (busybox-static with glibc.malloc.hugetlb=1 measured
   // 0% -> 99.7% huge): the note says so rather than that it cannot tell.
@@ -345,7 +345,7 @@ TEST(DoctorReach, ServicesUnderHalfAGibStillGetTheirOwnSetting) {
   m.runtime = detect_runtime({"/usr/bin/memcached"}, cmdline_of("memcached\0-m\000600"), {});
   m = process_with(m, usage(memory_class::glibc_mmapped_chunks, 480 * mib, 0, 480 * mib));
   auto list = advise_process(m, healthy_system());
-  EXPECT_EQ(only(list, "memcached_large_pages").level, advice_level::warning);
+  EXPECT_EQ(only(list, "memcached_large_pages").level(), advice_level::warning);
   EXPECT_TRUE(has_warning(list));
   // A plain program of that size is under the threshold, but 480 MiB on base pages that no
   // setting reaches is no all-clear: a note that says which memory, why, and that --collapse
@@ -355,7 +355,7 @@ TEST(DoctorReach, ServicesUnderHalfAGibStillGetTheirOwnSetting) {
   list = advise_process(plain, healthy_system());
   EXPECT_EQ(list.size(), 1u) << ids(list);
   const advice& unreached = only(list, "base_pages_out_of_reach");
-  EXPECT_EQ(unreached.level, advice_level::note);
+  EXPECT_EQ(unreached.level(), advice_level::note);
   EXPECT_TRUE(mentions(unreached, "glibc's mmapped chunks (480 MiB)")) << unreached.message;
   EXPECT_TRUE(mentions(unreached, "chunks under 2 MiB, which glibc.malloc.hugetlb=1 never advises"))
       << unreached.message;
@@ -401,7 +401,7 @@ TEST(DoctorReach, MariadbWithLargePagesAndAShortPoolSaysByHowMuch) {
   const auto list = advise_process(p, s);
   EXPECT_EQ(find(list, "mariadb_large_pages"), std::nullopt) << ids(list);
   const advice& a = only(list, "mariadb_pool_short");
-  EXPECT_EQ(a.level, advice_level::warning);
+  EXPECT_EQ(a.level(), advice_level::warning);
   EXPECT_TRUE(mentions(a,
                        "MariaDB has --large-pages, yet its buffer pool (528 MiB) is on base "
                        "pages"))
@@ -418,7 +418,7 @@ TEST(DoctorReach, MariadbWithLargePagesAndAShortPoolSaysByHowMuch) {
       false,          {},        1};
   p.largest.push_back(log_buffer);
   p.hugetlb[2 * mib] = 2 * mib;
-  EXPECT_EQ(only(advise_process(p, s), "mariadb_pool_short").level, advice_level::warning);
+  EXPECT_EQ(only(advise_process(p, s), "mariadb_pool_short").level(), advice_level::warning);
   // The buffer pool on hugetlb pages (a pool with room at start): nothing.
   p.largest = {{0x7f0000000000,
                 528 * mib,
@@ -467,7 +467,7 @@ TEST(DoctorReach, ProgramsOwnMappingsAreANoteWithCollapse) {
       process_with(big_process("glibc", {}, "2.36"), usage(memory_class::anonymous_mmap, 1 * gib));
   auto list = advise_process(p, healthy_system());
   const advice a = only(list, "anonymous_mmap_out_of_reach");
-  EXPECT_EQ(a.level, advice_level::note);
+  EXPECT_EQ(a.level(), advice_level::note);
   EXPECT_EQ(a.commands, std::vector<std::string>{collapse_command});
   EXPECT_TRUE(mentions(a,
                        "THP enabled=always (machine-wide) reaches it unless THP is disabled "
@@ -478,7 +478,7 @@ TEST(DoctorReach, ProgramsOwnMappingsAreANoteWithCollapse) {
   // The program advises it: the setting is its own; not huge is a warning.
   p.classes[0].advised = 1 * gib;
   list = advise_process(p, healthy_system());
-  EXPECT_EQ(only(list, "advised_but_not_huge").level, advice_level::warning);
+  EXPECT_EQ(only(list, "advised_but_not_huge").level(), advice_level::warning);
 }
 
 // No all-clear while a class a fix reaches is on base pages: for every class with its setting in
@@ -509,7 +509,7 @@ TEST(DoctorReach, NoAllClearWhileAReachableClassIsOnBasePages) {
       c.mount = "/dev/shm";
       const auto low = advise_process(process_with(one.p, c), s);
       EXPECT_FALSE(low.empty());
-      for (const advice& a : low) EXPECT_FALSE(a.reaches.empty()) << a.id;
+      for (const advice& a : low) EXPECT_FALSE(a.reaches.empty()) << a.id();
       c.huge = 1 * gib;
       EXPECT_TRUE(advise_process(process_with(one.p, c), s).empty());
     }
@@ -540,7 +540,7 @@ TEST(DoctorReach, ThpDisabledExceptAdvisedIsNotToldThatAlwaysReachesIt) {
   s.kernel_release = "6.18.0-test";
   auto list = advise_process(p, s);
   const advice a = only(list, "thp_disabled_except_advised");
-  EXPECT_EQ(a.level, advice_level::warning);
+  EXPECT_EQ(a.level(), advice_level::warning);
   EXPECT_TRUE(mentions(a, "PR_THP_DISABLE_EXCEPT_ADVISED")) << a.message;
   EXPECT_FALSE(mentions(a, "enabled=always (machine-wide) reaches it")) << a.message;
   EXPECT_EQ(a.commands, std::vector<std::string>{collapse_command});
@@ -592,7 +592,7 @@ TEST(DoctorReach, PrivateFileCopiesAreANoteWithoutCollapseOrAlways) {
       process_with(big_process("glibc", {}, "2.36"), usage(memory_class::file_copies, 300 * mib));
   const auto list = advise_process(p, healthy_system());
   const advice a = only(list, "file_copies_out_of_reach");
-  EXPECT_EQ(a.level, advice_level::note);
+  EXPECT_EQ(a.level(), advice_level::note);
   EXPECT_TRUE(a.commands.empty()) << all_commands(list);
   EXPECT_TRUE(mentions(a, "not page cache")) << a.message;
   EXPECT_TRUE(mentions(a, "MADV_COLLAPSE refuses them (EINVAL)")) << a.message;
@@ -613,7 +613,7 @@ TEST(DoctorReach, LockedMemoryIsNamedNotBlamedOnFallbacks) {
   s.vmstat = {{"thp_fault_alloc", 100}, {"thp_fault_fallback", 5000}};
   const auto list = advise_process(p, s);
   const advice a = only(list, "locked_before_advice");
-  EXPECT_EQ(a.level, advice_level::warning);
+  EXPECT_EQ(a.level(), advice_level::warning);
   EXPECT_TRUE(mentions(a, "mlockall(MCL_FUTURE)")) << a.message;
   EXPECT_TRUE(mentions(a, "THP fallbacks are not the cause")) << a.message;
   EXPECT_EQ(a.commands, std::vector<std::string>{collapse_command});
@@ -667,7 +667,7 @@ TEST(DoctorReach, GrowthIsWeighedAgainstTheMemoryCgroupLimit) {
   auto list = advise_process(p, healthy_system());
   ASSERT_TRUE(find(list, "glibc_without_hugetlb_tunable").has_value()) << ids(list);
   const advice a = only(list, "memory_cgroup_limit");
-  EXPECT_EQ(a.level, advice_level::warning);
+  EXPECT_EQ(a.level(), advice_level::warning);
   EXPECT_TRUE(mentions(a,
                        "has 24 MiB left before its limit (1000 MiB of 1 GiB charged, "
                        "memory.max)"))

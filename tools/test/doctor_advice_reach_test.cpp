@@ -115,7 +115,7 @@ TEST(DoctorReach, MemcachedGetsItsOwnLargePagesNotTheTunable) {
   p = process_with(p, usage(memory_class::glibc_mmapped_chunks, 2 * gib, 6 * mib, 2 * gib));
   const auto list = advise_process(p, healthy_system());
   const advice& a = only(list, "memcached_large_pages");
-  EXPECT_EQ(a.level, advice_level::warning);
+  EXPECT_EQ(a.level(), advice_level::warning);
   EXPECT_TRUE(mentions(a, "start memcached with -L")) << a.message;
   EXPECT_TRUE(mentions(a, "glibc.malloc.hugetlb=1 (in the GLIBC_TUNABLES it has) never advises"))
       << a.message;
@@ -180,7 +180,7 @@ TEST(DoctorReach, NodeHeapIsANoteWithCollapseNotTheTunable) {
   p = process_with(p, usage(memory_class::runtime_heap, 741 * mib, 2 * mib));
   const auto list = advise_process(p, healthy_system());
   const advice& a = only(list, "node_heap_unreachable");
-  EXPECT_EQ(a.level, advice_level::note);
+  EXPECT_EQ(a.level(), advice_level::note);
   EXPECT_EQ(a.commands, std::vector<std::string>{collapse_command});
   EXPECT_TRUE(mentions(a, "reaches only glibc malloc's chunks, not V8's heap")) << a.message;
   EXPECT_TRUE(mentions(a, "khugepaged never collapses unadvised ranges again")) << a.message;
@@ -201,7 +201,7 @@ TEST(DoctorReach, MemfdUnderShmemAdviseThatTheProgramNeverAdvises) {
   s.thp.shmem_enabled = "advise";
   auto list = advise_process(p, s);
   const advice a = only(list, "shmem_not_advised");
-  EXPECT_EQ(a.level, advice_level::warning);
+  EXPECT_EQ(a.level(), advice_level::warning);
   ASSERT_EQ(a.commands.size(), 2u);
   EXPECT_EQ(a.commands[0], "echo within_size > " + shmem_file);
   EXPECT_TRUE(mentions(a, "advises 0 B of 1 GiB")) << a.message;
@@ -211,7 +211,7 @@ TEST(DoctorReach, MemfdUnderShmemAdviseThatTheProgramNeverAdvises) {
   p.classes[0].advised = 1 * gib;
   list = advise_process(p, s);
   EXPECT_EQ(find(list, "shmem_not_advised"), std::nullopt) << ids(list);
-  EXPECT_EQ(only(list, "advised_but_not_huge").level, advice_level::warning);
+  EXPECT_EQ(only(list, "advised_but_not_huge").level(), advice_level::warning);
   p.classes[0].huge = 1 * gib;
   EXPECT_TRUE(advise_process(p, s).empty());
   // shmem_enabled never and the program advises: advise is enough.
@@ -231,7 +231,7 @@ TEST(DoctorReach, DevShmFileFollowsItsMountNotShmemEnabled) {
   s.dev_shm_options = "rw,nosuid,nodev,inode64";
   auto list = advise_process(p, s);
   const advice a = only(list, "tmpfs_mount_without_huge");
-  EXPECT_EQ(a.level, advice_level::warning);
+  EXPECT_EQ(a.level(), advice_level::warning);
   EXPECT_EQ(a.commands, (std::vector<std::string>{"mount -o remount,huge=within_size /dev/shm",
                                                   dev_shm_fstab_command(s)}));
   ASSERT_EQ(a.commands.size(), 2u);
@@ -296,7 +296,7 @@ TEST(DoctorReach, DevShmFileFollowsItsMountNotShmemEnabled) {
   list = advise_process(p, s);
   EXPECT_EQ(find(list, "tmpfs_mount_without_huge"), std::nullopt) << ids(list);
   const advice deny = only(list, "shmem_deny_overrides_mount");
-  EXPECT_EQ(deny.level, advice_level::warning);
+  EXPECT_EQ(deny.level(), advice_level::warning);
   EXPECT_EQ(deny.commands.at(0), "echo never > " + shmem_file);
   EXPECT_TRUE(mentions(deny, "/dev/shm already has huge=within_size")) << deny.message;
   EXPECT_TRUE(mentions(deny, "set shmem_enabled to never")) << deny.message;

@@ -59,9 +59,9 @@ inline system_report stock_system(const char* enabled) {
 }
 
 inline const advice& only(const std::vector<advice>& list, const std::string& id) {
-  static const advice none{};
+  static const advice none{rule_id::thp_never, "(no such advice)"};
   for (const auto& a : list) {
-    if (a.id == id) return a;
+    if (a.id() == id) return a;
   }
   ADD_FAILURE() << "no advice " << id;
   return none;
@@ -78,14 +78,14 @@ inline std::string all_commands(const std::vector<advice>& list) {
 // A copy, so that find(advise_system(s), ...) does not point into a destroyed temporary.
 inline std::optional<advice> find(const std::vector<advice>& list, const std::string& id) {
   const auto it =
-      std::find_if(list.begin(), list.end(), [&](const advice& a) { return a.id == id; });
+      std::find_if(list.begin(), list.end(), [&](const advice& a) { return a.id() == id; });
   if (it == list.end()) return std::nullopt;
   return *it;
 }
 
 inline std::string ids(const std::vector<advice>& list) {
   std::string out;
-  for (const auto& a : list) out += a.id + " ";
+  for (const auto& a : list) out += a.id() + " ";
   return out;
 }
 

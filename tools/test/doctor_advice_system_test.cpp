@@ -32,8 +32,8 @@ TEST(DoctorAdvice, StockSystemIsHealthy) {
   for (const char* enabled : {"always", "madvise"}) {
     const auto list = advise_system(stock_system(enabled));
     EXPECT_FALSE(has_warning(list)) << enabled << ": " << ids(list);
-    EXPECT_EQ(only(list, "max_ptes_none").level, advice_level::note);
-    EXPECT_EQ(only(list, "pool_in_use").level, advice_level::note);
+    EXPECT_EQ(only(list, "max_ptes_none").level(), advice_level::note);
+    EXPECT_EQ(only(list, "pool_in_use").level(), advice_level::note);
     EXPECT_TRUE(only(list, "pool_in_use").commands.empty());
     EXPECT_EQ(find(list, "pool_exhausted"), std::nullopt) << ids(list);
   }
@@ -44,7 +44,7 @@ TEST(DoctorAdvice, ThpNever) {
   s.thp.enabled = "never";
   const auto list = advise_system(s);
   const advice& a = only(list, "thp_never");
-  EXPECT_EQ(a.level, advice_level::warning);
+  EXPECT_EQ(a.level(), advice_level::warning);
   ASSERT_EQ(a.commands.size(), 2u);
   EXPECT_EQ(a.commands[0], "echo madvise > /sys/kernel/mm/transparent_hugepage/enabled");
   EXPECT_EQ(a.commands[1],
@@ -59,7 +59,7 @@ TEST(DoctorAdvice, MaxPtesNoneIsANoteWithItsEvidence) {
   s.vmstat["thp_underused_split_page"] = 0;
   const auto list = advise_system(s);
   const advice& a = only(list, "max_ptes_none");
-  EXPECT_EQ(a.level, advice_level::note);
+  EXPECT_EQ(a.level(), advice_level::note);
   EXPECT_NE(a.message.find("up to 512x"), std::string::npos) << a.message;
   ASSERT_EQ(a.evidence.size(), 2u);
   EXPECT_EQ(a.evidence[0], "/sys/kernel/mm/transparent_hugepage/khugepaged/max_ptes_none: 511");
@@ -89,12 +89,12 @@ TEST(DoctorAdvice, ExhaustedOnlyWhenSomethingWantedMore) {
   s.pools[0].reserved = 40;  // all free pages promised to mappings: in use, not short
   auto list = advise_system(s);
   EXPECT_EQ(find(list, "pool_exhausted"), std::nullopt) << ids(list);
-  EXPECT_EQ(only(list, "pool_in_use").level, advice_level::note);
+  EXPECT_EQ(only(list, "pool_in_use").level(), advice_level::note);
   // Reservations beyond the free pages: something wanted more.
   s.pools[0].reserved = 41;
   list = advise_system(s);
   const advice& a = only(list, "pool_exhausted");
-  EXPECT_EQ(a.level, advice_level::warning);
+  EXPECT_EQ(a.level(), advice_level::warning);
   ASSERT_EQ(a.commands.size(), 2u);
   EXPECT_EQ(a.commands[0], "sysctl -w vm.nr_hugepages=750");
   EXPECT_EQ(a.commands[1],
@@ -143,7 +143,8 @@ TEST(DoctorAdvice, PoolCommandsAsTheLibraryPrintsThem) {
   s.pools[0].reserved = 1;
   auto pool_advice = [&](std::size_t page_bytes) {
     for (const advice& a : advise_system(s)) {
-      if (a.id == "pool_exhausted" && a.message.find(format_bytes(page_bytes)) != std::string::npos)
+      if (a.id() == "pool_exhausted" &&
+          a.message.find(format_bytes(page_bytes)) != std::string::npos)
         return a.commands;
     }
     return std::vector<std::string>{};
@@ -202,7 +203,7 @@ TEST(DoctorAdvice, IdlePoolIsFlaggedWithTheCommandThatShrinksIt) {
   s.pools[0].free = 600;
   auto list = advise_system(s);
   const advice a = only(list, "pool_idle");
-  EXPECT_EQ(a.level, advice_level::note);
+  EXPECT_EQ(a.level(), advice_level::note);
   EXPECT_FALSE(has_warning(list)) << ids(list);
   EXPECT_EQ(a.message,
             "the 2 MiB hugetlb pool holds 1.17 GiB (600 pages) that no process uses (none "
@@ -222,9 +223,9 @@ TEST(DoctorAdvice, IdlePoolIsFlaggedWithTheCommandThatShrinksIt) {
   EXPECT_EQ(a.commands.at(0), "sysctl -w vm.nr_hugepages=0");
   // 10% of MemTotal and more: a warning.
   s.pools[0].total = s.pools[0].free = 1639;  // 3.2 GiB of 32 GiB
-  EXPECT_EQ(only(advise_system(s), "pool_idle").level, advice_level::warning);
+  EXPECT_EQ(only(advise_system(s), "pool_idle").level(), advice_level::warning);
   s.pools[0].total = s.pools[0].free = 1638;
-  EXPECT_EQ(only(advise_system(s), "pool_idle").level, advice_level::note);
+  EXPECT_EQ(only(advise_system(s), "pool_idle").level(), advice_level::note);
 }
 
 TEST(DoctorAdvice, IdlePoolsAreJudgedOnTheirTotal) {
@@ -240,7 +241,7 @@ TEST(DoctorAdvice, IdlePoolsAreJudgedOnTheirTotal) {
   auto list = advise_system(s);
   ASSERT_EQ(std::count_if(list.begin(), list.end(),
                           [](const advice& a) {
-                            return a.id == "pool_idle" && a.level == advice_level::warning;
+                            return a.id() == "pool_idle" && a.level() == advice_level::warning;
                           }),
             2)
       << ids(list);
@@ -249,7 +250,7 @@ TEST(DoctorAdvice, IdlePoolsAreJudgedOnTheirTotal) {
   // One of them in use: the other alone, under 10%, is a note.
   s.pools[1].free = 2;
   list = advise_system(s);
-  EXPECT_EQ(only(list, "pool_idle").level, advice_level::note);
+  EXPECT_EQ(only(list, "pool_idle").level(), advice_level::note);
   EXPECT_FALSE(has_warning(list)) << ids(list);
 }
 
@@ -271,15 +272,15 @@ TEST(DoctorAdvice, PoolInUseOrSmallIsNotIdle) {
   s.pools[0].total = s.pools[0].free = 255;
   EXPECT_EQ(find(advise_system(s), "pool_idle"), std::nullopt);
   s.pools[0].total = s.pools[0].free = 256;  // 512 MiB
-  EXPECT_EQ(only(advise_system(s), "pool_idle").level, advice_level::note);
+  EXPECT_EQ(only(advise_system(s), "pool_idle").level(), advice_level::note);
   // On a 2 GiB machine 5% is enough (120 MiB), 10% a warning (210 MiB).
   s.meminfo["MemTotal"] = 2 * gib;
   s.pools[0].total = s.pools[0].free = 51;
   EXPECT_EQ(find(advise_system(s), "pool_idle"), std::nullopt);
   s.pools[0].total = s.pools[0].free = 60;
-  EXPECT_EQ(only(advise_system(s), "pool_idle").level, advice_level::note);
+  EXPECT_EQ(only(advise_system(s), "pool_idle").level(), advice_level::note);
   s.pools[0].total = s.pools[0].free = 105;
-  EXPECT_EQ(only(advise_system(s), "pool_idle").level, advice_level::warning);
+  EXPECT_EQ(only(advise_system(s), "pool_idle").level(), advice_level::warning);
   // An empty pool holds nothing.
   s.pools[0].total = s.pools[0].free = 0;
   EXPECT_EQ(find(advise_system(s), "pool_idle"), std::nullopt);
@@ -295,7 +296,7 @@ TEST(DoctorAdvice, IdleGiganticPoolSaysItIsHardToGetBack) {
   gigantic.surplus = 0;
   s.pools.push_back(gigantic);
   const advice a = only(advise_system(s), "pool_idle");
-  EXPECT_EQ(a.level, advice_level::note);
+  EXPECT_EQ(a.level(), advice_level::note);
   EXPECT_NE(a.message.find("the 1 GiB hugetlb pool holds 2 GiB (2 pages)"), std::string::npos);
   EXPECT_NE(a.trade.find("1 GiB pages are rarely found again"), std::string::npos) << a.trade;
   EXPECT_EQ(a.commands,
@@ -315,13 +316,13 @@ TEST(DoctorAdvice, CompactionOnlyWithFragmentationAndFallbacks) {
                                         {0, "Normal", 3 * gib, 64 * mib, 32}};
   // Fragmented, but faults do not fall back: a note, no command.
   auto list = advise_system(s);
-  EXPECT_EQ(only(list, "fragmented").level, advice_level::note);
+  EXPECT_EQ(only(list, "fragmented").level(), advice_level::note);
   EXPECT_EQ(all_commands(list).find("compact_memory"), std::string::npos);
   // Fragmented and falling back: compaction, with both facts.
   s.vmstat = {{"thp_fault_alloc", 1000}, {"thp_fault_fallback", 400}};
   list = advise_system(s);
   const advice& a = only(list, "fragmented");
-  EXPECT_EQ(a.level, advice_level::warning);
+  EXPECT_EQ(a.level(), advice_level::warning);
   EXPECT_EQ(a.commands, std::vector<std::string>{"echo 1 > /proc/sys/vm/compact_memory"});
   EXPECT_EQ(a.evidence.size(), 2u);
   // Little free memory is not fragmentation; unknown buddyinfo neither.
@@ -337,12 +338,12 @@ TEST(DoctorAdvice, ThpFaultFallbacks) {
   auto a = find(advise_system(s), "thp_fault_fallback");
   ASSERT_NE(a, std::nullopt);
   EXPECT_NE(a->message.find("28.6%"), std::string::npos) << a->message;
-  EXPECT_EQ(a->level, advice_level::note);  // memory not fragmented now: nothing to run
+  EXPECT_EQ(a->level(), advice_level::note);  // memory not fragmented now: nothing to run
   EXPECT_TRUE(a->commands.empty());
   s.thp.defrag = "defer";
   a = find(advise_system(s), "thp_fault_fallback");
   ASSERT_NE(a, std::nullopt);
-  EXPECT_EQ(a->level, advice_level::warning);
+  EXPECT_EQ(a->level(), advice_level::warning);
   EXPECT_EQ(a->commands.at(0), "echo defer+madvise > /sys/kernel/mm/transparent_hugepage/defrag");
   s.vmstat = {{"thp_fault_alloc", 100000}, {"thp_fault_fallback", 400}};
   EXPECT_EQ(find(advise_system(s), "thp_fault_fallback"), std::nullopt);
@@ -398,7 +399,7 @@ TEST(DoctorAdvice, CgroupLimitsInAnUnprintableDirectory) {
               "gets SIGBUS on first touch instead of ENOMEM from mmap: write 268435456 to its "
               "hugetlb.2MB.rsvd.max by hand (the cgroup's path has control or non-ASCII bytes, "
               "which no printed command carries)");
-    EXPECT_EQ(advice_level::warning, below.level);
+    EXPECT_EQ(advice_level::warning, below.level());
   }
 }
 
@@ -406,7 +407,7 @@ TEST(DoctorAdvice, CpuWithout1GPages) {
   system_report s = healthy_system();
   s.cpu_1g_pages = false;
   const auto list = advise_system(s);
-  EXPECT_EQ(only(list, "no_1g_pages").level, advice_level::note);
+  EXPECT_EQ(only(list, "no_1g_pages").level(), advice_level::note);
   EXPECT_FALSE(has_warning(list));
   s.cpu_1g_pages = true;
   EXPECT_TRUE(advise_system(s).empty());

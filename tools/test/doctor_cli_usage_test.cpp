@@ -1,5 +1,5 @@
 // tools/test/doctor_cli_usage_test.cpp - bad input: usage errors, unreadable and missing pids,
-// an unwritable stdout; --help documents the exit codes.
+// an unwritable stdout; --help documents the exit codes; --list-rules prints the catalog of rules.
 #include "doctor_cli_support.hpp"
 
 namespace {
@@ -18,6 +18,8 @@ TEST(DoctorCli, HelpDocumentsExitCodes) {
   EXPECT_NE(r.out.find("\n       hugepage-doctor --pid PID --collapse [--dry-run] [--budget-ms N] "
                        "[--max-bytes N] [--json]\n"),
             std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\n       hugepage-doctor --list-rules [--json]\n"), std::string::npos)
       << r.out;
   EXPECT_TRUE(r.err.empty());
 }
@@ -91,6 +93,56 @@ TEST(DoctorCli, PidNotANumber) {
 
 TEST(DoctorCli, PidAndProbeTogether) {
   expect_usage_error({"--pid", "1", "--probe"}, "--pid excludes --probe");
+}
+
+TEST(DoctorCli, ListRulesPrintsTheCatalogAsATableOrJson) {
+  const result table = doctor({"--list-rules"});
+  EXPECT_EQ(table.code, 0) << table.err;
+  EXPECT_TRUE(table.err.empty()) << table.err;
+  const result json = doctor({"--list-rules", "--json"});
+  EXPECT_EQ(json.code, 0) << json.err;
+  EXPECT_EQ(doctor({"--list-rules", "--format", "json"}).out, json.out);
+  const auto doc = nlohmann::json::parse(json.out);
+  EXPECT_EQ(doc.at("schema"), "hugepage-doctor/1");
+  EXPECT_EQ(doc.at("mode"), "rules");
+  EXPECT_EQ(doc.at("exit_code"), 0);
+  EXPECT_TRUE(doc.at("advice").empty());
+  const auto& rules = doc.at("rules");
+  ASSERT_GE(rules.size(), 50u) << json.out;
+  EXPECT_EQ(rules[0].at("id"), "thp_never");
+  // The table: a header, then each rule of the JSON on a line of its own, in the same order:
+  // the id padded to the longest, two spaces, the level padded to "warning", two spaces, what.
+  std::istringstream lines(table.out);
+  std::string line;
+  ASSERT_TRUE(std::getline(lines, line));
+  EXPECT_EQ(line.rfind("id ", 0), 0u) << line;
+  const std::size_t what_at = line.find("what it finds");
+  ASSERT_NE(what_at, std::string::npos) << line;
+  for (const auto& rule : rules) {
+    const std::string id = rule.at("id"), level = rule.at("level"), what = rule.at("what");
+    EXPECT_TRUE(level == "warning" || level == "note") << id;
+    ASSERT_TRUE(std::getline(lines, line)) << "no line for " << id;
+    EXPECT_EQ(line.substr(0, line.find(' ')), id) << line;
+    EXPECT_EQ(line.substr(what_at - 9, 9), (level + "         ").substr(0, 9)) << line;
+    EXPECT_EQ(line.substr(what_at), what) << line;
+  }
+  ASSERT_TRUE(std::getline(lines, line));
+  EXPECT_EQ(line, "");
+  ASSERT_TRUE(std::getline(lines, line));
+  EXPECT_EQ(line.rfind("A warning makes the exit status 1", 0), 0u) << line;
+}
+
+TEST(DoctorCli, ListRulesRefusesWhatShapesAReport) {
+  // The catalog reads nothing: a report's options would be ignored, silently.
+  expect_usage_error({"--list-rules", "--pid", "1"}, "excludes --list-rules (try --help)");
+  expect_usage_error({"--list-rules", "--probe"}, "--probe excludes --list-rules");
+  expect_usage_error({"--list-rules", "--top", "5"}, "--top requires --pid");
+  expect_usage_error({"--list-rules", "--collapse"}, "--collapse requires --pid");
+  expect_usage_error({"--list-rules=yes"}, "list-rules was given a disallowed flag override");
+  const result r = doctor({"--list-rules", "--format", "prometheus"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_EQ(r.err, "hugepage-doctor: --list-rules prints a table or JSON, not prometheus\n");
 }
 
 TEST(DoctorCli, NoSuchPid) {

@@ -33,7 +33,7 @@ namespace {
 
 const hd::advice* find_advice(const std::vector<hd::advice>& list, const std::string& id) {
   for (const hd::advice& a : list) {
-    if (a.id == id) return &a;
+    if (a.id() == id) return &a;
   }
   return nullptr;
 }

@@ -69,7 +69,7 @@ TEST(DoctorPoolSettings, JvmLargePagesWithAShortPoolSaysByHowMuch) {
   system_report s = healthy_system();  // 600 pages of 2 MiB, 500 free
   auto list = advise_process(p, s);
   const advice& a = only(list, "jvm_pool_short");
-  EXPECT_EQ(a.level, advice_level::warning);
+  EXPECT_EQ(a.level(), advice_level::warning);
   EXPECT_TRUE(mentions(a, "the JVM has -XX:+UseLargePages")) << a.message;
   EXPECT_TRUE(mentions(a, "yet its heap (1 GiB) is on base pages")) << a.message;
   // Not the heap alone (512 pages): the code cache (240 MiB, tiered) and G1's bitmaps, block
@@ -136,7 +136,7 @@ TEST(DoctorPoolSettings, JvmLargePagesWithAShortPoolSaysByHowMuch) {
   huge.hugetlb[2 * mib] = 1 * gib;
   list = advise_process(huge, healthy_system());
   EXPECT_EQ(find(list, "jvm_pool_short"), std::nullopt) << ids(list);
-  EXPECT_EQ(only(list, "jvm_memory_beside_heap").level, advice_level::note);
+  EXPECT_EQ(only(list, "jvm_memory_beside_heap").level(), advice_level::note);
   // With -XX:+UseTransparentHugePages too: the THP advice, not the pool's.
   const char thp[] = "java\0-XX:+UseLargePages\0-XX:+UseTransparentHugePages\0-Xmx1g\0Main";
   list = advise_process(jvm_on_base_pages(thp, sizeof thp - 1), healthy_system());
@@ -169,7 +169,7 @@ TEST(DoctorPoolSettings, GlibcHugetlb2IsJudgedByThePool) {
   s.pools[0].free = 100;
   auto list = advise_process(p, s);
   const advice& a = only(list, "glibc_hugetlb_pool_short");
-  EXPECT_EQ(a.level, advice_level::warning);
+  EXPECT_EQ(a.level(), advice_level::warning);
   EXPECT_TRUE(mentions(a,
                        "glibc's thread arenas (700 MiB), 0.0% huge; GLIBC_TUNABLES has "
                        "glibc.malloc.hugetlb=2"))
@@ -229,8 +229,8 @@ TEST(DoctorPoolSettings, UnreachedMemoryUnderTheThresholdIsANote) {
   auto list = advise_process(p, healthy_system());
   ASSERT_EQ(list.size(), 1u) << ids(list);
   const advice& a = list[0];
-  EXPECT_EQ(a.id, "base_pages_out_of_reach");
-  EXPECT_EQ(a.level, advice_level::note);
+  EXPECT_EQ(a.id(), "base_pages_out_of_reach");
+  EXPECT_EQ(a.level(), advice_level::note);
   EXPECT_EQ(exit_code_of(list), exit_healthy);
   EXPECT_TRUE(mentions(a, "the program's own anonymous mappings (300 MiB)")) << a.message;
   EXPECT_TRUE(mentions(a, "300 MiB on base pages that no setting of the process reaches"))
@@ -276,8 +276,8 @@ TEST(DoctorPoolSettings, ReachableMemoryUnderTheThresholdIsNeverAQuietAllClear) 
                                   usage(memory_class::glibc_mmapped_chunks, 400 * mib));
   auto list = advise_process(p, s);
   ASSERT_EQ(list.size(), 1u) << ids(list);
-  EXPECT_EQ(list[0].id, "glibc_without_hugetlb_tunable");
-  EXPECT_EQ(list[0].level, advice_level::note);
+  EXPECT_EQ(list[0].id(), "glibc_without_hugetlb_tunable");
+  EXPECT_EQ(list[0].level(), advice_level::note);
   EXPECT_TRUE(mentions(list[0], "glibc's mmapped chunks (400 MiB)")) << list[0].message;
   EXPECT_TRUE(mentions(list[0], "runs without glibc.malloc.hugetlb=1")) << list[0].message;
   EXPECT_EQ(list[0].commands,
@@ -287,13 +287,13 @@ TEST(DoctorPoolSettings, ReachableMemoryUnderTheThresholdIsNeverAQuietAllClear) 
   process_report linked = p;
   linked.allocator = describe_allocator({"unknown", "", ""}, true, {});
   list = advise_process(linked, s);
-  EXPECT_EQ(only(list, "allocator_linked_in").level, advice_level::note) << ids(list);
+  EXPECT_EQ(only(list, "allocator_linked_in").level(), advice_level::note) << ids(list);
   // 240 MiB of its own mmap and 240 MiB malloc'd: the setting for the one, why nothing reaches
   // the other; each alone is under the 256 MiB floor.
   p.classes = {usage(memory_class::anonymous_mmap, 240 * mib),
                usage(memory_class::glibc_mmapped_chunks, 240 * mib)};
   list = advise_process(p, s);
-  EXPECT_EQ(only(list, "glibc_without_hugetlb_tunable").level, advice_level::note) << ids(list);
+  EXPECT_EQ(only(list, "glibc_without_hugetlb_tunable").level(), advice_level::note) << ids(list);
   const advice& own = only(list, "base_pages_out_of_reach");
   EXPECT_TRUE(mentions(own, "the program's own anonymous mappings (240 MiB)")) << own.message;
   EXPECT_NE(std::find(own.evidence.begin(), own.evidence.end(),
@@ -303,13 +303,14 @@ TEST(DoctorPoolSettings, ReachableMemoryUnderTheThresholdIsNeverAQuietAllClear) 
   p.runtime.kind = "node";
   p.runtime.evidence = "executable /usr/bin/node";
   p.classes = {usage(memory_class::glibc_mmapped_chunks, 400 * mib)};
-  EXPECT_EQ(only(advise_process(p, s), "glibc_without_hugetlb_tunable").level, advice_level::note);
+  EXPECT_EQ(only(advise_process(p, s), "glibc_without_hugetlb_tunable").level(),
+            advice_level::note);
   // A JVM with a 450 MiB heap and no flags: -XX:+UseTransparentHugePages.
   p.runtime = detect_runtime({libjvm}, cmdline_of("java\0-Xmx450m\0Sleep"), {});
   p.classes = {usage(memory_class::runtime_heap, 450 * mib)};
   list = advise_process(p, s);
   const advice& jvm = only(list, "jvm_without_thp");
-  EXPECT_EQ(jvm.level, advice_level::note);
+  EXPECT_EQ(jvm.level(), advice_level::note);
   EXPECT_EQ(jvm.commands,
             std::vector<std::string>{"export JAVA_TOOL_OPTIONS=-XX:+UseTransparentHugePages"});
   // A few MiB in a class next to them get no advice of their own.
@@ -348,7 +349,7 @@ TEST(DoctorPoolSettings, GoHeapIsToldAndItsGodebugChecked) {
   p = process_with(p, usage(memory_class::runtime_heap, 1 * gib));
   auto list = advise_process(p, healthy_system());
   const advice& a = only(list, "go_heap_out_of_reach");
-  EXPECT_EQ(a.level, advice_level::note);
+  EXPECT_EQ(a.level(), advice_level::note);
   EXPECT_TRUE(mentions(a, "no GODEBUG setting makes it")) << a.message;
   EXPECT_TRUE(mentions(a, "this process has GODEBUG=madvdontneed=1,disablethp=1")) << a.message;
   // Whether the runtime acted on it is smaps' VmFlags nh on the heap arena, not the environment.

@@ -37,15 +37,11 @@ struct two_advice {
     process.pid = 4242;
     process.classes = {resident(memory_class::glibc_thread_arenas, gib + gib / 5),
                        resident(memory_class::glibc_mmapped_chunks, 300 * mib)};
-    advice reaching;
-    reaching.id = "glibc_without_hugetlb_tunable";
-    reaching.message = "glibc does not ask for huge pages";
-    reaching.evidence = {"GLIBC_TUNABLES unset"};
+    advice reaching{rule_id::glibc_without_hugetlb_tunable,
+                    "glibc does not ask for huge pages",
+                    {"GLIBC_TUNABLES unset"}};
     reaching.reaches = {"glibc_thread_arenas", "glibc_mmapped_chunks"};
-    advice plain;
-    plain.id = "thp_defrag";
-    plain.level = advice_level::note;
-    plain.message = "defrag is madvise";
+    advice plain{rule_id::max_ptes_none, "max_ptes_none is 511"};
     list = {reaching, plain};
   }
 };
@@ -61,7 +57,7 @@ TEST(DoctorRender, TableNamesTheClassesAnAdviceReachesWithTheirBytes) {
             std::string::npos)
       << table;
   // The advice that reaches no class has no such line.
-  const auto second = table.find("  2. note: defrag is madvise [thp_defrag]\n");
+  const auto second = table.find("  2. note: max_ptes_none is 511 [max_ptes_none]\n");
   ASSERT_NE(second, std::string::npos) << table;
   EXPECT_EQ(table.find("reaches:", second), std::string::npos) << table;
   EXPECT_EQ(table.find("reaches:"), table.rfind("reaches:")) << table;

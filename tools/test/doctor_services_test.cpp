@@ -121,7 +121,7 @@ TEST(DoctorServices, EveryCaptureMeetsItsExpectations) {
       for (const auto& c : a.commands) commands += c + "\n";
     }
     const auto has = [&](const std::string& id) {
-      return std::any_of(list.begin(), list.end(), [&](const advice& a) { return a.id == id; });
+      return std::any_of(list.begin(), list.end(), [&](const advice& a) { return a.id() == id; });
     };
     std::istringstream lines(*expect);
     int checked = 0;
