@@ -162,10 +162,12 @@ struct exact_part {
   std::size_t thp_anon = 0, thp_file = 0, base = 0, not_resident = 0, zero_page = 0;
 };
 
-// Classifies [lo, hi) inside the non-hugetlb mapping `m` page by page, with kpageflags.
-// Returns false when PFNs are hidden (no CAP_SYS_ADMIN) or a read failed.
-inline bool classify_exact(const mapping_info& m, std::uintptr_t lo, std::uintptr_t hi,
-                           int pagemap_fd, int kpageflags_fd, exact_part& r) {
+// Classifies [lo, hi) inside the non-hugetlb mapping `m` page by page, with kpageflags, one PMD
+// window at a time: `visit(w, part)` for each window (from w, clipped to the mapping) with what
+// lies in [lo, hi) of it. Returns false when PFNs are hidden (no CAP_SYS_ADMIN) or a read failed.
+template <class Visit>
+bool classify_windows(const mapping_info& m, std::uintptr_t lo, std::uintptr_t hi, int pagemap_fd,
+                      int kpageflags_fd, Visit&& visit) {
   const std::size_t page = os::base_page_size();
   // A PMD (hpage_pmd_size): 2 MiB on x86-64 and arm64/4K, 32 MiB on arm64/16K, where a 2 MiB
   // window of a THP could be any piece of a PTE-mapped one.
@@ -197,6 +199,7 @@ inline bool classify_exact(const mapping_info& m, std::uintptr_t lo, std::uintpt
       bool pmd_mapped = false;
       bool huge_zero = false;
       bool anon = true;
+      exact_part r;
       if (count == per_window) {
         const std::uint64_t head = entries[base_index];
         const std::uint64_t pfn = head & pagemap_pfn_mask;
@@ -245,11 +248,52 @@ inline bool classify_exact(const mapping_info& m, std::uintptr_t lo, std::uintpt
           if (zero) r.not_resident += bytes;
         }
       }
+      visit(w, r);
       w = w_end;
     }
     chunk = chunk_end;
   }
   return true;
+}
+
+// classify_windows() summed over [lo, hi).
+inline bool classify_exact(const mapping_info& m, std::uintptr_t lo, std::uintptr_t hi,
+                           int pagemap_fd, int kpageflags_fd, exact_part& r) {
+  return classify_windows(m, lo, hi, pagemap_fd, kpageflags_fd,
+                          [&r](std::uintptr_t, const exact_part& part) {
+                            r.thp_anon += part.thp_anon;
+                            r.thp_file += part.thp_file;
+                            r.base += part.base;
+                            r.not_resident += part.not_resident;
+                            r.zero_page += part.zero_page;
+                          });
+}
+
+// The THP that classify_exact found over a whole mapping, split into what is mapped by PMDs and
+// what is whole THP folios mapped by PTEs: pagemap words and kpageflags look the same for both (a
+// mapping split and merged again leaves the second). smaps tells them apart, with a flaw: Linux
+// 6.1 to 6.4 leave out of AnonHugePages and Rss alike a PMD that NUMA balancing made PROT_NONE for
+// a hinting fault (follow_trans_huge_pmd() refuses it without FOLL_FORCE; 6.5's "smaps: use
+// vm_normal_page_pmd()" counts it), while pagemap still shows it present. Resident bytes beyond
+// Rss (whole PMDs of them) are such PMDs: PMD-mapped, though smaps did not count them.
+struct thp_split {
+  std::size_t pmd_anon = 0, pmd_file = 0;  // mapped by PMDs
+  std::size_t pte_anon = 0, pte_file = 0;  // whole folios mapped by PTEs
+};
+
+inline thp_split split_thp(const mapping_info& m, const exact_part& whole) noexcept {
+  const std::size_t resident = whole.thp_anon + whole.thp_file + whole.base;
+  std::size_t hidden = resident > m.rss ? (resident - m.rss) & ~(thp_page_bytes() - 1) : 0;
+  thp_split t;
+  t.pmd_anon = std::min(whole.thp_anon, m.anon_huge);
+  const std::size_t hidden_anon = std::min(hidden, whole.thp_anon - t.pmd_anon);
+  t.pmd_anon += hidden_anon;
+  hidden -= hidden_anon;
+  t.pmd_file = std::min(whole.thp_file, m.shmem_huge + m.file_huge);
+  t.pmd_file += std::min(hidden, whole.thp_file - t.pmd_file);
+  t.pte_anon = whole.thp_anon - t.pmd_anon;
+  t.pte_file = whole.thp_file - t.pmd_file;
+  return t;
 }
 
 // `amount * part / whole` without overflow (amount, part <= whole): per-mapping sizes times range
@@ -360,12 +404,26 @@ inline void backing_by_pfn(const std::vector<mapping_info>& mappings, std::uintp
           exact_part part;
           if (classify_exact(m, s, e, pagemap_fd, kpageflags_fd, part)) {
             // pagemap cannot tell a PMD mapping from a whole THP folio mapped by PTEs (a VMA split
-            // and merged again leaves one); smaps counts PMD mappings only, so it caps.
-            const std::size_t anon = std::min(part.thp_anon, m.anon_huge);
-            const std::size_t file = std::min(part.thp_file, m.shmem_huge + m.file_huge);
-            if ((anon < part.thp_anon || file < part.thp_file) && !whole) {
-              r.exact = false;
-              r.note = "THP folios mapped by PTEs: THP capped by smaps AnonHugePages";
+            // and merged again leaves one); smaps counts PMD mappings (split_thp), so it caps.
+            std::size_t anon = part.thp_anon, file = part.thp_file;
+            if (anon > m.anon_huge || file > m.shmem_huge + m.file_huge) {
+              exact_part all = part;
+              thp_split t;
+              if (whole || classify_exact(m, m.start, m.end, pagemap_fd, kpageflags_fd, all)) {
+                t = split_thp(m, all);
+              } else {  // the rest of the mapping unreadable: smaps' counters as they are
+                t.pmd_anon = m.anon_huge;
+                t.pmd_file = m.shmem_huge + m.file_huge;
+                t.pte_anon = t.pte_file = 1;
+              }
+              // Where the mapping has no THP mapped by PTEs, every THP-looking folio is mapped by a
+              // PMD; elsewhere a part of a mapping has at most the mapping's PMD bytes.
+              if (t.pte_anon != 0) anon = std::min(anon, t.pmd_anon);
+              if (t.pte_file != 0) file = std::min(file, t.pmd_file);
+              if ((anon < part.thp_anon || file < part.thp_file) && !whole) {
+                r.exact = false;
+                r.note = "THP folios mapped by PTEs: THP capped by smaps AnonHugePages";
+              }
             }
             add_thp(m, false, anon, r);
             add_thp(m, true, file, r);
