@@ -275,7 +275,9 @@ inline bool classify_exact(const mapping_info& m, std::uintptr_t lo, std::uintpt
 // 6.1 to 6.4 leave out of AnonHugePages and Rss alike a PMD that NUMA balancing made PROT_NONE for
 // a hinting fault (follow_trans_huge_pmd() refuses it without FOLL_FORCE; 6.5's "smaps: use
 // vm_normal_page_pmd()" counts it), while pagemap still shows it present. Resident bytes beyond
-// Rss (whole PMDs of them) are such PMDs: PMD-mapped, though smaps did not count them.
+// Rss (whole PMDs of them) are such PMDs: PMD-mapped, though smaps did not count them. Pages
+// faulted in between the smaps read and pagemap's add to that gap: past a PMD of them, a folio
+// mapped by PTEs may be taken for PMD-mapped until a later read.
 struct thp_split {
   std::size_t pmd_anon = 0, pmd_file = 0;  // mapped by PMDs
   std::size_t pte_anon = 0, pte_file = 0;  // whole folios mapped by PTEs
