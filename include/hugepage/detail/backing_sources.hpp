@@ -310,9 +310,11 @@ inline std::size_t prorate(std::size_t amount, std::size_t part, std::size_t who
 #endif
 }
 
-// Counts resident and absent pages of [lo, hi) from pagemap's present bit (readable unprivileged).
+// Counts resident and absent pages of [lo, hi) from pagemap's present bit (readable unprivileged),
+// and in `shared` the resident ones not marked exclusively mapped (the zero page among them).
 inline bool count_present(int pagemap_fd, std::uintptr_t lo, std::uintptr_t hi,
-                          std::size_t& present, std::size_t& absent) {
+                          std::size_t& present, std::size_t& absent,
+                          std::size_t* shared = nullptr) {
   const std::size_t page = os::base_page_size();
   std::vector<std::uint64_t> entries;
   constexpr std::size_t pages_per_read = 32768;
@@ -327,6 +329,10 @@ inline bool count_present(int pagemap_fd, std::uintptr_t lo, std::uintptr_t hi,
       const std::uintptr_t s = std::max<std::uintptr_t>(at, lo);
       const std::uintptr_t e = hi - at <= page ? hi : at + page;
       ((entries[i] & pagemap_present) != 0 ? present : absent) += e - s;
+      if (shared != nullptr &&
+          (entries[i] & (pagemap_present | pagemap_exclusive)) == pagemap_present) {
+        *shared += e - s;
+      }
     }
     first += count;
   }
@@ -440,8 +446,8 @@ inline void backing_by_pfn(const std::vector<mapping_info>& mappings, std::uintp
           r.note = "page frame numbers hidden (needs CAP_SYS_ADMIN): THP prorated from smaps";
           if (r.thp != 0) r.exact = false;
         }
-        std::size_t present = 0, absent = 0, zero = 0;
-        if (pagemap_fd < 0 || !count_present(pagemap_fd, s, e, present, absent)) {
+        std::size_t present = 0, absent = 0, zero = 0, shared = 0, hidden = 0;
+        if (pagemap_fd < 0 || !count_present(pagemap_fd, s, e, present, absent, &shared)) {
           present = prorate(m.rss, e - s, m.size());
           present = std::min(present, e - s);
           absent = (e - s) - present;
@@ -449,18 +455,27 @@ inline void backing_by_pfn(const std::vector<mapping_info>& mappings, std::uintp
         } else if (present > m.rss) {
           // pagemap's present bit is set for the zero page too, which Rss never counts: over a
           // whole mapping the difference is exactly the zero page; over part of one, where in
-          // the mapping its pages lie is unknown.
-          zero = present - m.rss;
-          present = m.rss;
+          // the mapping its pages lie is unknown. The zero page is never mapped exclusively;
+          // what exclusive memory Rss lacks (whole PMDs of it) is PMDs that Linux 6.1 to 6.4
+          // leave out of smaps under NUMA balancing (split_thp): mapped by PMDs.
+          zero = std::min(present - m.rss, shared);
+          hidden = (present - m.rss - zero) & ~(thp_page_bytes() - 1);
+          zero = present - m.rss - hidden;
+          present = m.rss + hidden;
+          const char* const hidden_note =
+              "PMDs that smaps left out (NUMA balancing, Linux 6.1-6.4) counted from pagemap";
           if (!whole) {
             r.exact = false;
-            r.note = "zero page in part of a mapping: residency capped by smaps Rss";
+            r.note = zero != 0 ? "zero page in part of a mapping: residency capped by smaps Rss"
+                               : hidden_note;
+          } else if (hidden != 0) {
+            r.note = hidden_note;
           }
         }
         r.zero_page += zero;
         r.not_resident += zero;
         const std::size_t mapping_huge = m.anon_huge + m.shmem_huge + m.file_huge;
-        std::size_t huge = prorate(mapping_huge, e - s, m.size());
+        std::size_t huge = prorate(mapping_huge, e - s, m.size()) + hidden;
         if (!whole && mapping_huge != 0) r.exact = false;
         huge = std::min(huge, present);
         const std::size_t file =
