@@ -24,14 +24,15 @@ using labelled = hugepage::thp_allocator<char, Options>;
 inline std::string describe(const upkeep_result& r) {
   std::string s =
       "blocks " + std::to_string(r.blocks) + ", examined " + std::to_string(r.examined_bytes) +
-      ", decayed " + std::to_string(r.decayed_bytes) + ", restored " + std::to_string(r.restored) +
-      ", already_huge " + std::to_string(r.already_huge) + ", refused " +
-      std::to_string(r.refused) + ", left " + std::to_string(r.left) + ", gone " +
-      std::to_string(r.gone) + ", skipped_hugetlb " + std::to_string(r.skipped_hugetlb) +
-      ", skipped_base " + std::to_string(r.skipped_base) + ", vanished " +
-      std::to_string(r.vanished) + ", calls " + std::to_string(r.calls) + ", thp_disabled " +
-      std::to_string(r.thp_disabled) + ", backed_off " + std::to_string(r.backed_off) +
-      ", elapsed " + std::to_string(r.elapsed.count() / 1000) + " us, slowest chunk " +
+      ", decayed " + std::to_string(r.decayed_bytes) + ", uncertain " +
+      std::to_string(r.uncertain) + ", restored " + std::to_string(r.restored) + ", already_huge " +
+      std::to_string(r.already_huge) + ", refused " + std::to_string(r.refused) + ", left " +
+      std::to_string(r.left) + ", gone " + std::to_string(r.gone) + ", skipped_hugetlb " +
+      std::to_string(r.skipped_hugetlb) + ", skipped_base " + std::to_string(r.skipped_base) +
+      ", vanished " + std::to_string(r.vanished) + ", calls " + std::to_string(r.calls) +
+      ", thp_disabled " + std::to_string(r.thp_disabled) + ", backed_off " +
+      std::to_string(r.backed_off) + ", elapsed " + std::to_string(r.elapsed.count() / 1000) +
+      " us, examining " + std::to_string(r.examining.count() / 1000) + " us, slowest chunk " +
       std::to_string(r.slowest_chunk.count() / 1000) + " us, refusals {";
   for (const auto& x : r.refusals) {
     if (x.chunks != 0) s += " errno " + std::to_string(x.error) + ": " + std::to_string(x.chunks);

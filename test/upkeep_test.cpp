@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <initializer_list>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
@@ -75,10 +76,17 @@ struct shared_opts : hugepage::default_options {
   static constexpr const char* label = "upkeep-shared";
 };
 
-// Splits every huge page of [p, p + bytes) the way a service does by accident: fork() a child,
-// write one byte per 2 MiB in the parent while the child lives (copy-on-write copies 4 KiB and
-// splits the parent's PMD), let the child exit. Each chunk's first byte ends up one higher.
-void fork_and_write(char* p, std::size_t bytes) {
+struct range {
+  char* p;
+  std::size_t bytes;
+};
+
+// Splits every huge page of the ranges the way a service does by accident: fork() a child, write
+// one byte per 2 MiB in the parent while the child lives (copy-on-write copies 4 KiB and splits
+// the parent's PMD), let the child exit. Each chunk's first byte ends up one higher. One fork for
+// all: a later fork would leave every entry of the ranges split before it read-only, which Linux
+// before 6.18 refuses to collapse (EINVAL: no writable entry in the chunk).
+void fork_and_write(std::initializer_list<range> ranges) {
   int ready[2];
   int release[2];
   ASSERT_EQ(::pipe(ready), 0);
@@ -96,13 +104,17 @@ void fork_and_write(char* p, std::size_t bytes) {
   ::close(release[0]);
   char c = 0;
   ASSERT_EQ(::read(ready[0], &c, 1), 1);
-  for (std::size_t i = 0; i < bytes; i += kChunk) p[i] = static_cast<char>(p[i] + 1);
+  for (const range& r : ranges) {
+    for (std::size_t i = 0; i < r.bytes; i += kChunk) r.p[i] = static_cast<char>(r.p[i] + 1);
+  }
   ::close(release[1]);
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   ::close(ready[0]);
   ::close(ready[1]);
 }
+
+void fork_and_write(char* p, std::size_t bytes) { fork_and_write({range{p, bytes}}); }
 
 double huge_of(const char* label) { return hugepage::coverage_of(label).huge_fraction(); }
 
@@ -112,6 +124,19 @@ std::chrono::nanoseconds thread_cpu() {
   timespec ts{};
   ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+}
+
+// The CPU time of a call (`cpu`, this thread's) spent in its budgeted part: the share of its wall
+// time that was neither examining nor its slowest chunk, which the budget does not bound. A share,
+// not a difference: under TCG on a loaded host the thread's CPU clock and the steady clock drift
+// apart (a call that only examined, 273 ms by the steady clock, took 397 ms of CPU time).
+std::chrono::nanoseconds budgeted_cpu(std::chrono::nanoseconds cpu, const upkeep_result& r) {
+  if (r.elapsed <= std::chrono::nanoseconds::zero()) return cpu;
+  const auto outside = std::min(r.elapsed, r.examining + r.slowest_chunk);
+  const double share =
+      static_cast<double>((r.elapsed - outside).count()) / static_cast<double>(r.elapsed.count());
+  return std::chrono::nanoseconds(
+      static_cast<std::int64_t>(static_cast<double>(cpu.count()) * share));
 }
 
 // Restores with upkeep() calls of `budget` until a call has nothing left and no chunk refused as
@@ -294,6 +319,61 @@ TEST(Upkeep, WithoutPagemapScanFindsWhatAPartialMprotectSplit) {
   EXPECT_EQ(code, 0) << "see the child's output above";
 }
 
+// A whole huge folio mapped by PTEs beside PMD-mapped ones in one mapping (the mapping split
+// and merged again around one chunk): frames cannot tell it from its neighbours, and smaps says
+// the mapping has one chunk fewer PMD-mapped than it looks. Every THP-looking chunk of it is
+// tried (`uncertain`), the PMD-mapped ones at a cheap success, and the split one is restored.
+TEST(Upkeep, WithoutPagemapScanRestoresAFolioMappedByPtesAmongHugeOnes) {
+  REQUIRE_THP_AND_COLLAPSE();
+  if (::geteuid() != 0) GTEST_SKIP() << "without PAGEMAP_SCAN upkeep needs kpageflags (root)";
+  const int code = hugepage::test::run_in_child([] {
+    Block<fares_opts> fares(3 * kChunk);
+    if (huge_of(fares_opts::label) < 0.99) return 2;
+    char* const b = fares.get() + kChunk;
+    if (::mprotect(b + 4096, 4096, PROT_READ) != 0) return 3;
+    if (::mprotect(b + 4096, 4096, PROT_READ | PROT_WRITE) != 0) return 3;
+    if (!hugepage::test::fail_syscall(__NR_ioctl, ENOTTY)) return 4;
+    const double before = huge_of(fares_opts::label);
+    const upkeep_result r = hugepage::upkeep();
+    const double after = huge_of(fares_opts::label);
+    std::fprintf(stderr, "child: %s\nchild: huge before %.3f, after %.3f\n", describe(r).c_str(),
+                 before, after);
+    if (r.scan_error || accounted(r) != r.decayed_bytes) return 5;
+    // a, b and c at least (another THP mapping may have merged with the block's).
+    if (r.uncertain < 3 * kChunk || r.uncertain % kChunk != 0) return 6;
+    if (before > 0.7 || after < 0.99) return 7;
+    for (std::size_t i = 0; i < fares.size(); i += 4096) {
+      if (fares.get()[i] != static_cast<char>(i >> 12)) return 9;
+    }
+    // Nothing mapped by PTEs is left: the next call finds nothing uncertain.
+    const upkeep_result again = hugepage::upkeep();
+    std::fprintf(stderr, "child: again: %s\n", describe(again).c_str());
+    return again.uncertain == 0 && again.decayed_bytes == 0 ? 0 : 8;
+  });
+  EXPECT_EQ(code, 0) << "see the child's output above";
+}
+
+// Examining can outlast a small time budget (without PAGEMAP_SCAN it reads smaps, pagemap and
+// kpageflags: 17-36 ms for 32-128 MiB in the lab's TCG guest of Linux 6.1): the call still tries
+// its first chunk, so that calls of that budget make progress.
+TEST(Upkeep, APositiveTimeBudgetAlwaysBuysTheFirstChunk) {
+  REQUIRE_THP_AND_COLLAPSE();
+  Block<fares_opts> fares(4 * kChunk);
+  fork_and_write(fares.get(), fares.size());
+  ASSERT_LE(huge_of(fares_opts::label), 0.05);
+  const upkeep_result r = hugepage::upkeep(collapse_budget::of_time(1ns));
+  EXPECT_EQ(r.decayed_bytes, 4 * kChunk) << describe(r);
+  EXPECT_EQ(r.calls, 1u) << describe(r);
+  EXPECT_EQ(r.restored + r.already_huge + r.refused, kChunk) << describe(r);
+  EXPECT_EQ(r.left, 3 * kChunk) << describe(r);
+  EXPECT_EQ(accounted(r), r.decayed_bytes) << describe(r);
+  const upkeep_result none = hugepage::upkeep(collapse_budget::of_time(0ns));
+  EXPECT_EQ(none.calls, 0u) << describe(none);
+  EXPECT_EQ(none.left, none.decayed_bytes) << describe(none);
+  finish_upkeep();
+  EXPECT_GE(huge_of(fares_opts::label), 0.99);
+}
+
 TEST(Upkeep, RestoresWhatAPartialMprotectSplit) {
   REQUIRE_THP_AND_COLLAPSE();
   Block<fares_opts> fares(8 * kChunk);
@@ -440,19 +520,59 @@ TEST(Upkeep, ARefusedChunkDoesNotHideItsNeighbours) {
   EXPECT_EQ(accounted(again), again.decayed_bytes) << describe(again);
   ASSERT_EQ(::mprotect(b + 4096, 4096, PROT_READ | PROT_WRITE), 0);
   const upkeep_result merged = hugepage::upkeep();
-  EXPECT_EQ(merged.restored + merged.already_huge, kChunk) << describe(merged);
+  if (merged.uncertain != 0) {
+    // Without PAGEMAP_SCAN (before Linux 6.7) b's folio, whole and mapped by PTEs in the merged
+    // mapping, looks as huge as a's and c's: all three are tried, a and c at a cheap success.
+    EXPECT_EQ(merged.uncertain, 3 * kChunk) << describe(merged);
+    EXPECT_EQ(merged.restored + merged.already_huge, 3 * kChunk) << describe(merged);
+  } else {
+    EXPECT_EQ(merged.restored + merged.already_huge, kChunk) << describe(merged);
+  }
   EXPECT_EQ(hugepage::coverage_of(fares_opts::label).huge_bytes(), 3 * kChunk);
   for (std::size_t i = 0; i < fares.size(); i += 4096) {
     ASSERT_EQ(fares.get()[i], static_cast<char>(i >> 12)) << "at " << i;
   }
 }
 
+// A chunk the kernel refuses for good (EINVAL: VMA boundaries inside it; on Linux before 6.18 also
+// a chunk with no writable entry, as a second fork() leaves the first one's split chunks) is tried
+// after the other decayed chunks in the next calls: it does not take a byte budget's share ahead
+// of chunks that can be restored, call after call.
+TEST(Upkeep, AChunkRefusedBeforeIsTriedAfterTheOthers) {
+  REQUIRE_THP_AND_COLLAPSE();
+  hugepage::upkeep();  // nothing decayed: no chunk remembered from other tests
+  Block<fares_opts> fares(4 * kChunk);
+  Block<rates_opts> rates(2 * kChunk);
+  for (std::size_t at = 0; at < fares.size(); at += kChunk) {
+    ASSERT_EQ(::mprotect(fares.get() + at + 4096, 4096, PROT_READ), 0);  // three VMAs: refused
+  }
+  fork_and_write(rates.get(), rates.size());
+  ASSERT_EQ(hugepage::coverage_of(fares_opts::label).base, 4 * kChunk);
+  ASSERT_LE(huge_of(rates_opts::label), 0.05);
+  // fares lost more: its chunks first, all three refused.
+  const upkeep_result first = hugepage::upkeep(collapse_budget::of_bytes(3 * kChunk));
+  EXPECT_EQ(first.decayed_bytes, 6 * kChunk) << describe(first);
+  EXPECT_EQ(first.refusals_of(EINVAL), 3u) << describe(first);
+  EXPECT_EQ(first.restored, 0u) << describe(first);
+  // Then rates' two chunks, and fares' fourth, never refused yet.
+  const upkeep_result second = hugepage::upkeep(collapse_budget::of_bytes(3 * kChunk));
+  EXPECT_EQ(second.restored + second.already_huge, 2 * kChunk) << describe(second);
+  EXPECT_EQ(second.refusals_of(EINVAL), 1u) << describe(second);
+  EXPECT_EQ(accounted(second), second.decayed_bytes) << describe(second);
+  EXPECT_GE(huge_of(rates_opts::label), 0.99) << describe(second);
+  EXPECT_EQ(hugepage::coverage_of(fares_opts::label).base, 4 * kChunk);
+  for (std::size_t at = 0; at < fares.size(); at += kChunk) {
+    ASSERT_EQ(::mprotect(fares.get() + at + 4096, 4096, PROT_READ | PROT_WRITE), 0);
+  }
+  finish_upkeep();
+  EXPECT_GE(huge_of(fares_opts::label), 0.99);
+}
+
 TEST(Upkeep, HonoursItsByteBudgetAndRestoresTheLargestLossFirst) {
   REQUIRE_THP_AND_COLLAPSE();
   Block<fares_opts> fares(4 * kChunk);
   Block<rates_opts> rates(16 * kChunk);
-  fork_and_write(fares.get(), fares.size());
-  fork_and_write(rates.get(), rates.size());
+  fork_and_write({range{fares.get(), fares.size()}, range{rates.get(), rates.size()}});
   const auto fares_before = hugepage::coverage_of(fares_opts::label).huge_bytes();
   const auto rates_before = hugepage::coverage_of(rates_opts::label).huge_bytes();
   const upkeep_result r = hugepage::upkeep(collapse_budget::of_bytes(3 * kChunk));
@@ -481,9 +601,10 @@ TEST(Upkeep, HonoursItsTimeBudgetWithinOneChunk) {
   const upkeep_result r = hugepage::upkeep(collapse_budget::of_time(2ms));
   const auto cpu = thread_cpu() - cpu_before;
   // The budget is checked before each chunk: past it, at most the chunk in flight. Examining the
-  // block (one PAGEMAP_SCAN) is outside the budget: 10 ms of slack. Measured in this thread's CPU
-  // time, since the wall clock also counts the time other work held the CPUs.
-  EXPECT_LE(cpu - std::min(cpu, r.slowest_chunk), 2ms + 10ms) << describe(r);
+  // block is outside the budget (one PAGEMAP_SCAN; before Linux 6.7 smaps, pagemap and kpageflags,
+  // 17-45 ms in the lab's TCG guest of 6.1): the call says how long, and 10 ms of slack. Measured
+  // in this thread's CPU time, since the wall clock also counts the time other work held the CPUs.
+  EXPECT_LE(budgeted_cpu(cpu, r), 2ms + 10ms) << describe(r) << "; cpu " << cpu.count() << " ns";
   EXPECT_LT(r.restored, 128 * mib) << describe(r);
   EXPECT_EQ(r.left + r.restored + r.refused, r.decayed_bytes) << describe(r);
   upkeep_until_done(collapse_budget::of_time(20ms));
@@ -844,7 +965,12 @@ TEST(UpkeepPacer, SpendsNoMoreThanItsStallOverManyIntervalsEvenWhenAChunkCostsMo
   // of a call always starts: it measures the cost), and then owes it, so the calls after it do
   // nothing until the debt is paid, one stall per call.
   hugepage::upkeep_pacer pacer(hugepage::tail_budget{1us, 1ms});
-  const upkeep_result first = pacer.run();
+  upkeep_result first = pacer.run();
+  // A slow chunk of an earlier test (a loaded machine) may have set a back-off: wait it out.
+  for (int i = 0; i < 20 && first.backed_off; ++i) {
+    std::this_thread::sleep_for(200ms);
+    first = pacer.run();
+  }
   EXPECT_EQ(first.calls, 1u) << describe(first);
   EXPECT_FALSE(first.paid_back) << describe(first);
   EXPECT_EQ(accounted(first), first.decayed_bytes) << describe(first);
@@ -979,7 +1105,8 @@ TEST(Upkeep, GigabyteTableIsBackToNinetyNinePercentAfterForkAndWrite) {
   for (std::size_t i = 0; i < calls.size(); ++i) {
     const upkeep_result& r = calls[i];
     // Past the budget, at most the chunk in flight; in CPU time, as HonoursItsTimeBudget does.
-    EXPECT_LE(cpu[i] - std::min(cpu[i], r.slowest_chunk), budget.time + 10ms) << describe(r);
+    EXPECT_LE(budgeted_cpu(cpu[i], r), budget.time + 10ms)
+        << describe(r) << "; cpu " << cpu[i].count() << " ns";
     longest = std::max(longest, r.elapsed);
   }
   const double restored = huge_of(table_opts::label);

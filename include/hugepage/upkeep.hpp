@@ -14,7 +14,7 @@
 //      by the kernel's shrinker maps its zero-filled subpages there (decayed_chunks below).
 //   3. Largest loss first, chunk by chunk: pin the block (checking it is still registered with
 //      the same generation), MADV_COLLAPSE the chunk, unpin. The budget is checked before each
-//      chunk, so a call exceeds it by at most one chunk.
+//      chunk, so a call exceeds it by at most one chunk; the first chunk is always tried.
 //
 // Why a pin: between the check that a block is still ours and the madvise, another thread could
 // free it, and a third map something else at the same address: the collapse would then work on
@@ -93,10 +93,16 @@ struct upkeep_result {
   std::size_t blocks = 0;          ///< labelled THP blocks examined
   std::size_t examined_bytes = 0;  ///< their THP bytes
   std::size_t decayed_bytes = 0;   ///< of those, resident on base pages (or partly the zero page)
-  std::size_t restored = 0;        ///< collapsed into huge pages by this call
-  std::size_t already_huge = 0;    ///< found huge again when visited (khugepaged, a fault)
-  std::size_t refused = 0;         ///< refused by the kernel (see `refusals`)
-  std::size_t left = 0;            ///< decayed, not visited: the budget ran out or a back-off
+  /// Of decayed_bytes, chunks that may be huge already: without PAGEMAP_SCAN (before Linux 6.7) a
+  /// THP folio mapped whole by PTEs (a mapping split and merged again) looks like one mapped by a
+  /// PMD, and smaps says only how many bytes of a mapping are such folios, not where. Every
+  /// THP-looking chunk of such a mapping is tried, after the other decayed chunks; MADV_COLLAPSE
+  /// answers success for those PMD-mapped already, so `restored` counts them too.
+  std::size_t uncertain = 0;
+  std::size_t restored = 0;      ///< collapsed into huge pages by this call
+  std::size_t already_huge = 0;  ///< found huge again when visited (khugepaged, a fault)
+  std::size_t refused = 0;       ///< refused by the kernel (see `refusals`)
+  std::size_t left = 0;          ///< decayed, not visited: the budget ran out or a back-off
   /// Decayed when examined, gone when visited: the block was freed meanwhile (`vanished`), or the
   /// chunk was unmapped or given back (no data left to restore).
   std::size_t gone = 0;
@@ -121,6 +127,10 @@ struct upkeep_result {
   /// hidden (EPERM: no CAP_SYS_ADMIN).
   std::error_code scan_error;
   std::chrono::nanoseconds elapsed{0};
+  /// Of `elapsed`, the time spent finding the decayed chunks, which the budget does not bound:
+  /// one PAGEMAP_SCAN per block, or before Linux 6.7 smaps, pagemap and kpageflags read (17-170 ms
+  /// for 32 MiB-1 GiB in the lab's TCG guest of Linux 6.1).
+  std::chrono::nanoseconds examining{0};
   std::chrono::nanoseconds slowest_chunk{0};
   /// Chunks refused, by errno, in order of first appearance (collapse.hpp).
   std::array<collapse_refusal, 8> refusals{};
@@ -256,62 +266,119 @@ inline std::error_code decayed_chunks(int pagemap_fd, std::uintptr_t lo, std::ui
   return {};
 }
 
+// What decayed_chunks_by_pfn knows of one mapping of `vmas`, found the first time a chunk in it
+// looks huge: whether its THP-looking folios are mapped by PMDs, by PTEs, or some of each.
+struct mapping_thp {
+  bool known = false;
+  thp_split split;
+};
+
 // decayed_chunks() without PAGEMAP_SCAN (kernels before 6.7): each whole chunk of [lo, hi) judged
 // from its pagemap words and the frames' kpageflags, as backing_of's kpageflags source judges it
 // (classify_exact) within the process's mappings `vmas` (sorted): decayed when every page is
 // present, none in a PMD-mapped THP and not all on the zero page. A chunk that mappings' bounds
 // cut (a partial mprotect or munmap) cannot be PMD-mapped, whatever its frames: classified piece
-// by piece, it is base pages; so is a whole THP folio mapped by PTEs in a mapping where smaps
-// counts no PMD mapping (where it counts some, such a folio is missed until the kernel splits it
-// or khugepaged maps it whole). Needs frame numbers (CAP_SYS_ADMIN) and kpageflags: EPERM
-// otherwise (smaps' per-mapping counters cannot say which chunk decayed).
+// by piece, it is base pages. A whole THP folio mapped by PTEs (a mapping split and merged again)
+// looks huge too; smaps and the whole mapping's frames say how many bytes of the mapping are such
+// folios (split_thp), not which: where all its THP-looking chunks are, they are decayed; where
+// some are, every THP-looking chunk of the mapping goes to `uncertain` (MADV_COLLAPSE of one that
+// is PMD-mapped already costs little and answers success). `states` caches per mapping, for the
+// call. Needs frame numbers (CAP_SYS_ADMIN) and kpageflags: EPERM otherwise (smaps' per-mapping
+// counters cannot say which chunk decayed).
 inline std::error_code decayed_chunks_by_pfn(int pagemap_fd, int kpageflags_fd,
                                              const std::vector<mapping_info>& vmas,
-                                             std::uintptr_t lo, std::uintptr_t hi,
-                                             std::vector<chunk_run>& out) noexcept {
+                                             std::vector<mapping_thp>& states, std::uintptr_t lo,
+                                             std::uintptr_t hi, std::vector<chunk_run>& out,
+                                             std::vector<chunk_run>& uncertain) noexcept {
   if (kpageflags_fd < 0) return std::make_error_code(std::errc::operation_not_permitted);
   const std::size_t collapse_chunk = collapse_chunk_bytes();
   const std::uintptr_t mask = collapse_chunk - 1;
-  const std::size_t first = out.size();  // runs before it are another range's: never extended
-  std::size_t v = 0;                     // the first mapping that may meet the chunk
+  const std::uintptr_t first_chunk = (lo + mask) & ~mask;
+  if (first_chunk < lo || first_chunk >= hi || hi - first_chunk < collapse_chunk) return {};
+  const std::uintptr_t last_chunk = hi & ~mask;  // the chunks are [first_chunk, last_chunk)
+  const std::size_t first = out.size();  // runs before them are another range's: never extended
+  const std::size_t first_uncertain = uncertain.size();
+  const auto append = [](std::vector<chunk_run>& runs, std::size_t from, std::uintptr_t at,
+                         std::uintptr_t end) {
+    if (runs.size() > from && runs.back().end == at) {
+      runs.back().end = end;
+    } else {
+      runs.push_back({at, end});
+    }
+  };
+  // Each chunk's pieces (one per mapping it meets), summed, in one pass over each mapping's part:
+  // what it holds, how much of it is mapped, and the mappings where some piece looks huge.
+  struct chunk_sum {
+    exact_part part;
+    std::size_t mapped = 0;
+    std::size_t thp_vma = SIZE_MAX;  // the mapping of its THP-looking piece (one at most)
+  };
   try {
-    for (std::uintptr_t at = (lo + mask) & ~mask; at < hi && hi - at >= collapse_chunk;
-         at += collapse_chunk) {
-      const std::uintptr_t end = at + collapse_chunk;
-      while (v < vmas.size() && vmas[v].end <= at) ++v;
-      exact_part chunk;
-      std::uintptr_t covered = at;  // the chunk is mapped up to here, without a gap
-      for (std::size_t i = v; i < vmas.size() && vmas[i].start < end; ++i) {
-        if (vmas[i].start > covered) break;  // a hole: not wholly mapped
-        const std::uintptr_t s = std::max(vmas[i].start, at);
-        const std::uintptr_t e = std::min(vmas[i].end, end);
-        exact_part piece;
-        if (!classify_exact(vmas[i], s, e, pagemap_fd, kpageflags_fd, piece)) {
-          return std::make_error_code(std::errc::operation_not_permitted);  // frames hidden
-        }
-        // Frames cannot tell a PMD mapping from a whole THP folio mapped by PTEs (a mapping split
-        // and merged again leaves one); smaps counts PMD mappings only: none, none is huge.
-        if (vmas[i].anon_huge == 0) piece.base += std::exchange(piece.thp_anon, 0);
-        if (vmas[i].shmem_huge + vmas[i].file_huge == 0) {
-          piece.base += std::exchange(piece.thp_file, 0);
-        }
-        chunk.thp_anon += piece.thp_anon;
-        chunk.thp_file += piece.thp_file;
-        chunk.base += piece.base;
-        chunk.not_resident += piece.not_resident;
-        chunk.zero_page += piece.zero_page;
-        covered = e;
-      }
-      const bool decayed = covered == end && chunk.thp_anon + chunk.thp_file == 0 &&
-                           chunk.not_resident == chunk.zero_page && chunk.base != 0;
-      if (!decayed) continue;
-      if (out.size() > first && out.back().end == at) {
-        out.back().end = end;
-      } else {
-        out.push_back({at, end});
+    if (states.size() != vmas.size()) states.assign(vmas.size(), mapping_thp{});
+    std::vector<chunk_sum> chunks((last_chunk - first_chunk) / collapse_chunk);
+    std::size_t v = 0;
+    while (v < vmas.size() && vmas[v].end <= first_chunk) ++v;
+    for (; v < vmas.size() && vmas[v].start < last_chunk; ++v) {
+      const mapping_info& m = vmas[v];
+      const std::uintptr_t s = std::max(m.start, first_chunk);
+      const std::uintptr_t e = std::min(m.end, last_chunk);
+      // A mapping wholly inside the range: its windows sum to the whole (split_thp's input).
+      const bool inside = s == m.start && e == m.end && !states[v].known;
+      exact_part whole;
+      const bool read = classify_windows(
+          m, s, e, pagemap_fd, kpageflags_fd, [&](std::uintptr_t w, const exact_part& part) {
+            if (w < s || w >= e) return;
+            chunk_sum& c = chunks[(w - first_chunk) / collapse_chunk];
+            c.part.thp_anon += part.thp_anon;
+            c.part.thp_file += part.thp_file;
+            c.part.base += part.base;
+            c.part.not_resident += part.not_resident;
+            c.part.zero_page += part.zero_page;
+            c.mapped += std::min<std::uintptr_t>((w | mask) + 1, e) - w;
+            if (part.thp_anon + part.thp_file != 0) c.thp_vma = v;
+            whole.thp_anon += part.thp_anon;
+            whole.thp_file += part.thp_file;
+            whole.base += part.base;
+            whole.not_resident += part.not_resident;
+            whole.zero_page += part.zero_page;
+          });
+      if (!read) return std::make_error_code(std::errc::operation_not_permitted);  // frames hidden
+      if (inside) {
+        states[v].split = split_thp(m, whole);
+        states[v].known = true;
       }
     }
-  } catch (...) {  // no memory: the chunks found so far are restored, the rest not this time
+    for (std::size_t i = 0; i < chunks.size(); ++i) {
+      chunk_sum& c = chunks[i];
+      const std::uintptr_t at = first_chunk + i * collapse_chunk;
+      if (c.mapped != collapse_chunk) continue;  // a hole: not wholly mapped
+      bool maybe_huge = false;  // THP-looking, in a mapping with some THP mapped by PTEs
+      if (c.thp_vma != SIZE_MAX) {
+        const mapping_info& m = vmas[c.thp_vma];
+        mapping_thp& state = states[c.thp_vma];
+        if (!state.known) {  // the mapping reaches past the range: read all of it, once
+          exact_part whole;
+          if (!classify_exact(m, m.start, m.end, pagemap_fd, kpageflags_fd, whole)) {
+            return std::make_error_code(std::errc::operation_not_permitted);
+          }
+          state.split = split_thp(m, whole);
+          state.known = true;
+        }
+        const thp_split& t = state.split;
+        // All mapped by PTEs: base pages. Some: which ones is unknown.
+        if (t.pmd_anon == 0) c.part.base += std::exchange(c.part.thp_anon, 0);
+        if (t.pmd_file == 0) c.part.base += std::exchange(c.part.thp_file, 0);
+        maybe_huge =
+            (c.part.thp_anon != 0 && t.pte_anon != 0) || (c.part.thp_file != 0 && t.pte_file != 0);
+      }
+      if (maybe_huge) {
+        append(uncertain, first_uncertain, at, at + collapse_chunk);
+      } else if (c.part.thp_anon + c.part.thp_file == 0 &&
+                 c.part.not_resident == c.part.zero_page && c.part.base != 0) {
+        append(out, first, at, at + collapse_chunk);
+      }
+    }
+  } catch (...) {  // no memory: not restored this time
   }
   return {};
 }
@@ -348,6 +415,18 @@ inline std::mutex& upkeep_mutex() noexcept {
 // Made at program start, before a thread can fork while another holds the guard of the static.
 inline const bool upkeep_mutex_initialised = (static_cast<void>(upkeep_mutex()), true);
 
+// The chunks (addresses, sorted) the kernel refused in the last upkeep() calls and that were still
+// decayed when last examined. The next call tries them after every other decayed chunk: a chunk
+// refused for good (EINVAL: a VMA boundary inside it, no writable entry on Linux before 6.18)
+// would otherwise take a byte budget's share first in every call, ahead of chunks that can be
+// restored. Guarded by upkeep_mutex(); an address reused by another block costs that chunk its
+// turn once.
+inline std::vector<std::uintptr_t>& refused_before() noexcept {
+  static immortal<std::vector<std::uintptr_t>> storage;
+  return *storage.get();
+}
+inline constexpr std::size_t refused_remembered = 4096;
+
 // What a tail budget adds to an upkeep call (upkeep_pacer::run).
 struct upkeep_pacing {
   std::chrono::nanoseconds work;      // collapse time the call may spend
@@ -363,13 +442,18 @@ struct upkeep_candidate {
   std::size_t decayed;
   std::size_t first_run;  // index into the runs vector
   std::size_t run_count;
+  // The order its chunks are tried in: 0 decayed, 1 uncertain (may be PMD-mapped already:
+  // decayed_chunks_by_pfn), 2 refused by an earlier call (refused_before).
+  int group;
 };
 
 }  // namespace detail
 
 /// Restores the huge pages labelled THP blocks have lost, largest loss first, until `budget` is
 /// spent (checked before each PMD-size chunk: a call exceeds it by at most one chunk). Examining
-/// costs one PAGEMAP_SCAN per block and is not bounded by the budget. Never throws; takes no lock
+/// costs one PAGEMAP_SCAN per block (before Linux 6.7: smaps, pagemap and kpageflags) and is not
+/// bounded by the budget; a positive time budget always buys the first chunk, so that a call
+/// whose examining alone outlasts it still makes progress. Never throws; takes no lock
 /// during a kernel call that allocate or deallocate need (see the top of this file). Thread-safe:
 /// calls run one at a time, so a call made during another waits for it and then finds its work
 /// done. Scans through `self`, a view of this process (process_view.hpp) that the caller keeps for
@@ -416,8 +500,17 @@ inline upkeep_result upkeep_paced(const process_view& self, const collapse_budge
   }
   // Without PAGEMAP_SCAN (its first ENOTTY) the chunks are judged from pagemap and kpageflags,
   // within the mappings that smaps lists (read once per call).
+  const std::size_t collapse_chunk = detail::collapse_chunk_bytes();
+  // The chunks refused before (detail::refused_before), and those refused or passed over now.
+  std::vector<std::uintptr_t> earlier, refused_now;
+  try {
+    earlier = detail::refused_before();
+  } catch (...) {  // no memory: every chunk in the usual order
+  }
   bool by_pfn = false;
   std::vector<mapping_info> vmas;
+  std::vector<detail::mapping_thp> vma_states;
+  std::vector<detail::chunk_run> maybe;  // the block's uncertain chunks (by_pfn only)
   const auto find_decayed = [&](std::uintptr_t lo, std::uintptr_t hi) noexcept {
     if (!by_pfn) {
       const std::error_code ec = detail::decayed_chunks(self.pagemap_fd(), lo, hi, runs);
@@ -432,8 +525,8 @@ inline upkeep_result upkeep_paced(const process_view& self, const collapse_budge
       if (read) return read;
       by_pfn = true;
     }
-    return detail::decayed_chunks_by_pfn(self.pagemap_fd(), self.kpageflags_fd(), vmas, lo, hi,
-                                         runs);
+    return detail::decayed_chunks_by_pfn(self.pagemap_fd(), self.kpageflags_fd(), vmas, vma_states,
+                                         lo, hi, runs, maybe);
   };
   for (const auto& v : blocks) {
     const auto& b = v.block;
@@ -454,7 +547,8 @@ inline upkeep_result upkeep_paced(const process_view& self, const collapse_budge
       continue;
     }
     ++r.blocks;
-    detail::upkeep_candidate k{v.p, b.generation, 0, runs.size(), 0};
+    detail::upkeep_candidate k{v.p, b.generation, 0, runs.size(), 0, 0};
+    maybe.clear();
     for (int i = 0; i < count; ++i) {
       r.examined_bytes += parts[i][1] - parts[i][0];
       const std::error_code ec = find_decayed(parts[i][0], parts[i][1]);
@@ -466,24 +560,72 @@ inline upkeep_result upkeep_paced(const process_view& self, const collapse_budge
     k.run_count = runs.size() - k.first_run;
     for (std::size_t i = k.first_run; i < runs.size(); ++i)
       k.decayed += runs[i].end - runs[i].start;
-    r.decayed_bytes += k.decayed;
-    if (k.decayed != 0) {
+    // The uncertain chunks: a candidate of their own, after every certain one.
+    detail::upkeep_candidate u{v.p, b.generation, 0, runs.size(), 0, 1};
+    try {
+      runs.insert(runs.end(), maybe.begin(), maybe.end());
+    } catch (...) {  // no memory: not tried this time
+    }
+    u.run_count = runs.size() - u.first_run;
+    for (std::size_t i = u.first_run; i < runs.size(); ++i)
+      u.decayed += runs[i].end - runs[i].start;
+    r.uncertain += u.decayed;
+    // The decayed chunks an earlier call refused: a candidate of their own, tried last.
+    detail::upkeep_candidate again{v.p, b.generation, 0, 0, 0, 2};
+    if (!earlier.empty() && k.decayed != 0) {
       try {
-        candidates.push_back(k);
+        std::vector<detail::chunk_run> fresh, refused;
+        for (std::size_t i = k.first_run; i < k.first_run + k.run_count; ++i) {
+          for (std::uintptr_t at = runs[i].start; at < runs[i].end; at += collapse_chunk) {
+            const bool seen = std::binary_search(earlier.begin(), earlier.end(), at);
+            std::vector<detail::chunk_run>& to = seen ? refused : fresh;
+            if (!to.empty() && to.back().end == at) {
+              to.back().end = at + collapse_chunk;
+            } else {
+              to.push_back({at, at + collapse_chunk});
+            }
+          }
+        }
+        if (!refused.empty()) {
+          runs.resize(k.first_run);
+          k.run_count = fresh.size();
+          runs.insert(runs.end(), fresh.begin(), fresh.end());
+          again.first_run = runs.size();
+          again.run_count = refused.size();
+          runs.insert(runs.end(), refused.begin(), refused.end());
+          for (const detail::chunk_run& run : refused) again.decayed += run.end - run.start;
+          k.decayed -= again.decayed;
+          // The uncertain runs sat after the certain ones: put them back after these.
+          u.first_run = runs.size();
+          if (u.run_count != 0) runs.insert(runs.end(), maybe.begin(), maybe.end());
+        }
+      } catch (...) {  // no memory: tried in the usual order
+      }
+    }
+    for (const detail::upkeep_candidate& one : {k, u, again}) {
+      r.decayed_bytes += one.decayed;
+      if (one.decayed == 0) continue;
+      try {
+        candidates.push_back(one);
       } catch (...) {
-        r.left += k.decayed;
+        r.left += one.decayed;
       }
     }
   }
-  if (candidates.empty()) return finish();
+  r.examining = clock::now() - start;
+  if (candidates.empty()) {
+    detail::refused_before().clear();  // nothing decayed: nothing refused is left to order
+    return finish();
+  }
   if (detail::steady_ns() < c.retry_at.load(relaxed)) {
     r.backed_off = true;
     r.left = r.decayed_bytes;
     c.backed_off.fetch_add(1, relaxed);
     return finish();
   }
-  std::stable_sort(candidates.begin(), candidates.end(),
-                   [](const auto& a, const auto& b) { return a.decayed > b.decayed; });
+  std::stable_sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) {
+    return a.group != b.group ? a.group < b.group : a.decayed > b.decayed;
+  });
   // Back-off after a refusal that no other chunk escapes now; `slow` for a slow chunk.
   const auto back_off = [&](bool slow) noexcept {
     const std::int64_t second = 1'000'000'000;
@@ -496,8 +638,8 @@ inline upkeep_result upkeep_paced(const process_view& self, const collapse_budge
     c.retry_at.store(detail::steady_ns() + wait, relaxed);
   };
   std::size_t submitted = 0;
-  std::size_t done_here = 0;  // chunks this call collapsed or tried
-  const std::size_t collapse_chunk = detail::collapse_chunk_bytes();
+  std::size_t done_here = 0;                // chunks this call collapsed or tried
+  std::vector<std::uintptr_t> tried_again;  // chunks refused before that this call tried
   bool stop = false;
   std::size_t candidate = 0;
   for (; candidate < candidates.size() && !stop; ++candidate) {
@@ -507,7 +649,11 @@ inline upkeep_result upkeep_paced(const process_view& self, const collapse_budge
     for (std::size_t i = k.first_run; i < k.first_run + k.run_count && !stop && !give_up_block;
          ++i) {
       for (std::uintptr_t at = runs[i].start; at < runs[i].end; at += collapse_chunk) {
-        if (clock::now() - start >= budget.time || submitted >= budget.bytes) {
+        // A positive time budget always buys the call's first chunk, however long examining
+        // took: without PAGEMAP_SCAN (smaps, pagemap and kpageflags read) it can take longer
+        // than the whole budget, and calls would never restore anything.
+        if (submitted >= budget.bytes || budget.time <= std::chrono::nanoseconds::zero() ||
+            (done_here != 0 && clock::now() - start >= budget.time)) {
           stop = true;
           break;
         }
@@ -570,7 +716,18 @@ inline upkeep_result upkeep_paced(const process_view& self, const collapse_budge
             stop = true;
             break;
           }
-          // EAGAIN, EINVAL and the rest concern this chunk: the next one is still tried.
+          // EAGAIN, EINVAL and the rest concern this chunk: the next one is still tried, and
+          // the next call tries this one last.
+          try {
+            refused_now.push_back(at);
+          } catch (...) {
+          }
+        }
+        if (k.group == 2) {
+          try {
+            tried_again.push_back(at);
+          } catch (...) {
+          }
         }
         if (one.slowest_chunk > upkeep_slow_chunk) {
           back_off(/*slow=*/true);
@@ -582,6 +739,26 @@ inline upkeep_result upkeep_paced(const process_view& self, const collapse_budge
     if (!give_up_block) r.left += k.decayed - std::min(visited, k.decayed);
   }
   for (; candidate < candidates.size(); ++candidate) r.left += candidates[candidate].decayed;
+  // Remembered for the next call: the chunks refused now, and those refused before that are still
+  // decayed and were not tried now.
+  try {
+    std::sort(tried_again.begin(), tried_again.end());
+    for (const detail::upkeep_candidate& k : candidates) {
+      if (k.group != 2) continue;
+      for (std::size_t i = k.first_run; i < k.first_run + k.run_count; ++i) {
+        for (std::uintptr_t at = runs[i].start; at < runs[i].end; at += collapse_chunk) {
+          if (!std::binary_search(tried_again.begin(), tried_again.end(), at))
+            refused_now.push_back(at);
+        }
+      }
+    }
+    std::sort(refused_now.begin(), refused_now.end());
+    refused_now.erase(std::unique(refused_now.begin(), refused_now.end()), refused_now.end());
+    if (refused_now.size() > detail::refused_remembered)
+      refused_now.resize(detail::refused_remembered);
+    detail::refused_before().swap(refused_now);
+  } catch (...) {  // no memory: the last list stays
+  }
   c.restored_bytes.fetch_add(r.restored, relaxed);
   if (r.held) c.held.fetch_add(1, relaxed);
   return finish();

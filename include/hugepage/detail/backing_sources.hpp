@@ -162,10 +162,12 @@ struct exact_part {
   std::size_t thp_anon = 0, thp_file = 0, base = 0, not_resident = 0, zero_page = 0;
 };
 
-// Classifies [lo, hi) inside the non-hugetlb mapping `m` page by page, with kpageflags.
-// Returns false when PFNs are hidden (no CAP_SYS_ADMIN) or a read failed.
-inline bool classify_exact(const mapping_info& m, std::uintptr_t lo, std::uintptr_t hi,
-                           int pagemap_fd, int kpageflags_fd, exact_part& r) {
+// Classifies [lo, hi) inside the non-hugetlb mapping `m` page by page, with kpageflags, one PMD
+// window at a time: `visit(w, part)` for each window (from w, clipped to the mapping) with what
+// lies in [lo, hi) of it. Returns false when PFNs are hidden (no CAP_SYS_ADMIN) or a read failed.
+template <class Visit>
+bool classify_windows(const mapping_info& m, std::uintptr_t lo, std::uintptr_t hi, int pagemap_fd,
+                      int kpageflags_fd, Visit&& visit) {
   const std::size_t page = os::base_page_size();
   // A PMD (hpage_pmd_size): 2 MiB on x86-64 and arm64/4K, 32 MiB on arm64/16K, where a 2 MiB
   // window of a THP could be any piece of a PTE-mapped one.
@@ -197,6 +199,7 @@ inline bool classify_exact(const mapping_info& m, std::uintptr_t lo, std::uintpt
       bool pmd_mapped = false;
       bool huge_zero = false;
       bool anon = true;
+      exact_part r;
       if (count == per_window) {
         const std::uint64_t head = entries[base_index];
         const std::uint64_t pfn = head & pagemap_pfn_mask;
@@ -245,11 +248,54 @@ inline bool classify_exact(const mapping_info& m, std::uintptr_t lo, std::uintpt
           if (zero) r.not_resident += bytes;
         }
       }
+      visit(w, r);
       w = w_end;
     }
     chunk = chunk_end;
   }
   return true;
+}
+
+// classify_windows() summed over [lo, hi).
+inline bool classify_exact(const mapping_info& m, std::uintptr_t lo, std::uintptr_t hi,
+                           int pagemap_fd, int kpageflags_fd, exact_part& r) {
+  return classify_windows(m, lo, hi, pagemap_fd, kpageflags_fd,
+                          [&r](std::uintptr_t, const exact_part& part) {
+                            r.thp_anon += part.thp_anon;
+                            r.thp_file += part.thp_file;
+                            r.base += part.base;
+                            r.not_resident += part.not_resident;
+                            r.zero_page += part.zero_page;
+                          });
+}
+
+// The THP that classify_exact found over a whole mapping, split into what is mapped by PMDs and
+// what is whole THP folios mapped by PTEs: pagemap words and kpageflags look the same for both (a
+// mapping split and merged again leaves the second). smaps tells them apart, with a flaw: Linux
+// 6.1 to 6.4 leave out of AnonHugePages and Rss alike a PMD that NUMA balancing made PROT_NONE for
+// a hinting fault (follow_trans_huge_pmd() refuses it without FOLL_FORCE; 6.5's "smaps: use
+// vm_normal_page_pmd()" counts it), while pagemap still shows it present. Resident bytes beyond
+// Rss (whole PMDs of them) are such PMDs: PMD-mapped, though smaps did not count them. Pages
+// faulted in between the smaps read and pagemap's add to that gap: past a PMD of them, a folio
+// mapped by PTEs may be taken for PMD-mapped until a later read.
+struct thp_split {
+  std::size_t pmd_anon = 0, pmd_file = 0;  // mapped by PMDs
+  std::size_t pte_anon = 0, pte_file = 0;  // whole folios mapped by PTEs
+};
+
+inline thp_split split_thp(const mapping_info& m, const exact_part& whole) noexcept {
+  const std::size_t resident = whole.thp_anon + whole.thp_file + whole.base;
+  std::size_t hidden = resident > m.rss ? (resident - m.rss) & ~(thp_page_bytes() - 1) : 0;
+  thp_split t;
+  t.pmd_anon = std::min(whole.thp_anon, m.anon_huge);
+  const std::size_t hidden_anon = std::min(hidden, whole.thp_anon - t.pmd_anon);
+  t.pmd_anon += hidden_anon;
+  hidden -= hidden_anon;
+  t.pmd_file = std::min(whole.thp_file, m.shmem_huge + m.file_huge);
+  t.pmd_file += std::min(hidden, whole.thp_file - t.pmd_file);
+  t.pte_anon = whole.thp_anon - t.pmd_anon;
+  t.pte_file = whole.thp_file - t.pmd_file;
+  return t;
 }
 
 // `amount * part / whole` without overflow (amount, part <= whole): per-mapping sizes times range
@@ -264,9 +310,11 @@ inline std::size_t prorate(std::size_t amount, std::size_t part, std::size_t who
 #endif
 }
 
-// Counts resident and absent pages of [lo, hi) from pagemap's present bit (readable unprivileged).
+// Counts resident and absent pages of [lo, hi) from pagemap's present bit (readable unprivileged),
+// and in `shared` the resident ones not marked exclusively mapped (the zero page among them).
 inline bool count_present(int pagemap_fd, std::uintptr_t lo, std::uintptr_t hi,
-                          std::size_t& present, std::size_t& absent) {
+                          std::size_t& present, std::size_t& absent,
+                          std::size_t* shared = nullptr) {
   const std::size_t page = os::base_page_size();
   std::vector<std::uint64_t> entries;
   constexpr std::size_t pages_per_read = 32768;
@@ -281,6 +329,10 @@ inline bool count_present(int pagemap_fd, std::uintptr_t lo, std::uintptr_t hi,
       const std::uintptr_t s = std::max<std::uintptr_t>(at, lo);
       const std::uintptr_t e = hi - at <= page ? hi : at + page;
       ((entries[i] & pagemap_present) != 0 ? present : absent) += e - s;
+      if (shared != nullptr &&
+          (entries[i] & (pagemap_present | pagemap_exclusive)) == pagemap_present) {
+        *shared += e - s;
+      }
     }
     first += count;
   }
@@ -360,12 +412,26 @@ inline void backing_by_pfn(const std::vector<mapping_info>& mappings, std::uintp
           exact_part part;
           if (classify_exact(m, s, e, pagemap_fd, kpageflags_fd, part)) {
             // pagemap cannot tell a PMD mapping from a whole THP folio mapped by PTEs (a VMA split
-            // and merged again leaves one); smaps counts PMD mappings only, so it caps.
-            const std::size_t anon = std::min(part.thp_anon, m.anon_huge);
-            const std::size_t file = std::min(part.thp_file, m.shmem_huge + m.file_huge);
-            if ((anon < part.thp_anon || file < part.thp_file) && !whole) {
-              r.exact = false;
-              r.note = "THP folios mapped by PTEs: THP capped by smaps AnonHugePages";
+            // and merged again leaves one); smaps counts PMD mappings (split_thp), so it caps.
+            std::size_t anon = part.thp_anon, file = part.thp_file;
+            if (anon > m.anon_huge || file > m.shmem_huge + m.file_huge) {
+              exact_part all = part;
+              thp_split t;
+              if (whole || classify_exact(m, m.start, m.end, pagemap_fd, kpageflags_fd, all)) {
+                t = split_thp(m, all);
+              } else {  // the rest of the mapping unreadable: smaps' counters as they are
+                t.pmd_anon = m.anon_huge;
+                t.pmd_file = m.shmem_huge + m.file_huge;
+                t.pte_anon = t.pte_file = 1;
+              }
+              // Where the mapping has no THP mapped by PTEs, every THP-looking folio is mapped by a
+              // PMD; elsewhere a part of a mapping has at most the mapping's PMD bytes.
+              if (t.pte_anon != 0) anon = std::min(anon, t.pmd_anon);
+              if (t.pte_file != 0) file = std::min(file, t.pmd_file);
+              if ((anon < part.thp_anon || file < part.thp_file) && !whole) {
+                r.exact = false;
+                r.note = "THP folios mapped by PTEs: THP capped by smaps AnonHugePages";
+              }
             }
             add_thp(m, false, anon, r);
             add_thp(m, true, file, r);
@@ -380,8 +446,8 @@ inline void backing_by_pfn(const std::vector<mapping_info>& mappings, std::uintp
           r.note = "page frame numbers hidden (needs CAP_SYS_ADMIN): THP prorated from smaps";
           if (r.thp != 0) r.exact = false;
         }
-        std::size_t present = 0, absent = 0, zero = 0;
-        if (pagemap_fd < 0 || !count_present(pagemap_fd, s, e, present, absent)) {
+        std::size_t present = 0, absent = 0, zero = 0, shared = 0, hidden = 0;
+        if (pagemap_fd < 0 || !count_present(pagemap_fd, s, e, present, absent, &shared)) {
           present = prorate(m.rss, e - s, m.size());
           present = std::min(present, e - s);
           absent = (e - s) - present;
@@ -389,18 +455,27 @@ inline void backing_by_pfn(const std::vector<mapping_info>& mappings, std::uintp
         } else if (present > m.rss) {
           // pagemap's present bit is set for the zero page too, which Rss never counts: over a
           // whole mapping the difference is exactly the zero page; over part of one, where in
-          // the mapping its pages lie is unknown.
-          zero = present - m.rss;
-          present = m.rss;
+          // the mapping its pages lie is unknown. The zero page is never mapped exclusively;
+          // what exclusive memory Rss lacks (whole PMDs of it) is PMDs that Linux 6.1 to 6.4
+          // leave out of smaps under NUMA balancing (split_thp): mapped by PMDs.
+          zero = std::min(present - m.rss, shared);
+          hidden = (present - m.rss - zero) & ~(thp_page_bytes() - 1);
+          zero = present - m.rss - hidden;
+          present = m.rss + hidden;
+          const char* const hidden_note =
+              "PMDs that smaps left out (NUMA balancing, Linux 6.1-6.4) counted from pagemap";
           if (!whole) {
             r.exact = false;
-            r.note = "zero page in part of a mapping: residency capped by smaps Rss";
+            r.note = zero != 0 ? "zero page in part of a mapping: residency capped by smaps Rss"
+                               : hidden_note;
+          } else if (hidden != 0) {
+            r.note = hidden_note;
           }
         }
         r.zero_page += zero;
         r.not_resident += zero;
         const std::size_t mapping_huge = m.anon_huge + m.shmem_huge + m.file_huge;
-        std::size_t huge = prorate(mapping_huge, e - s, m.size());
+        std::size_t huge = prorate(mapping_huge, e - s, m.size()) + hidden;
         if (!whole && mapping_huge != 0) r.exact = false;
         huge = std::min(huge, present);
         const std::size_t file =
