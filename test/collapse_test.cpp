@@ -449,7 +449,7 @@ TEST(Collapse, AsNobodyOnAnotherUsersProcessIsEacces) {
 TEST(Collapse, AsNobodyOnItsOwnProcessIsEperm) {
   HUGEPAGE_REQUIRE_COLLAPSE();
   const bool root = ::geteuid() == 0;
-  const std::size_t length = 4 * kMiB;
+  const std::size_t length = 2 * kHuge;  // whole chunks: one call is made, and refused
   Populated region(length);
   ASSERT_NE(region.get(), nullptr);
   char* const p = region.get();
@@ -917,7 +917,8 @@ TEST(Collapse, ARangeIntoNonCanonicalSpaceMakesNoCallPastUserSpace) {
   void* p = ::mmap(reinterpret_cast<void*>(at), 2 * kHuge, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
   ASSERT_EQ(p, reinterpret_cast<void*>(at)) << std::strerror(errno);
-  std::memset(p, 3, 2 * kHuge);
+  char* const bytes_at = static_cast<char*>(p);
+  populate_base_pages(bytes_at, 2 * kHuge, [bytes_at] { std::memset(bytes_at, 3, 2 * kHuge); });
   const std::size_t bytes = (std::uintptr_t{1} << 63) - at;
   const collapse_result r = hugepage::collapse(p, bytes, collapse_budget::of_time(3s));
   const double huge = hugepage::backing_of(p, 2 * kHuge).huge_fraction();
