@@ -20,11 +20,13 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <initializer_list>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "hugepage/allocator.hpp"
@@ -77,10 +79,12 @@ struct shared_opts : hugepage::default_options {
   static constexpr const char* label = "upkeep-shared";
 };
 
-// Splits every huge page of [p, p + bytes) the way a service does by accident: fork() a child,
-// write one byte per chunk in the parent while the child lives (copy-on-write copies a base page
-// and splits the parent's PMD), let the child exit. Each chunk's first byte ends up one higher.
-void fork_and_write(char* p, std::size_t bytes) {
+// Splits every huge page of the ranges the way a service does by accident: fork() a child, write
+// one byte per chunk in the parent while the child lives (copy-on-write copies a base page and
+// splits the parent's PMD), let the child exit. Each chunk's first byte ends up one higher. One
+// fork for all of them: a later fork() leaves every entry of a range written before read-only
+// again, and Linux 6.12 refuses such a chunk (EINVAL: no writable entry), where 6.18 collapses it.
+void fork_and_write(std::initializer_list<std::pair<char*, std::size_t>> ranges) {
   int ready[2];
   int release[2];
   ASSERT_EQ(::pipe(ready), 0);
@@ -98,13 +102,17 @@ void fork_and_write(char* p, std::size_t bytes) {
   ::close(release[0]);
   char c = 0;
   ASSERT_EQ(::read(ready[0], &c, 1), 1);
-  for (std::size_t i = 0; i < bytes; i += kChunk) p[i] = static_cast<char>(p[i] + 1);
+  for (const auto& [p, bytes] : ranges) {
+    for (std::size_t i = 0; i < bytes; i += kChunk) p[i] = static_cast<char>(p[i] + 1);
+  }
   ::close(release[1]);
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   ::close(ready[0]);
   ::close(ready[1]);
 }
+
+void fork_and_write(char* p, std::size_t bytes) { fork_and_write({{p, bytes}}); }
 
 double huge_of(const char* label) { return hugepage::coverage_of(label).huge_fraction(); }
 
@@ -280,6 +288,7 @@ TEST(Upkeep, WithoutPagemapScanFindsWhatForkSplitFromKpageflags) {
     if (huge_of(fares_opts::label) < 0.99) return 2;
     fork_and_write(fares.get(), fares.size());
     if (::testing::Test::HasFailure()) return 3;
+    wait_out_back_off();  // the parent's, which the child inherits
     if (!hugepage::test::fail_syscall(__NR_ioctl, ENOTTY)) return 4;
     const upkeep_result r = hugepage::upkeep();
     std::fprintf(stderr, "child: %s\n", describe(r).c_str());
@@ -421,14 +430,17 @@ TEST(Upkeep, ABusyChunkIsRefusedWithEagainAndRestoredByTheNextCall) {
   const auto busy = hugepage::backing_of(fares.get(), kChunk);
   ::close(pipe_fds[0]);
   ::close(pipe_fds[1]);
-  EXPECT_EQ(r.decayed_bytes, 4 * kChunk) << describe(r);
+  // The busy chunk at least; khugepaged may have restored others while the back-off was waited
+  // out (seen under THP always in the arm64 16 KiB guest): those are no longer decayed.
+  EXPECT_GE(r.decayed_bytes, kChunk) << describe(r);
+  EXPECT_LE(r.decayed_bytes, 4 * kChunk) << describe(r);
   EXPECT_EQ(accounted(r), r.decayed_bytes) << describe(r);
   // The memory pressure of other work may make the kernel's shrinker refuse more (see
   // upkeep_until_done): at least the busy chunk is refused.
   EXPECT_GE(r.refusals_of(EAGAIN), 1u) << describe(r);
   EXPECT_EQ(busy.huge_bytes(), 0u) << describe(r);
   if (!ended_on_a_slow_chunk(r)) {
-    EXPECT_EQ(r.restored + r.already_huge + r.refused, 4 * kChunk) << describe(r);
+    EXPECT_EQ(r.restored + r.already_huge + r.refused, r.decayed_bytes) << describe(r);
     EXPECT_EQ(r.left, 0u) << describe(r);
   }
   finish_upkeep();
@@ -496,8 +508,7 @@ TEST(Upkeep, HonoursItsByteBudgetAndRestoresTheLargestLossFirst) {
   REQUIRE_THP_AND_COLLAPSE();
   Block<fares_opts> fares(4 * kChunk);
   Block<rates_opts> rates(16 * kChunk);
-  fork_and_write(fares.get(), fares.size());
-  fork_and_write(rates.get(), rates.size());
+  fork_and_write({{fares.get(), fares.size()}, {rates.get(), rates.size()}});
   const auto fares_before = hugepage::coverage_of(fares_opts::label).huge_bytes();
   const auto rates_before = hugepage::coverage_of(rates_opts::label).huge_bytes();
   wait_out_back_off();
@@ -538,6 +549,29 @@ TEST(Upkeep, HonoursItsTimeBudgetWithinOneChunk) {
   EXPECT_EQ(r.left + r.restored + r.refused, r.decayed_bytes) << describe(r);
   upkeep_until_done(collapse_budget::of_time(20ms));
   EXPECT_GE(huge_of(rates_opts::label), 0.99);
+}
+
+// A positive time budget always buys the first chunk, however long examining took (here: 1 ns,
+// spent before the first chunk); a zero budget buys nothing. Without that rule a call whose
+// examination outlasted its budget made no call at all: an upkeep_pacer of 1 ms intervals never
+// restored a chunk under qemu's emulation, where examining 64 MiB took 6 ms.
+TEST(Upkeep, APositiveTimeBudgetAlwaysBuysTheFirstChunk) {
+  REQUIRE_THP_AND_COLLAPSE();
+  Block<fares_opts> fares(4 * kChunk);
+  fork_and_write(fares.get(), fares.size());
+  wait_out_back_off();
+  const upkeep_result none = hugepage::upkeep(collapse_budget::of_time(0ns));
+  EXPECT_EQ(none.calls, 0u) << describe(none);
+  EXPECT_EQ(none.left, none.decayed_bytes) << describe(none);
+  const upkeep_result r = hugepage::upkeep(collapse_budget::of_time(1ns));
+  ASSERT_GT(r.decayed_bytes, 0u) << describe(r);
+  EXPECT_FALSE(r.backed_off) << describe(r);
+  EXPECT_EQ(r.calls, 1u) << describe(r);
+  EXPECT_EQ(r.restored + r.already_huge + r.refused, kChunk) << describe(r);
+  EXPECT_EQ(r.left, r.decayed_bytes - kChunk) << describe(r);
+  finish_upkeep();
+  EXPECT_GE(huge_of(fares_opts::label), 0.99);
+  EXPECT_TRUE(fares.intact());
 }
 
 TEST(Upkeep, SkipsHugetlbBlocks) {
@@ -778,7 +812,8 @@ TEST(Upkeep, ChildOfForkDuringAnUpkeepCallCanCallIt) {
 
 TEST(UpkeepThread, RestoresInTheBackgroundAndStopsAtDestruction) {
   REQUIRE_THP_AND_COLLAPSE();
-  Block<fares_opts> fares(64 * mib);
+  // Four chunks at least: with two of 32 MiB khugepaged (THP always) can beat the thread to both.
+  Block<fares_opts> fares(at_least_pmds(64 * mib, 4));
   fork_and_write(fares.get(), fares.size());
   ASSERT_LE(huge_of(fares_opts::label), 0.05);
   const std::uint64_t restored_before = hugepage::upkeep_stats().restored_bytes;
@@ -807,7 +842,8 @@ TEST(UpkeepThread, RestoresInTheBackgroundAndStopsAtDestruction) {
   const std::uint64_t by_thread = hugepage::upkeep_stats().restored_bytes - restored_before;
   const std::uint64_t by_khugepaged = (khugepaged_collapsed() - khugepaged_before) * kChunk;
   EXPECT_GE(by_thread, kChunk);
-  EXPECT_GE(by_thread + by_khugepaged, 60 * mib) << "khugepaged: " << by_khugepaged;
+  EXPECT_GE(by_thread + by_khugepaged, fares.size() - fares.size() / 16)
+      << "khugepaged: " << by_khugepaged;
 }
 
 TEST(UpkeepThread, ChildOfForkDestroysItsCopyWithoutJoining) {
