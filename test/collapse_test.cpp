@@ -774,11 +774,12 @@ TEST(Collapse, WithoutPagemapScanAHoleIsStillUnmapped) {
   EXPECT_EQ(code, 0) << "see the child's output above";
 }
 
-// Whether MADV_COLLAPSE fills a chunk whose page table maps no page of its own (pages given back,
-// or only the zero page) with zeroes, as Linux 6.18 does. Linux 6.12 and before refuse it with
-// EINVAL: their scan of the page table wants at least one writable entry (khugepaged.c,
-// hpage_collapse_scan_pmd: SCAN_PAGE_RO). Nullopt for the kernels between, not seen here.
-std::optional<bool> kernel_fills_a_chunk_without_pages() {
+// Whether MADV_COLLAPSE takes a chunk whose page table holds no writable entry (no page of its own:
+// pages given back, or only the zero page; or every entry write-protected by a fork()), as Linux
+// 6.18 does. Linux 6.12 and before refuse it with EINVAL: their scan of the page table wants at
+// least one writable entry (khugepaged.c, hpage_collapse_scan_pmd: SCAN_PAGE_RO). Nullopt for the
+// kernels between, not seen here.
+std::optional<bool> kernel_collapses_without_a_writable_entry() {
   const auto version = hugepage::parse_kernel_version(hugepage::kernel_release());
   if (!version) return std::nullopt;
   if (version->at_least(6, 18)) return true;
@@ -789,7 +790,7 @@ std::optional<bool> kernel_fills_a_chunk_without_pages() {
 // What the header says about sparse chunks: MADV_COLLAPSE fills a chunk with one page populated
 // (its memory grows to a whole PMD); a chunk with no data it refuses where no page table is there,
 // and where one is, fills it with zeroes (Linux 6.18) or refuses it (6.12 and before: see
-// kernel_fills_a_chunk_without_pages). collapse() skips those without a call.
+// kernel_collapses_without_a_writable_entry). collapse() skips those without a call.
 TEST(Collapse, SparseChunkIsFilledChunksWithoutDataAreSkipped) {
   HUGEPAGE_REQUIRE_COLLAPSE();
   std::error_code ec;
@@ -819,7 +820,7 @@ TEST(Collapse, SparseChunkIsFilledChunksWithoutDataAreSkipped) {
   EXPECT_EQ(hugepage::os::collapse(p + kHuge, kHuge), std::errc::invalid_argument);
   const std::error_code without_pages = hugepage::os::collapse(p + 2 * kHuge, kHuge);
   const bool fills = !without_pages;
-  const std::optional<bool> known = kernel_fills_a_chunk_without_pages();
+  const std::optional<bool> known = kernel_collapses_without_a_writable_entry();
   if (known) {
     EXPECT_EQ(fills, *known) << "Linux " << hugepage::kernel_release() << ": "
                              << without_pages.message();
@@ -847,6 +848,27 @@ TEST(Collapse, SparseChunkIsFilledChunksWithoutDataAreSkipped) {
         << "one page became a whole PMD resident; nothing without data grew";
   }
   hugepage::os::unmap(p, 4 * kHuge);
+}
+
+// fork() write-protects every entry of the parent's private memory; once the child is gone, a chunk
+// not written since has no writable entry, and Linux 6.12 refuses it (EINVAL) where 6.18 collapses
+// it. One write makes the chunk collapsible again. (The tests that collapse after a fork write a
+// byte per chunk first; upkeep meets it in a service that forks.)
+TEST(Collapse, AChunkAForkLeftReadOnlyIsRefusedUntilWrittenBeforeLinux618) {
+  HUGEPAGE_REQUIRE_COLLAPSE();
+  Populated region(2 * kHuge);
+  ASSERT_NE(region.get(), nullptr);
+  ASSERT_EQ(hugepage::test::run_in_child([] { return 0; }), 0);  // fork(); the child exits
+  volatile char* const written = region.get() + kHuge;           // chunk 1: one page written again
+  *written = *written;
+  const collapse_result unwritten = hugepage::collapse(region.get(), kHuge);
+  const collapse_result r = hugepage::collapse(region.get() + kHuge, kHuge);
+  EXPECT_EQ(r.collapsed + r.already_huge, kHuge) << describe(r);
+  const bool collapses = unwritten.collapsed + unwritten.already_huge == kHuge;
+  const std::optional<bool> known = kernel_collapses_without_a_writable_entry();
+  if (known) EXPECT_EQ(collapses, *known) << "Linux " << hugepage::kernel_release();
+  if (!collapses) EXPECT_EQ(unwritten.refusals_of(EINVAL), 1u) << describe(unwritten);
+  EXPECT_TRUE(region.intact());
 }
 
 // ---- ranges past user space ---------------------------------------------------------------------
