@@ -897,10 +897,13 @@ TEST(UpkeepThread, PeriodOfZeroOrLessIsRefused) {
 
 TEST(UpkeepPacer, RestoresNothingWhileHeldAndTheWholeBlockAfterRelease) {
   REQUIRE_THP_AND_COLLAPSE();
-  Block<fares_opts> fares(at_least_pmds(16 * mib, 2));
+  // Four chunks at least, and no back-off left by an earlier test: khugepaged (THP always) restored
+  // both 32 MiB chunks of a smaller block while the pacer's calls were backed off.
+  Block<fares_opts> fares(at_least_pmds(16 * mib, 4));
   fork_and_write(fares.get(), fares.size());
   const double decayed = huge_of(fares_opts::label);
   ASSERT_LE(decayed, 0.05);
+  wait_out_back_off();
   hugepage::upkeep_pacer pacer(hugepage::tail_budget{50ms, 50ms});  // all of one CPU: no pause
   const std::uint64_t held_before = hugepage::upkeep_stats().held;
   {
