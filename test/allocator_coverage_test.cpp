@@ -224,7 +224,7 @@ TEST(AllocatorSmallRequests, ConfiguredThresholdMapsSmallerRequests) {
   const statistics before = stats();
   unsigned char* const p = a.allocate(64 * kib);
   EXPECT_EQ(stats().live_mappings, before.live_mappings + 1);
-  EXPECT_EQ(stats().requested_thp - before.requested_thp, huge_2m_bytes)
+  EXPECT_EQ(stats().requested_thp - before.requested_thp, thp_page_bytes())
       << "rounded to a huge page";
   unsigned char* const q = a.allocate(64 * kib - 1);
   EXPECT_EQ(stats().live_mappings, before.live_mappings + 1) << "under the threshold";
@@ -249,7 +249,8 @@ void expect_resident_at_allocation(std::size_t bytes) {
 }
 
 TEST(AllocatorOptions, PrefaultMakesThpBlockResidentBeforeTouch) {
-  expect_resident_at_allocation<thp_allocator<unsigned char, prefault_options>>(16 * mib);
+  expect_resident_at_allocation<thp_allocator<unsigned char, prefault_options>>(
+      test::at_least_pmds(16 * mib, 2));
 }
 
 TEST(AllocatorOptions, PrefaultMakesHugetlbBlockResidentBeforeTouch) {
@@ -259,11 +260,11 @@ TEST(AllocatorOptions, PrefaultMakesHugetlbBlockResidentBeforeTouch) {
 }
 
 TEST(AllocatorOptions, CollapseAlwaysPrefaults) {
-  expect_resident_at_allocation<collapse_allocator<unsigned char>>(8 * mib);
+  expect_resident_at_allocation<collapse_allocator<unsigned char>>(test::at_least_pmds(8 * mib, 2));
 }
 
 TEST(AllocatorOptions, UntouchedThpBlockIsNotResidentWithoutPrefault) {
-  constexpr std::size_t bytes = 16 * mib;
+  const std::size_t bytes = test::at_least_pmds(16 * mib, 2);
   thp_allocator<unsigned char> a;
   const statistics before = stats();
   unsigned char* const p = a.allocate(bytes);
@@ -274,7 +275,7 @@ TEST(AllocatorOptions, UntouchedThpBlockIsNotResidentWithoutPrefault) {
   p[0] = 1;  // one touch faults one page (huge or base), not the block
   const backing_report touched = backing_of(p, bytes);
   EXPECT_GT(touched.resident_bytes(), 0u);
-  EXPECT_LE(touched.resident_bytes(), huge_2m_bytes);
+  EXPECT_LE(touched.resident_bytes(), thp_page_bytes());
   a.deallocate(p, bytes);
 }
 
@@ -286,12 +287,12 @@ struct dont_fork_options : default_options {
 // 0 when it read the value, 128 + signal when it died.
 template <class Allocator>
 int child_reading_a_block() {
-  constexpr std::size_t n = 4 * mib / sizeof(std::uint64_t);
+  const std::size_t n = test::at_least_pmds(4 * mib, 1) / sizeof(std::uint64_t);
   Allocator a;
   std::uint64_t* const p = a.allocate(n);
   p[0] = 42;
   p[n - 1] = 43;
-  const int status = test::run_in_child([p] {
+  const int status = test::run_in_child([p, n] {
     std::signal(SIGSEGV, SIG_DFL);  // die of it, even under a sanitizer's handler
     const volatile std::uint64_t* q = p;
     return q[0] == 42 && q[n - 1] == 43 ? 0 : 1;

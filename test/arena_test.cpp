@@ -46,7 +46,6 @@ using hugepage::strategy;
 using hugepage::unsynchronized_arena;
 using hugepage::test::under_asan;
 
-using hugepage::test::kHuge;
 using hugepage::test::kMiB;
 
 using hugepage::test::scaled;
@@ -129,14 +128,15 @@ TEST(ArenaLayout, HeadersOfNeighbouringSlabsSitInDifferentCacheLines) {
 TEST(ArenaLayout, NoSlotOverlapsItsSlabsHeaderArea) {
   unsynchronized_arena a;
   const std::size_t per_slab =
-      (a.page_bytes() - hugepage::detail::arena_slab_data_offset) / 64;  // 64-byte slots
+      (a.slab_bytes() - hugepage::detail::arena_slab_data_offset) / 64;  // 64-byte slots
   std::vector<char*> slots;
   for (std::size_t i = 0; i < 3 * per_slab; ++i) {
     slots.push_back(static_cast<char*>(a.allocate(64, 8)));
   }
-  ASSERT_EQ(a.stats().pages, 3u);
+  // Three slabs: three pages of 2 MiB, or one page where a page holds 16 slabs (32 MiB THP).
+  ASSERT_EQ(a.stats().pages, (3 * a.slab_bytes() + a.page_bytes() - 1) / a.page_bytes());
   for (char* p : slots) {
-    const std::size_t in_slab = reinterpret_cast<std::uintptr_t>(p) & (a.page_bytes() - 1);
+    const std::size_t in_slab = reinterpret_cast<std::uintptr_t>(p) & (a.slab_bytes() - 1);
     ASSERT_GE(in_slab, hugepage::detail::arena_slab_data_offset);
     std::memset(p, 0xa5, 64);  // a slot over a header would wreck the slab's lists
   }
@@ -173,15 +173,18 @@ TEST(Arena, LargeRequestsGoStraightToTheStrategy) {
   if (!thp_usable()) HUGEPAGE_SKIP_OR_FAIL("THP is not enabled (madvise or always)");
   unsynchronized_arena a;
   const std::size_t mapped_before = hugepage::stats().requested_thp;
-  void* big = a.allocate(4 * kMiB, 64);
-  EXPECT_TRUE(hugepage::test::is_aligned(big, kHuge)) << "mapped by the strategy";
-  EXPECT_EQ(hugepage::stats().requested_thp, mapped_before + 4 * kMiB);
+  // Two huge pages: 4 MiB, or 64 MiB where the PMD is 32 MiB (arm64 with 16 KiB pages).
+  const std::size_t big_bytes = hugepage::test::at_least_pmds(4 * kMiB, 2);
+  void* big = a.allocate(big_bytes, 64);
+  EXPECT_TRUE(hugepage::test::is_aligned(big, hugepage::thp_page_bytes()))
+      << "mapped by the strategy";
+  EXPECT_EQ(hugepage::stats().requested_thp, mapped_before + big_bytes);
   void* mid = a.allocate(4096, 8);  // above the slots, below the strategy's threshold
   auto s = a.stats();
-  EXPECT_EQ(s.large_bytes, 4 * kMiB + 4096);
+  EXPECT_EQ(s.large_bytes, big_bytes + 4096);
   EXPECT_EQ(s.pages, 0u) << "no slab for large requests";
   a.deallocate(mid, 4096, 8);
-  a.deallocate(big, 4 * kMiB, 64);
+  a.deallocate(big, big_bytes, 64);
   EXPECT_EQ(a.stats().large_bytes, 0u);
   EXPECT_EQ(hugepage::stats().requested_thp, mapped_before);
 }

@@ -190,7 +190,7 @@ TEST(BackingOf, APmdWithAHoleIsNotThpInAnyPiece) {
 
 TEST(BackingOf, HalfTouchedThpRegion) {
   HUGEPAGE_REQUIRE_ROOT();
-  const std::size_t length = 4 * kMiB;
+  const std::size_t length = 2 * pmd;
   void* p = map_isolated(length);
   ASSERT_NE(p, nullptr);
   hugepage::os::advise_huge(p, length);
@@ -198,11 +198,11 @@ TEST(BackingOf, HalfTouchedThpRegion) {
   const std::size_t anon_huge = vma_of(p).anon_huge;
   const backing_report r = hugepage::backing_of(p, length);
   hugepage::os::unmap(p, length);
-  if (anon_huge != kHuge) {
+  if (anon_huge != pmd) {
     HUGEPAGE_SKIP_OR_FAIL("the kernel gave " + std::to_string(anon_huge) + " bytes of THP");
   }
-  EXPECT_EQ(r.thp, kHuge) << describe(r);
-  EXPECT_EQ(r.not_resident, kHuge) << describe(r);
+  EXPECT_EQ(r.thp, pmd) << describe(r);
+  EXPECT_EQ(r.not_resident, pmd) << describe(r);
   EXPECT_EQ(r.base, 0u);
   EXPECT_TRUE(r.exact);
   expect_consistent(r);

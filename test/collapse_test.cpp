@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -45,16 +46,36 @@ std::size_t page() { return hugepage::os::base_page_size(); }
 // 16 KiB pages). The tests size their ranges in chunks.
 const std::size_t kHuge = hugepage::thp_page_bytes();
 
-// A populated, unadvised range: under enabled=madvise its faults give base pages. Aligned so that
-// every 2 MiB of it is a collapsible chunk.
+// Base pages under any THP mode for the faults of `touch` on [p, p + length): under THP always
+// (Debian's default) an unadvised range faults huge pages, so there the range is populated under
+// MADV_NOHUGEPAGE and then advised MADV_HUGEPAGE, which clears it (MADV_COLLAPSE refuses a
+// VM_NOHUGEPAGE range). Under madvise or never it stays unadvised. The advice may meet holes
+// (ENOMEM): it still applies to every mapping in the range.
+template <class Touch>
+void populate_base_pages(char* p, std::size_t length, Touch touch) {
+  const bool always = hugepage::test::thp_always();
+  if (always) hugepage::os::advise(p, length, MADV_NOHUGEPAGE);
+  touch();
+  if (always) hugepage::os::advise(p, length, MADV_HUGEPAGE);
+}
+
+// A populated range of base pages (see populate_base_pages), or populated under `advice`.
+// Aligned so that every PMD-size piece of it is a collapsible chunk.
 class Populated {
  public:
   explicit Populated(std::size_t length, int advice = 0) : length_(length) {
     std::error_code ec;
     p_ = static_cast<char*>(hugepage::os::map_aligned(length, kHuge, ec));
     if (p_ == nullptr) return;
-    if (advice != 0) hugepage::os::advise(p_, length, advice);
-    for (std::size_t i = 0; i < length; i += page()) p_[i] = static_cast<char>(i / page());
+    const auto touch = [this] {
+      for (std::size_t i = 0; i < length_; i += page()) p_[i] = static_cast<char>(i / page());
+    };
+    if (advice == 0) {
+      populate_base_pages(p_, length, touch);
+      return;
+    }
+    hugepage::os::advise(p_, length, advice);
+    touch();
   }
   ~Populated() {
     if (p_ != nullptr) hugepage::os::unmap(p_, length_);
@@ -207,22 +228,28 @@ TEST(Collapse, RaisesAnUnadvisedRangeInBudgetedSteps) {
   const std::size_t length = std::max<std::size_t>(64 * kMiB, 4 * kHuge);
   Populated region(length);
   ASSERT_NE(region.get(), nullptr);
+  // Unadvised under madvise and never; under always populated under MADV_NOHUGEPAGE, then advised.
   const double before = region.huge();
-  if (before > 0.05) {
-    HUGEPAGE_SKIP_OR_FAIL("THP mode gives an unadvised range huge pages already (" +
-                          std::to_string(before) + ")");
-  }
+  ASSERT_LT(before, 0.05) << "the range was populated on base pages";
   const collapse_budget budget{3ms, SIZE_MAX};
   char* at = region.get();
   const char* const end = region.get() + length;
   int calls = 0;
   std::size_t collapsed = 0;
+  std::size_t found_huge = 0;  // under THP always, khugepaged may collapse a chunk first
   while (at < end && calls < 1000) {
-    const collapse_result r = hugepage::collapse(at, static_cast<std::size_t>(end - at), budget);
+    const std::size_t rest = static_cast<std::size_t>(end - at);
+    // What a call does besides its chunks (the scan of the rest, judging the first chunk), timed
+    // on this machine now: a call with no bytes to spend does it and stops. It is 17 ms under
+    // qemu's emulation, more than the budget itself, and well under 1 ms here.
+    const collapse_result work = hugepage::collapse(at, rest, collapse_budget::of_bytes(0));
+    EXPECT_EQ(work.calls, 0u) << describe(work);
+    const collapse_result r = hugepage::collapse(at, rest, budget);
     ++calls;
-    // Within the budget plus one chunk, and a few ms of slack for a preempted thread: two cores
-    // shared with compilers here.
-    EXPECT_LE(r.elapsed, budget.time + r.slowest_chunk + 5ms) << describe(r);
+    // Within the budget plus one chunk and that work (twice: it varies from call to call), and a
+    // few ms of slack for a preempted thread: two cores shared with compilers here.
+    EXPECT_LE(r.elapsed, budget.time + r.slowest_chunk + 2 * work.elapsed + 5ms)
+        << describe(r) << "; the call's own work took " << work.elapsed.count() << " ns";
     // EAGAIN is the kernel's "a page was busy, try again" (CI saw one chunk of 32 refused so);
     // any other refusal is a failure.
     EXPECT_EQ(r.refused, r.refusals_of(EAGAIN) * kHuge) << describe(r);
@@ -231,17 +258,18 @@ TEST(Collapse, RaisesAnUnadvisedRangeInBudgetedSteps) {
         << describe(r);
     EXPECT_GT(static_cast<char*>(r.resume), at) << "every call makes progress: " << describe(r);
     collapsed += r.collapsed;
+    found_huge += r.already_huge;
     at = static_cast<char*>(r.resume);
   }
   EXPECT_GE(calls, 2) << "a 3 ms budget cannot collapse 64 MiB in one call on this machine";
   // Chunks that were busy are collapsed by a later pass, as the caller of a budgeted collapse
   // would do.
-  for (int pass = 0; pass < 3 && collapsed < length; ++pass) {
+  for (int pass = 0; pass < 3 && collapsed + found_huge < length; ++pass) {
     const collapse_result retry = hugepage::collapse(region.get(), length);
     EXPECT_EQ(retry.refused, retry.refusals_of(EAGAIN) * kHuge) << describe(retry);
     collapsed += retry.collapsed;
   }
-  EXPECT_EQ(collapsed, length);
+  EXPECT_EQ(collapsed + found_huge, length);
   EXPECT_GE(region.huge(), 0.99) << "from " << before;
   EXPECT_TRUE(region.intact()) << "collapse must keep the contents";
 
@@ -421,7 +449,7 @@ TEST(Collapse, AsNobodyOnAnotherUsersProcessIsEacces) {
 TEST(Collapse, AsNobodyOnItsOwnProcessIsEperm) {
   HUGEPAGE_REQUIRE_COLLAPSE();
   const bool root = ::geteuid() == 0;
-  const std::size_t length = 4 * kMiB;
+  const std::size_t length = 2 * kHuge;  // whole chunks: one call is made, and refused
   Populated region(length);
   ASSERT_NE(region.get(), nullptr);
   char* const p = region.get();
@@ -651,12 +679,14 @@ TEST(Collapse, ChunksOfManyPiecesAreJudgedWhole) {
   std::error_code ec;
   char* p = static_cast<char*>(hugepage::os::map_aligned(2 * kHuge, kHuge, ec));
   ASSERT_NE(p, nullptr) << ec.message();
-  volatile char sink = 0;
-  for (std::size_t i = 0; i < kHuge; i += 2 * page()) sink = static_cast<char>(sink + p[i]);
-  for (std::size_t i = kHuge; i < 2 * kHuge; i += 2 * page()) {
-    p[i] = 1;
-    ASSERT_EQ(::munmap(p + i + page(), page()), 0);
-  }
+  populate_base_pages(p, 2 * kHuge, [p] {
+    volatile char sink = 0;
+    for (std::size_t i = 0; i < kHuge; i += 2 * page()) sink = static_cast<char>(sink + p[i]);
+    for (std::size_t i = kHuge; i < 2 * kHuge; i += 2 * page()) {
+      p[i] = 1;
+      ASSERT_EQ(::munmap(p + i + page(), page()), 0);
+    }
+  });
   const bool zero_page = hugepage::backing_of(p, kHuge).zero_page == kHuge / 2;
   const collapse_result r = hugepage::collapse(p, 2 * kHuge);
   EXPECT_TRUE(r.scanned) << describe(r);
@@ -705,10 +735,18 @@ TEST(Collapse, MostlyUnmappedRangeMakesCallsOnlyForMappedChunks) {
   void* p = ::mmap(middle, 2 * kHuge, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
   ASSERT_EQ(p, static_cast<void*>(middle)) << "the borrowed range was taken meanwhile";
-  std::memset(p, 1, 2 * kHuge);
+  populate_base_pages(middle, 2 * kHuge, [middle] { std::memset(middle, 1, 2 * kHuge); });
   const std::size_t bytes = span - kHuge;  // whole chunks of the borrowed range
-  // 20 ms per 2 MiB of chunk: a 32 MiB chunk (16 KiB pages) copies 16 times as much per call.
-  const auto budget = collapse_budget::of_time(20ms * (kHuge / (2 * kMiB)));
+  // The budget: ten times what collapsing two such chunks costs on this machine now (timed on a
+  // range of its own), so that it holds the two calls under emulation as well as here, and is
+  // still far less than a call per chunk of 1 TiB would take.
+  std::chrono::nanoseconds two_chunks{};
+  {
+    Populated pair(2 * kHuge);
+    ASSERT_NE(pair.get(), nullptr);
+    two_chunks = hugepage::collapse(pair.get(), pair.size()).elapsed;
+  }
+  const auto budget = collapse_budget::of_time(10 * two_chunks + 20ms);
   const collapse_result r = hugepage::collapse(range, bytes, budget);
   ::munmap(p, 2 * kHuge);
   EXPECT_EQ(r.calls, 2u) << describe(r);
@@ -736,47 +774,101 @@ TEST(Collapse, WithoutPagemapScanAHoleIsStillUnmapped) {
   EXPECT_EQ(code, 0) << "see the child's output above";
 }
 
+// Whether MADV_COLLAPSE takes a chunk whose page table holds no writable entry (no page of its own:
+// pages given back, or only the zero page; or every entry write-protected by a fork()), as Linux
+// 6.18 does. Linux 6.12 and before refuse it with EINVAL: their scan of the page table wants at
+// least one writable entry (khugepaged.c, hpage_collapse_scan_pmd: SCAN_PAGE_RO). Nullopt for the
+// kernels between, not seen here.
+std::optional<bool> kernel_collapses_without_a_writable_entry() {
+  const auto version = hugepage::parse_kernel_version(hugepage::kernel_release());
+  if (!version) return std::nullopt;
+  if (version->at_least(6, 18)) return true;
+  if (!version->at_least(6, 13)) return false;
+  return std::nullopt;
+}
+
 // What the header says about sparse chunks: MADV_COLLAPSE fills a chunk with one page populated
-// (its memory grows to 2 MiB); a chunk with no data it refuses where no page table is there and
-// fills with zeroes where one is. collapse() skips those without a call.
+// (its memory grows to a whole PMD); a chunk with no data it refuses where no page table is there,
+// and where one is, fills it with zeroes (Linux 6.18) or refuses it (6.12 and before: see
+// kernel_collapses_without_a_writable_entry). collapse() skips those without a call.
 TEST(Collapse, SparseChunkIsFilledChunksWithoutDataAreSkipped) {
   HUGEPAGE_REQUIRE_COLLAPSE();
   std::error_code ec;
   auto* p = static_cast<char*>(hugepage::os::map_aligned(4 * kHuge, kHuge, ec));
   ASSERT_NE(p, nullptr);
-  p[0] = 1;  // chunk 0: one page of data
-  // chunk 1: never touched, no page table. chunk 2: a page written and given back (its page
-  // table stays). chunk 3: read only, the zero page where the kernel maps it on read faults.
-  p[2 * kHuge] = 1;
-  ASSERT_FALSE(hugepage::os::advise(p + 2 * kHuge, page(), MADV_DONTNEED));
-  volatile char sink = 0;
-  for (std::size_t i = 0; i < kHuge; i += page()) sink = static_cast<char>(sink + p[3 * kHuge + i]);
+  // Base pages under any THP mode: under always the first touch of a chunk would fault a huge
+  // page, which a given-back page splits into a page table full of data.
+  populate_base_pages(p, 4 * kHuge, [p] {
+    p[0] = 1;  // chunk 0: one page of data
+    // chunk 1: never touched, no page table. chunk 2: a page written and given back (its page
+    // table stays). chunk 3: read only, the zero page where the kernel maps it on read faults.
+    p[2 * kHuge] = 1;
+    ASSERT_FALSE(hugepage::os::advise(p + 2 * kHuge, page(), MADV_DONTNEED));
+    volatile char sink = 0;
+    for (std::size_t i = 0; i < kHuge; i += page()) {
+      sink = static_cast<char>(sink + p[3 * kHuge + i]);
+    }
+  });
   // A kernel without the zero page on read faults (a boot option) gives chunk 3 pages of its own:
   // data as far as the page tables tell, so it is collapsed like chunk 0.
   const bool zero_page = hugepage::backing_of(p + 3 * kHuge, kHuge).zero_page == kHuge;
   const std::size_t with_data = zero_page ? kHuge : 2 * kHuge;
   const collapse_result r = hugepage::collapse(p, 4 * kHuge);
   const backing_report b = hugepage::backing_of(p, 4 * kHuge);
+  // The kernel's own answers, which the skips spare the caller: EINVAL with no page table; with
+  // one and no page in it, a huge page of zeroes or EINVAL, by kernel.
+  EXPECT_EQ(hugepage::os::collapse(p + kHuge, kHuge), std::errc::invalid_argument);
+  const std::error_code without_pages = hugepage::os::collapse(p + 2 * kHuge, kHuge);
+  const bool fills = !without_pages;
+  const std::optional<bool> known = kernel_collapses_without_a_writable_entry();
+  if (known) {
+    EXPECT_EQ(fills, *known) << "Linux " << hugepage::kernel_release() << ": "
+                             << without_pages.message();
+  }
+  if (fills) {
+    EXPECT_EQ(hugepage::backing_of(p + 2 * kHuge, kHuge).thp, kHuge);
+  } else {
+    EXPECT_EQ(without_pages, std::errc::invalid_argument) << without_pages.message();
+    EXPECT_EQ(hugepage::backing_of(p + 2 * kHuge, kHuge).thp, 0u);
+  }
   EXPECT_EQ(r.scanned, pagemap_scan_works()) << describe(r);
   if (!r.scanned) {
-    // Without PAGEMAP_SCAN every chunk is tried: the kernel fills chunks 2 and 3 as well, and
-    // refuses chunk 1 (no page table) with EINVAL.
-    EXPECT_EQ(r.collapsed, 3 * kHuge) << describe(r);
-    EXPECT_EQ(r.refusals_of(EINVAL), 1u) << describe(r);
+    // Without PAGEMAP_SCAN every chunk is tried: chunk 1 (no page table) is refused with EINVAL,
+    // chunk 2 and a chunk 3 on the zero page filled or refused as the kernel does.
+    const std::size_t tried_without_pages = zero_page ? 2 : 1;
+    const std::size_t filled = fills ? tried_without_pages * kHuge : 0;
+    EXPECT_EQ(r.collapsed, with_data + filled) << describe(r);
+    EXPECT_EQ(r.refusals_of(EINVAL), 1u + (fills ? 0u : tried_without_pages)) << describe(r);
   } else {
     EXPECT_EQ(r.collapsed, with_data) << describe(r);
     EXPECT_EQ(r.calls, with_data / kHuge) << describe(r);
     EXPECT_EQ(r.empty, 4 * kHuge - with_data) << describe(r);
     EXPECT_EQ(r.refused, 0u) << describe(r);
-    EXPECT_EQ(b.thp, with_data) << "one page became 2 MiB resident; nothing without data grew";
+    EXPECT_EQ(b.thp, with_data)
+        << "one page became a whole PMD resident; nothing without data grew";
   }
-  // The kernel's own answers, which the skips spare the caller: EINVAL with no page table, a
-  // huge page of zeroes with one.
-  EXPECT_EQ(hugepage::os::collapse(p + kHuge, kHuge), std::errc::invalid_argument);
-  const std::error_code filled = hugepage::os::collapse(p + 2 * kHuge, kHuge);
-  EXPECT_FALSE(filled) << filled.message();
-  EXPECT_EQ(hugepage::backing_of(p + 2 * kHuge, kHuge).thp, kHuge);
   hugepage::os::unmap(p, 4 * kHuge);
+}
+
+// fork() write-protects every entry of the parent's private memory; once the child is gone, a chunk
+// not written since has no writable entry, and Linux 6.12 refuses it (EINVAL) where 6.18 collapses
+// it. One write makes the chunk collapsible again. (The tests that collapse after a fork write a
+// byte per chunk first; upkeep meets it in a service that forks.)
+TEST(Collapse, AChunkAForkLeftReadOnlyIsRefusedUntilWrittenBeforeLinux618) {
+  HUGEPAGE_REQUIRE_COLLAPSE();
+  Populated region(2 * kHuge);
+  ASSERT_NE(region.get(), nullptr);
+  ASSERT_EQ(hugepage::test::run_in_child([] { return 0; }), 0);  // fork(); the child exits
+  volatile char* const written = region.get() + kHuge;           // chunk 1: one page written again
+  *written = *written;
+  const collapse_result unwritten = hugepage::collapse(region.get(), kHuge);
+  const collapse_result r = hugepage::collapse(region.get() + kHuge, kHuge);
+  EXPECT_EQ(r.collapsed + r.already_huge, kHuge) << describe(r);
+  const bool collapses = unwritten.collapsed + unwritten.already_huge == kHuge;
+  const std::optional<bool> known = kernel_collapses_without_a_writable_entry();
+  if (known) EXPECT_EQ(collapses, *known) << "Linux " << hugepage::kernel_release();
+  if (!collapses) EXPECT_EQ(unwritten.refusals_of(EINVAL), 1u) << describe(unwritten);
+  EXPECT_TRUE(region.intact());
 }
 
 // ---- ranges past user space ---------------------------------------------------------------------
@@ -847,7 +939,8 @@ TEST(Collapse, ARangeIntoNonCanonicalSpaceMakesNoCallPastUserSpace) {
   void* p = ::mmap(reinterpret_cast<void*>(at), 2 * kHuge, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
   ASSERT_EQ(p, reinterpret_cast<void*>(at)) << std::strerror(errno);
-  std::memset(p, 3, 2 * kHuge);
+  char* const bytes_at = static_cast<char*>(p);
+  populate_base_pages(bytes_at, 2 * kHuge, [bytes_at] { std::memset(bytes_at, 3, 2 * kHuge); });
   const std::size_t bytes = (std::uintptr_t{1} << 63) - at;
   const collapse_result r = hugepage::collapse(p, bytes, collapse_budget::of_time(3s));
   const double huge = hugepage::backing_of(p, 2 * kHuge).huge_fraction();

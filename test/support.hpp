@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -31,6 +32,7 @@
 
 #include "hugepage/cgroup.hpp"
 #include "hugepage/detail/proc_file.hpp"
+#include "hugepage/os.hpp"
 #include "hugepage/smaps.hpp"
 #include "hugepage/stats.hpp"
 #include "hugepage/system.hpp"
@@ -343,12 +345,29 @@ inline constexpr std::size_t kMiB = units::mib;
 inline constexpr std::size_t kGiB = units::gib;
 /// One 2 MiB huge page, in bytes.
 inline constexpr std::size_t kHuge = bytes_of(page_size::huge_2m);
+/// The base page size, read at run time: the unit of madvise, mprotect and pagemap (4 KiB on
+/// x86-64; 4, 16 or 64 KiB on arm64). A 4096-byte madvise is EINVAL with 16 KiB pages.
+inline const std::size_t kPage = hugepage::os::base_page_size();
+
+/// `bytes`, or `pmds` whole THP pages (thp_page_bytes(), the kernel's PMD size) where that is more:
+/// a size written for 2 MiB pages that must reach the THP allocators' threshold or hold whole huge
+/// pages, on any page size (the PMD is 32 MiB on arm64 with 16 KiB pages).
+inline std::size_t at_least_pmds(std::size_t bytes, std::size_t pmds) {
+  return std::max(bytes, pmds * thp_page_bytes());
+}
 
 /// Whether 2 MiB THP is usable: its effective mode (the per-size switch over the top-level one)
 /// is madvise or always.
 inline bool thp_usable() {
   const auto mode = read_thp_mode();
   return mode && *mode != thp_mode::never;
+}
+
+/// Whether the effective PMD THP mode is always: unadvised memory then faults huge pages, so a
+/// test that needs base pages populates under MADV_NOHUGEPAGE.
+inline bool thp_always() {
+  const auto mode = read_thp_mode();
+  return mode && *mode == thp_mode::always;
 }
 
 /// Mappings the library holds now.

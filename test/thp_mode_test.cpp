@@ -23,7 +23,8 @@ using hugepage::backing_report;
 using hugepage::statistics;
 using hugepage::thp_mode;
 
-constexpr std::size_t kBytes = std::size_t{8} << 20;
+// Four huge pages: 8 MiB, or 128 MiB where the PMD is 32 MiB (arm64 with 16 KiB pages).
+const std::size_t kBytes = 4 * hugepage::thp_page_bytes();
 
 struct combination {
   const char* top;

@@ -51,14 +51,15 @@ inline std::string describe(const upkeep_result& r) {
     }                                                                                   \
   } while (0)
 
-// A labelled block of `bytes`, every page written, huge where the kernel allows at first touch
-// and collapsed where it did not (so every test starts from full coverage).
+// A labelled block of `bytes`, every base page's first byte written (its index), huge where the
+// kernel allows at first touch and collapsed where it did not (so every test starts from full
+// coverage).
 template <class Options>
 class Block {
  public:
   explicit Block(std::size_t bytes) : bytes_(bytes) {
     p_ = labelled<Options>().allocate(bytes);
-    for (std::size_t i = 0; i < bytes; i += 4096) p_[i] = static_cast<char>(i >> 12);
+    for (std::size_t i = 0; i < bytes; i += kPage) p_[i] = static_cast<char>(i / kPage);
     hugepage::collapse(p_, bytes);
   }
   ~Block() { labelled<Options>().deallocate(p_, bytes_); }
@@ -67,8 +68,8 @@ class Block {
   char* get() const { return p_; }
   std::size_t size() const { return bytes_; }
   bool intact() const {
-    for (std::size_t i = 0; i < bytes_; i += 4096) {
-      if (p_[i] != static_cast<char>((i >> 12) + (i % upkeep_chunk == 0 ? 1 : 0))) return false;
+    for (std::size_t i = 0; i < bytes_; i += kPage) {
+      if (p_[i] != static_cast<char>(i / kPage + (i % upkeep_chunk == 0 ? 1 : 0))) return false;
     }
     return true;
   }

@@ -26,6 +26,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "hugepage/allocator.hpp"
@@ -41,8 +42,10 @@ namespace {
 using namespace std::chrono_literals;
 using hugepage::collapse_budget;
 using hugepage::upkeep_result;
+using hugepage::test::at_least_pmds;
 using hugepage::test::Block;
 using hugepage::test::describe;
+using hugepage::test::kPage;
 using hugepage::test::labelled;
 using hugepage::units::gib;
 using hugepage::units::mib;
@@ -82,10 +85,10 @@ struct range {
 };
 
 // Splits every huge page of the ranges the way a service does by accident: fork() a child, write
-// one byte per 2 MiB in the parent while the child lives (copy-on-write copies 4 KiB and splits
-// the parent's PMD), let the child exit. Each chunk's first byte ends up one higher. One fork for
-// all: a later fork would leave every entry of the ranges split before it read-only, which Linux
-// before 6.18 refuses to collapse (EINVAL: no writable entry in the chunk).
+// one byte per chunk in the parent while the child lives (copy-on-write copies a base page and
+// splits the parent's PMD), let the child exit. Each chunk's first byte ends up one higher. One
+// fork for all of them: a later fork() leaves every entry of a range written before read-only
+// again, and Linux before 6.18 refuses such a chunk (EINVAL: no writable entry).
 void fork_and_write(std::initializer_list<range> ranges) {
   int ready[2];
   int release[2];
@@ -179,6 +182,27 @@ std::size_t accounted(const upkeep_result& r) {
 // The default budget (none) until nothing is left.
 void finish_upkeep() { upkeep_until_done(collapse_budget{}); }
 
+// Waits until upkeep is out of its back-off (1 s after a slow chunk; under qemu's emulation every
+// 32 MiB chunk is slower than upkeep_slow_chunk), so that the next call does work.
+void wait_out_back_off() {
+  const auto& counters = hugepage::detail::global_upkeep_counters();
+  for (int i = 0; i < 7000 && hugepage::detail::steady_ns() < counters.retry_at.load(); ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+}
+
+// Each test ends out of the back-off it left, with its blocks freed: the next test's first call
+// then works at once. (Waited out inside the next test instead, after its blocks decayed,
+// khugepaged under THP always restored them meanwhile in the arm64 16 KiB guest: nothing left
+// decayed.)
+class BackOffWaiter : public ::testing::EmptyTestEventListener {
+  void OnTestEnd(const ::testing::TestInfo&) override { wait_out_back_off(); }
+};
+[[maybe_unused]] const bool back_off_waiter_installed = [] {
+  ::testing::UnitTest::GetInstance()->listeners().Append(new BackOffWaiter);
+  return true;
+}();
+
 TEST(Labels, AllocatorRecordsItsMappedBlocksAndForgetsThemWhenFreed) {
   const auto count = [] { return hugepage::detail::registry().labelled_count(); };
   const std::size_t before = count();
@@ -259,6 +283,7 @@ TEST(Upkeep, RestoresWhatForkAndParentWritesSplit) {
   fork_and_write(fares.get(), fares.size());
   const double decayed = huge_of(fares_opts::label);
   EXPECT_LE(decayed, 0.05) << "the writes after fork should have split every huge page";
+  wait_out_back_off();
   const upkeep_result r = hugepage::upkeep();
   EXPECT_EQ(r.blocks, 1u) << describe(r);
   EXPECT_GE(r.decayed_bytes, 60 * mib) << describe(r);
@@ -279,17 +304,19 @@ TEST(Upkeep, WithoutPagemapScanFindsWhatForkSplitFromKpageflags) {
   REQUIRE_THP_AND_COLLAPSE();
   const bool root = ::geteuid() == 0;
   const int code = hugepage::test::run_in_child([root] {
-    Block<fares_opts> fares(16 * mib);
+    Block<fares_opts> fares(at_least_pmds(16 * mib, 2));
     if (huge_of(fares_opts::label) < 0.99) return 2;
     fork_and_write(fares.get(), fares.size());
     if (::testing::Test::HasFailure()) return 3;
+    wait_out_back_off();  // the parent's, which the child inherits
     if (!hugepage::test::fail_syscall(__NR_ioctl, ENOTTY)) return 4;
     const upkeep_result r = hugepage::upkeep();
     std::fprintf(stderr, "child: %s\n", describe(r).c_str());
     if (!root)
       return r.scan_error == std::errc::operation_not_permitted && r.decayed_bytes == 0 ? 0 : 5;
     if (r.scan_error) return 6;
-    if (r.decayed_bytes < 14 * mib || accounted(r) != r.decayed_bytes) return 7;
+    if (r.decayed_bytes < fares.size() - fares.size() / 8 || accounted(r) != r.decayed_bytes)
+      return 7;
     if (ended_on_a_slow_chunk(r)) finish_upkeep();
     const double after = huge_of(fares_opts::label);
     std::fprintf(stderr, "child: huge after %.3f\n", after);
@@ -305,15 +332,16 @@ TEST(Upkeep, WithoutPagemapScanFindsWhatAPartialMprotectSplit) {
   REQUIRE_THP_AND_COLLAPSE();
   if (::geteuid() != 0) GTEST_SKIP() << "without PAGEMAP_SCAN upkeep needs kpageflags (root)";
   const int code = hugepage::test::run_in_child([] {
-    Block<fares_opts> fares(16 * mib);
+    Block<fares_opts> fares(at_least_pmds(16 * mib, 2));
     if (huge_of(fares_opts::label) < 0.99) return 2;
     for (std::size_t at = 0; at < fares.size(); at += kChunk) {
-      if (::mprotect(fares.get() + at + 4096, 4096, PROT_READ) != 0) return 3;
+      if (::mprotect(fares.get() + at + kPage, kPage, PROT_READ) != 0) return 3;
     }
     if (!hugepage::test::fail_syscall(__NR_ioctl, ENOTTY)) return 4;
     const upkeep_result r = hugepage::upkeep();
     std::fprintf(stderr, "child: %s\n", describe(r).c_str());
-    if (r.scan_error || r.decayed_bytes != 16 * mib || accounted(r) != r.decayed_bytes) return 5;
+    if (r.scan_error || r.decayed_bytes != fares.size() || accounted(r) != r.decayed_bytes)
+      return 5;
     return 0;
   });
   EXPECT_EQ(code, 0) << "see the child's output above";
@@ -353,38 +381,18 @@ TEST(Upkeep, WithoutPagemapScanRestoresAFolioMappedByPtesAmongHugeOnes) {
   EXPECT_EQ(code, 0) << "see the child's output above";
 }
 
-// Examining can outlast a small time budget (without PAGEMAP_SCAN it reads smaps, pagemap and
-// kpageflags: 17-36 ms for 32-128 MiB in the lab's TCG guest of Linux 6.1): the call still tries
-// its first chunk, so that calls of that budget make progress.
-TEST(Upkeep, APositiveTimeBudgetAlwaysBuysTheFirstChunk) {
-  REQUIRE_THP_AND_COLLAPSE();
-  Block<fares_opts> fares(4 * kChunk);
-  fork_and_write(fares.get(), fares.size());
-  ASSERT_LE(huge_of(fares_opts::label), 0.05);
-  const upkeep_result r = hugepage::upkeep(collapse_budget::of_time(1ns));
-  EXPECT_EQ(r.decayed_bytes, 4 * kChunk) << describe(r);
-  EXPECT_EQ(r.calls, 1u) << describe(r);
-  EXPECT_EQ(r.restored + r.already_huge + r.refused, kChunk) << describe(r);
-  EXPECT_EQ(r.left, 3 * kChunk) << describe(r);
-  EXPECT_EQ(accounted(r), r.decayed_bytes) << describe(r);
-  const upkeep_result none = hugepage::upkeep(collapse_budget::of_time(0ns));
-  EXPECT_EQ(none.calls, 0u) << describe(none);
-  EXPECT_EQ(none.left, none.decayed_bytes) << describe(none);
-  finish_upkeep();
-  EXPECT_GE(huge_of(fares_opts::label), 0.99);
-}
-
 TEST(Upkeep, RestoresWhatAPartialMprotectSplit) {
   REQUIRE_THP_AND_COLLAPSE();
   Block<fares_opts> fares(8 * kChunk);
   ASSERT_GE(huge_of(fares_opts::label), 0.99);
   for (std::size_t at = 0; at < fares.size(); at += kChunk) {
-    ASSERT_EQ(::mprotect(fares.get() + at + 4096, 4096, PROT_READ), 0);
-    ASSERT_EQ(::mprotect(fares.get() + at + 4096, 4096, PROT_READ | PROT_WRITE), 0);
+    ASSERT_EQ(::mprotect(fares.get() + at + kPage, kPage, PROT_READ), 0);
+    ASSERT_EQ(::mprotect(fares.get() + at + kPage, kPage, PROT_READ | PROT_WRITE), 0);
   }
   const auto decayed = hugepage::coverage_of(fares_opts::label);
   EXPECT_LE(decayed.huge_fraction(), 0.05);
   EXPECT_EQ(decayed.base, 8 * kChunk);
+  wait_out_back_off();
   const upkeep_result r = hugepage::upkeep();
   EXPECT_EQ(r.decayed_bytes, 8 * kChunk) << describe(r);
   EXPECT_EQ(accounted(r), r.decayed_bytes) << describe(r);
@@ -394,8 +402,8 @@ TEST(Upkeep, RestoresWhatAPartialMprotectSplit) {
     EXPECT_EQ(r.restored + r.already_huge, 8 * kChunk) << describe(r);
   }
   EXPECT_GE(huge_of(fares_opts::label), 0.99) << describe(r);
-  for (std::size_t i = 0; i < fares.size(); i += 4096) {
-    ASSERT_EQ(fares.get()[i], static_cast<char>(i >> 12)) << "at " << i;
+  for (std::size_t i = 0; i < fares.size(); i += kPage) {
+    ASSERT_EQ(fares.get()[i], static_cast<char>(i / kPage)) << "at " << i;
   }
 }
 
@@ -404,28 +412,29 @@ TEST(Upkeep, RestoresWhatAPartialMprotectSplit) {
 // (Linux 6.12+; seen splitting half of a GiB block: Block's page 256 of each chunk is all zeroes).
 // Such a chunk still holds data and is decayed: upkeep restores it. Made here without pressure: a
 // page given back and read again is on the zero page too. A chunk wholly on the zero page holds
-// no data: not decayed, not collapsed (that would grow the RSS by 2 MiB).
+// no data: not decayed, not collapsed (that would grow the RSS by a chunk).
 TEST(Upkeep, RestoresChunksWithSomePagesOnTheZeroPage) {
   REQUIRE_THP_AND_COLLAPSE();
   Block<fares_opts> fares(8 * kChunk);
   char* const p = fares.get();
   ASSERT_GE(huge_of(fares_opts::label), 0.99);
   // Zero-filled pages (the page index a multiple of 256) of the first 7 chunks to the zero page;
-  // chunk 3 also gets pages 0 and 511, so its data and zero pages alternate.
+  // chunk 3 also gets its first and last pages, so its data and zero pages alternate.
+  const std::size_t per_chunk = kChunk / kPage;  // base pages per chunk: 512, or 2048 of 16 KiB
   std::size_t zero_pages = 0;
   const auto to_zero_page = [&](std::size_t page) {
-    char* const at = p + page * 4096;
-    ASSERT_EQ(::madvise(at, 4096, MADV_DONTNEED), 0);
+    char* const at = p + page * kPage;
+    ASSERT_EQ(::madvise(at, kPage, MADV_DONTNEED), 0);
     EXPECT_EQ(*static_cast<volatile char*>(at), 0);  // a read fault: the zero page, if mapped
     ++zero_pages;
   };
-  for (std::size_t chunk = 0; chunk < 7; ++chunk) to_zero_page(chunk * 512 + 256);
-  to_zero_page(3 * 512);
-  to_zero_page(3 * 512 + 511);
+  for (std::size_t chunk = 0; chunk < 7; ++chunk) to_zero_page(chunk * per_chunk + 256);
+  to_zero_page(3 * per_chunk);
+  to_zero_page(3 * per_chunk + per_chunk - 1);
   char* const last = p + 7 * kChunk;  // all of it given back and read: the zero page
-  ASSERT_EQ(::madvise(last + 4096, kChunk - 4096, MADV_DONTNEED), 0);
-  ASSERT_EQ(::madvise(last, 4096, MADV_DONTNEED), 0);
-  for (std::size_t i = 0; i < kChunk; i += 4096) {
+  ASSERT_EQ(::madvise(last + kPage, kChunk - kPage, MADV_DONTNEED), 0);
+  ASSERT_EQ(::madvise(last, kPage, MADV_DONTNEED), 0);
+  for (std::size_t i = 0; i < kChunk; i += kPage) {
     EXPECT_EQ(*static_cast<volatile char*>(last + i), 0);
   }
   // A kernel without the zero page on read faults (a boot option, some VMs) gives each page read
@@ -434,8 +443,9 @@ TEST(Upkeep, RestoresChunksWithSomePagesOnTheZeroPage) {
   const std::size_t with_data = zero_page ? 7 * kChunk : 8 * kChunk;
   const auto decayed = hugepage::coverage_of(fares_opts::label);
   EXPECT_EQ(decayed.huge_bytes(), 0u);
-  EXPECT_EQ(decayed.zero_page, zero_page ? zero_pages * 4096 + kChunk : 0u)
+  EXPECT_EQ(decayed.zero_page, zero_page ? zero_pages * kPage + kChunk : 0u)
       << "setup: the pages read again are on the zero page where the kernel maps it";
+  wait_out_back_off();
   const upkeep_result r = hugepage::upkeep();
   EXPECT_EQ(r.decayed_bytes, with_data) << describe(r);
   EXPECT_EQ(accounted(r), r.decayed_bytes) << describe(r);
@@ -448,9 +458,9 @@ TEST(Upkeep, RestoresChunksWithSomePagesOnTheZeroPage) {
   EXPECT_EQ(restored.huge_bytes(), with_data) << describe(r);
   EXPECT_EQ(restored.zero_page, zero_page ? kChunk : 0u) << describe(r);
   EXPECT_EQ(hugepage::backing_of(p, 7 * kChunk).huge_bytes(), 7 * kChunk) << describe(r);
-  for (std::size_t i = 0; i < 7 * kChunk; i += 4096) {
-    const std::size_t page = i >> 12;
-    const bool zeroed = page % 256 == 0 || page == 3 * 512 + 511;
+  for (std::size_t i = 0; i < 7 * kChunk; i += kPage) {
+    const std::size_t page = i / kPage;
+    const bool zeroed = page % 256 == 0 || page == 3 * per_chunk + per_chunk - 1;
     ASSERT_EQ(p[i], zeroed ? 0 : static_cast<char>(page)) << "at " << i;
   }
 }
@@ -465,20 +475,26 @@ TEST(Upkeep, ABusyChunkIsRefusedWithEagainAndRestoredByTheNextCall) {
   ASSERT_LE(huge_of(fares_opts::label), 0.05);
   int pipe_fds[2];
   ASSERT_EQ(::pipe(pipe_fds), 0);
-  iovec page{fares.get() + kChunk + 8192, 4096};
-  ASSERT_EQ(::vmsplice(pipe_fds[1], &page, 1, 0), 4096) << std::strerror(errno);
+  // The busy page in the first chunk: a call that ends on a slow chunk has tried it first.
+  iovec page{fares.get() + 2 * kPage, kPage};
+  ASSERT_EQ(::vmsplice(pipe_fds[1], &page, 1, 0), static_cast<ssize_t>(kPage))
+      << std::strerror(errno);
+  wait_out_back_off();
   const upkeep_result r = hugepage::upkeep();
-  const auto busy = hugepage::backing_of(fares.get() + kChunk, kChunk);
+  const auto busy = hugepage::backing_of(fares.get(), kChunk);
   ::close(pipe_fds[0]);
   ::close(pipe_fds[1]);
-  EXPECT_EQ(r.decayed_bytes, 4 * kChunk) << describe(r);
+  // The busy chunk at least; khugepaged may have restored others while the back-off was waited
+  // out (seen under THP always in the arm64 16 KiB guest): those are no longer decayed.
+  EXPECT_GE(r.decayed_bytes, kChunk) << describe(r);
+  EXPECT_LE(r.decayed_bytes, 4 * kChunk) << describe(r);
   EXPECT_EQ(accounted(r), r.decayed_bytes) << describe(r);
   // The memory pressure of other work may make the kernel's shrinker refuse more (see
   // upkeep_until_done): at least the busy chunk is refused.
   EXPECT_GE(r.refusals_of(EAGAIN), 1u) << describe(r);
   EXPECT_EQ(busy.huge_bytes(), 0u) << describe(r);
   if (!ended_on_a_slow_chunk(r)) {
-    EXPECT_EQ(r.restored + r.already_huge + r.refused, 4 * kChunk) << describe(r);
+    EXPECT_EQ(r.restored + r.already_huge + r.refused, r.decayed_bytes) << describe(r);
     EXPECT_EQ(r.left, 0u) << describe(r);
   }
   finish_upkeep();
@@ -496,29 +512,44 @@ TEST(Upkeep, ARefusedChunkDoesNotHideItsNeighbours) {
   char* const c = b + kChunk;
   ASSERT_EQ(hugepage::coverage_of(fares_opts::label).huge_bytes(), 3 * kChunk);
   for (char* chunk : {a, c}) {  // split, then merge the VMAs back: decayed but eligible
-    ASSERT_EQ(::mprotect(chunk + 4096, 4096, PROT_READ), 0);
-    ASSERT_EQ(::mprotect(chunk + 4096, 4096, PROT_READ | PROT_WRITE), 0);
+    ASSERT_EQ(::mprotect(chunk + kPage, kPage, PROT_READ), 0);
+    ASSERT_EQ(::mprotect(chunk + kPage, kPage, PROT_READ | PROT_WRITE), 0);
   }
-  ASSERT_EQ(::mprotect(b + 4096, 4096, PROT_READ), 0);  // stays: three VMAs inside b
+  ASSERT_EQ(::mprotect(b + kPage, kPage, PROT_READ), 0);  // stays: three VMAs inside b
   ASSERT_EQ(hugepage::coverage_of(fares_opts::label).base, 3 * kChunk);
+  wait_out_back_off();
   const upkeep_result r = hugepage::upkeep();
   EXPECT_EQ(r.decayed_bytes, 3 * kChunk) << describe(r);
-  // khugepaged may restore a and c first (already_huge): either way both are huge again.
-  EXPECT_EQ(r.restored + r.already_huge, 2 * kChunk) << describe(r);
-  EXPECT_EQ(r.refused, kChunk) << describe(r);
-  EXPECT_EQ(r.refusals_of(EINVAL), 1u) << describe(r);
-  EXPECT_EQ(r.left, 0u) << describe(r);
-  EXPECT_EQ(r.calls, 1 + r.restored / kChunk) << describe(r);
   EXPECT_EQ(accounted(r), r.decayed_bytes) << describe(r);
+  EXPECT_EQ(r.refused, r.refusals_of(EINVAL) * kChunk) << "only b, with EINVAL: " << describe(r);
+  if (ended_on_a_slow_chunk(r)) {
+    // The call ended on a slow chunk (each one is, under qemu's emulation): the calls after it go
+    // on past b, refused each time it is tried, and restore the other neighbour.
+    std::size_t restored = r.restored + r.already_huge;
+    for (const upkeep_result& more : upkeep_until_done(collapse_budget{})) {
+      EXPECT_EQ(more.refused, more.refusals_of(EINVAL) * kChunk) << describe(more);
+      restored += more.restored + more.already_huge;
+    }
+    EXPECT_EQ(restored, 2 * kChunk);
+  } else {
+    // khugepaged may restore a and c first (already_huge): either way both are huge again.
+    EXPECT_EQ(r.restored + r.already_huge, 2 * kChunk) << describe(r);
+    EXPECT_EQ(r.refused, kChunk) << describe(r);
+    EXPECT_EQ(r.refusals_of(EINVAL), 1u) << describe(r);
+    EXPECT_EQ(r.left, 0u) << describe(r);
+    EXPECT_EQ(r.calls, 1 + r.restored / kChunk) << describe(r);
+  }
   const hugepage::backing_report after = hugepage::coverage_of(fares_opts::label);
   EXPECT_EQ(after.huge_bytes(), 2 * kChunk);
   EXPECT_EQ(after.base, kChunk);
   // The next call refuses b again and still restores nothing else, nor hides anything.
+  wait_out_back_off();
   const upkeep_result again = hugepage::upkeep();
   EXPECT_EQ(again.decayed_bytes, kChunk) << describe(again);
   EXPECT_EQ(again.refused, kChunk) << describe(again);
   EXPECT_EQ(accounted(again), again.decayed_bytes) << describe(again);
-  ASSERT_EQ(::mprotect(b + 4096, 4096, PROT_READ | PROT_WRITE), 0);
+  ASSERT_EQ(::mprotect(b + kPage, kPage, PROT_READ | PROT_WRITE), 0);
+  wait_out_back_off();
   const upkeep_result merged = hugepage::upkeep();
   if (merged.uncertain != 0) {
     // Without PAGEMAP_SCAN (before Linux 6.7) b's folio, whole and mapped by PTEs in the merged
@@ -529,8 +560,8 @@ TEST(Upkeep, ARefusedChunkDoesNotHideItsNeighbours) {
     EXPECT_EQ(merged.restored + merged.already_huge, kChunk) << describe(merged);
   }
   EXPECT_EQ(hugepage::coverage_of(fares_opts::label).huge_bytes(), 3 * kChunk);
-  for (std::size_t i = 0; i < fares.size(); i += 4096) {
-    ASSERT_EQ(fares.get()[i], static_cast<char>(i >> 12)) << "at " << i;
+  for (std::size_t i = 0; i < fares.size(); i += kPage) {
+    ASSERT_EQ(fares.get()[i], static_cast<char>(i / kPage)) << "at " << i;
   }
 }
 
@@ -575,6 +606,7 @@ TEST(Upkeep, HonoursItsByteBudgetAndRestoresTheLargestLossFirst) {
   fork_and_write({range{fares.get(), fares.size()}, range{rates.get(), rates.size()}});
   const auto fares_before = hugepage::coverage_of(fares_opts::label).huge_bytes();
   const auto rates_before = hugepage::coverage_of(rates_opts::label).huge_bytes();
+  wait_out_back_off();
   const upkeep_result r = hugepage::upkeep(collapse_budget::of_bytes(3 * kChunk));
   EXPECT_EQ(accounted(r), r.decayed_bytes) << describe(r);
   if (!ended_on_a_slow_chunk(r)) {  // a slow chunk ends the call before its budget is spent
@@ -597,6 +629,7 @@ TEST(Upkeep, HonoursItsTimeBudgetWithinOneChunk) {
   REQUIRE_THP_AND_COLLAPSE();
   Block<rates_opts> rates(128 * mib);
   fork_and_write(rates.get(), rates.size());
+  wait_out_back_off();
   const auto cpu_before = thread_cpu();
   const upkeep_result r = hugepage::upkeep(collapse_budget::of_time(2ms));
   const auto cpu = thread_cpu() - cpu_before;
@@ -609,6 +642,32 @@ TEST(Upkeep, HonoursItsTimeBudgetWithinOneChunk) {
   EXPECT_EQ(r.left + r.restored + r.refused, r.decayed_bytes) << describe(r);
   upkeep_until_done(collapse_budget::of_time(20ms));
   EXPECT_GE(huge_of(rates_opts::label), 0.99);
+}
+
+// A positive time budget always buys the first chunk, however long examining took (here: 1 ns,
+// spent before the first chunk; without PAGEMAP_SCAN examining reads smaps, pagemap and
+// kpageflags: 17-36 ms for 32-128 MiB in the lab's TCG guest of Linux 6.1); a zero budget buys
+// nothing. Without that rule a call whose
+// examination outlasted its budget made no call at all: an upkeep_pacer of 1 ms intervals never
+// restored a chunk under qemu's emulation, where examining 64 MiB took 6 ms.
+TEST(Upkeep, APositiveTimeBudgetAlwaysBuysTheFirstChunk) {
+  REQUIRE_THP_AND_COLLAPSE();
+  Block<fares_opts> fares(4 * kChunk);
+  fork_and_write(fares.get(), fares.size());
+  wait_out_back_off();
+  const upkeep_result none = hugepage::upkeep(collapse_budget::of_time(0ns));
+  EXPECT_EQ(none.calls, 0u) << describe(none);
+  EXPECT_EQ(none.left, none.decayed_bytes) << describe(none);
+  const upkeep_result r = hugepage::upkeep(collapse_budget::of_time(1ns));
+  ASSERT_GT(r.decayed_bytes, 0u) << describe(r);
+  EXPECT_FALSE(r.backed_off) << describe(r);
+  EXPECT_EQ(r.calls, 1u) << describe(r);
+  EXPECT_EQ(r.restored + r.already_huge + r.refused, kChunk) << describe(r);
+  EXPECT_EQ(r.left, r.decayed_bytes - kChunk) << describe(r);
+  EXPECT_EQ(accounted(r), r.decayed_bytes) << describe(r);
+  finish_upkeep();
+  EXPECT_GE(huge_of(fares_opts::label), 0.99);
+  EXPECT_TRUE(fares.intact());
 }
 
 TEST(Upkeep, SkipsHugetlbBlocks) {
@@ -648,13 +707,13 @@ TEST(Upkeep, RacesWithThreadsThatAllocateAndFreeLabelledBlocks) {
       for (int round = 0; round < 40; ++round) {
         const std::size_t bytes = (2 + (round + t) % 4) * kChunk;
         char* p = a.allocate(bytes);
-        for (std::size_t i = 0; i < bytes; i += 4096) p[i] = static_cast<char>(t + i);
+        for (std::size_t i = 0; i < bytes; i += kPage) p[i] = static_cast<char>(t + i);
         for (std::size_t at = 0; at < bytes; at += kChunk) {  // split each huge page
-          ::mprotect(p + at, 4096, PROT_READ);
-          ::mprotect(p + at, 4096, PROT_READ | PROT_WRITE);
+          ::mprotect(p + at, kPage, PROT_READ);
+          ::mprotect(p + at, kPage, PROT_READ | PROT_WRITE);
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(round % 3));
-        for (std::size_t i = 0; i < bytes; i += 4096) {
+        for (std::size_t i = 0; i < bytes; i += kPage) {
           if (p[i] != static_cast<char>(t + i)) ++corrupted;
         }
         a.deallocate(p, bytes);
@@ -692,8 +751,8 @@ TEST(Upkeep, ThpDisabledExceptAdvisedKeepsLabelledContainersHuge) {
     Block<fares_opts> fares(8 * kChunk);
     if (huge_of(fares_opts::label) < 0.99) return 3;
     for (std::size_t at = 0; at < fares.size(); at += kChunk) {
-      ::mprotect(fares.get() + at, 4096, PROT_READ);
-      ::mprotect(fares.get() + at, 4096, PROT_READ | PROT_WRITE);
+      ::mprotect(fares.get() + at, kPage, PROT_READ);
+      ::mprotect(fares.get() + at, kPage, PROT_READ | PROT_WRITE);
     }
     if (huge_of(fares_opts::label) > 0.05) return 4;
     const std::vector<upkeep_result> calls = upkeep_until_done(collapse_budget{});
@@ -765,17 +824,18 @@ TEST(Upkeep, ChildOfForkFreesABlockTheParentHadPinned) {
   EXPECT_FALSE(hugepage::detail::registry().pin(p, generation));
 }
 
-// Calls made at once run one after the other: each 2 MiB chunk is restored, and counted, once.
+// Calls made at once run one after the other: each chunk is restored, and counted, once.
 TEST(Upkeep, ConcurrentCallsRestoreAndCountEachChunkOnce) {
   REQUIRE_THP_AND_COLLAPSE();
   Block<shared_opts> shared(64 * mib);
   for (int round = 0; round < 3; ++round) {
     for (std::size_t at = 0; at < shared.size(); at += kChunk) {
-      ASSERT_EQ(::mprotect(shared.get() + at + 4096, 4096, PROT_READ), 0);
-      ASSERT_EQ(::mprotect(shared.get() + at + 4096, 4096, PROT_READ | PROT_WRITE), 0);
+      ASSERT_EQ(::mprotect(shared.get() + at + kPage, kPage, PROT_READ), 0);
+      ASSERT_EQ(::mprotect(shared.get() + at + kPage, kPage, PROT_READ | PROT_WRITE), 0);
     }
     const auto decayed = hugepage::coverage_of(shared_opts::label);
     ASSERT_EQ(decayed.base, 64 * mib);
+    wait_out_back_off();
     const auto before = hugepage::upkeep_stats();
     constexpr int threads = 4;
     std::atomic<int> waiting{threads};
@@ -812,8 +872,8 @@ TEST(Upkeep, ConcurrentCallsRestoreAndCountEachChunkOnce) {
     if (slow) finish_upkeep();
     EXPECT_GE(huge_of(shared_opts::label), 0.99) << all;
   }
-  for (std::size_t i = 0; i < shared.size(); i += 4096) {
-    ASSERT_EQ(shared.get()[i], static_cast<char>(i >> 12)) << "at " << i;
+  for (std::size_t i = 0; i < shared.size(); i += kPage) {
+    ASSERT_EQ(shared.get()[i], static_cast<char>(i / kPage)) << "at " << i;
   }
 }
 
@@ -825,8 +885,8 @@ TEST(Upkeep, ChildOfForkDuringAnUpkeepCallCanCallIt) {
   std::thread keeper([&] {
     while (!stop.load()) {
       for (std::size_t at = 0; at < shared.size(); at += kChunk) {
-        ::mprotect(shared.get() + at + 4096, 4096, PROT_READ);
-        ::mprotect(shared.get() + at + 4096, 4096, PROT_READ | PROT_WRITE);
+        ::mprotect(shared.get() + at + kPage, kPage, PROT_READ);
+        ::mprotect(shared.get() + at + kPage, kPage, PROT_READ | PROT_WRITE);
       }
       hugepage::upkeep();
     }
@@ -848,7 +908,8 @@ TEST(Upkeep, ChildOfForkDuringAnUpkeepCallCanCallIt) {
 
 TEST(UpkeepThread, RestoresInTheBackgroundAndStopsAtDestruction) {
   REQUIRE_THP_AND_COLLAPSE();
-  Block<fares_opts> fares(64 * mib);
+  // Four chunks at least: with two of 32 MiB khugepaged (THP always) can beat the thread to both.
+  Block<fares_opts> fares(at_least_pmds(64 * mib, 4));
   fork_and_write(fares.get(), fares.size());
   ASSERT_LE(huge_of(fares_opts::label), 0.05);
   const std::uint64_t restored_before = hugepage::upkeep_stats().restored_bytes;
@@ -877,7 +938,8 @@ TEST(UpkeepThread, RestoresInTheBackgroundAndStopsAtDestruction) {
   const std::uint64_t by_thread = hugepage::upkeep_stats().restored_bytes - restored_before;
   const std::uint64_t by_khugepaged = (khugepaged_collapsed() - khugepaged_before) * kChunk;
   EXPECT_GE(by_thread, kChunk);
-  EXPECT_GE(by_thread + by_khugepaged, 60 * mib) << "khugepaged: " << by_khugepaged;
+  EXPECT_GE(by_thread + by_khugepaged, fares.size() - fares.size() / 16)
+      << "khugepaged: " << by_khugepaged;
 }
 
 TEST(UpkeepThread, ChildOfForkDestroysItsCopyWithoutJoining) {
@@ -931,10 +993,13 @@ TEST(UpkeepThread, PeriodOfZeroOrLessIsRefused) {
 
 TEST(UpkeepPacer, RestoresNothingWhileHeldAndTheWholeBlockAfterRelease) {
   REQUIRE_THP_AND_COLLAPSE();
-  Block<fares_opts> fares(16 * mib);
+  // Four chunks at least, and no back-off left by an earlier test: khugepaged (THP always) restored
+  // both 32 MiB chunks of a smaller block while the pacer's calls were backed off.
+  Block<fares_opts> fares(at_least_pmds(16 * mib, 4));
   fork_and_write(fares.get(), fares.size());
   const double decayed = huge_of(fares_opts::label);
   ASSERT_LE(decayed, 0.05);
+  wait_out_back_off();
   hugepage::upkeep_pacer pacer(hugepage::tail_budget{50ms, 50ms});  // all of one CPU: no pause
   const std::uint64_t held_before = hugepage::upkeep_stats().held;
   {
@@ -959,8 +1024,9 @@ TEST(UpkeepPacer, RestoresNothingWhileHeldAndTheWholeBlockAfterRelease) {
 
 TEST(UpkeepPacer, SpendsNoMoreThanItsStallOverManyIntervalsEvenWhenAChunkCostsMore) {
   REQUIRE_THP_AND_COLLAPSE();
-  Block<fares_opts> fares(16 * mib);
+  Block<fares_opts> fares(at_least_pmds(16 * mib, 2));
   fork_and_write(fares.get(), fares.size());
+  wait_out_back_off();
   // 1 us of collapse per interval, far below one chunk's cost: a call makes one chunk (the first
   // of a call always starts: it measures the cost), and then owes it, so the calls after it do
   // nothing until the debt is paid, one stall per call.
@@ -991,8 +1057,9 @@ TEST(UpkeepPacer, SpendsNoMoreThanItsStallOverManyIntervalsEvenWhenAChunkCostsMo
 
 TEST(UpkeepPacer, AHoldTakenDuringACallStopsItBeforeItsNextChunk) {
   REQUIRE_THP_AND_COLLAPSE();
-  Block<fares_opts> fares(32 * mib);
+  Block<fares_opts> fares(at_least_pmds(32 * mib, 2));
   fork_and_write(fares.get(), fares.size());
+  wait_out_back_off();
   // 20 ms of collapse per 20 s: after a chunk of cost c the call pauses c * 999, far longer
   // than the moment the hold below is taken.
   hugepage::upkeep_pacer pacer(hugepage::tail_budget{20ms, 20s});
@@ -1033,7 +1100,7 @@ TEST(UpkeepPacer, BudgetOutsideZeroToIntervalIsRefused) {
 
 TEST(UpkeepThread, OnATailBudgetRestoresOnlyAfterTheServiceReleasesItsHold) {
   REQUIRE_THP_AND_COLLAPSE();
-  Block<fares_opts> fares(32 * mib);
+  Block<fares_opts> fares(at_least_pmds(32 * mib, 2));
   fork_and_write(fares.get(), fares.size());
   ASSERT_LE(huge_of(fares_opts::label), 0.05);
   hugepage::upkeep_thread keeper(hugepage::tail_budget{5ms, 10ms});
@@ -1058,7 +1125,7 @@ TEST(UpkeepThread, OnATailBudgetRestoresOnlyAfterTheServiceReleasesItsHold) {
 
 TEST(UpkeepThread, AHoldWithoutATailBudgetStopsItsCallsToo) {
   REQUIRE_THP_AND_COLLAPSE();
-  Block<fares_opts> fares(8 * mib);
+  Block<fares_opts> fares(at_least_pmds(8 * mib, 2));
   fork_and_write(fares.get(), fares.size());
   hugepage::upkeep_thread keeper(5ms, collapse_budget{});
   hugepage::upkeep_hold hold = keeper.hold();
