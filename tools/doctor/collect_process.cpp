@@ -57,6 +57,7 @@ std::optional<proc_stat> parse_proc_stat(std::string_view text) {
   proc_stat st;
   st.state = fields[0][0];
   st.flags = std::strtoull(std::string(fields[6]).c_str(), nullptr, 10);        // field 9
+  st.threads = std::strtoull(std::string(fields[17]).c_str(), nullptr, 10);     // field 20
   st.start_time = std::strtoull(std::string(fields[19]).c_str(), nullptr, 10);  // field 22
   return st;
 }
@@ -399,6 +400,15 @@ namespace {
 // fills `failure`.
 bool reportable(pid_t pid, const proc_stat& stat, collect_failure& failure) {
   const std::string who = "pid " + std::to_string(pid);
+  if (stat.state == 'Z' && stat.threads > 1) {
+    // The main thread called pthread_exit(); the other threads run on, with the memory, but the
+    // kernel shows none of it through /proc/PID (its files describe the exited main thread).
+    failure.exit_code = exit_error;
+    failure.message = who + ": its main thread has exited while " +
+                      std::to_string(stat.threads - 1) + " other thread(s) run on, and /proc/" +
+                      std::to_string(pid) + " shows none of the process's memory then: no report";
+    return false;
+  }
   if (stat.state == 'Z' || stat.state == 'X') {
     failure.exit_code = exit_zombie;
     failure.message = who +
@@ -409,6 +419,11 @@ bool reportable(pid_t pid, const proc_stat& stat, collect_failure& failure) {
   if (stat.kernel_thread()) {
     failure.exit_code = exit_kernel_thread;
     failure.message = who + " is a kernel thread: it has no user memory to report";
+    return false;
+  }
+  if (stat.exiting()) {
+    failure.exit_code = exit_error;
+    failure.message = who + " is exiting: its memory is being freed; no report";
     return false;
   }
   return true;
@@ -515,7 +530,7 @@ std::optional<process_report> collect_process(pid_t pid, std::size_t top, collec
   int err = 0;
   const auto after = read_proc_stat(dir, err);
   if (!after || after->start_time != before->start_time || after->state == 'Z' ||
-      after->state == 'X' || !files.status) {
+      after->state == 'X' || after->exiting() || !files.status) {
     failure.message = who + " exited while being read; no report";
     return std::nullopt;
   }

@@ -111,8 +111,12 @@ bool is_reportable_target(pid_t pid, collect_failure& failure);
 struct proc_stat {
   char state = '?';
   std::uint64_t flags = 0;
+  std::uint64_t threads = 0;  ///< num_threads: the thread group's live threads
   std::uint64_t start_time = 0;
   bool kernel_thread() const noexcept { return (flags & 0x00200000U) != 0; }  // PF_KTHREAD
+  /// The main thread is exiting (PF_EXITING): its memory is being torn down, and /proc/PID shows
+  /// none or part of it, before the state says Z.
+  bool exiting() const noexcept { return (flags & 0x4U) != 0; }
 };
 
 /// Parses /proc/PID/stat text (the comm field may hold spaces and parentheses).

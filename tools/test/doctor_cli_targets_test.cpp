@@ -1,6 +1,12 @@
 // tools/test/doctor_cli_targets_test.cpp - odd targets: zombies, kernel threads, a target that
 // exits while read, hidepid.
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <future>
+#include <thread>
+#include <vector>
 
 #include "doctor_cli_support.hpp"
 
@@ -31,6 +37,53 @@ TEST(DoctorCli, ZombieHasItsOwnExitCode) {
     EXPECT_TRUE(r.out.empty()) << r.out;
     EXPECT_NE(r.err.find("is a zombie"), std::string::npos) << r.err;
   }
+  ::waitpid(child, nullptr, 0);
+}
+
+// A process whose main thread exited (pthread_exit()) while another thread runs on with 64 MiB:
+// /proc/PID shows it as a zombie (State Z, Threads 2) with no memory. It is no zombie, and its
+// memory is not nothing: the doctor says what it is and makes no report (exit 2), in every mode.
+TEST(DoctorCli, MainThreadExitedWhileAnotherRunsIsNoZombie) {
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(ready[0]);
+    std::thread([fd = ready[1]] {
+      std::vector<char> held(64 << 20, 1);
+      (void)!::write(fd, "r", 1);
+      for (;;) ::pause();
+    }).detach();
+    // The exit system call ends the calling thread only (pthread_exit() would unwind through
+    // googletest's handlers); the main thread of the group becomes a zombie.
+    ::syscall(SYS_exit, 0);
+  }
+  ::close(ready[1]);
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ::close(ready[0]);
+  for (int i = 0; i < 200; ++i) {  // the main thread's exit takes a moment
+    char state = '?';
+    if (FILE* f = std::fopen(("/proc/" + std::to_string(child) + "/stat").c_str(), "r")) {
+      (void)std::fscanf(f, "%*d (%*[^)]) %c", &state);
+      std::fclose(f);
+    }
+    if (state == 'Z') break;
+    ::usleep(5000);
+  }
+  for (const std::vector<std::string>& mode :
+       std::vector<std::vector<std::string>>{{}, {"--json"}, {"--collapse", "--dry-run"}}) {
+    std::vector<std::string> args{"--pid", std::to_string(child)};
+    args.insert(args.end(), mode.begin(), mode.end());
+    const result r = doctor(args);
+    EXPECT_EQ(r.code, 2) << args.size() << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_NE(r.err.find("its main thread has exited while 1 other thread(s) run on"),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.err.find("zombie"), std::string::npos) << r.err;
+  }
+  ::kill(child, SIGKILL);
   ::waitpid(child, nullptr, 0);
 }
 

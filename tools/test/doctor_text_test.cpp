@@ -156,6 +156,15 @@ TEST(DoctorText, ProcStat) {
   EXPECT_EQ(st->state, 'S');
   EXPECT_EQ(st->start_time, 123456u);
   EXPECT_FALSE(st->kernel_thread());
+  EXPECT_EQ(st->threads, 1u);
+  EXPECT_FALSE(st->exiting());
+  // A process killed with 6 GiB, read while the kernel freed it: R with PF_EXITING (0x4).
+  const auto dying = parse_proc_stat(
+      "24807 (t) R 1 24807 24807 0 -1 4194316 100 0 0 0 1 2 0 0 20 0 3 0 123456 1000 10 "
+      "18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n");
+  ASSERT_TRUE(dying.has_value());
+  EXPECT_TRUE(dying->exiting());
+  EXPECT_EQ(dying->threads, 3u);
   const auto kthread = parse_proc_stat(
       "2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0 "
       "18446744073709551615 0 0 0 0 0 0 0 2147483647 0 0 0 0 17 0 0 0 0 0 0\n");
