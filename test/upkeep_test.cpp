@@ -303,26 +303,32 @@ TEST(Upkeep, RestoresWhatForkAndParentWritesSplit) {
 TEST(Upkeep, WithoutPagemapScanFindsWhatForkSplitFromKpageflags) {
   REQUIRE_THP_AND_COLLAPSE();
   const bool root = ::geteuid() == 0;
-  const int code = hugepage::test::run_in_child([root] {
-    Block<fares_opts> fares(at_least_pmds(16 * mib, 2));
-    if (huge_of(fares_opts::label) < 0.99) return 2;
-    fork_and_write(fares.get(), fares.size());
-    if (::testing::Test::HasFailure()) return 3;
-    wait_out_back_off();  // the parent's, which the child inherits
-    if (!hugepage::test::fail_syscall(__NR_ioctl, ENOTTY)) return 4;
-    const upkeep_result r = hugepage::upkeep();
-    std::fprintf(stderr, "child: %s\n", describe(r).c_str());
-    if (!root)
-      return r.scan_error == std::errc::operation_not_permitted && r.decayed_bytes == 0 ? 0 : 5;
-    if (r.scan_error) return 6;
-    if (r.decayed_bytes < fares.size() - fares.size() / 8 || accounted(r) != r.decayed_bytes)
-      return 7;
-    if (ended_on_a_slow_chunk(r)) finish_upkeep();
-    const double after = huge_of(fares_opts::label);
-    std::fprintf(stderr, "child: huge after %.3f\n", after);
-    if (after < 0.99 || !fares.intact()) return 8;
-    return 0;
-  });
+  // Code 7 (less found decayed than fork split) is also what khugepaged makes of the test when it
+  // collapses the advised block again while the child waits out a back-off: seen once in tens of
+  // runs here and in the arm64 guest. A second child then has to find it; a real miss misses twice.
+  int code = 0;
+  for (int attempt = 0; attempt < 2 && (attempt == 0 || code == 7); ++attempt) {
+    code = hugepage::test::run_in_child([root] {
+      Block<fares_opts> fares(at_least_pmds(16 * mib, 2));
+      if (huge_of(fares_opts::label) < 0.99) return 2;
+      fork_and_write(fares.get(), fares.size());
+      if (::testing::Test::HasFailure()) return 3;
+      wait_out_back_off();  // the parent's, which the child inherits
+      if (!hugepage::test::fail_syscall(__NR_ioctl, ENOTTY)) return 4;
+      const upkeep_result r = hugepage::upkeep();
+      std::fprintf(stderr, "child: %s\n", describe(r).c_str());
+      if (!root)
+        return r.scan_error == std::errc::operation_not_permitted && r.decayed_bytes == 0 ? 0 : 5;
+      if (r.scan_error) return 6;
+      if (r.decayed_bytes < fares.size() - fares.size() / 8 || accounted(r) != r.decayed_bytes)
+        return 7;
+      if (ended_on_a_slow_chunk(r)) finish_upkeep();
+      const double after = huge_of(fares_opts::label);
+      std::fprintf(stderr, "child: huge after %.3f\n", after);
+      if (after < 0.99 || !fares.intact()) return 8;
+      return 0;
+    });
+  }
   EXPECT_EQ(code, 0) << "see the child's output above";
 }
 
@@ -358,8 +364,8 @@ TEST(Upkeep, WithoutPagemapScanRestoresAFolioMappedByPtesAmongHugeOnes) {
     Block<fares_opts> fares(3 * kChunk);
     if (huge_of(fares_opts::label) < 0.99) return 2;
     char* const b = fares.get() + kChunk;
-    if (::mprotect(b + 4096, 4096, PROT_READ) != 0) return 3;
-    if (::mprotect(b + 4096, 4096, PROT_READ | PROT_WRITE) != 0) return 3;
+    if (::mprotect(b + kPage, kPage, PROT_READ) != 0) return 3;
+    if (::mprotect(b + kPage, kPage, PROT_READ | PROT_WRITE) != 0) return 3;
     if (!hugepage::test::fail_syscall(__NR_ioctl, ENOTTY)) return 4;
     const double before = huge_of(fares_opts::label);
     const upkeep_result r = hugepage::upkeep();
@@ -370,8 +376,8 @@ TEST(Upkeep, WithoutPagemapScanRestoresAFolioMappedByPtesAmongHugeOnes) {
     // a, b and c at least (another THP mapping may have merged with the block's).
     if (r.uncertain < 3 * kChunk || r.uncertain % kChunk != 0) return 6;
     if (before > 0.7 || after < 0.99) return 7;
-    for (std::size_t i = 0; i < fares.size(); i += 4096) {
-      if (fares.get()[i] != static_cast<char>(i >> 12)) return 9;
+    for (std::size_t i = 0; i < fares.size(); i += kPage) {
+      if (fares.get()[i] != static_cast<char>(i / kPage)) return 9;
     }
     // Nothing mapped by PTEs is left: the next call finds nothing uncertain.
     const upkeep_result again = hugepage::upkeep();
@@ -575,7 +581,7 @@ TEST(Upkeep, AChunkRefusedBeforeIsTriedAfterTheOthers) {
   Block<fares_opts> fares(4 * kChunk);
   Block<rates_opts> rates(2 * kChunk);
   for (std::size_t at = 0; at < fares.size(); at += kChunk) {
-    ASSERT_EQ(::mprotect(fares.get() + at + 4096, 4096, PROT_READ), 0);  // three VMAs: refused
+    ASSERT_EQ(::mprotect(fares.get() + at + kPage, kPage, PROT_READ), 0);  // three VMAs: refused
   }
   fork_and_write(rates.get(), rates.size());
   ASSERT_EQ(hugepage::coverage_of(fares_opts::label).base, 4 * kChunk);
@@ -593,7 +599,7 @@ TEST(Upkeep, AChunkRefusedBeforeIsTriedAfterTheOthers) {
   EXPECT_GE(huge_of(rates_opts::label), 0.99) << describe(second);
   EXPECT_EQ(hugepage::coverage_of(fares_opts::label).base, 4 * kChunk);
   for (std::size_t at = 0; at < fares.size(); at += kChunk) {
-    ASSERT_EQ(::mprotect(fares.get() + at + 4096, 4096, PROT_READ | PROT_WRITE), 0);
+    ASSERT_EQ(::mprotect(fares.get() + at + kPage, kPage, PROT_READ | PROT_WRITE), 0);
     // rates' fork() left every entry of fares read-only (their chunks were split: PTEs), and
     // Linux before 6.18 refuses (EINVAL) a chunk with no writable entry: write one a chunk.
     volatile char* const first = fares.get() + at;
