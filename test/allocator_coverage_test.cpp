@@ -79,8 +79,9 @@ TEST(AllocatorCoverage, CollapseVectorOf64MiBIsHuge) {
   if (!mode || *mode == hugepage::thp_mode::never) {
     // The kernel would collapse (MADV_COLLAPSE ignores the sysfs mode), but collapse_allocator
     // follows the setting: base pages, counted as obtained_base (docs/failure-modes.md).
-    HUGEPAGE_SKIP_OR_FAIL("2 MiB THP is off (effective mode never, or the sysfs files missing): "
-                          "collapse_allocator makes no MADV_COLLAPSE call");
+    HUGEPAGE_SKIP_OR_FAIL(
+        "2 MiB THP is off (effective mode never, or the sysfs files missing): "
+        "collapse_allocator makes no MADV_COLLAPSE call");
   }
   if (probe_collapse() != collapse_support::works) {
     HUGEPAGE_SKIP_OR_FAIL(std::string("MADV_COLLAPSE: ") + name_of(probe_collapse()));
