@@ -14,19 +14,24 @@ namespace {
 
 using namespace doctor_cli;
 
-TEST(DoctorCli, ZombieHasItsOwnExitCode) {
-  const pid_t child = ::fork();
-  if (child == 0) ::_exit(0);
-  // Not reaped yet: a zombie until waitpid below.
+// Waits (at most a second) until /proc/PID/stat says Z: a child that exited, unreaped, or whose
+// main thread exited while others run.
+void wait_until_zombie(pid_t pid) {
   for (int i = 0; i < 200; ++i) {
     char state = '?';
-    if (FILE* f = std::fopen(("/proc/" + std::to_string(child) + "/stat").c_str(), "r")) {
+    if (FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r")) {
       (void)std::fscanf(f, "%*d (%*[^)]) %c", &state);
       std::fclose(f);
     }
-    if (state == 'Z') break;
+    if (state == 'Z') return;
     ::usleep(5000);
   }
+}
+
+TEST(DoctorCli, ZombieHasItsOwnExitCode) {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  wait_until_zombie(child);  // not reaped yet: a zombie until waitpid below
   // Every mode that takes --pid: the report, and collapse with and without --dry-run.
   for (const std::vector<std::string>& mode :
        std::vector<std::vector<std::string>>{{}, {"--collapse"}, {"--collapse", "--dry-run"}}) {
@@ -62,15 +67,7 @@ TEST(DoctorCli, MainThreadExitedWhileAnotherRunsIsNoZombie) {
   char c = 0;
   ASSERT_EQ(::read(ready[0], &c, 1), 1);
   ::close(ready[0]);
-  for (int i = 0; i < 200; ++i) {  // the main thread's exit takes a moment
-    char state = '?';
-    if (FILE* f = std::fopen(("/proc/" + std::to_string(child) + "/stat").c_str(), "r")) {
-      (void)std::fscanf(f, "%*d (%*[^)]) %c", &state);
-      std::fclose(f);
-    }
-    if (state == 'Z') break;
-    ::usleep(5000);
-  }
+  wait_until_zombie(child);  // the main thread's exit takes a moment
   for (const std::vector<std::string>& mode :
        std::vector<std::vector<std::string>>{{}, {"--json"}, {"--collapse", "--dry-run"}}) {
     std::vector<std::string> args{"--pid", std::to_string(child)};

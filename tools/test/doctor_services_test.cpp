@@ -6,7 +6,6 @@
 // scripts/field checks on the live process: advice ids it must and must not give, exact command
 // lines, table lines, exit status. (live-table and raises lines are for scripts/field only,
 // capture-table and capture-command lines for the fixture only.)
-#include <dirent.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,6 +20,7 @@
 #include "advise_process.hpp"
 #include "capture.hpp"
 #include "collect_process.hpp"
+#include "doctor_stored_inputs.hpp"
 #include "hugepage/page_size.hpp"
 #include "process_report.hpp"
 #include "render_table.hpp"
@@ -29,9 +29,7 @@
 namespace hugepage::doctor {
 namespace {
 
-using hugepage::units::gib;
-using hugepage::units::mib;
-const std::string services = std::string(HUGEPAGE_DOCTOR_DATA) + "/services";
+using stored_inputs::services;
 
 std::optional<std::string> slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -41,46 +39,12 @@ std::optional<std::string> slurp(const std::string& path) {
   return s.str();
 }
 
-// The machine scripts/field runs on, as the expectations assume it: THP madvise, shmem_enabled
-// never, a 2 MiB pool with room, unfragmented memory, no fallbacks. A case's `machine` lines
-// set what its state changed (shmem_enabled, the pool).
-system_report field_system() {
-  system_report s;
-  s.kernel_release = "6.1.0-fixture";
-  s.thp.enabled = "madvise";
-  s.thp.defrag = "madvise";
-  s.thp.max_ptes_none = 511;
-  s.thp.shmem_enabled = "never";
-  hugetlb_pool pool;
-  pool.page_bytes = 2 * mib;
-  pool.total = 700;
-  pool.free = 700;
-  pool.reserved = 0;
-  pool.surplus = 0;
-  pool.overcommit = 0;
-  s.pools.push_back(pool);
-  s.zones = std::vector<zone_readiness>{{0, "Normal", 4 * gib, 3 * gib, 1536}};
-  s.vmstat = {{"thp_fault_alloc", 10000}, {"thp_fault_fallback", 0}};
-  s.vmstat_readable = true;
-  s.meminfo = {{"MemTotal", 23 * gib}, {"Hugepagesize", 2 * mib}};
-  s.meminfo_readable = true;
-  return s;
-}
-
-std::vector<std::string> cases() {
-  std::vector<std::string> out;
-  if (DIR* d = ::opendir(services.c_str())) {
-    while (const dirent* e = ::readdir(d)) {
-      if (e->d_name[0] != '.') out.emplace_back(e->d_name);
-    }
-    ::closedir(d);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
+// The machine scripts/field runs on (doctor_stored_inputs.hpp): a case's `machine` lines set
+// what its state changed (shmem_enabled, the pool).
+using stored_inputs::field_system;
 
 TEST(DoctorServices, EveryCaptureMeetsItsExpectations) {
-  const auto all = cases();
+  const auto all = stored_inputs::captures();
   ASSERT_GE(all.size(), 11u) << "fixtures missing under " << services;
   for (const std::string& name : all) {
     SCOPED_TRACE(name);
