@@ -5,8 +5,9 @@ its tests passed, failed and skipped, then each failure and each skip with its r
     python3 scripts/lab_results.py out/lab/GUEST.log...      (exit status 1 when a guest failed)
     python3 scripts/lab_results.py --markdown LOG...          the same as a Markdown table
 
-A guest's log holds lines "@@lab fact KEY VALUE", "@@lab begin NAME", the executable's output,
-"@@lab end NAME rc=N seconds=S", "@@lab done", and the host's "@@lab host seconds=S guest=NAME".
+A guest's log holds lines "@@lab fact KEY VALUE", "@@lab error WHAT" (a setting it could not
+apply: a failure), "@@lab begin NAME", the executable's output, "@@lab end NAME rc=N seconds=S",
+"@@lab done", and the host's "@@lab host seconds=S guest=NAME".
 Output of a Google Test executable is counted per test; any other executable passes when it
 exits with 0. A block without its end (the guest died, or ran past its time) is a failure."""
 
@@ -97,6 +98,10 @@ def parse(text, fallback_name=""):
                 block, name = None, None
             elif kind == "done":
                 guest.done = True
+            elif kind == "error":
+                # A setting of the guest's line (THP mode, mTHP, pools) that the guest could not
+                # apply: its tests ran on another machine than the one declared.
+                guest.failed.append(("(setup)", " ".join(words[2:]) or "(no message)"))
             elif kind == "host":
                 fields = dict(w.split("=", 1) for w in words[2:] if "=" in w)
                 guest.seconds = int(fields.get("seconds", "0"))

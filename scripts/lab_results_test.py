@@ -85,6 +85,11 @@ class Parse(unittest.TestCase):
         self.assertIn(("(guest)", "ran past its limit of 900 s: stopped"), g.failed)
         self.assertEqual(g.failed[-1][0], "A.B")
 
+    def test_a_setting_the_guest_could_not_apply_fails_it(self):
+        g = lab_results.parse("@@lab error THP mode sometimes not accepted\n" + FACTS + GTEST +
+                              "@@lab done\n")
+        self.assertIn(("(setup)", "THP mode sometimes not accepted"), g.failed)
+
     def test_a_guest_that_never_started_fails(self):
         g = lab_results.parse("qemu-system-x86_64: could not load kernel\n")
         self.assertEqual(g.failed, [("(boot)", "the guest did not reach the end of its plan")])

@@ -591,12 +591,22 @@ TEST(Upkeep, AChunkRefusedBeforeIsTriedAfterTheOthers) {
   EXPECT_EQ(first.decayed_bytes, 6 * kChunk) << describe(first);
   EXPECT_EQ(first.refusals_of(EINVAL), 3u) << describe(first);
   EXPECT_EQ(first.restored, 0u) << describe(first);
-  // Then rates' two chunks, and fares' fourth, never refused yet.
-  const upkeep_result second = hugepage::upkeep(collapse_budget::of_bytes(3 * kChunk));
-  EXPECT_EQ(second.restored + second.already_huge, 2 * kChunk) << describe(second);
-  EXPECT_EQ(second.refusals_of(EINVAL), 1u) << describe(second);
-  EXPECT_EQ(accounted(second), second.decayed_bytes) << describe(second);
-  EXPECT_GE(huge_of(rates_opts::label), 0.99) << describe(second);
+  // Then rates' two chunks, and fares' fourth, never refused yet. One budget of three chunks: a
+  // chunk slower than upkeep_slow_chunk ends a call (a 32 MiB chunk under qemu's emulation, at
+  // times), and the calls after its back-off spend what is left of the same budget.
+  std::size_t tried = 0, restored = 0, refused_einval = 0;
+  upkeep_result second;
+  do {
+    if (tried != 0) wait_out_back_off();
+    second = hugepage::upkeep(collapse_budget::of_bytes(3 * kChunk - tried));
+    EXPECT_EQ(accounted(second), second.decayed_bytes) << describe(second);
+    tried += second.restored + second.already_huge + second.refused;
+    restored += second.restored + second.already_huge;
+    refused_einval += second.refusals_of(EINVAL);
+  } while (ended_on_a_slow_chunk(second) && second.left != 0 && tried < 3 * kChunk);
+  EXPECT_EQ(restored, 2 * kChunk) << "the last call: " << describe(second);
+  EXPECT_EQ(refused_einval, 1u) << "the last call: " << describe(second);
+  EXPECT_GE(huge_of(rates_opts::label), 0.99) << "the last call: " << describe(second);
   EXPECT_EQ(hugepage::coverage_of(fares_opts::label).base, 4 * kChunk);
   for (std::size_t at = 0; at < fares.size(); at += kChunk) {
     ASSERT_EQ(::mprotect(fares.get() + at + kPage, kPage, PROT_READ | PROT_WRITE), 0);
@@ -694,6 +704,23 @@ TEST(Upkeep, SkipsHugetlbBlocks) {
     EXPECT_EQ(hugepage::coverage_of(pool_opts::label).hugetlb_2m, 2 * kChunk);
   }
   EXPECT_TRUE(hugepage::test::pool_back(hugepage::page_size::huge_2m, before));
+}
+
+// THP `never` is the operator's word: a block mapped under it is on base pages and upkeep leaves
+// it alone, although MADV_COLLAPSE itself ignores the mode (docs/failure-modes.md). Asserted in
+// every mode: under the others the same block is upkeep's to examine.
+TEST(Upkeep, BlocksMappedUnderThpNeverAreSkippedAsBasePages) {
+  std::vector<char, labelled<fares_opts>> fares(4 * kChunk, 1);
+  const upkeep_result r = hugepage::upkeep();
+  if (hugepage::read_thp_mode() == hugepage::thp_mode::never) {
+    EXPECT_EQ(r.skipped_base, 1u) << describe(r);
+    EXPECT_EQ(r.blocks, 0u) << describe(r);
+    EXPECT_EQ(r.calls, 0u) << describe(r);
+    EXPECT_EQ(hugepage::coverage_of(fares_opts::label).thp, 0u);
+  } else {
+    EXPECT_EQ(r.skipped_base, 0u) << describe(r);
+    EXPECT_EQ(r.blocks, 1u) << describe(r);
+  }
 }
 
 // upkeep() in one thread; others allocate labelled blocks, split their huge pages, check their
