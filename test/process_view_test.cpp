@@ -242,6 +242,50 @@ TEST(ProcessView, ReadsTheFilesItOpenedWhenMade) {
   EXPECT_EQ(code, 0);
 }
 
+// Any file of the process reads through the view's directory (read_text, stat_of), never by its
+// number again. A process that is a zombie when the view is made keeps its directory: its stat
+// says Z, its memory files are ESRCH. Once it is reaped, what the view reads is an error, never
+// the files of a later process that got its pid.
+TEST(ProcessView, ReadsAnyFileOfItsProcessInItsDirectory) {
+  std::error_code ec;
+  const process_view self;
+  const auto status = self.read_text("status", ec);
+  ASSERT_TRUE(status) << ec.message();
+  EXPECT_NE(status->find("\nPid:\t" + std::to_string(::getpid()) + "\n"), std::string::npos);
+  struct stat st {};
+  EXPECT_EQ(self.stat_of("", st), 0);
+  EXPECT_EQ(st.st_uid, ::geteuid());
+  struct stat ours {
+  }, through{};
+  ASSERT_EQ(::stat("/proc/self/ns/mnt", &ours), 0);
+  ASSERT_EQ(self.stat_of("ns/mnt", through), 0);
+  EXPECT_EQ(ours.st_ino, through.st_ino);
+  EXPECT_FALSE(self.read_text("no-such-file", ec));
+  EXPECT_EQ(ec, std::errc::no_such_file_or_directory);
+  EXPECT_FALSE(self.read_text("task", ec)) << "a directory is no text";
+  EXPECT_EQ(ec, std::errc::invalid_argument);
+
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT), 0);  // a zombie
+  const process_view zombie(child);
+  EXPECT_TRUE(zombie.exited());
+  const auto stat = zombie.read_text("stat", ec);
+  ASSERT_TRUE(stat) << ec.message();
+  EXPECT_NE(stat->find(") Z "), std::string::npos) << *stat;
+  EXPECT_EQ(zombie.pagemap_errno(), ESRCH);
+  EXPECT_EQ(zombie.maps_errno(), ESRCH);
+  EXPECT_TRUE(zombie.read_smaps(ec).empty());
+  EXPECT_EQ(ec, std::errc::no_such_process);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+  EXPECT_FALSE(zombie.read_text("stat", ec)) << "reaped: nothing of it is left to read";
+  EXPECT_TRUE(ec == std::errc::no_such_process || ec == std::errc::no_such_file_or_directory)
+      << ec.message();
+  EXPECT_NE(zombie.stat_of("ns/mnt", st), 0);
+}
+
 // Under a root, every file the view opens is root + its path: maps and smaps read from a copy,
 // and the error names the path it tried.
 TEST(ProcessView, RootPutsEveryFileUnderIt) {

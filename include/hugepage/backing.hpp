@@ -99,7 +99,8 @@ inline backing_report backing_from(const process_view& view, const void* p, std:
     return r;
   }
   if (mappings.empty()) {  // a zombie's smaps reads empty: no process is all unmapped
-    r.note = detail::no_address_space(view.pid());
+    std::error_code unread;
+    r.note = detail::no_address_space(view.pid(), view.read_text("stat", unread));
     return r;
   }
   if (source == backing_source::pagemap_scan) {

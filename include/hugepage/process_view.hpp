@@ -14,12 +14,17 @@
 //   /proc/PID/pagemap    when made         backing_of, collapse, upkeep, the huge-zero probe
 //   /proc/PID/maps       when made         backing_of, collapse (PROCMAP_QUERY); maps_text()
 //   /proc/PID/smaps      per read_smaps()  backing_of where the fast path is not taken
+//   /proc/PID/<file>     per read_text()   the doctor: status, stat, cmdline, environ, cgroup,
+//                                          numa_maps, mountinfo; stat_of(): ns/mnt, root
 //   /proc/kpageflags     on first use      backing_of with the kpageflags source
 //
 // The descriptors stay with the process the view was made for: an exited one reads as such
 // (backing_of: "process N has exited", read_smaps and collapse: ESRCH), never as a later process
 // given the same pid, and a view of this process made before fork() reads the
-// parent's memory in the child (the child makes its own). `root` puts every file under a directory
+// parent's memory in the child (the child makes its own). A process that is a zombie when the
+// view is made keeps its directory (its stat and status say what it was; a zombie's pid cannot
+// pass to another process) but has no pagemap or maps (ESRCH). `root` puts every file under a
+// directory
 // ("" for the live system), as kernel_files.hpp's readers do: a copy of a process's maps and smaps
 // reads from there; the ioctls answer only on the kernel's own files. Every file is opened as the
 // readers open theirs (detail/proc_file.hpp): a regular file only (a FIFO or device is EINVAL,
@@ -33,6 +38,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -170,24 +176,59 @@ class process_view {
   /// It is opened in the directory the view opened when made (root + /proc/PID), never by number
   /// again: once the process has exited, `ec` is ESRCH, whoever has its pid now.
   std::vector<mapping_info> read_smaps(std::error_code& ec) const {
+    const std::string text = smaps_text(ec);
+    if (ec) return {};
+    return parse_smaps(text);
+  }
+
+  /// The text of the process's smaps, as read_smaps() reads it (for a caller that keeps it).
+  std::string smaps_text(std::error_code& ec) const {
     ec.clear();
     if (exited()) {
       ec = std::error_code(ESRCH, std::generic_category());
       return {};
     }
+    auto text = read_text("smaps", ec);
+    if (ec && exited()) ec = std::error_code(ESRCH, std::generic_category());
+    return text ? std::move(*text) : std::string();
+  }
+
+  /// The text of the process's `file` ("status", "stat", "cmdline", "environ", "cgroup",
+  /// "numa_maps", "mountinfo", ...), opened in the view's directory, never by number again: a
+  /// process that has exited and been reaped reads as ENOENT or ESRCH, never as a later process
+  /// given its pid. A zombie's stat and status still read. nullopt and `ec` set when it cannot be
+  /// read (a regular file only, at most 256 MiB, as every reader: detail/proc_file.hpp). Throws
+  /// std::bad_alloc.
+  std::optional<std::string> read_text(const char* file, std::error_code& ec) const {
+    ec.clear();
     if (dir_fd_ < 0) {
       ec = std::error_code(dir_errno_, std::generic_category());
-      return {};
+      return std::nullopt;
     }
-    const detail::unique_fd fd(detail::open_regular_file_at(dir_fd_, "smaps"));
+    const detail::unique_fd fd(detail::open_regular_file_at(dir_fd_, file));
     if (!fd) {
-      const int error = errno;
-      ec = std::error_code(exited() ? ESRCH : error, std::generic_category());
-      return {};
+      ec = std::error_code(errno, std::generic_category());
+      return std::nullopt;
     }
-    const std::string text = detail::read_whole_file(fd.get(), ec);
-    if (ec) return {};
-    return parse_smaps(text);
+    std::string text = detail::read_whole_file(fd.get(), ec, false);
+    if (ec) return std::nullopt;
+    return text;
+  }
+
+  /// stat() of the process's `file` in the view's directory, following links ("ns/mnt"; "root"
+  /// or "root/usr/lib/...": a file as the process sees it); "" for the directory itself, which
+  /// the process's owner owns. 0, or the errno. Where the directory could not be opened (hidepid,
+  /// another user's process), "" falls back to the directory by path, so that its owner is known
+  /// for saying why.
+  int stat_of(const char* file, struct stat& st) const noexcept {
+    if (dir_fd_ < 0) {
+      if (file[0] != '\0') return dir_errno_;
+      char path[path_capacity];
+      if (!format_path("", path, sizeof path)) return ENAMETOOLONG;
+      return ::stat(path, &st) == 0 ? 0 : errno;
+    }
+    const int flags = file[0] == '\0' ? AT_EMPTY_PATH : 0;
+    return ::fstatat(dir_fd_, file, &st, flags) == 0 ? 0 : errno;
   }
 
  private:
@@ -237,13 +278,32 @@ class process_view {
     }
     open_one("pagemap", pagemap_fd_, pagemap_errno_);
     open_one("maps", maps_fd_, maps_errno_);
-    if (exited() && dir_fd_ >= 0) {  // gone before the directory was opened: it may be another's
+    if (exited() && dir_fd_ >= 0) {
+      // Exited before the directory was opened: no memory to read. The directory is its own if
+      // it is a zombie still (its pid is not free before it is reaped); reaped, the pid may have
+      // passed to another process, whose directory this would be.
       close_fd(pagemap_fd_);
       close_fd(maps_fd_);
-      close_fd(dir_fd_);
-      pagemap_fd_ = maps_fd_ = dir_fd_ = -1;
-      dir_errno_ = pagemap_errno_ = maps_errno_ = ESRCH;
+      pagemap_fd_ = maps_fd_ = -1;
+      pagemap_errno_ = maps_errno_ = ESRCH;
+      if (!directory_is_a_zombie()) {
+        close_fd(dir_fd_);
+        dir_fd_ = -1;
+        dir_errno_ = ESRCH;
+      }
     }
+  }
+
+  // Whether the stat file in the view's directory says Z (zombie) or X (dead). Allocates nothing.
+  bool directory_is_a_zombie() const noexcept {
+    const detail::unique_fd fd(detail::open_regular_file_at(dir_fd_, "stat"));
+    if (!fd) return false;
+    char text[1024];
+    const long n = detail::pread_full(fd.get(), text, sizeof text - 1, 0);
+    if (n <= 0) return false;
+    text[n] = '\0';
+    const char* close = std::strrchr(text, ')');  // the name may hold ')': the last one ends it
+    return close != nullptr && close[1] == ' ' && (close[2] == 'Z' || close[2] == 'X');
   }
 
   std::string error_of(const char* file, int error) const {

@@ -124,7 +124,11 @@ std::string memory_limit_file(std::string_view proc_cgroup_text) {
 }
 
 std::string explain_refusal(int error, pid_t pid) {
-  const std::string who = "pid " + std::to_string(pid);
+  return explain_refusal(error, process_view(pid));
+}
+
+std::string explain_refusal(int error, const process_view& target) {
+  const std::string who = "pid " + std::to_string(target.pid());
   switch (error) {
     case EPERM:
     case EACCES:
@@ -150,7 +154,8 @@ std::string explain_refusal(int error, pid_t pid) {
     case EBUSY: {
       // Not transient: a cgroup at its limit stays there until the process shrinks or the
       // limit is raised, and more collapsing only fills it further.
-      const auto cgroup = read_text("", "/proc/" + std::to_string(pid) + "/cgroup");
+      std::error_code ec;
+      const auto cgroup = target.read_text("cgroup", ec);
       return fmt::format(
           "EBUSY: the process's memory cgroup could not be charged for the new huge page: it is "
           "at its limit ({}), which each collapse brings closer (a collapse fills partly "
@@ -228,59 +233,63 @@ void list_candidates(const process_view& view, const std::vector<mapping_info>& 
 
 }  // namespace
 
-std::optional<std::size_t> predicted_collapse_growth(pid_t pid,
+std::optional<std::size_t> predicted_collapse_growth(const process_view& target,
                                                      const std::vector<mapping_info>& mappings,
                                                      bool thp_disabled) {
-  const process_view view(pid);
   collapse_report report;
-  list_candidates(view, mappings, thp_disabled, report);
+  list_candidates(target, mappings, thp_disabled, report);
   for (const collapse_row& row : report.rows) {
     if (!row.growth) return std::nullopt;
   }
   return report.growth;
 }
 
-collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std::string& error) {
+collapse_report run_collapse(const collapse_options& o, const process_view& view,
+                             std::error_code& ec, std::string& error) {
   // The budget bounds the whole run: reading the process's mappings counts too.
   using clock = std::chrono::steady_clock;
   const clock::time_point start = clock::now();
+  const pid_t pid = view.pid();
   collapse_report report;
-  report.pid = o.pid;
+  report.pid = pid;
   report.dry_run = o.dry_run;
   report.budget = o.budget;
   report.max_bytes = o.max_bytes;
-  const std::optional<process_status> status = read_status("", o.pid);
+  const auto status_text = view.read_text("status", ec);
+  const std::optional<process_status> status =
+      status_text ? std::optional<process_status>(parse_status(*status_text)) : std::nullopt;
   // A thread's id reads its process's memory, but process_madvise needs the process itself.
   if (const auto tgid = status ? status->number("Tgid") : std::nullopt;
-      tgid && *tgid != static_cast<std::uint64_t>(o.pid)) {
+      tgid && *tgid != static_cast<std::uint64_t>(pid)) {
     ec = std::make_error_code(std::errc::invalid_argument);
     error =
         fmt::format("pid {} is a thread of process {}: a collapse works on a process (--pid {})",
-                    o.pid, *tgid, *tgid);
+                    pid, *tgid, *tgid);
     return report;
   }
-  const std::vector<mapping_info> mappings = read_smaps(o.pid, ec);
+  // The target opened once: its smaps, pagemap and maps serve every row's coverage, growth and
+  // collapse.
+  const std::vector<mapping_info> mappings = view.read_smaps(ec);
   if (ec) {
-    const std::string smaps = "/proc/" + std::to_string(o.pid) + "/smaps";
     if (ec == std::errc::no_such_file_or_directory) {
-      error = "no process with pid " + std::to_string(o.pid);
+      error = "no process with pid " + std::to_string(pid);
+    } else if (ec == std::errc::no_such_process) {
+      error = "pid " + std::to_string(pid) + " exited while being read; nothing collapsed";
     } else if (ec == std::errc::permission_denied || ec == std::errc::operation_not_permitted) {
       // Reading smaps and pagemap is all a dry run does and the first step of a collapse: the
       // access rules of the process report. The collapse itself needs more.
-      error = explain_unreadable(o.pid, ec.value(), read_access_facts(o.pid));
+      error = explain_unreadable(pid, ec.value(), read_access_facts(view));
       if (!o.dry_run) {
         error +=
             "; the collapse (process_madvise MADV_COLLAPSE) needs CAP_SYS_NICE and ptrace "
             "access to pid " +
-            std::to_string(o.pid) + " besides";
+            std::to_string(pid) + " besides";
       }
     } else {
-      error = "cannot read " + smaps + ": " + ec.message();
+      error = "cannot read " + view.path_of("smaps") + ": " + ec.message();
     }
     return report;
   }
-  // The target opened once: its pagemap and maps serve every row's coverage, growth and collapse.
-  const process_view view(o.pid);
   const auto thp_enabled = status ? status->number("THP_enabled") : std::nullopt;
   list_candidates(view, mappings, thp_enabled && *thp_enabled == 0, report);
   if (o.dry_run) return report;
@@ -357,7 +366,7 @@ collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std
   const auto explain = [&](int refusal) {
     if (std::find(seen.begin(), seen.end(), refusal) != seen.end()) return;
     seen.push_back(refusal);
-    report.explanations.push_back(explain_refusal(refusal, o.pid));
+    report.explanations.push_back(explain_refusal(refusal, view));
   };
   for (const collapse_row& row : report.rows) {
     for (const auto& refusal : row.refusals) explain(refusal.first);

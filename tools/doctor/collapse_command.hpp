@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "hugepage/backing.hpp"
+#include "hugepage/process_view.hpp"
 #include "hugepage/smaps.hpp"
 
 namespace hugepage::doctor {
@@ -25,8 +26,8 @@ namespace hugepage::doctor {
 /// budget lasts.
 inline constexpr int collapse_passes = 3;
 
+/// How a --collapse runs (the process is the process_view run_collapse() is given).
 struct collapse_options {
-  pid_t pid = 0;
   bool dry_run = false;
   std::chrono::milliseconds budget{1000};  ///< total time for all ranges
   std::size_t max_bytes = SIZE_MAX;        ///< total bytes submitted to MADV_COLLAPSE
@@ -79,15 +80,17 @@ struct collapse_report {
   std::vector<std::string> explanations;  ///< one per distinct refusal
 };
 
-/// Finds the candidate ranges of `o.pid` and, unless `o.dry_run`, collapses them. Touches no
-/// process but `o.pid`. Sets `ec` and `error` when the process cannot be read at all.
-collapse_report run_collapse(const collapse_options& o, std::error_code& ec, std::string& error);
+/// Finds the candidate ranges of the process of `target` and, unless `o.dry_run`, collapses
+/// them; every file of it is read, and the collapse made, through `target`. Touches no other
+/// process. Sets `ec` and `error` when the process cannot be read at all.
+collapse_report run_collapse(const collapse_options& o, const process_view& target,
+                             std::error_code& ec, std::string& error);
 
-/// The memory a --collapse of process `pid` (`mappings`: its smaps) would add by filling partly
-/// populated chunks: the growth its dry run reports, from the same candidate ranges. nullopt
-/// where a range's growth is unknown (no PAGEMAP_SCAN). `thp_disabled`: status THP_enabled 0.
-/// Changes nothing.
-std::optional<std::size_t> predicted_collapse_growth(pid_t pid,
+/// The memory a --collapse of the process of `target` (`mappings`: its smaps) would add by
+/// filling partly populated chunks: the growth its dry run reports, from the same candidate
+/// ranges. nullopt where a range's growth is unknown (no PAGEMAP_SCAN). `thp_disabled`: status
+/// THP_enabled 0. Changes nothing.
+std::optional<std::size_t> predicted_collapse_growth(const process_view& target,
                                                      const std::vector<mapping_info>& mappings,
                                                      bool thp_disabled);
 
@@ -96,7 +99,11 @@ std::optional<std::size_t> predicted_collapse_growth(pid_t pid,
 /// controller, else "memory.max (cgroup v2)". Pure.
 std::string memory_limit_file(std::string_view proc_cgroup_text);
 
-/// What an errno from process_madvise(MADV_COLLAPSE) means, and what to do about it.
+/// What an errno from process_madvise(MADV_COLLAPSE) on the process of `target` means, and what
+/// to do about it (EBUSY names its memory cgroup's limit file).
+std::string explain_refusal(int error, const process_view& target);
+
+/// The same for `pid`, opened here.
 std::string explain_refusal(int error, pid_t pid);
 
 /// A short name for a blocked row's reason (collapse_row::blocked), for the table.

@@ -64,20 +64,19 @@ std::optional<proc_stat> parse_proc_stat(std::string_view text) {
 
 namespace {
 
-std::optional<proc_stat> read_proc_stat(const std::string& dir, int& err) {
+std::optional<proc_stat> read_proc_stat(const process_view& view, int& err) {
   std::error_code ec;
-  const auto text = read_text(dir, "/stat", &ec);
+  const auto text = view.read_text("stat", ec);
   err = ec.value();
   if (!text) return std::nullopt;
   return parse_proc_stat(*text);
 }
 
 // The glibc version of a target whose libc is the file this doctor runs with; "" otherwise.
-std::string glibc_version_of(pid_t pid, const std::string& library) {
+std::string glibc_version_of(const process_view& target, const std::string& library) {
   struct stat theirs {
   }, ours{};
-  const std::string through_root = "/proc/" + std::to_string(pid) + "/root" + library;
-  if (::stat(through_root.c_str(), &theirs) != 0) return {};
+  if (target.stat_of(("root" + library).c_str(), theirs) != 0) return {};
   std::error_code ec;
   const auto self = process_view().maps_text(ec);
   if (!self) return {};
@@ -130,18 +129,20 @@ bool backed(const process_view& view, std::uintptr_t address, std::size_t page) 
   return backed_pages(view, address, 1, page).front();
 }
 
-// Reads the headers of glibc chunks in each chunk candidate of `pid` (process_vm_readv, 16 bytes
-// a header, at most `max_reads` calls in all). A record may hold chunks in only part of it: the
-// kernel merges a chunk with any anonymous neighbour of the same flags (ld.so's small mapping below
-// libc, the program's own mmap). So the walk goes chunk by chunk from the record's start, and
-// where a piece is no chunk it looks for the next header at each of the `scan_pages` pages after
-// it, in one call (1024 iovecs, IOV_MAX: a program's mmap of up to 4 MiB below the chunks).
-chunk_headers read_chunk_headers(pid_t pid, const std::vector<mapping_info>& mappings,
+// Reads the headers of glibc chunks in each chunk candidate of the view's process
+// (process_vm_readv, 16 bytes a header, at most `max_reads` calls in all). A record may hold chunks
+// in only part of it: the kernel merges a chunk with any anonymous neighbour of the same flags
+// (ld.so's small mapping below libc, the program's own mmap). So the walk goes chunk by chunk from
+// the record's start, and where a piece is no chunk it looks for the next header at each of the
+// `scan_pages` pages after it, in one call (1024 iovecs, IOV_MAX: a program's mmap of up to 4 MiB
+// below the chunks).
+chunk_headers read_chunk_headers(const process_view& view,
+                                 const std::vector<mapping_info>& mappings,
                                  std::size_t max_reads = 4096, std::size_t scan_pages = 1024) {
   chunk_headers out;
   out.read = true;  // with no candidate, no chunk is left among the anonymous mappings
   const std::size_t page = os::base_page_size();
-  const process_view view(pid);  // pagemap: only pages in memory or swap are read
+  const pid_t pid = view.pid();  // process_vm_readv; the view's pagemap says what is in memory
   std::size_t reads = 0, unread = 0;
   std::vector<std::uintptr_t> at;
   std::vector<std::array<std::uint64_t, 2>> headers;
@@ -430,45 +431,61 @@ bool reportable(pid_t pid, const proc_stat& stat, collect_failure& failure) {
 }
 
 // /proc/PID/stat of the target; nullopt, with `failure` saying why, when it cannot be read.
-std::optional<proc_stat> read_target_stat(pid_t pid, collect_failure& failure) {
+std::optional<proc_stat> read_target_stat(const process_view& target, collect_failure& failure) {
   int err = 0;
-  auto stat = read_proc_stat("/proc/" + std::to_string(pid), err);
-  if (!stat)
-    failure.message = explain_unreadable(pid, err == 0 ? ENOENT : err, read_access_facts(pid));
+  auto stat = read_proc_stat(target, err);
+  if (!stat) {
+    failure.message =
+        explain_unreadable(target.pid(), err == 0 ? ENOENT : err, read_access_facts(target));
+  }
   return stat;
+}
+
+// The text of the target's `file`; nullopt when it cannot be read.
+std::optional<std::string> text_of(const process_view& target, const char* file) {
+  std::error_code ec;
+  return target.read_text(file, ec);
 }
 
 }  // namespace
 
+bool is_reportable_target(const process_view& target, collect_failure& failure) {
+  const auto stat = read_target_stat(target, failure);
+  return stat && reportable(target.pid(), *stat, failure);
+}
+
 bool is_reportable_target(pid_t pid, collect_failure& failure) {
-  const auto stat = read_target_stat(pid, failure);
-  return stat && reportable(pid, *stat, failure);
+  return is_reportable_target(process_view(pid), failure);
 }
 
 std::optional<process_report> collect_process(pid_t pid, std::size_t top, collect_failure& failure,
-                                              process_files* files_out) {
+                                              process_files* files) {
+  return collect_process(process_view(pid), top, failure, files);
+}
+
+std::optional<process_report> collect_process(const process_view& target, std::size_t top,
+                                              collect_failure& failure, process_files* files_out) {
   const auto started = std::chrono::steady_clock::now();
-  const std::string dir = "/proc/" + std::to_string(pid);
+  const pid_t pid = target.pid();
   const std::string who = "pid " + std::to_string(pid);
   // stat is read once here and once at the end: the start time must not have changed.
-  const auto before = read_target_stat(pid, failure);
+  const auto before = read_target_stat(target, failure);
   if (!before || !reportable(pid, *before, failure)) return std::nullopt;
-  // smaps is read once (the library's reader): the page-table walk behind it is most of the
-  // cost on a large process.
+  // smaps is read once: the page-table walk behind it is most of the cost on a large process.
   std::error_code ec;
   process_files files;
-  files.smaps = read_smaps_text(pid, ec);
+  files.smaps = target.smaps_text(ec);
   if (ec) {
-    failure.message = explain_unreadable(pid, ec.value(), read_access_facts(pid));
+    failure.message = explain_unreadable(pid, ec.value(), read_access_facts(target));
     return std::nullopt;
   }
   const std::vector<mapping_info> mappings = parse_smaps(files.smaps);
   // The text is kept only for a capture (files_out): a large process's smaps is megabytes.
   if (files_out == nullptr) files.smaps = std::string();
-  files.status = read_status_text("", pid);
-  files.cmdline = read_text("", dir + "/cmdline");
-  files.environ = read_text("", dir + "/environ");
-  files.cgroup = read_proc_cgroup_text("", pid);
+  files.status = text_of(target, "status");
+  files.cmdline = text_of(target, "cmdline");
+  files.environ = text_of(target, "environ");
+  files.cgroup = text_of(target, "cgroup");
   // Who the process is, judged once: it decides which of the facts below are read.
   const process_identity identity = identify_process(files, mappings);
   // One NUMA node: numa_maps would say that all of it is there (numa_of_one_node).
@@ -476,18 +493,17 @@ std::optional<process_report> collect_process(pid_t pid, std::size_t top, collec
   if (nodes.size() == 1) {
     files.numa_node = nodes.front();
   } else {
-    files.numa_maps = read_text("", dir + "/numa_maps");
+    files.numa_maps = text_of(target, "numa_maps");
     for (const int node : nodes) {
       const auto cpus =
           read_text("", "/sys/devices/system/node/node" + std::to_string(node) + "/cpulist");
       if (cpus) files.node_cpus[node] = *cpus;
     }
   }
-  files.mountinfo = read_mountinfo_text("", pid);
+  files.mountinfo = text_of(target, "mountinfo");
   struct stat own_ns {
   }, their_ns{};
-  if (::stat("/proc/self/ns/mnt", &own_ns) == 0 &&
-      ::stat((dir + "/ns/mnt").c_str(), &their_ns) == 0) {
+  if (::stat("/proc/self/ns/mnt", &own_ns) == 0 && target.stat_of("ns/mnt", their_ns) == 0) {
     files.own_mount_namespace =
         own_ns.st_ino != their_ns.st_ino || own_ns.st_dev != their_ns.st_dev;
   }
@@ -495,21 +511,21 @@ std::optional<process_report> collect_process(pid_t pid, std::size_t top, collec
   // PPid 0: no parent in this pid namespace to ask. PPid 1 (init, or the adopter of an
   // orphan) tells nothing about who set the process's THP: unknown.
   if (ppid != identity.status.end() && ppid->second > 1) {
-    files.parent_status = read_status_text("", static_cast<pid_t>(ppid->second));
+    files.parent_status = text_of(process_view(static_cast<pid_t>(ppid->second)), "status");
   }
   // Only glibc's chunks carry its headers: another malloc's mappings are not read.
   const allocator_guess& allocator = identity.allocator.guess;
-  if (mallocs_with_glibc(allocator.name)) files.chunks = read_chunk_headers(pid, mappings);
-  files.coverage = coverage_of(pid, mappings);
-  files.views = view_residency_of(pid, mappings);
+  if (mallocs_with_glibc(allocator.name)) files.chunks = read_chunk_headers(target, mappings);
+  files.coverage = coverage_of(target, mappings);
+  files.views = view_residency_of(target, mappings);
   if (allocator.name == "glibc" && allocator.version.empty()) {
-    files.glibc_version = glibc_version_of(pid, allocator.library);
+    files.glibc_version = glibc_version_of(target, allocator.library);
   }
   // Versions from the package database, where the target sees the same files as the doctor
   // (not in a container with its own root).
   struct stat ours {
   }, theirs{};
-  if (::stat("/", &ours) == 0 && ::stat((dir + "/root").c_str(), &theirs) == 0 &&
+  if (::stat("/", &ours) == 0 && target.stat_of("root", theirs) == 0 &&
       ours.st_dev == theirs.st_dev && ours.st_ino == theirs.st_ino) {
     std::vector<std::string> files_of_interest;
     if (!allocator.library.empty()) files_of_interest.push_back(allocator.library);
@@ -520,15 +536,15 @@ std::optional<process_report> collect_process(pid_t pid, std::size_t top, collec
   // candidate ranges) only where there is one.
   if (files.cgroup && memory_cgroup_limit("", *files.cgroup)) {
     const auto thp = identity.status.find("THP_enabled");
-    files.collapse_growth =
-        predicted_collapse_growth(pid, mappings, thp != identity.status.end() && thp->second == 0);
+    files.collapse_growth = predicted_collapse_growth(
+        target, mappings, thp != identity.status.end() && thp->second == 0);
   }
   process_report p = build_process_report(pid, files, mappings, identity, top, "");
   test_hook();
   // The same process from start to end: a pid that vanished, or was reused by a process
   // started since, would make a report of two processes or of none.
   int err = 0;
-  const auto after = read_proc_stat(dir, err);
+  const auto after = read_proc_stat(target, err);
   if (!after || after->start_time != before->start_time || after->state == 'Z' ||
       after->state == 'X' || after->exiting() || !files.status) {
     failure.message = who + " exited while being read; no report";

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "exit_codes.hpp"
+#include "hugepage/process_view.hpp"
 #include "hugepage/smaps.hpp"
 #include "memory_classes.hpp"
 #include "process_report.hpp"
@@ -99,12 +100,21 @@ struct collect_failure {
 /// while being read"), never a partial report. Permission failures name the cause (another
 /// user, hidepid, a user namespace, a missing capability). `files`, when given, receives the
 /// files the report was built from (for --capture, capture.hpp).
+/// Every file of the target is read through `target`, opened once (process_view).
+std::optional<process_report> collect_process(const process_view& target, std::size_t top,
+                                              collect_failure& failure,
+                                              process_files* files = nullptr);
+
+/// The same for `pid`, opened here.
 std::optional<process_report> collect_process(pid_t pid, std::size_t top, collect_failure& failure,
                                               process_files* files = nullptr);
 
-/// Whether `pid` is a process with user memory to report or collapse; otherwise fills `failure`:
-/// no such process or unreadable (exit_error), a zombie (exit_zombie), a kernel thread
+/// Whether `target` is a process with user memory to report or collapse; otherwise fills
+/// `failure`: no such process or unreadable (exit_error), a zombie (exit_zombie), a kernel thread
 /// (exit_kernel_thread).
+bool is_reportable_target(const process_view& target, collect_failure& failure);
+
+/// The same for `pid`, opened here.
 bool is_reportable_target(pid_t pid, collect_failure& failure);
 
 /// Facts from /proc/PID/stat: state letter, kernel flags, start time (clock ticks after boot).

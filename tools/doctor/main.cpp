@@ -26,6 +26,7 @@
 #include "collect_system.hpp"
 #include "exit_codes.hpp"
 #include "hugepage/kernel_counters.hpp"
+#include "hugepage/process_view.hpp"
 #include "json.hpp"
 #include "probe.hpp"
 #include "process_report.hpp"
@@ -218,6 +219,66 @@ int parse(int argc, char** argv, options& o, int& code) {
   return exit_healthy;
 }
 
+// --pid: the process is opened once, as a process_view, and every step reads it through that
+// view: the checks, the report or the collapse, the capture. A thread id opens /proc/TID too, with
+// its process's memory: the report is of the process, and says so, so that a report titled with
+// another pid surprises no one (the view is made once more, for the process). A collapse acts on
+// memory, so it is not redirected: given a thread id, it refuses and names the process.
+int run_on_process(const options& o, bool json, bool prometheus) {
+  if (o.collapse && prometheus) return fail("--collapse prints a table or JSON, not prometheus");
+  std::optional<hugepage::process_view> target;
+  target.emplace(*o.pid);
+  if (!o.collapse) {
+    std::error_code ec;
+    const auto status = target->read_text("status", ec);
+    const auto tgid = status ? hugepage::parse_status(*status).number("Tgid") : std::nullopt;
+    if (tgid && *tgid != 0 && *tgid != std::uint64_t(*o.pid)) {
+      std::fprintf(stderr,
+                   "hugepage-doctor: %d is a thread of process %llu; reporting the process\n",
+                   *o.pid, static_cast<unsigned long long>(*tgid));
+      target.emplace(static_cast<pid_t>(*tgid));
+    }
+  }
+  collect_failure failure;
+  if (o.collapse) {
+    if (!is_reportable_target(*target, failure)) {
+      fail(failure.message);
+      return failure.exit_code;
+    }
+    std::error_code ec;
+    std::string error;
+    const collapse_report report = run_collapse(o.collapse_with, *target, ec, error);
+    if (ec) return fail(error);
+    // An error that stopped everything is one line on stderr, nothing on stdout, as elsewhere.
+    if (report.fatal) return fail(explain_refusal(report.fatal.value(), *target));
+    return emit(json ? json_collapse(report) : render_collapse(report),
+                nothing_collapsed(report).empty() ? exit_healthy : exit_advice);
+  }
+  process_files files;
+  const std::optional<process_report> process =
+      collect_process(*target, o.top, failure, o.capture.empty() ? nullptr : &files);
+  if (!process) {
+    fail(failure.message);
+    return failure.exit_code;
+  }
+  if (!o.capture.empty()) {
+    // stat as it is now: the process was checked to be the same one at the end of reading.
+    std::error_code ec;
+    const auto stat = target->read_text("stat", ec);
+    if (!stat) {
+      return fail("pid " + std::to_string(target->pid()) + " exited while being read; no report");
+    }
+    const std::string error = write_capture(o.capture, files, *stat);
+    if (!error.empty()) return fail(error);
+  }
+  const system_report system = collect_system();
+  const std::vector<advice> advice = advise_process(*process, system);
+  return emit(json         ? json_process(*process, system, advice)
+              : prometheus ? prometheus_process(*process, system, advice)
+                           : render_process(*process, system, advice),
+              exit_code_of(advice));
+}
+
 int run(options o) {
   const bool json = o.format == "json";
   const bool prometheus = o.format == "prometheus";
@@ -239,61 +300,7 @@ int run(options o) {
                              : render_probe(probe),
                 exit_healthy);
   }
-  if (o.pid && !o.collapse) {
-    // A thread id opens /proc/TID as well, with its process's memory: report the process, and
-    // say so, so that a report titled with another pid surprises no one. A collapse acts on
-    // memory, so it is not redirected: given a thread id, it refuses and names the process.
-    const auto status = hugepage::read_status("", *o.pid);
-    const auto tgid = status ? status->number("Tgid") : std::nullopt;
-    if (tgid && *tgid != 0 && *tgid != std::uint64_t(*o.pid)) {
-      std::fprintf(stderr,
-                   "hugepage-doctor: %d is a thread of process %llu; reporting the process\n",
-                   *o.pid, static_cast<unsigned long long>(*tgid));
-      o.pid = static_cast<pid_t>(*tgid);
-    }
-  }
-  if (o.pid && o.collapse) {
-    if (prometheus) return fail("--collapse prints a table or JSON, not prometheus");
-    collect_failure failure;
-    if (!is_reportable_target(*o.pid, failure)) {
-      fail(failure.message);
-      return failure.exit_code;
-    }
-    collapse_options c = o.collapse_with;
-    c.pid = *o.pid;
-    std::error_code ec;
-    std::string error;
-    const collapse_report report = run_collapse(c, ec, error);
-    if (ec) return fail(error);
-    // An error that stopped everything is one line on stderr, nothing on stdout, as elsewhere.
-    if (report.fatal) return fail(explain_refusal(report.fatal.value(), c.pid));
-    return emit(json ? json_collapse(report) : render_collapse(report),
-                nothing_collapsed(report).empty() ? exit_healthy : exit_advice);
-  }
-  if (o.pid) {
-    collect_failure failure;
-    process_files files;
-    const std::optional<process_report> process =
-        collect_process(*o.pid, o.top, failure, o.capture.empty() ? nullptr : &files);
-    if (!process) {
-      fail(failure.message);
-      return failure.exit_code;
-    }
-    if (!o.capture.empty()) {
-      // stat as it is now: the process was checked to be the same one at the end of reading.
-      const auto stat = read_text("", "/proc/" + std::to_string(*o.pid) + "/stat");
-      if (!stat)
-        return fail("pid " + std::to_string(*o.pid) + " exited while being read; no report");
-      const std::string error = write_capture(o.capture, files, *stat);
-      if (!error.empty()) return fail(error);
-    }
-    const system_report system = collect_system();
-    const std::vector<advice> advice = advise_process(*process, system);
-    return emit(json         ? json_process(*process, system, advice)
-                : prometheus ? prometheus_process(*process, system, advice)
-                             : render_process(*process, system, advice),
-                exit_code_of(advice));
-  }
+  if (o.pid) return run_on_process(o, json, prometheus);
   const system_report system = collect_system();
   const std::vector<advice> advice = advise_system(system);
   return emit(json         ? json_system(system, advice)

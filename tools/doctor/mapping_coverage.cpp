@@ -52,12 +52,13 @@ backing_report from_smaps(const mapping_info& m) {
 
 }  // namespace
 
-std::vector<mapping_coverage> coverage_of(pid_t pid, const std::vector<mapping_info>& mappings) {
+std::vector<mapping_coverage> coverage_of(const process_view& target,
+                                          const std::vector<mapping_info>& mappings) {
   std::vector<mapping_info> walked;
   for (const mapping_info& m : mappings) {
     if (needs_walk(m)) walked.push_back(m);
   }
-  std::vector<backing_report> exact = backing_of_mappings(pid, walked);
+  std::vector<backing_report> exact = backing_of_mappings(target, walked);
   std::vector<mapping_coverage> out;
   out.reserve(mappings.size());
   std::size_t next = 0;  // the next report of `exact`

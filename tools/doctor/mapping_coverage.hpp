@@ -8,15 +8,17 @@
 #include <string>
 #include <vector>
 
+#include "hugepage/process_view.hpp"
 #include "hugepage/smaps.hpp"
 #include "process_report.hpp"
 
 namespace hugepage::doctor {
 
-/// The exact coverage of each of `mappings` (the parsed smaps of `pid`), without reading smaps
-/// again: from the page tables where smaps counts a huge page or the mapping is hugetlb, from
-/// smaps itself elsewhere (nothing huge to find: resident is Rss, source smaps).
-std::vector<mapping_coverage> coverage_of(pid_t pid, const std::vector<mapping_info>& mappings);
+/// The exact coverage of each of `mappings` (the parsed smaps of the process of `target`),
+/// without reading smaps again: from the page tables where smaps counts a huge page or the mapping
+/// is hugetlb, from smaps itself elsewhere (nothing huge to find: resident is Rss, source smaps).
+std::vector<mapping_coverage> coverage_of(const process_view& target,
+                                          const std::vector<mapping_info>& mappings);
 
 /// The `top` entries of `coverage` with the most resident bytes (exact), largest first; entries
 /// with nothing resident are left out. Pure.

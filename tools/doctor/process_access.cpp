@@ -16,11 +16,11 @@
 
 namespace hugepage::doctor {
 
-access_facts read_access_facts(pid_t pid) {
+access_facts read_access_facts(const process_view& target) {
   access_facts f;
   f.euid = ::geteuid();
   struct stat st {};
-  if (::stat(("/proc/" + std::to_string(pid)).c_str(), &st) == 0) f.target_uid = st.st_uid;
+  if (target.stat_of("", st) == 0) f.target_uid = st.st_uid;
   if (const auto mounts = read_mountinfo()) {
     // "36 25 0:5 / /proc rw,... - proc proc rw,hidepid=invisible": the last proc mount on /proc
     // with the option decides.

@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 
+#include "hugepage/process_view.hpp"
+
 namespace hugepage::doctor {
 
 /// The message for a pid that cannot be read with `err` (EACCES, EPERM, ENOENT), from the facts
@@ -22,7 +24,8 @@ struct access_facts {
 
 std::string explain_unreadable(pid_t pid, int err, const access_facts& facts);
 
-/// The facts of this machine (access_facts) explain_unreadable() needs for `pid`.
-access_facts read_access_facts(pid_t pid);
+/// The facts of this machine (access_facts) explain_unreadable() needs for the process of
+/// `target`.
+access_facts read_access_facts(const process_view& target);
 
 }  // namespace hugepage::doctor

@@ -119,12 +119,12 @@ std::vector<std::size_t> overlapping_views(const std::vector<mapping_info>& mapp
   return out;
 }
 
-view_residency view_residency_of(pid_t pid, const std::vector<mapping_info>& mappings) {
+view_residency view_residency_of(const process_view& target,
+                                 const std::vector<mapping_info>& mappings) {
   view_residency out;
   const std::vector<std::size_t> views = overlapping_views(mappings);
   if (views.empty()) return out;
-  const process_view view(pid);
-  const int fd = view.pagemap_fd();
+  const int fd = target.pagemap_fd();
   if (fd < 0) return out;
   const std::size_t page = os::base_page_size();
   constexpr std::uint64_t present = std::uint64_t{1} << 63, file = std::uint64_t{1} << 61;

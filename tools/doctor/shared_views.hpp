@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "hugepage/process_view.hpp"
 #include "hugepage/smaps.hpp"
 
 namespace hugepage::doctor {
@@ -29,9 +30,11 @@ using resident_offsets = std::vector<std::pair<std::uint64_t, std::uint64_t>>;
 using view_residency = std::map<std::uintptr_t, resident_offsets>;
 
 /// The resident offsets of the views overlapping_views() names among `mappings` (the parsed
-/// smaps of `pid`), from pagemap's present and file bits. Views whose pagemap cannot be read are
-/// left out (counted by offsets). Allocates its result and one 64 KiB buffer.
-view_residency view_residency_of(pid_t pid, const std::vector<mapping_info>& mappings);
+/// smaps of the process of `target`), from its pagemap's present and file bits. Views whose
+/// pagemap cannot be read are left out (counted by offsets). Allocates its result and one 64 KiB
+/// buffer.
+view_residency view_residency_of(const process_view& target,
+                                 const std::vector<mapping_info>& mappings);
 
 /// The indices of the mappings whose residency decides what counted_once() keeps: views of an
 /// object whose file offsets overlap those of another view of it. Pure.

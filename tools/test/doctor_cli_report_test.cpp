@@ -232,6 +232,62 @@ std::vector<std::uintptr_t> prometheus_coverage_starts(const std::string& out,
   return starts;
 }
 
+// The opens of `path` a run of the doctor with `args` makes, as count_opens.cpp writes them: one
+// 'o' an open of the path itself (or of the file relative to a descriptor of its directory), one
+// 'a' an open of a file under it by a path that names it.
+std::string opens_of(const std::string& path, const std::vector<std::string>& args, result& r) {
+  const int counter = ::memfd_create("opens", 0);  // inherited across exec
+  if (counter < 0) return "memfd_create: " + std::string(std::strerror(errno));
+  run_options o;
+  o.in_child = [&] {
+    std::string asan = "verify_asan_link_order=0";  // the counter goes first, before libasan
+    if (const char* old = std::getenv("ASAN_OPTIONS")) asan = std::string(old) + ":" + asan;
+    return ::setenv("LD_PRELOAD", HUGEPAGE_COUNT_OPENS, 1) == 0 &&
+           ::setenv("HUGEPAGE_COUNT_OPENS_PATH", path.c_str(), 1) == 0 &&
+           ::setenv("HUGEPAGE_COUNT_OPENS_FD", std::to_string(counter).c_str(), 1) == 0 &&
+           ::setenv("ASAN_OPTIONS", asan.c_str(), 1) == 0;
+  };
+  r = doctor(args, o);
+  std::string bytes(64, '\0');
+  const ssize_t n = ::pread(counter, bytes.data(), bytes.size(), 0);
+  ::close(counter);
+  bytes.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+  return bytes;
+}
+
+// One door to a process: the report, the collapse (dry run and real) and the capture each open
+// the target's /proc/PID once, as a process_view, and read every file of it in there: none by
+// its number again (a pid reused meanwhile would be read as the same process).
+TEST(DoctorCli, EachPidCommandOpensTheProcessDirectoryOnce) {
+  target t({"--anon", "64"});
+  ASSERT_TRUE(t.ready()) << t.line();
+  const std::string pid = std::to_string(t.pid());
+  char scratch[] = "/tmp/hugepage-opens-XXXXXX";
+  ASSERT_NE(::mkdtemp(scratch), nullptr) << std::strerror(errno);
+  const std::string capture = std::string(scratch) + "/capture";
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"--pid", pid},
+                                             {"--pid", pid, "--json"},
+                                             {"--pid", pid, "--collapse", "--dry-run"},
+                                             {"--pid", pid, "--collapse"},
+                                             {"--pid", pid, "--capture", capture}}) {
+    std::string line;
+    for (const std::string& a : args) line += " " + a;
+    SCOPED_TRACE("hugepage-doctor" + line);
+    result r;
+    const std::string opens = opens_of("/proc/" + pid, args, r);
+    const bool collapses = args.size() == 3 && args[2] == "--collapse";
+    if (collapses && ::geteuid() != 0) {  // process_madvise needs CAP_SYS_NICE: refused, said so
+      EXPECT_EQ(r.code, 2) << r.err;
+      EXPECT_NE(r.err.find("needs CAP_SYS_NICE"), std::string::npos) << r.err;
+    } else {
+      ASSERT_TRUE(r.code == 0 || r.code == 1) << r.err;
+    }
+    EXPECT_EQ(opens, "o") << "'o': /proc/" << pid << " opened; 'a': a file under it by its path";
+  }
+  EXPECT_EQ(std::system(("rm -rf " + std::string(scratch)).c_str()), 0);
+}
+
 TEST(DoctorCli, TenThousandMappingsInEveryFormatReadSmapsOnce) {
   // 10,000 mappings of 212 KiB (2 GiB mapped), 8 KiB of each touched. The doctor opens
   // /proc/PID/smaps once in every format (an LD_PRELOAD library counts the opens: smaps is the

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -521,11 +522,12 @@ inline query_outcome backing_by_query(int maps_fd, int pagemap_fd, std::uintptr_
 }
 
 // The note for a process whose smaps lists no mapping: it has exited, or it is a kernel thread
-// (PF_KTHREAD in the flags of /proc/PID/stat), with no address space; any other process that runs
-// user code has mappings, so its smaps was masked (a mount over it, an empty file).
-inline std::string no_address_space(pid_t pid) {
-  std::error_code ec;
-  const std::string stat = read_file(proc_path(pid, "stat").c_str(), ec);
+// (PF_KTHREAD in the flags of `stat_text`, its /proc/PID/stat; nullopt: unreadable), with no
+// address space; any other process that runs user code has mappings, so its smaps was masked (a
+// mount over it, an empty file).
+inline std::string no_address_space(pid_t pid, const std::optional<std::string>& stat_text) {
+  const bool ec = !stat_text;
+  const std::string stat = stat_text.value_or(std::string());
   const std::size_t close = stat.rfind(')');
   const char state =
       ec || close == std::string::npos || close + 2 >= stat.size() ? '?' : stat[close + 2];
