@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,11 +22,13 @@
 #include "advise_process.hpp"
 #include "advise_system.hpp"
 #include "capture.hpp"
+#include "cli_flags.hpp"
 #include "collapse_command.hpp"
 #include "collect_process.hpp"
 #include "collect_system.hpp"
 #include "exit_codes.hpp"
 #include "hugepage/kernel_counters.hpp"
+#include "hugepage/kernel_files.hpp"
 #include "hugepage/process_view.hpp"
 #include "json.hpp"
 #include "probe.hpp"
@@ -41,7 +44,8 @@ namespace {
 
 using namespace hugepage::doctor;
 
-// --help: the text, the schema name and the exit statuses from their homes.
+// --help: the flags from their table (cli_flags.hpp), the schema name and the exit statuses from
+// their homes.
 std::string usage_text() {
   return R"(Usage: hugepage-doctor [--json | --format FORMAT] [--pid PID [--top N] [--capture DIR] | --probe]
        hugepage-doctor --pid PID --collapse [--dry-run] [--budget-ms N] [--max-bytes N] [--json]
@@ -57,41 +61,8 @@ Modes:
   (none)        the system: THP settings, mTHP sizes, khugepaged, hugetlb pools (per NUMA node),
                 free 2 MiB blocks (/proc/buddyinfo), THP counters (/proc/vmstat), hugetlb cgroup
                 limits, MADV_COLLAPSE, 1 GiB page support, hardware counters
-  --pid PID     one process: RSS, bytes on THP, on hugetlb (per size) and on base pages, shared
-                memory and file THP in their own classes, its largest anonymous and shared
-                mappings with their bytes per page size (a 1 GiB-page block and its 2 MiB-page
-                tail as one), its memory by the mechanism that allocated it (glibc's main arena,
-                thread arenas and mmapped chunks, another allocator's arenas, a runtime's heap,
-                its own mmap, shared memory, tmpfs, hugetlb, files) with the huge bytes each
-                got, its runtime (JVM, PostgreSQL, Redis), its allocator (and version) and their
-                huge page settings, and advice that names the classes each setting reaches.
-                Needs the right to read /proc/PID/smaps (root, or the same user).
-  --probe       measures ns per access of a dependent random chase at 4 MiB, 64 MiB and
-                1 GiB, on base pages and on huge pages, and prints the ratio (~10 s, ~1.1 GiB;
-                in a memory cgroup, working sets shrink to fit its headroom, and say so)
-  --list-rules  the advice the doctor can give: each rule's id, its level (a warning may come
-                as a note where what it finds is small) and what it finds; as a table or JSON
-
-Options:
-  --json        the same as --format json
-  --format F    table (default), json (schema ")" +
-         std::string(json_schema) + R"(") or prometheus (the
-                node_exporter textfile format); both documented in tools/README.md
-  --top N       with --pid: how many of the largest mappings to list (default 10)
-  --capture DIR with --pid: also store the files the report is built from in DIR (created 0700,
-                or empty; files 0600): its smaps, status, stat, cmdline, environ, cgroup,
-                numa_maps, mounts, parent's status, the glibc chunk headers read from its
-                memory, and the facts read beside them (NUMA node, per-mapping coverage, glibc
-                version, packages), so that the report built from DIR is this one. They hold
-                the process's command line and environment, secrets included
-  --collapse    with --pid: collapse its mappings into huge pages now (process_madvise
-                MADV_COLLAPSE, Linux 6.1; needs CAP_SYS_NICE and ptrace access), largest gain
-                first; --dry-run lists them and changes nothing; --budget-ms N (default 1000)
-                and --max-bytes N bound the work
-  -h, --help    print this help and exit
-  --version     print the version and exit
-
-)" + exit_status_help();
+)" + flag_help(flag_section::mode, json_schema) +
+         "\nOptions:\n" + flag_help(flag_section::option, json_schema) + "\n" + exit_status_help();
 }
 
 struct options {
@@ -139,35 +110,28 @@ int parse(int argc, char** argv, options& o, int& code) {
   // Help and version are ours (usage_text, and a write failure must be an error), and CLI11's
   // multi-line messages are folded into one line below.
   app.set_help_flag();
-  bool help = false, version = false, json = false;
-  // Numbers are taken as text and checked here, for one wording of every mistake.
-  std::string pid, top;
-  app.add_flag("-h,--help", help)->disable_flag_override();
-  app.add_flag("--version", version)->disable_flag_override();
-  app.add_flag("--json", json)->disable_flag_override();
-  auto* format =
-      app.add_option("--format", o.format)->check(CLI::IsMember({"table", "json", "prometheus"}));
-  auto* pid_option = app.add_option("--pid", pid)->type_name("PID");
-  // --top shapes the process report: alone it would be ignored, so it is a usage error.
-  auto* top_option = app.add_option("--top", top)->type_name("N")->needs(pid_option);
-  auto* capture_option =
-      app.add_option("--capture", o.capture)->type_name("DIR")->needs(pid_option);
-  auto* probe = app.add_flag("--probe", o.probe)->disable_flag_override();
-  probe->excludes(pid_option);
-  // The catalog reads nothing: a report's options would be ignored.
-  auto* list_rules = app.add_flag("--list-rules", o.list_rules)->disable_flag_override();
-  list_rules->excludes(pid_option);
-  list_rules->excludes(probe);
-  format->excludes(app.get_option("--json"));
-  std::string budget_ms, max_bytes;
-  auto* collapse = app.add_flag("--collapse", o.collapse)->disable_flag_override();
-  collapse->needs(pid_option);
-  collapse->excludes(capture_option);
-  collapse->excludes(top_option);  // a collapse lists every candidate range: --top shapes nothing
-  app.add_flag("--dry-run", o.collapse_with.dry_run)->disable_flag_override()->needs(collapse);
-  auto* budget_option = app.add_option("--budget-ms", budget_ms)->type_name("N")->needs(collapse);
-  auto* max_bytes_option =
-      app.add_option("--max-bytes", max_bytes)->type_name("N")->needs(collapse);
+  // Every flag from its row (cli_flags.hpp). Values are taken as text and checked here, for one
+  // wording of every mistake.
+  std::map<std::string, std::string> text;  // by long name
+  std::map<std::string, CLI::Option*> flag;
+  const auto long_name = [](const char* names) {
+    const std::string_view all(names);
+    return std::string(all.substr(all.rfind(',') + 1));  // npos + 1 == 0: the whole
+  };
+  for (const cli_flag& f : cli_flags) {
+    const std::string name = long_name(f.names);
+    flag[name] = f.value == nullptr ? app.add_flag(f.names)->disable_flag_override()
+                                    : app.add_option(f.names, text[name])->type_name(f.value);
+  }
+  flag.at("--format")->check(CLI::IsMember({"table", "json", "prometheus"}));
+  for (const cli_flag& f : cli_flags) {
+    CLI::Option* const self = flag.at(long_name(f.names));
+    if (*f.needs != '\0') self->needs(flag.at(f.needs));
+    for (const std::string_view other : hugepage::split(f.excludes, ',')) {
+      if (!other.empty()) self->excludes(flag.at(std::string(other)));
+    }
+  }
+  const auto given = [&flag](const char* name) { return flag.at(name)->count() != 0; };
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -177,16 +141,24 @@ int parse(int argc, char** argv, options& o, int& code) {
     }
     return fail(message + " (try --help)");
   }
-  if (help) {
+  if (given("--help")) {
     code = emit(usage_text(), exit_healthy);
     return -1;
   }
-  if (version) {
+  if (given("--version")) {
     code = emit("hugepage-doctor " HUGEPAGE_DOCTOR_VERSION "\n", exit_healthy);
     return -1;
   }
-  if (json) o.format = "json";
-  if (*pid_option) {
+  o.probe = given("--probe");
+  o.list_rules = given("--list-rules");
+  o.collapse = given("--collapse");
+  o.collapse_with.dry_run = given("--dry-run");
+  if (given("--format")) o.format = text["--format"];
+  if (given("--json")) o.format = "json";
+  o.capture = text["--capture"];
+  const std::string &pid = text["--pid"], &top = text["--top"];
+  const std::string &budget_ms = text["--budget-ms"], &max_bytes = text["--max-bytes"];
+  if (given("--pid")) {
     const auto value = positive(pid, 0x7fffffff);
     if (!value)
       return fail("--pid: '" + pid + "' is not a process id (a positive integer) (try --help)");
@@ -194,7 +166,7 @@ int parse(int argc, char** argv, options& o, int& code) {
   }
   // The bounds: about 35 years of milliseconds, a PiB of bytes.
   constexpr long long most_ms = 1LL << 40, most_bytes = 1LL << 50;
-  if (*budget_option) {
+  if (given("--budget-ms")) {
     const auto value = positive(budget_ms, most_ms);
     if (!value) {
       return fail(fmt::format("--budget-ms: '{}' is not a whole number from 1 to {} (try --help)",
@@ -202,7 +174,7 @@ int parse(int argc, char** argv, options& o, int& code) {
     }
     o.collapse_with.budget = std::chrono::milliseconds(*value);
   }
-  if (*max_bytes_option) {
+  if (given("--max-bytes")) {
     const auto value = positive(max_bytes, most_bytes);
     if (!value) {
       return fail(fmt::format("--max-bytes: '{}' is not a whole number from 1 to {} (try --help)",
@@ -210,8 +182,8 @@ int parse(int argc, char** argv, options& o, int& code) {
     }
     o.collapse_with.max_bytes = static_cast<std::size_t>(*value);
   }
-  if (*capture_option && o.capture.empty()) return fail("--capture: an empty path (try --help)");
-  if (*top_option) {
+  if (given("--capture") && o.capture.empty()) return fail("--capture: an empty path (try --help)");
+  if (given("--top")) {
     const auto value = positive(top, 100000);
     if (!value) return fail("--top: '" + top + "' is not a positive count (try --help)");
     o.top = static_cast<std::size_t>(*value);

@@ -1,5 +1,8 @@
 // tools/test/doctor_cli_usage_test.cpp - bad input: usage errors, unreadable and missing pids,
 // an unwritable stdout; --help documents the exit codes; --list-rules prints the catalog of rules.
+#include <functional>
+
+#include "cli_flags.hpp"
 #include "doctor_cli_support.hpp"
 
 namespace {
@@ -22,6 +25,63 @@ TEST(DoctorCli, HelpDocumentsExitCodes) {
   EXPECT_NE(r.out.find("\n       hugepage-doctor --list-rules [--json]\n"), std::string::npos)
       << r.out;
   EXPECT_TRUE(r.err.empty());
+}
+
+// Each row of the flag table (cli_flags.hpp), the one source of the parser and of --help: its
+// line is in --help (or its name in the line of the flag that describes it); given with the
+// flags it needs, it parses (then --help answers, exit 0); given with each flag it excludes, it
+// is refused with the parser's message.
+TEST(DoctorCliFlags, EveryRowIsInTheHelpParsesAndKeepsItsRelations) {
+  namespace hd = hugepage::doctor;
+  const result help = doctor({"--help"});
+  ASSERT_EQ(help.code, 0) << help.err;
+  const auto long_name = [](const char* names) {
+    const std::string all(names);
+    return all.substr(all.rfind(',') + 1);
+  };
+  const auto row_of = [&](const std::string& name) -> const hd::cli_flag& {
+    for (const hd::cli_flag& f : hd::cli_flags) {
+      if (long_name(f.names) == name) return f;
+    }
+    ADD_FAILURE() << "no row " << name;
+    return hd::cli_flags[0];
+  };
+  // The flag with a valid value, then what it needs, transitively.
+  const std::function<void(const std::string&, std::vector<std::string>&)> with =
+      [&](const std::string& name, std::vector<std::string>& args) {
+        if (std::find(args.begin(), args.end(), name) != args.end()) return;  // given already
+        const hd::cli_flag& f = row_of(name);
+        args.push_back(name);
+        if (f.value != nullptr) args.push_back(name == "--format" ? "json" : "1");
+        if (*f.needs != '\0') with(f.needs, args);
+      };
+  for (const hd::cli_flag& f : hd::cli_flags) {
+    const std::string name = long_name(f.names);
+    SCOPED_TRACE(name);
+    if (f.section == hd::flag_section::described_elsewhere) {
+      EXPECT_NE(help.out.find(name), std::string::npos) << "not named in --help";
+    } else {
+      std::string label = f.label != nullptr ? f.label : f.names;
+      if (f.label == nullptr && f.value != nullptr) label += std::string(" ") + f.value;
+      EXPECT_NE(help.out.find("\n  " + label + " "), std::string::npos) << help.out;
+    }
+    std::vector<std::string> args;
+    with(name, args);
+    if (name != "--help" && name != "--version") args.push_back("--help");
+    const result parsed = doctor(args);
+    EXPECT_EQ(parsed.code, 0) << parsed.err;
+    const std::string excluded = f.excludes;
+    for (std::size_t at = 0; at < excluded.size();) {
+      const std::size_t comma = std::min(excluded.find(',', at), excluded.size());
+      std::vector<std::string> both;
+      with(name, both);
+      with(excluded.substr(at, comma - at), both);
+      const result refused = doctor(both);
+      EXPECT_EQ(refused.code, 2) << refused.out;
+      EXPECT_NE(refused.err.find(" excludes "), std::string::npos) << refused.err;
+      at = comma + 1;
+    }
+  }
 }
 
 TEST(DoctorCli, UnwritableStdoutIsAnError) {
