@@ -298,6 +298,10 @@ std::string write_capture(const std::string& dir, const process_files& files,
                           const std::string& stat) {
   const std::string where = "--capture " + dir + ": ";
   if (dir.empty()) return where + "no directory given";
+  // "link/" would make the kernel follow a symbolic link at "link" whatever O_NOFOLLOW says.
+  if (dir.size() > 1 && dir.back() == '/') {
+    return where + "a path that ends in '/' (name the directory without it)";
+  }
   bool created = false;
   if (::mkdir(dir.c_str(), 0700) == 0) {
     created = true;

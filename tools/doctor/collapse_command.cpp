@@ -292,8 +292,15 @@ collapse_report run_collapse(const collapse_options& o, const process_view& view
   }
   const auto thp_enabled = status ? status->number("THP_enabled") : std::nullopt;
   list_candidates(view, mappings, thp_enabled && *thp_enabled == 0, report);
-  if (o.dry_run) return report;
   test_hook();
+  // A process that died while it was read leaves a short smaps and mappings that answer nothing
+  // (PROCMAP_QUERY: ESRCH): no candidates, which is no finding. Its pidfd says so.
+  if (view.exited()) {
+    ec = std::make_error_code(std::errc::no_such_process);
+    error = "pid " + std::to_string(pid) + " exited while being read; nothing collapsed";
+    return report;
+  }
+  if (o.dry_run) return report;
 
   std::size_t submitted = 0;
   // One pass over `row` in what is left of the budget; false when the budget is spent or an

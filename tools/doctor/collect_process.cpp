@@ -475,6 +475,10 @@ std::optional<process_report> collect_process(const process_view& target, std::s
   std::error_code ec;
   process_files files;
   files.smaps = target.smaps_text(ec);
+  if (ec == std::errc::no_such_process) {
+    failure.message = who + " exited while being read; no report";
+    return std::nullopt;
+  }
   if (ec) {
     failure.message = explain_unreadable(pid, ec.value(), read_access_facts(target));
     return std::nullopt;

@@ -4,6 +4,7 @@
 // Every error is one line on stderr and a non-zero status, with nothing on stdout: output is
 // built whole before it is printed, and a failed write to stdout is an error too.
 #include <fmt/format.h>
+#include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
@@ -38,6 +39,7 @@
 #include "render_json.hpp"
 #include "render_table.hpp"
 #include "system_report.hpp"
+#include "test_hook.hpp"
 #include "text.hpp"
 
 namespace {
@@ -208,7 +210,15 @@ int run_on_process(const options& o, bool json, bool prometheus) {
       std::fprintf(stderr,
                    "hugepage-doctor: %d is a thread of process %llu; reporting the process\n",
                    *o.pid, static_cast<unsigned long long>(*tgid));
+      test_hook();
       target.emplace(static_cast<pid_t>(*tgid));
+      // The process opened by its number is the thread's only if the thread is in it now: had
+      // the process exited meanwhile, another could have its pid.
+      struct stat thread {};
+      const std::string task = "task/" + std::to_string(*o.pid);
+      if (target->stat_of(task.c_str(), thread) != 0) {
+        return fail("pid " + std::to_string(*o.pid) + " exited while being read; no report");
+      }
     }
   }
   collect_failure failure;

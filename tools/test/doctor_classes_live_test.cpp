@@ -464,6 +464,9 @@ TEST(DoctorCapture, RefusesWhatItCannotWriteWhollyAndKeepsNothing) {
   ASSERT_EQ(::symlink(real.c_str(), link.c_str()), 0);
   expect_refused(link, "not a directory (a symbolic link is refused)");
   EXPECT_TRUE(scratch_dir::entries(real).empty());
+  // "link/": the kernel would follow the link whatever O_NOFOLLOW says.
+  expect_refused(link + "/", "a path that ends in '/' (name the directory without it)");
+  EXPECT_TRUE(scratch_dir::entries(real).empty());
   // A parent that is a file.
   expect_refused(full + "/mine/capture", "Not a directory");
   // A write that fails midway (files limited to 4 KiB, smaps is larger): nothing is kept, and

@@ -155,6 +155,53 @@ TEST(DoctorCli, HidepidSaysWhy) {
       << r.err;
 }
 
+// --pid with a thread id whose process exits between the doctor reading the thread's Tgid and
+// opening the process by that number (the doctor's test hook pauses it there): another process
+// could have the number by then, so the doctor checks that the thread is in what it opened, and
+// says the target exited instead of reporting whatever has the pid.
+TEST(DoctorCli, AThreadWhoseProcessExitsWhileResolvedIsNoReportOfAnother) {
+  int ids[2];
+  ASSERT_EQ(::pipe2(ids, O_CLOEXEC), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::thread thread([&] {
+      const pid_t tid = static_cast<pid_t>(::gettid());
+      (void)!::write(ids[1], &tid, sizeof tid);
+      ::pause();
+    });
+    thread.join();
+    ::_exit(0);
+  }
+  ::close(ids[1]);
+  pid_t tid = 0;
+  ASSERT_EQ(::read(ids[0], &tid, sizeof tid), static_cast<ssize_t>(sizeof tid));
+  ::close(ids[0]);
+  int pair[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+  std::thread killer([&] {
+    char byte = 0;
+    if (::read(pair[0], &byte, 1) == 1) {  // the thread resolved to its process: it exits now
+      ::kill(child, SIGKILL);
+      ::waitpid(child, nullptr, 0);
+      (void)!::write(pair[0], &byte, 1);
+    }
+  });
+  run_options o;
+  o.keep_fd = pair[1];
+  const std::string fd = std::to_string(pair[1]);
+  o.in_child = [fd] { return ::setenv("HUGEPAGE_DOCTOR_TEST_HOOK_FD", fd.c_str(), 1) == 0; };
+  const result r = doctor({"--pid", std::to_string(tid), "--json"}, o);
+  ::close(pair[1]);
+  killer.join();
+  ::close(pair[0]);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_NE(r.err.find("pid " + std::to_string(tid) + " exited while being read; no report"),
+            std::string::npos)
+      << r.err;
+}
+
 // --pid with a thread id: /proc/TID opens too, with the process's memory; the doctor says it was
 // given a thread and reports the process.
 TEST(DoctorCli, ThreadIdReportsItsProcess) {

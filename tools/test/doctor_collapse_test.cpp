@@ -120,6 +120,27 @@ run_result doctor_with_hook(const std::string& args, const std::function<void(in
   return r;
 }
 
+// A target that dies while the doctor reads it leaves a short smaps and mappings that answer
+// nothing: no candidates, which must not read as "nothing to collapse" (exit 0). The doctor's
+// test hook pauses the dry run after the candidates are listed; the target is killed then.
+TEST(DoctorCollapse, ATargetThatDiesWhileReadIsNoFindingInADryRun) {
+  Target target;
+  ASSERT_GT(target.pid(), 0);
+  const run_result run = doctor_with_hook(
+      "--pid " + std::to_string(target.pid()) + " --collapse --dry-run --json", [&](int n) {
+        if (n == 1) {
+          ::kill(target.pid(), SIGKILL);
+          ::waitpid(target.pid(), nullptr, 0);
+        }
+      });
+  EXPECT_EQ(run.status, 2) << run.out;
+  EXPECT_TRUE(run.out.empty()) << run.out;
+  EXPECT_NE(run.err.find("pid " + std::to_string(target.pid()) +
+                         " exited while being read; nothing collapsed"),
+            std::string::npos)
+      << run.err;
+}
+
 // A page pinned for the whole run (spliced into a pipe nobody reads): the kernel answers EAGAIN
 // for its chunk on every pass. The doctor collapses the other 15 chunks, tries the busy one on
 // each of its passes, and explains the refusal it ends with.
