@@ -190,9 +190,17 @@ void run_book(benchmark::State& state, std::size_t working_set, const std::strin
 // The fragmenter's defaults: the child fills free memory down to 2 GiB available, then gives back
 // every other page of it, so about half of what it took is free again in single pages (here about
 // 8 GiB): room for the order book, which checks for twice its working set. A higher floor leaves
-// the zone it reaches last (DMA32) with free 2 MiB blocks.
+// the zone it reaches last (DMA32) with free 2 MiB blocks. Its time grows with the memory to
+// fill: about 5 s a GiB on the 2-core AMD EPYC VM when quiet (2026-11-29: 95-110 s for 20 GiB),
+// and a loaded machine stopped it at the 2 minutes of the default before it reached DMA32. So
+// 12 s a GiB above what it keeps available, never less than the default.
 std::shared_ptr<fragmenter> fragment_first(std::string& why, bool& failed) {
-  return fragmented_machine(fragmenter::options{}, why, failed);
+  fragmenter::options o;
+  const std::size_t available = mem_available_bytes();
+  const std::size_t to_fill =
+      available > o.keep_available_bytes ? available - o.keep_available_bytes : 0;
+  o.deadline = std::max(o.deadline, std::chrono::milliseconds(12'000 * ((to_fill >> 30) + 1)));
+  return fragmented_machine(o, why, failed);
 }
 
 // Which machine the order book runs on: as it is, or fragmented first (fragment_first).
