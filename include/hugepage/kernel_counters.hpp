@@ -211,14 +211,24 @@ struct smaps_totals {
 /// Parses smaps_rollup text; nullopt without an Rss line (not a rollup). An absent huge line
 /// counts 0 (kernels before the line). Pure.
 inline std::optional<smaps_totals> parse_smaps_rollup(std::string_view text) {
-  const kernel_values values = parse_meminfo(text);
-  const auto get = [&values](const char* key) {
-    const auto it = values.find(key);
-    return it == values.end() ? std::uint64_t{0} : it->second;
-  };
-  if (values.find("Rss") == values.end()) return std::nullopt;
-  return smaps_totals{get("Rss"), get("AnonHugePages"),
-                      detail::saturating_add(get("Private_Hugetlb"), get("Shared_Hugetlb"))};
+  // The four fields it keeps, taken as the lines go (the last of each, as parse_meminfo keeps):
+  // nothing allocated, where a map of every field would grow with the text's distinct names.
+  bool has_rss = false;
+  std::uint64_t rss = 0, anon_huge = 0, private_hugetlb = 0, shared_hugetlb = 0;
+  detail::for_each_kb_field(text, [&](std::string_view name, std::uint64_t bytes) {
+    if (name == "Rss") {
+      rss = bytes;
+      has_rss = true;
+    } else if (name == "AnonHugePages") {
+      anon_huge = bytes;
+    } else if (name == "Private_Hugetlb") {
+      private_hugetlb = bytes;
+    } else if (name == "Shared_Hugetlb") {
+      shared_hugetlb = bytes;
+    }
+  });
+  if (!has_rss) return std::nullopt;
+  return smaps_totals{rss, anon_huge, detail::saturating_add(private_hugetlb, shared_hugetlb)};
 }
 
 /// Reads /proc/PID/smaps_rollup under `root` (pid 0: /proc/self); nullopt when unreadable or
