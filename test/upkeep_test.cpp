@@ -612,8 +612,8 @@ TEST(Upkeep, AChunkRefusedBeforeIsTriedAfterTheOthers) {
     ASSERT_EQ(::mprotect(fares.get() + at + kPage, kPage, PROT_READ | PROT_WRITE), 0);
     // rates' fork() left every entry of fares read-only (their chunks were split: PTEs), and
     // Linux before 6.18 refuses (EINVAL) a chunk with no writable entry: write one a chunk.
-    volatile char* const first = fares.get() + at;
-    *first = *first;
+    volatile char* const head = fares.get() + at;
+    *head = *head;
   }
   finish_upkeep();
   const upkeep_result last = hugepage::upkeep();
