@@ -303,24 +303,10 @@ TEST(DoctorCli, TenThousandMappingsInEveryFormatReadSmapsOnce) {
   ASSERT_TRUE(rss_before.has_value());
   std::map<std::string, result> out;
   for (const std::string format : {"table", "json", "prometheus"}) {
-    const int counter = ::memfd_create("smaps-opens", 0);  // inherited across exec
-    ASSERT_GE(counter, 0) << std::strerror(errno);
-    run_options o;
-    o.in_child = [&] {
-      std::string asan = "verify_asan_link_order=0";  // the counter goes first, before libasan
-      if (const char* old = std::getenv("ASAN_OPTIONS")) asan = std::string(old) + ":" + asan;
-      return ::setenv("LD_PRELOAD", HUGEPAGE_COUNT_OPENS, 1) == 0 &&
-             ::setenv("HUGEPAGE_COUNT_OPENS_PATH", smaps.c_str(), 1) == 0 &&
-             ::setenv("HUGEPAGE_COUNT_OPENS_FD", std::to_string(counter).c_str(), 1) == 0 &&
-             ::setenv("ASAN_OPTIONS", asan.c_str(), 1) == 0;
-    };
-    out[format] = doctor({"--pid", pid, "--format", format}, o);
-    struct stat st {};
-    ASSERT_EQ(::fstat(counter, &st), 0);
-    ::close(counter);
+    const std::string opens = opens_of(smaps, {"--pid", pid, "--format", format}, out[format]);
     const result& r = out[format];
     ASSERT_TRUE(r.code == 0 || r.code == 1) << format << ": " << r.err;
-    EXPECT_EQ(st.st_size, 1) << format << ": opens of " << smaps;
+    EXPECT_EQ(opens.size(), 1u) << format << ": opens of " << smaps << ": " << opens;
   }
   const auto rss_after = hugepage::read_smaps_rollup("", big.pid());
   ASSERT_TRUE(rss_after.has_value());

@@ -28,20 +28,27 @@ void wait_until_zombie(pid_t pid) {
   }
 }
 
+// `pid` given with each of `modes` after --pid: refused with `code`, nothing on stdout, and
+// `words` on stderr.
+void expect_refused_in_every_mode(pid_t pid, const std::vector<std::vector<std::string>>& modes,
+                                  int code, const std::string& words) {
+  for (const std::vector<std::string>& mode : modes) {
+    std::vector<std::string> args{"--pid", std::to_string(pid)};
+    args.insert(args.end(), mode.begin(), mode.end());
+    const result r = doctor(args);
+    EXPECT_EQ(r.code, code) << args.size() << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_NE(r.err.find(words), std::string::npos) << r.err;
+  }
+}
+
 TEST(DoctorCli, ZombieHasItsOwnExitCode) {
   const pid_t child = ::fork();
   if (child == 0) ::_exit(0);
   wait_until_zombie(child);  // not reaped yet: a zombie until waitpid below
   // Every mode that takes --pid: the report, and collapse with and without --dry-run.
-  for (const std::vector<std::string>& mode :
-       std::vector<std::vector<std::string>>{{}, {"--collapse"}, {"--collapse", "--dry-run"}}) {
-    std::vector<std::string> args{"--pid", std::to_string(child)};
-    args.insert(args.end(), mode.begin(), mode.end());
-    const result r = doctor(args);
-    EXPECT_EQ(r.code, 3) << args.size() << ": " << r.err;
-    EXPECT_TRUE(r.out.empty()) << r.out;
-    EXPECT_NE(r.err.find("is a zombie"), std::string::npos) << r.err;
-  }
+  expect_refused_in_every_mode(child, {{}, {"--collapse"}, {"--collapse", "--dry-run"}}, 3,
+                               "is a zombie");
   ::waitpid(child, nullptr, 0);
 }
 
@@ -68,18 +75,8 @@ TEST(DoctorCli, MainThreadExitedWhileAnotherRunsIsNoZombie) {
   ASSERT_EQ(::read(ready[0], &c, 1), 1);
   ::close(ready[0]);
   wait_until_zombie(child);  // the main thread's exit takes a moment
-  for (const std::vector<std::string>& mode :
-       std::vector<std::vector<std::string>>{{}, {"--json"}, {"--collapse", "--dry-run"}}) {
-    std::vector<std::string> args{"--pid", std::to_string(child)};
-    args.insert(args.end(), mode.begin(), mode.end());
-    const result r = doctor(args);
-    EXPECT_EQ(r.code, 2) << args.size() << ": " << r.err;
-    EXPECT_TRUE(r.out.empty()) << r.out;
-    EXPECT_NE(r.err.find("its main thread has exited while 1 other thread(s) run on"),
-              std::string::npos)
-        << r.err;
-    EXPECT_EQ(r.err.find("zombie"), std::string::npos) << r.err;
-  }
+  expect_refused_in_every_mode(child, {{}, {"--json"}, {"--collapse", "--dry-run"}}, 2,
+                               "its main thread has exited while 1 other thread(s) run on");
   ::kill(child, SIGKILL);
   ::waitpid(child, nullptr, 0);
 }
