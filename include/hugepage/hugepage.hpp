@@ -17,7 +17,9 @@
 //   metrics.hpp    write_metrics(): Prometheus text and JSON from inside the service
 //   prometheus_exposition.hpp  the Prometheus text format: one writer, escaping and grouping
 //   numa.hpp       NUMA placement of a container (bind, preferred, interleave) and its proof
-//   system.hpp     THP settings, hugetlb pools, MADV_COLLAPSE support
+//   system.hpp     THP settings, hugetlb pools, MADV_COLLAPSE support, as one report
+//   hugetlb_pool.hpp  one hugetlb pool: reserved, free, promised, overcommitted pages
+//   thp_mode.hpp   the THP mode and page size this process's mappings get
 //   cgroup.hpp     the memory and hugetlb cgroup limits this process runs under
 //   kernel_files.hpp  one parser and one reader per kernel file (mountinfo, cgroup, statm, ...)
 //   kernel_counters.hpp  the "key value" files: meminfo, vmstat, PID/status, PID/smaps_rollup
@@ -45,6 +47,7 @@
 #include "hugepage/collapse.hpp"
 #include "hugepage/errors.hpp"
 #include "hugepage/format_bytes.hpp"
+#include "hugepage/hugetlb_pool.hpp"
 #include "hugepage/kernel_counters.hpp"
 #include "hugepage/kernel_files.hpp"
 #include "hugepage/kernel_memory.hpp"
@@ -64,4 +67,5 @@
 #include "hugepage/stats.hpp"
 #include "hugepage/strategy.hpp"
 #include "hugepage/system.hpp"
+#include "hugepage/thp_mode.hpp"
 #include "hugepage/upkeep.hpp"

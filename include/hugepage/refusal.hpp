@@ -46,8 +46,8 @@
 #include "hugepage/detail/refusal_facts.hpp"
 #include "hugepage/errors.hpp"
 #include "hugepage/format_bytes.hpp"
+#include "hugepage/hugetlb_pool.hpp"
 #include "hugepage/page_size.hpp"
-#include "hugepage/system.hpp"
 
 namespace hugepage {
 

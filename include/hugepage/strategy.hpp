@@ -40,7 +40,7 @@
 // one huge page are mapped; below it the standard allocator serves them.
 //
 // Kernel: THP needs CONFIG_TRANSPARENT_HUGEPAGE with the effective PMD-size mode at madvise or
-// always (read_thp_mode(), system.hpp: since Linux 6.8 hugepages-2048kB/enabled overrides
+// always (read_thp_mode(), thp_mode.hpp: since Linux 6.8 hugepages-2048kB/enabled overrides
 // `enabled` unless it says inherit); memory mapped where it is never counts as base. Hugetlb needs
 // a reserved pool (vm.nr_hugepages); MADV_COLLAPSE needs Linux 6.1 (older kernels: the memory
 // stays THP-advised, the failure is counted once and the call is not made again).
@@ -73,7 +73,7 @@
 #include "hugepage/page_size.hpp"
 #include "hugepage/refusal.hpp"
 #include "hugepage/stats.hpp"
-#include "hugepage/system.hpp"
+#include "hugepage/thp_mode.hpp"
 
 namespace hugepage {
 

@@ -27,7 +27,7 @@
 #include "hugepage/os.hpp"
 #include "hugepage/page_size.hpp"
 #include "hugepage/smaps.hpp"
-#include "hugepage/system.hpp"
+#include "hugepage/thp_mode.hpp"
 
 namespace hugepage::detail {
 

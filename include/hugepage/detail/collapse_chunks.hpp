@@ -17,7 +17,7 @@
 #include "hugepage/detail/pagemap.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/page_size.hpp"
-#include "hugepage/system.hpp"
+#include "hugepage/thp_mode.hpp"
 
 #if defined(__x86_64__)
 #include <cpuid.h>

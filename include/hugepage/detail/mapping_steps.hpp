@@ -13,11 +13,11 @@
 #include "hugepage/os.hpp"
 #include "hugepage/page_size.hpp"
 #include "hugepage/stats.hpp"
-#include "hugepage/system.hpp"
+#include "hugepage/thp_mode.hpp"
 
 namespace hugepage::detail {
 
-using hugepage::thp_disabled_for_process;  // system.hpp
+using hugepage::thp_disabled_for_process;  // thp_mode.hpp
 
 /// mmap aligns a hugetlb mapping to its page size and no further. For a larger alignment: find
 /// a free range so aligned (a reservation that holds no memory), free it and map the pool pages

@@ -15,11 +15,9 @@
 #include <system_error>
 
 #include "hugepage/detail/proc_file.hpp"
-#include "hugepage/kernel_counters.hpp"
 #include "hugepage/kernel_files.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/page_size.hpp"
-#include "hugepage/process_view.hpp"
 
 namespace hugepage::detail {
 
@@ -31,7 +29,9 @@ inline std::size_t parse_default_huge_page_bytes(std::string_view meminfo) {
 
 /// Reads the default huge page size (parse_default_huge_page_bytes); 0 when unknown.
 inline std::size_t read_default_huge_page_bytes() {
-  return static_cast<std::size_t>(read_meminfo_value("Hugepagesize").value_or(0));
+  std::error_code ec;
+  const std::string meminfo = read_file("/proc/meminfo", ec);
+  return ec ? 0 : parse_default_huge_page_bytes(meminfo);
 }
 
 /// The soft RLIMIT_AS in bytes; empty when unlimited (or getrlimit fails).
@@ -51,16 +51,18 @@ inline std::uint64_t address_space_used() {
 /// The mappings of this process that vm.max_map_count limits: the lines of /proc/self/maps less
 /// [vsyscall], which the kernel lists (last, at the top of the address space) but does not count.
 /// 0 when unreadable. Reads through a buffer on the stack: at the limit, malloc cannot map more.
+/// This process's own file, not another's: no pid to reuse, so no process_view (and none of the
+/// pagemap and smaps readers it brings into every container's include closure).
 inline std::uint64_t mapping_count() noexcept {
-  const process_view self;
-  if (self.maps_fd() < 0) return 0;
+  const unique_fd maps(open_regular_file("/proc/self/maps"));
+  if (!maps) return 0;
   char buffer[4096];
   constexpr char vsyscall_line_end[] = "[vsyscall]\n";
   constexpr std::size_t tail_size = sizeof vsyscall_line_end - 1;
   char tail[tail_size] = {};  // the last bytes read, oldest first
   std::uint64_t lines = 0;
   for (std::uint64_t offset = 0;;) {
-    const long n = self.read_maps(buffer, sizeof buffer, offset);
+    const long n = pread_full(maps.get(), buffer, sizeof buffer, offset);
     if (n <= 0) break;
     offset += static_cast<std::uint64_t>(n);
     for (long i = 0; i < n; ++i) {
