@@ -64,7 +64,7 @@ const char* name_of(table_kind t) {
 
 std::string json_targets(const suite_info& s) {
   std::string out;
-  for (const target_info& t : s.targets) {
+  for (const target_info& t : s.claims.targets) {
     out += fmt::format(
         "{}{{\"claim\": {}, \"paired\": {}, \"of\": {}, \"over\": {}, \"counter\": {}, "
         "\"at_least\": {}, \"bound\": {}, \"slack_bytes\": {}, \"from_bytes\": {}, "
@@ -78,7 +78,7 @@ std::string json_targets(const suite_info& s) {
 
 std::string json_contenders(const suite_info& s) {
   std::string out;
-  for (const paired_entry& e : s.contenders) {
+  for (const paired_entry& e : s.run.contenders) {
     out += fmt::format("{}{{\"name\": {}, \"role\": {}}}", out.empty() ? "" : ", ",
                        json_string(e.name), json_string(e.role));
   }
@@ -98,25 +98,27 @@ void print_registry_json() {
   bool first = true;
   for (const suite_info& s : registry()) {
     std::string applies;
-    for (const alloc_kind k : s.allocators) {
+    for (const alloc_kind k : s.run.allocators) {
       applies += fmt::format("{}{}", applies.empty() ? "" : ", ", json_string(token_of(k)));
     }
     fmt::print("{}  {{\"name\": {}, \"order\": {}, \"family\": {}, \"description\": {},\n",
-               first ? "" : ",\n", json_string(s.name), s.order, json_string(s.family),
+               first ? "" : ",\n", json_string(s.name), s.schedule.order, json_string(s.family),
                json_string(s.description));
     fmt::print(
         "   \"per_op\": {}, \"time_unit\": \"{}\", \"real_time\": {}, \"allocators\": [{}],\n",
-        json_string(s.per_op), s.milliseconds ? "ms" : "ns", s.milliseconds, applies);
-    fmt::print("   \"sizes\": {}, \"quick_sizes\": {},\n", json_sizes(s.sizes),
-               json_sizes(s.sizes_quick));
+        json_string(s.table.per_op), s.run.milliseconds ? "ms" : "ns", s.run.milliseconds, applies);
+    fmt::print("   \"sizes\": {}, \"quick_sizes\": {},\n", json_sizes(s.run.sizes),
+               json_sizes(s.run.sizes_quick));
     fmt::print(
         "   \"quick\": {}, \"core\": {}, \"first_round_only\": {}, \"peers\": \"{}\", "
         "\"table\": \"{}\", \"tail_of\": {}, \"chart\": {}, \"own_process\": {}, "
         "\"decays_on_purpose\": {},\n"
         "   \"paired\": {},\n   \"targets\": {}}}",
-        s.in_quick, s.in_core, s.in_first_round_only, name_of(s.peers_run), name_of(s.table),
-        s.tail_of_suite.empty() ? "null" : json_string(s.tail_of_suite), s.on_chart,
-        s.in_own_process, s.low_coverage_by_design, json_contenders(s), json_targets(s));
+        s.schedule.in_quick, s.schedule.in_core, s.schedule.in_first_round_only,
+        name_of(s.schedule.peers_run), name_of(s.table.kind),
+        s.table.tail_of_suite.empty() ? "null" : json_string(s.table.tail_of_suite),
+        s.table.on_chart, s.run.in_own_process, s.claims.low_coverage_by_design, json_contenders(s),
+        json_targets(s));
     first = false;
   }
   fmt::print("\n ]\n}}\n");
@@ -226,7 +228,7 @@ void print_registry_text() {
     for (const suite_info& s : registry()) {
       if (s.family == family) {
         fmt::print("  {:<30}{}{}\n", s.name, s.description,
-                   s.contenders.empty() ? "" : " [also --paired]");
+                   s.run.contenders.empty() ? "" : " [also --paired]");
       }
     }
   }

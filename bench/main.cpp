@@ -408,7 +408,7 @@ std::optional<int> answer_without_running(const options& o) {
   std::vector<std::size_t> sizes = o.sizes;
   if (!o.sizes_given) {
     for (const suite_info& s : registry()) {
-      for (const std::size_t b : o.quick ? s.sizes_quick : s.sizes) {
+      for (const std::size_t b : o.quick ? s.run.sizes_quick : s.run.sizes) {
         if (std::find(sizes.begin(), sizes.end(), b) == sizes.end()) sizes.push_back(b);
       }
     }
@@ -461,8 +461,8 @@ struct benchmark_flags {
 void select_suites_and_allocators(options& o) {
   if (o.suites.empty()) {
     for (const suite_info& s : registry()) {
-      if (s.table == table_kind::scenario) continue;  // only when named
-      if (o.paired || !o.quick || s.in_quick) o.suites.push_back(&s);
+      if (s.schedule.only_when_named) continue;
+      if (o.paired || !o.quick || s.schedule.in_quick) o.suites.push_back(&s);
     }
   }
   if (o.paired) {
@@ -474,7 +474,7 @@ void select_suites_and_allocators(options& o) {
 
 // A suite's working sets: --sizes for every suite, else its own defaults.
 const std::vector<std::size_t>& sizes_of(const options& o, const suite_info& s) {
-  return o.sizes_given ? o.sizes : (o.quick ? s.sizes_quick : s.sizes);
+  return o.sizes_given ? o.sizes : (o.quick ? s.run.sizes_quick : s.run.sizes);
 }
 
 // Every working set of the selected suites, each judged against the memory the machine has.
@@ -489,7 +489,7 @@ std::vector<planned_size> plan_sizes(const options& o, const memory_room& room) 
   // --paired holds every contender's container at once.
   std::size_t held = 1;
   for (const suite_info* s : o.suites) {
-    if (o.paired) held = std::max(held, s->contenders.size());
+    if (o.paired) held = std::max(held, s->run.contenders.size());
   }
   std::vector<planned_size> plan;
   for (const std::size_t size : wanted) {
@@ -552,8 +552,9 @@ void describe_run(const options& o, const benchmark_flags& flags, std::size_t av
 #else
   add_context("walk_cycles_event", "not built (configure with -DHUGEPAGE_WITH_LIBPFM=ON)");
 #endif
-  const bool tails = std::any_of(o.suites.begin(), o.suites.end(),
-                                 [](const suite_info* s) { return s->table == table_kind::tail; });
+  const bool tails = std::any_of(o.suites.begin(), o.suites.end(), [](const suite_info* s) {
+    return s->table.kind == table_kind::tail;
+  });
   if (tails) {
     add_context("latency_timer",
                 fmt::format("steady_clock, {:.0f} ns per pair of readings (median), subtracted "
@@ -575,7 +576,7 @@ void describe_run(const options& o, const benchmark_flags& flags, std::size_t av
   // mapping. (A preloaded allocator ignores this; its page_faults column shows what it did.)
   std::string fresh;
   for (const suite_info* s : o.suites) {
-    if (s->fresh_blocks) fresh += (fresh.empty() ? "" : "/") + s->name;
+    if (s->run.fresh_blocks) fresh += (fresh.empty() ? "" : "/") + s->name;
   }
   if (!fresh.empty() && ::mallopt(M_MMAP_THRESHOLD, 128 * 1024) == 1) {
     add_context("glibc_mmap_threshold", "fixed at 128 KiB (" + fresh + " selected)");
@@ -610,14 +611,14 @@ void register_rows(const options& o, const std::vector<std::size_t>& sizes,
     for (const alloc_kind k : allocators) {
       for (const suite_info* s : o.suites) {
         const auto& own = sizes_of(o, *s);
-        if (!s->applies(k) || std::find(own.begin(), own.end(), size) == own.end()) continue;
-        const bench_fn fn = s->function(k);
+        if (!s->run.applies(k) || std::find(own.begin(), own.end(), size) == own.end()) continue;
+        const bench_fn fn = s->run.function(k);
         const std::string name = fmt::format("BM_{}/{}/{}", s->name, token_of(k), size);
         auto* b = benchmark::RegisterBenchmark(
             name.c_str(), [fn, k, size](benchmark::State& state) { fn(state, k, size); });
-        b->Unit(s->milliseconds ? benchmark::kMillisecond : benchmark::kNanosecond);
-        if (s->milliseconds) b->UseRealTime();
-        if (s->table == table_kind::scenario) b->Iterations(1);
+        b->Unit(s->run.milliseconds ? benchmark::kMillisecond : benchmark::kNanosecond);
+        if (s->run.milliseconds) b->UseRealTime();
+        if (s->run.one_iteration) b->Iterations(1);
       }
     }
   }
@@ -643,8 +644,9 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--paired") == 0) ensure_static_tls(argv);
   }
-  std::sort(registry().begin(), registry().end(),
-            [](const suite_info& a, const suite_info& b) { return a.order < b.order; });
+  std::sort(registry().begin(), registry().end(), [](const suite_info& a, const suite_info& b) {
+    return a.schedule.order < b.schedule.order;
+  });
   options o = parse_flags(argc, argv);
   if (const std::optional<int> status = answer_without_running(o)) return *status;
   pin_to_cpu(o);

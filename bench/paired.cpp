@@ -35,7 +35,7 @@ void run_paired(benchmark::State& state, const suite_info& suite, std::size_t wo
     state.PauseTiming();
     std::vector<std::pair<const paired_entry*, contender>> all;
     std::string label;
-    for (const paired_entry& e : suite.contenders) {
+    for (const paired_entry& e : suite.run.contenders) {
       try {
         all.emplace_back(&e, e.make(working_set));
       } catch (const std::exception& ex) {
@@ -78,7 +78,7 @@ void run_paired(benchmark::State& state, const suite_info& suite, std::size_t wo
 std::vector<const suite_info*> pairable(const std::vector<const suite_info*>& suites) {
   std::vector<const suite_info*> out;
   for (const suite_info* s : suites) {
-    if (!s->contenders.empty()) out.push_back(s);
+    if (!s->run.contenders.empty()) out.push_back(s);
   }
   return out;
 }

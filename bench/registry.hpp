@@ -172,78 +172,124 @@ struct paired_cache {
 };
 inline paired_cache paired_built;
 
-/// Everything known about one suite. Built with the chained setters, then declare()d.
+/// Everything known about one suite: what it is (the three fields), then one part per question a
+/// reader may have (how its rows run, when a run includes it, how the runner tabulates it, what
+/// its results claim). Built with the chained setters, then declare()d.
 struct suite_info {
-  std::string name;  ///< rows are BM_<name>/<allocator>/<bytes>
-  int order = 0;     ///< position in the default run and the tables (ascending)
-  bench_fns functions{};
-  std::string family;            ///< container family (the suites_<family>.cpp file)
-  std::string description;       ///< one line: what one iteration is
-  std::string per_op = "ns/op";  ///< the time column's unit in the runner's tables
-  bool milliseconds = false;     ///< google-benchmark's time unit ms (with real time), else ns
-  std::vector<alloc_kind> allocators = {alloc_kind::std_alloc, alloc_kind::thp,
-                                        alloc_kind::hugetlb_2m, alloc_kind::hugetlb_1g,
-                                        alloc_kind::collapse};
-  std::vector<std::size_t> sizes = full_sizes();
-  std::vector<std::size_t> sizes_quick = quick_sizes();
-  bool in_quick = false;             ///< part of the binary's --quick default
-  bool in_core = false;              ///< the runner runs it in every round (else the heavy rounds)
-  bool in_first_round_only = false;  ///< a full run measures it in round 1 only (slow to repeat)
-  bool fresh_blocks = false;         ///< needs every std block to be a fresh mapping (fixes glibc's
-                                     ///< mmap threshold)
-  bool in_own_process = false;       ///< the runner runs it in a process of its own (it measures
-                                     ///< what the process holds, which earlier suites would skew)
-  bool low_coverage_by_design = false;  ///< its rows lose huge pages on purpose (the decay stages):
-                                        ///< the runner flags no low coverage as misconfigured
-  peer_role peers_run = peer_role::none;
-  table_kind table = table_kind::time;
-  std::string tail_of_suite;  ///< table_kind::tail: the suite whose table shows the percentiles
-  bool on_chart = false;      ///< a panel of the runner's chart
-  std::vector<target_info> targets;
-  std::vector<paired_entry> contenders;  ///< empty: the suite has no paired mode
+  std::string name;         ///< rows are BM_<name>/<allocator>/<bytes>
+  std::string family;       ///< container family (the suites_<family>.cpp file)
+  std::string description;  ///< one line: what one iteration is
 
-  suite_info(std::string suite_name, int position, bench_fns fns)
-      : name(std::move(suite_name)), order(position), functions(fns) {}
+  /// How its rows run: the body per allocator, the working sets, the timer, the process.
+  struct how_to_run {
+    bench_fns functions{};
+    std::vector<alloc_kind> allocators = {alloc_kind::std_alloc, alloc_kind::thp,
+                                          alloc_kind::hugetlb_2m, alloc_kind::hugetlb_1g,
+                                          alloc_kind::collapse};
+    std::vector<std::size_t> sizes = full_sizes();
+    std::vector<std::size_t> sizes_quick = quick_sizes();
+    bool milliseconds = false;    ///< google-benchmark's time unit ms (with real time), else ns
+    bool one_iteration = false;   ///< one iteration per row (a scenario: a whole service run)
+    bool fresh_blocks = false;    ///< needs every std block to be a fresh mapping (fixes glibc's
+                                  ///< mmap threshold)
+    bool in_own_process = false;  ///< the runner runs it in a process of its own (it measures
+                                  ///< what the process holds, which earlier suites would skew)
+    std::vector<paired_entry> contenders;  ///< who runs under --paired; empty: no paired mode
 
+    bool applies(alloc_kind k) const {
+      return std::find(allocators.begin(), allocators.end(), k) != allocators.end();
+    }
+    bench_fn function(alloc_kind k) const { return functions[static_cast<std::size_t>(k)]; }
+  };
+
+  /// When a run includes it: its place in the order, which runs and rounds, which peers.
+  struct when_to_run {
+    int order = 0;          ///< position in the default run and the tables (ascending)
+    bool in_quick = false;  ///< part of the binary's --quick default
+    bool in_core = false;   ///< the runner runs it in every round (else the heavy rounds)
+    bool in_first_round_only = false;  ///< a full run measures it in round 1 only (slow to repeat)
+    bool only_when_named = false;      ///< never in a default run: only --suites (or the runner's
+                                       ///< --scenarios) runs it
+    peer_role peers_run = peer_role::none;
+  };
+
+  /// How the runner tabulates its results: which table, in what unit, beside which suite.
+  struct how_to_tabulate {
+    table_kind kind = table_kind::time;
+    std::string per_op = "ns/op";  ///< the time column's unit
+    std::string tail_of_suite;  ///< table_kind::tail: the suite whose table shows the percentiles
+    bool on_chart = false;      ///< a panel of the runner's chart
+  };
+
+  /// What its results claim: the targets the runner judges, and what is low on purpose.
+  struct what_it_claims {
+    std::vector<target_info> targets;
+    bool low_coverage_by_design = false;  ///< its rows lose huge pages on purpose (the decay
+                                          ///< stages): the runner flags no low coverage as
+                                          ///< misconfigured
+  };
+
+  how_to_run run;
+  when_to_run schedule;
+  how_to_tabulate table;
+  what_it_claims claims;
+
+  suite_info(std::string suite_name, int position, bench_fns fns) : name(std::move(suite_name)) {
+    schedule.order = position;
+    run.functions = fns;
+  }
+
+  // What it is.
   suite_info& in_family(std::string f) { return family = std::move(f), *this; }
   suite_info& describe(std::string d) { return description = std::move(d), *this; }
-  suite_info& per_op_unit(std::string u) { return per_op = std::move(u), *this; }
+
+  // How its rows run.
   /// Timed in milliseconds of real time: one iteration builds, faults in or maps memory.
-  suite_info& slow() { return milliseconds = true, *this; }
+  suite_info& slow() { return run.milliseconds = true, *this; }
   suite_info& only_for(std::vector<alloc_kind> kinds) {
-    return allocators = std::move(kinds), *this;
+    return run.allocators = std::move(kinds), *this;
   }
   suite_info& with_sizes(std::vector<std::size_t> full, std::vector<std::size_t> quick_run) {
-    sizes = std::move(full);
-    sizes_quick = std::move(quick_run);
+    run.sizes = std::move(full);
+    run.sizes_quick = std::move(quick_run);
     return *this;
   }
-  suite_info& quick() { return in_quick = true, *this; }
-  suite_info& core() { return in_core = true, *this; }
-  suite_info& first_round_only() { return in_first_round_only = true, *this; }
-  suite_info& needs_fresh_blocks() { return fresh_blocks = true, *this; }
-  suite_info& own_process() { return in_own_process = true, *this; }
-  suite_info& decays_on_purpose() { return low_coverage_by_design = true, *this; }
-  suite_info& peers(peer_role r) { return peers_run = r, *this; }
-  suite_info& bloat_table() { return table = table_kind::bloat, *this; }
+  suite_info& needs_fresh_blocks() { return run.fresh_blocks = true, *this; }
+  suite_info& own_process() { return run.in_own_process = true, *this; }
+  /// Runs under --paired: every contender in one process, batches alternated round by round.
+  suite_info& paired(std::vector<paired_entry> all) {
+    return run.contenders = std::move(all), *this;
+  }
+
+  // When a run includes it.
+  suite_info& quick() { return schedule.in_quick = true, *this; }
+  suite_info& core() { return schedule.in_core = true, *this; }
+  suite_info& first_round_only() { return schedule.in_first_round_only = true, *this; }
+  suite_info& peers(peer_role r) { return schedule.peers_run = r, *this; }
+
+  // How the runner tabulates it.
+  suite_info& per_op_unit(std::string u) { return table.per_op = std::move(u), *this; }
+  suite_info& bloat_table() { return table.kind = table_kind::bloat, *this; }
   /// Reports percentiles that the runner shows beside `suite`'s table and chart panel.
   suite_info& tail_of(std::string suite) {
-    table = table_kind::tail;
-    tail_of_suite = std::move(suite);
+    table.kind = table_kind::tail;
+    table.tail_of_suite = std::move(suite);
     return *this;
   }
-  suite_info& chart() { return on_chart = true, *this; }
-  /// A scenario (table_kind::scenario): one iteration per row, run only when named. Declare it
-  /// own_process() too: it reports what the process holds.
-  suite_info& scenario() { return table = table_kind::scenario, *this; }
-  suite_info& target(target_info t) { return targets.push_back(std::move(t)), *this; }
-  /// Runs under --paired: every contender in one process, batches alternated round by round.
-  suite_info& paired(std::vector<paired_entry> all) { return contenders = std::move(all), *this; }
+  suite_info& chart() { return table.on_chart = true, *this; }
 
-  bool applies(alloc_kind k) const {
-    return std::find(allocators.begin(), allocators.end(), k) != allocators.end();
+  // What its results claim.
+  suite_info& target(target_info t) { return claims.targets.push_back(std::move(t)), *this; }
+  suite_info& decays_on_purpose() { return claims.low_coverage_by_design = true, *this; }
+
+  /// A scenario, a service's request loop (table_kind::scenario): one iteration per row, run
+  /// only when named. Declare it own_process() too: it reports what the process holds.
+  suite_info& scenario() {
+    run.one_iteration = true;
+    schedule.only_when_named = true;
+    table.kind = table_kind::scenario;
+    return *this;
   }
-  bench_fn function(alloc_kind k) const { return functions[static_cast<std::size_t>(k)]; }
 };
 
 /// Every declared suite, in declaration order (main.cpp sorts by order).
@@ -255,8 +301,8 @@ inline std::vector<suite_info>& registry() {
 /// Adds `s` to the registry. Returns true, for the `const bool x = declare(...)` idiom that runs
 /// it during static initialisation of the family's file.
 inline bool declare(suite_info s) {
-  for (const alloc_kind k : s.allocators) {
-    if (s.function(k) == nullptr) {
+  for (const alloc_kind k : s.run.allocators) {
+    if (s.run.function(k) == nullptr) {
       std::fprintf(stderr, "hugepage_bench: suite %s has no function for %s\n", s.name.c_str(),
                    token_of(k));
       std::abort();
