@@ -7,6 +7,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <pwd.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -278,13 +279,21 @@ class scratch_cgroup {
   std::string mounted_;
 };
 
-/// The two switches of PMD-size THP (system.hpp, thp_mode), set for one test and put back as they
-/// were when it ends, whether it passed or not. Needs root and a kernel with the per-size switch
+/// The two switches of PMD-size THP (thp_mode.hpp), set for one test and put back as they were
+/// when it ends, whether it passed or not. Needs root and a kernel with the per-size switch
 /// (Linux 6.8); why_unusable() says why not. The library reads the switches at most once a
-/// second, so set() waits that long. System-wide: hold the test lock (BRIEF) while it lives.
+/// second, so set() waits that long. The switches are machine-wide: an instance holds an
+/// exclusive lock on lock_path from before it reads them until it has put them back, so tests
+/// run side by side (ctest -j) take turns; without it, one test's "as they were" could be
+/// another's setting, and the machine would be left with it.
 class thp_switches {
  public:
   thp_switches() {
+    lock_ = ::open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (lock_ >= 0) {
+      while (::flock(lock_, LOCK_EX) != 0 && errno == EINTR) {
+      }
+    }
     per_size_ = "/sys/kernel/mm/transparent_hugepage/hugepages-" +
                 std::to_string(hugepage::thp_page_bytes() / 1024) + "kB/enabled";
     std::error_code ec;
@@ -306,9 +315,11 @@ class thp_switches {
     per_size_mode_ = hugepage::detail::selected_mode(per_size);
   }
   ~thp_switches() {
-    if (!why_.empty()) return;
-    write(per_size_, per_size_mode_);
-    write(top_path, top_);
+    if (why_.empty()) {
+      write(per_size_, per_size_mode_);
+      write(top_path, top_);
+    }
+    if (lock_ >= 0) ::close(lock_);  // releases the lock
   }
   thp_switches(const thp_switches&) = delete;
   thp_switches& operator=(const thp_switches&) = delete;
@@ -324,6 +335,7 @@ class thp_switches {
   }
 
   static constexpr const char* top_path = "/sys/kernel/mm/transparent_hugepage/enabled";
+  static constexpr const char* lock_path = "/tmp/hugepage-test-thp-switches.lock";
 
  private:
   static bool write(const std::string& path, const std::string& text) {
@@ -334,6 +346,7 @@ class thp_switches {
     return ok;
   }
 
+  int lock_ = -1;
   std::string why_;
   std::string per_size_;
   std::string top_;
