@@ -297,21 +297,14 @@ process_identity identify_process(const process_files& files,
   return id;
 }
 
-process_report build_process_report(pid_t pid, const process_files& files, std::size_t top,
-                                    const std::string& root) {
-  return build_process_report(pid, files, parse_smaps(files.smaps), top, root);
-}
+namespace {
 
-process_report build_process_report(pid_t pid, const process_files& files,
-                                    const std::vector<mapping_info>& mappings, std::size_t top,
-                                    const std::string& root) {
-  return build_process_report(pid, files, mappings, identify_process(files, mappings), top, root);
-}
-
-process_report build_process_report(pid_t pid, const process_files& files,
-                                    const std::vector<mapping_info>& mappings,
-                                    const process_identity& identity, std::size_t top,
-                                    const std::string& root) {
+// build_process_report() with the smaps parsed and the identity judged: collection has both
+// already (they chose which files to read), so it does not parse or judge them twice.
+process_report report_of(pid_t pid, const process_files& files,
+                         const std::vector<mapping_info>& mappings,
+                         const process_identity& identity, std::size_t top,
+                         const std::string& root) {
   // The THP shares in the PMD size of this machine (the size smaps' AnonHugePages counts in).
   // Views of one shared object (ZGC maps its heap three times) count their memory once.
   std::vector<bool> repeated;
@@ -393,6 +386,14 @@ process_report build_process_report(pid_t pid, const process_files& files,
     p.cgroup.status = "/proc/PID/cgroup unreadable";
   }
   return p;
+}
+
+}  // namespace
+
+process_report build_process_report(pid_t pid, const process_files& files, std::size_t top,
+                                    const std::string& root) {
+  const std::vector<mapping_info> mappings = parse_smaps(files.smaps);
+  return report_of(pid, files, mappings, identify_process(files, mappings), top, root);
 }
 
 namespace {
@@ -543,7 +544,7 @@ std::optional<process_report> collect_process(const process_view& target, std::s
     files.collapse_growth = predicted_collapse_growth(
         target, mappings, thp != identity.status.end() && thp->second == 0);
   }
-  process_report p = build_process_report(pid, files, mappings, identity, top, "");
+  process_report p = report_of(pid, files, mappings, identity, top, "");
   test_hook();
   // The same process from start to end: a pid that vanished, or was reused by a process
   // started since, would make a report of two processes or of none.

@@ -71,22 +71,12 @@ struct process_identity {
 process_identity identify_process(const process_files& files,
                                   const std::vector<mapping_info>& mappings);
 
-/// Builds a process report from its facts: mappings, name, allocator, runtime, systemd unit,
+/// Builds a process report from its files: mappings, name, allocator, runtime, systemd unit,
 /// NUMA split, coverage, versions and packages, hugetlb cgroup limits (read under `root`). Pure
 /// but for the cgroup limits and this machine's THP size, so tests feed files captured from
-/// real services (tools/test/data/services). The one place a process report is assembled.
+/// real services (tools/test/data/services). The one place a process report is assembled: a live
+/// target (collect_process) and a capture (read_capture) are both files by now.
 process_report build_process_report(pid_t pid, const process_files& files, std::size_t top,
-                                    const std::string& root);
-
-/// The same from smaps already parsed (`mappings`, of `files.smaps`).
-process_report build_process_report(pid_t pid, const process_files& files,
-                                    const std::vector<mapping_info>& mappings, std::size_t top,
-                                    const std::string& root);
-
-/// The same with the identity already judged (identify_process of the same files).
-process_report build_process_report(pid_t pid, const process_files& files,
-                                    const std::vector<mapping_info>& mappings,
-                                    const process_identity& identity, std::size_t top,
                                     const std::string& root);
 
 /// Why collect_process() returned no report: the exit status and one line for stderr.
