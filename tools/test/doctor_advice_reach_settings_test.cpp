@@ -14,7 +14,7 @@
 #include "advise_process.hpp"
 #include "allocator_settings.hpp"
 #include "doctor_advice_support.hpp"
-#include "proc_text.hpp"
+#include "process_environ.hpp"
 #include "process_report.hpp"
 #include "runtime_detect.hpp"
 #include "system_report.hpp"
