@@ -1,5 +1,5 @@
 // tools/doctor/advise_classes.cpp - advice per class of a process's memory, each through a
-// mechanism that reaches it (advice_reach.hpp). A setting already in place that does not reach a
+// mechanism that reaches it (advise_reach.hpp). A setting already in place that does not reach a
 // class is a warning that says why and what would; where no setting reaches it, a note with
 // --collapse and what undoes it.
 #include <fmt/format.h>
@@ -7,8 +7,8 @@
 #include <algorithm>
 
 #include "advice.hpp"
-#include "advice_reach.hpp"
-#include "advice_rules.hpp"
+#include "advise_parts.hpp"
+#include "advise_reach.hpp"
 #include "format.hpp"
 #include "process_report.hpp"
 #include "system_report.hpp"

@@ -8,8 +8,8 @@
 #include <algorithm>
 
 #include "advice.hpp"
-#include "advice_reach.hpp"
-#include "advice_rules.hpp"
+#include "advise_parts.hpp"
+#include "advise_reach.hpp"
 #include "format.hpp"
 #include "process_report.hpp"
 #include "system_report.hpp"

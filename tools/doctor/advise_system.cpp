@@ -3,7 +3,7 @@
 // Each rule is a condition on the report, the facts it rests on, what the fix costs, and the
 // commands that apply it; its id and level are its row of rule_catalog.cpp. Rules never read
 // the machine, so each has a test built from a hand-made report
-// (tools/test/doctor_advice_*_test.cpp).
+// (tools/test/doctor_advise_*_test.cpp).
 //
 // Commands are built from values the doctor chose: kernel and configuration paths, numbers it
 // computed, and a systemd unit name that passed safe_unit_name(). Every word goes through
@@ -22,7 +22,7 @@
 #include <algorithm>
 
 #include "advice.hpp"
-#include "advice_rules.hpp"
+#include "advise_parts.hpp"
 #include "format.hpp"
 #include "hugepage/cgroup.hpp"
 #include "system_report.hpp"

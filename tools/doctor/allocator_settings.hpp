@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "proc_text.hpp"
+#include "allocator_detect.hpp"
 #include "process_report.hpp"
 
 namespace hugepage::doctor {

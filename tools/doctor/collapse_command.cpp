@@ -16,7 +16,6 @@
 #include "hugepage/kernel_counters.hpp"
 #include "hugepage/process_view.hpp"
 #include "hugepage/system.hpp"
-#include "proc_text.hpp"
 #include "process_access.hpp"
 #include "test_hook.hpp"
 

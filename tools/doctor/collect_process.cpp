@@ -17,6 +17,7 @@
 #include <system_error>
 #include <utility>
 
+#include "allocator_detect.hpp"
 #include "allocator_settings.hpp"
 #include "collapse_command.hpp"
 #include "debian_packages.hpp"
@@ -30,11 +31,15 @@
 #include "mapping_summary.hpp"
 #include "memory_classes.hpp"
 #include "mounts.hpp"
+#include "numa_files.hpp"
 #include "process_access.hpp"
+#include "process_environ.hpp"
 #include "process_report.hpp"
+#include "read_text.hpp"
 #include "runtime_detect.hpp"
 #include "runtime_go.hpp"
 #include "shared_views.hpp"
+#include "status_fields.hpp"
 #include "test_hook.hpp"
 #include "text.hpp"
 #include "thp_disabler.hpp"

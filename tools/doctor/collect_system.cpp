@@ -11,6 +11,7 @@
 #include "hugepage/perf_counters.hpp"
 #include "hugepage/system.hpp"
 #include "hugetlb_cgroup.hpp"
+#include "numa_files.hpp"
 #include "system_report.hpp"
 
 namespace hugepage::doctor {

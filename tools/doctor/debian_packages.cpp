@@ -3,7 +3,7 @@
 
 #include <dirent.h>
 
-#include "proc_text.hpp"
+#include "read_text.hpp"
 
 namespace hugepage::doctor {
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "hugepage/cgroup.hpp"
-#include "proc_text.hpp"
+#include "read_text.hpp"
 
 namespace hugepage::doctor {
 

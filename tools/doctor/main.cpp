@@ -1,6 +1,10 @@
 // tools/doctor/main.cpp - hugepage-doctor: is this machine, or this process, paying the TLB tax?
 //
-// Parses the command line (CLI11), collects one report, derives advice, prints a table or JSON.
+// Parses the command line (CLI11), collects one report (collect_*.cpp), derives advice
+// (advise_*.cpp), prints a table, JSON or Prometheus text (render_*.cpp, prometheus.cpp).
+// A function that judges a report and emits advice is a verb, advise_*, and lives in a file
+// advise_*.cpp, as do the parts only those files use (advise_parts.hpp, advise_reach.hpp); the data
+// they make keeps the noun, advice (struct advice and advice_level: advice.hpp, advice_level.hpp).
 // Every error is one line on stderr and a non-zero status, with nothing on stdout: output is
 // built whole before it is printed, and a failed write to stdout is an error too.
 #include <fmt/format.h>

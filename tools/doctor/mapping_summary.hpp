@@ -8,7 +8,7 @@
 
 #include "hugepage/page_size.hpp"
 #include "hugepage/smaps.hpp"
-#include "proc_text.hpp"
+#include "numa_files.hpp"
 #include "process_report.hpp"
 
 namespace hugepage::doctor {

@@ -12,7 +12,7 @@
 
 #include "hugepage/kernel_counters.hpp"
 #include "hugepage/kernel_files.hpp"
-#include "proc_text.hpp"
+#include "read_text.hpp"
 
 namespace hugepage::doctor {
 

@@ -14,11 +14,12 @@
 #include <utility>
 #include <vector>
 
+#include "allocator_detect.hpp"
 #include "hugepage/backing_report.hpp"
 #include "hugepage/page_size.hpp"
 #include "hugepage/smaps.hpp"
 #include "hugetlb_cgroup.hpp"
-#include "proc_text.hpp"
+#include "numa_files.hpp"
 #include "thp_disabler.hpp"
 
 namespace hugepage::doctor {

@@ -1,7 +1,7 @@
 // tools/doctor/render_table.cpp - the three reports as human tables (fmt).
 //
 // What a process controls (its title, comm, mapping and file names, environment) is printed
-// through printable(); commands are printed as they are, to be pasted (advice_rules.hpp).
+// through printable(); commands are printed as they are, to be pasted (advise_parts.hpp).
 #include "render_table.hpp"
 
 #include <fmt/format.h>
@@ -82,7 +82,7 @@ void render_advice(std::string& out, const std::vector<advice>& advice, const ch
   int n = 1;
   for (const auto& a : advice) {
     // Messages and evidence may quote paths and names the process chose: escaped. Commands are
-    // built from trusted words only (advice_rules.hpp) and printed as they are, to be pasted.
+    // built from trusted words only (advise_parts.hpp) and printed as they are, to be pasted.
     out +=
         fmt::format("  {}. {}: {} [{}]\n", n++, name_of(a.level()), printable(a.message), a.id());
     if (!a.reaches.empty())

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "allocator_detect.hpp"
 #include "jvm_options.hpp"
 #include "process_report.hpp"
 #include "runtime_go.hpp"

@@ -12,7 +12,6 @@
 #include "hugepage/page_size.hpp"
 #include "hugepage/system.hpp"
 #include "hugetlb_cgroup.hpp"
-#include "proc_text.hpp"
 
 namespace hugepage::doctor {
 

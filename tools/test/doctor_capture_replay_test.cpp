@@ -29,6 +29,7 @@
 #include "collect_system.hpp"
 #include "doctor_cli_support.hpp"
 #include "process_report.hpp"
+#include "read_text.hpp"
 #include "render_json.hpp"
 #include "render_table.hpp"
 #include "system_report.hpp"

@@ -9,7 +9,7 @@
 
 #include "advice.hpp"
 #include "advise_process.hpp"
-#include "doctor_advice_support.hpp"
+#include "doctor_advise_support.hpp"
 #include "jvm_options.hpp"
 #include "process_report.hpp"
 #include "runtime_detect.hpp"

@@ -10,18 +10,25 @@
 #include <string>
 
 #include "advise_system.hpp"
+#include "allocator_detect.hpp"
 #include "allocator_settings.hpp"
+#include "cgroup_membership.hpp"
 #include "collect_system.hpp"
 #include "doctor_samples.hpp"
 #include "format.hpp"
 #include "hugepage/cgroup.hpp"
+#include "hugepage/kernel_counters.hpp"
+#include "hugepage/kernel_files.hpp"
+#include "hugepage/kernel_memory.hpp"
 #include "hugepage/smaps.hpp"
 #include "hugetlb_cgroup.hpp"
 #include "mapping_summary.hpp"
-#include "proc_text.hpp"
+#include "numa_files.hpp"
+#include "process_environ.hpp"
 #include "process_report.hpp"
 #include "render_json.hpp"
 #include "render_table.hpp"
+#include "status_fields.hpp"
 #include "system_report.hpp"
 
 namespace hugepage::doctor {

@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "advice.hpp"
-#include "advice_reach.hpp"
-#include "advice_rules.hpp"
+#include "advise_parts.hpp"
 #include "advise_process.hpp"
+#include "advise_reach.hpp"
 #include "allocator_settings.hpp"
-#include "doctor_advice_support.hpp"
+#include "doctor_advise_support.hpp"
 #include "memory_classes.hpp"
 #include "process_report.hpp"
 #include "runtime_detect.hpp"

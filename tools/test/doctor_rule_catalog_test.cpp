@@ -34,59 +34,59 @@ namespace {
 const std::map<std::string, std::string> out_of_stored_reach = {
     {"process_thp_disabled",
      "no capture has THP disabled by prctl but MariaDB, which did it itself (its own advice); "
-     "doctor_advice_process_test"},
+     "doctor_advise_process_test"},
     {"redis_disables_thp",
      "the Redis capture is from THP madvise, where Redis leaves THP on (THP_enabled 1); "
-     "doctor_advice_process_test"},
+     "doctor_advise_process_test"},
     {"glibc_too_old_for_thp",
      "no capture names a glibc older than 2.35 (none stores a glibc_version); "
-     "doctor_advice_process_test"},
+     "doctor_advise_process_test"},
     {"allocator_settings_unknown",
      "the captures whose environment is overwritten by their title (Redis) hold a few MiB, under "
-     "the advice threshold; doctor_advice_process_test"},
+     "the advice threshold; doctor_advise_process_test"},
     {"locked_before_advice",
-     "no capture has locked memory (VmLck 0); doctor_advice_reach_settings_test"},
+     "no capture has locked memory (VmLck 0); doctor_advise_reach_settings_test"},
     {"thp_disabled_except_advised",
      "needs PR_THP_DISABLE_EXCEPT_ADVISED (Linux 6.18) under THP always; the captures are from "
-     "Linux 6.1; doctor_advice_reach_settings_test"},
-    {"dotnet_gc_large_pages", "no capture of a .NET runtime; doctor_advice_reach_settings_test"},
+     "Linux 6.1; doctor_advise_reach_settings_test"},
+    {"dotnet_gc_large_pages", "no capture of a .NET runtime; doctor_advise_reach_settings_test"},
     {"go_heap_out_of_reach", "no capture of a Go program; doctor_pool_settings_test"},
     {"runtime_heap_out_of_reach",
      "every runtime captured (JVM, Node.js) has advice of its own; "
-     "doctor_advice_reach_settings_test"},
+     "doctor_advise_reach_settings_test"},
     {"jvm_memory_beside_heap",
      "the JVM captured with -XX:+UseLargePages has its heap on base pages (a short pool), and its "
      "other memory is small; doctor_pool_settings_test"},
     {"memory_cgroup_limit",
      "captures are read without a memory cgroup limit (build_process_report with no root); "
-     "doctor_advice_reach_settings_test"},
+     "doctor_advise_reach_settings_test"},
     {"numa_remote_memory", "the captures are from a machine with one NUMA node; doctor_numa_test"},
     {"numa_pool_wrong_node",
      "the captures are from a machine with one NUMA node; doctor_numa_test"},
     {"file_copies_out_of_reach",
-     "no capture writes 256 MiB into private file mappings; doctor_advice_reach_settings_test"},
+     "no capture writes 256 MiB into private file mappings; doctor_advise_reach_settings_test"},
     {"glibc_tunable_does_not_reach",
      "the captures with glibc.malloc.hugetlb=1 keep their memory in chunks it reaches; "
-     "doctor_advice_reach_settings_test"},
+     "doctor_advise_reach_settings_test"},
     {"glibc_hugetlb_pool_short",
      "no capture has glibc.malloc.hugetlb=2; doctor_pool_settings_test"},
     {"glibc_chunks_out_of_reach",
      "the glibc captures keep their large memory in chunks of at least 2 MiB, which the tunable "
-     "reaches; doctor_advice_reach_settings_test"},
+     "reaches; doctor_advise_reach_settings_test"},
     {"setting_does_not_reach",
      "the captures whose setting works by MADV_HUGEPAGE have most of their memory advised; "
-     "doctor_advice_reach_settings_test"},
+     "doctor_advise_reach_settings_test"},
     {"anonymous_mmap_out_of_reach",
-     "no capture maps much memory itself without malloc; doctor_advice_reach_settings_test"},
+     "no capture maps much memory itself without malloc; doctor_advise_reach_settings_test"},
     {"base_pages_out_of_reach",
      "no capture has 256 MiB on base pages in classes under the threshold that no setting reaches; "
-     "doctor_advice_reach_settings_test"},
+     "doctor_advise_reach_settings_test"},
     {"tmpfs_pages_predate_huge",
      "the capture with huge=within_size on /dev/shm wrote its file after the remount (65 to 100% "
-     "huge); doctor_advice_reach_test"},
+     "huge); doctor_advise_reach_test"},
     {"shmem_deny_overrides_mount",
      "needs a tmpfs mount with huge= under shmem_enabled=deny, which the capture with "
-     "huge=within_size reaches already; doctor_advice_reach_test"},
+     "huge=within_size reaches already; doctor_advise_reach_test"},
 };
 
 const rule* row_named(const std::string& id) {

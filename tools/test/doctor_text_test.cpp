@@ -7,9 +7,11 @@
 #include <cstdlib>
 #include <string>
 
+#include "allocator_detect.hpp"
 #include "collect_process.hpp"
 #include "debian_packages.hpp"
 #include "process_access.hpp"
+#include "process_environ.hpp"
 #include "text.hpp"
 
 namespace hugepage::doctor {

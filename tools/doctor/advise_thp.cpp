@@ -1,8 +1,8 @@
-// tools/doctor/advice_thp.cpp - THP settings in advice: the effective mode, and the commands that
+// tools/doctor/advise_thp.cpp - THP settings in advice: the effective mode, and the commands that
 // set a sysfs file now and at boot.
 #include <fmt/format.h>
 
-#include "advice_rules.hpp"
+#include "advise_parts.hpp"
 #include "format.hpp"
 #include "system_report.hpp"
 #include "text.hpp"

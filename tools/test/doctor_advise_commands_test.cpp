@@ -1,4 +1,4 @@
-// tools/test/doctor_advice_commands_test.cpp - the commands process advice prints: settings merged
+// tools/test/doctor_advise_commands_test.cpp - the commands process advice prints: settings merged
 // into what is there, quoted or refused, drop-ins that never replace a file, no process title.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -11,8 +11,8 @@
 
 #include "advice.hpp"
 #include "advise_process.hpp"
-#include "doctor_advice_support.hpp"
-#include "proc_text.hpp"
+#include "doctor_advise_support.hpp"
+#include "process_environ.hpp"
 #include "process_report.hpp"
 #include "runtime_detect.hpp"
 #include "system_report.hpp"

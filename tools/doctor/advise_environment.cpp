@@ -1,11 +1,11 @@
-// tools/doctor/advice_environment.cpp - settings merged into what a process or mount has now:
+// tools/doctor/advise_environment.cpp - settings merged into what a process or mount has now:
 // environment variables of a service, /dev/shm's mount options.
 #include <fmt/format.h>
 
 #include <optional>
 
 #include "advice.hpp"
-#include "advice_rules.hpp"
+#include "advise_parts.hpp"
 #include "process_report.hpp"
 #include "system_report.hpp"
 #include "text.hpp"

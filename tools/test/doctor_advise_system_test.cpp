@@ -1,4 +1,4 @@
-// tools/test/doctor_advice_system_test.cpp - each system advice rule, from a hand-made state.
+// tools/test/doctor_advise_system_test.cpp - each system advice rule, from a hand-made state.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -10,7 +10,7 @@
 
 #include "advice.hpp"
 #include "advise_system.hpp"
-#include "doctor_advice_support.hpp"
+#include "doctor_advise_support.hpp"
 #include "format.hpp"
 #include "hugepage/refusal.hpp"
 #include "system_report.hpp"

@@ -1,20 +1,20 @@
-// tools/test/doctor_advice_reach_settings_test.cpp - advice by reach for the settings a process
+// tools/test/doctor_advise_reach_settings_test.cpp - advice by reach for the settings a process
 // has or lacks (glibc's tunable, MariaDB's --large-pages, jemalloc, numpy, the JVM's flags, a
 // PR_SET_THP_DISABLE and THP never): a setting in place that does not reach a class is a warning
 // saying why, and no all-clear is given while a reachable class is on base pages. The table and
-// the mechanisms by class: doctor_advice_reach_test.cpp.
+// the mechanisms by class: doctor_advise_reach_test.cpp.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
 #include "advice.hpp"
-#include "advice_reach.hpp"
-#include "advice_rules.hpp"
+#include "advise_parts.hpp"
 #include "advise_process.hpp"
+#include "advise_reach.hpp"
 #include "allocator_settings.hpp"
-#include "doctor_advice_support.hpp"
-#include "proc_text.hpp"
+#include "doctor_advise_support.hpp"
+#include "process_environ.hpp"
 #include "process_report.hpp"
 #include "runtime_detect.hpp"
 #include "system_report.hpp"

@@ -1,4 +1,4 @@
-// tools/doctor/advice_allocator.cpp - advice for an allocator that does not ask for huge pages.
+// tools/doctor/advise_allocator.cpp - advice for an allocator that does not ask for huge pages.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -6,8 +6,8 @@
 #include <utility>
 
 #include "advice.hpp"
-#include "advice_reach.hpp"
-#include "advice_rules.hpp"
+#include "advise_parts.hpp"
+#include "advise_reach.hpp"
 #include "process_report.hpp"
 #include "text.hpp"
 

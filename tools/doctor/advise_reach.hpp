@@ -1,4 +1,4 @@
-// tools/doctor/advice_reach.hpp - which fix reaches which memory: the table the process advice is
+// tools/doctor/advise_reach.hpp - which fix reaches which memory: the table the process advice is
 // chosen by. A setting helps only the memory it reaches (a malloc tunable reaches glibc's chunks
 // of 2 MiB and up, not a runtime's own heap; shmem_enabled reaches memfd and SysV segments, not a
 // file on /dev/shm), so advice is given per memory class, through a mechanism that reaches it.

@@ -1,6 +1,10 @@
-// tools/doctor/advice_rules.hpp - the pieces the advice rules share: THP settings, counters,
-// pools, merged settings. Internal to advise_system.cpp and advise_process.cpp; each piece reads
-// only the report, never the machine.
+// tools/doctor/advise_parts.hpp - the parts the advise_*.cpp files build advice from, and the
+// advice of one topic that another file calls: THP settings and their commands (advise_thp.cpp),
+// counters and free-memory fragmentation (advise_counters.cpp), pool sizes and their commands
+// (advise_pool.cpp), settings merged into what a process has (advise_environment.cpp), and the
+// advice for allocators, memory classes and services (advise_allocator.cpp, advise_classes.cpp,
+// advise_services.cpp) that advise_process.cpp and advise_classes.cpp call. Internal to those
+// files and their tests; each part reads only the report, never the machine.
 #pragma once
 
 #include <cstddef>
@@ -15,7 +19,7 @@
 
 namespace hugepage::doctor {
 
-// ---- THP settings (advice_thp.cpp) -------------------------------------------------------------
+// ---- THP settings (advise_thp.cpp) -------------------------------------------------------------
 
 inline constexpr const char* thp_dir = "/sys/kernel/mm/transparent_hugepage";
 
@@ -38,7 +42,7 @@ struct thp_off {
 
 thp_off thp_off_of(const system_report& s);
 
-// ---- counters (advice_counters.cpp) ------------------------------------------------------------
+// ---- counters (advise_counters.cpp) ------------------------------------------------------------
 
 // A /proc/vmstat counter of the report; 0 when absent.
 std::uint64_t counter(const system_report& s, const char* name);
@@ -57,7 +61,7 @@ fragmentation fragmentation_of(const system_report& s);
 // THP faults since boot fell back to base pages often enough to matter.
 bool fallbacks_matter(const system_report& s);
 
-// ---- hugetlb pools (advice_pool.cpp) -----------------------------------------------------------
+// ---- hugetlb pools (advise_pool.cpp) -----------------------------------------------------------
 
 // The sysfs file that sizes the pool of `page_bytes` pages.
 std::string pool_file(std::size_t page_bytes);
@@ -75,7 +79,7 @@ std::optional<std::uint64_t> capped_pool_target(const system_report& s, std::siz
 std::vector<std::string> pool_commands(const system_report& s, std::size_t page_bytes,
                                        std::uint64_t target);
 
-// ---- merged settings (advice_environment.cpp) --------------------------------------------------
+// ---- merged settings (advise_environment.cpp) --------------------------------------------------
 
 // How a variable's value is a list: GLIBC_TUNABLES is "key=value:key=value", MALLOC_CONF
 // "key:value,key:value", java options are words separated by spaces where a later flag wins
@@ -98,7 +102,7 @@ advice environment_advice(const process_report& p, rule_id rule, const std::stri
                           std::vector<std::string> evidence, std::string trade,
                           const std::string& name, const std::string& add, list_syntax syntax);
 
-// ---- allocators (advice_allocator.cpp) ---------------------------------------------------------
+// ---- allocators (advise_allocator.cpp) ---------------------------------------------------------
 
 // Advice for an allocator that does not ask for huge pages under THP madvise; `head` starts
 // each message.
@@ -108,7 +112,7 @@ void advise_allocator(const process_report& p, const system_report& s, const std
 // ---- memory classes (advise_classes.cpp) -------------------------------------------------------
 
 // Advice per class of the process's memory (process_report::classes), each through a mechanism
-// that reaches the class (advice_reach.hpp); nothing while THP is disabled for the process.
+// that reaches the class (advise_reach.hpp); nothing while THP is disabled for the process.
 void advise_classes(const process_report& p, const system_report& s, std::vector<advice>& out);
 
 // A setting that reaches `classes` is in place, yet they are under half huge: compaction where
@@ -119,7 +123,7 @@ void advise_classes(const process_report& p, const system_report& s, std::vector
 advice not_obtained(const process_report& p, const system_report& s, const std::string& setting,
                     const std::vector<const memory_class_usage*>& classes, bool by_madvise = false);
 
-// ---- services (advice_services.cpp) ------------------------------------------------------------
+// ---- services (advise_services.cpp) ------------------------------------------------------------
 
 // THP disabled for the process: MariaDB's own large pages with the pool they need, or who set it
 // and what it costs (Redis has its own note).

@@ -1,4 +1,4 @@
-// tools/doctor/advice_services.cpp - advice through a service's own setting: MariaDB's large
+// tools/doctor/advise_services.cpp - advice through a service's own setting: MariaDB's large
 // pages, memcached's -L, numpy's madvise; what no setting reaches (V8's heap, a linked-in
 // allocator); THP disabled for the process.
 #include <fmt/format.h>
@@ -6,8 +6,8 @@
 #include <algorithm>
 
 #include "advice.hpp"
-#include "advice_reach.hpp"
-#include "advice_rules.hpp"
+#include "advise_parts.hpp"
+#include "advise_reach.hpp"
 #include "format.hpp"
 #include "process_report.hpp"
 #include "system_report.hpp"

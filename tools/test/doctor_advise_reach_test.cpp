@@ -1,19 +1,18 @@
-// tools/test/doctor_advice_reach_test.cpp - advice by reach: each class of a process's memory is
+// tools/test/doctor_advise_reach_test.cpp - advice by reach: each class of a process's memory is
 // advised through a mechanism that reaches it, a setting in place that does not reach it is a
 // warning saying why: the table, memcached, node's heap, memfd and /dev/shm files. The settings a
-// process has or lacks, and the all-clear: doctor_advice_reach_settings_test.cpp.
+// process has or lacks, and the all-clear: doctor_advise_reach_settings_test.cpp.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
 #include "advice.hpp"
-#include "advice_reach.hpp"
-#include "advice_rules.hpp"
+#include "advise_parts.hpp"
 #include "advise_process.hpp"
+#include "advise_reach.hpp"
 #include "allocator_settings.hpp"
-#include "doctor_advice_support.hpp"
-#include "proc_text.hpp"
+#include "doctor_advise_support.hpp"
 #include "process_report.hpp"
 #include "runtime_detect.hpp"
 #include "system_report.hpp"

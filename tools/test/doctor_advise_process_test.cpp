@@ -1,4 +1,4 @@
-// tools/test/doctor_advice_process_test.cpp - each process advice rule (allocators, runtimes,
+// tools/test/doctor_advise_process_test.cpp - each process advice rule (allocators, runtimes,
 // memory classes, pools), from a hand-made state.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -12,7 +12,7 @@
 #include "advice.hpp"
 #include "advise_process.hpp"
 #include "allocator_settings.hpp"
-#include "doctor_advice_support.hpp"
+#include "doctor_advise_support.hpp"
 #include "mapping_summary.hpp"
 #include "process_report.hpp"
 #include "runtime_detect.hpp"

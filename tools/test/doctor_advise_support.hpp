@@ -1,4 +1,4 @@
-// tools/test/doctor_advice_support.hpp - hand-made system and process states for the advice rule
+// tools/test/doctor_advise_support.hpp - hand-made system and process states for the advice rule
 // tests, and readers of the advice they get.
 #pragma once
 

@@ -1,10 +1,10 @@
-// tools/doctor/advice_pool.cpp - hugetlb pools in advice: why one is short, a size the machine can
+// tools/doctor/advise_pool.cpp - hugetlb pools in advice: why one is short, a size the machine can
 // hold, the commands that set it now and at boot.
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "advice_rules.hpp"
+#include "advise_parts.hpp"
 #include "hugepage/refusal.hpp"
 #include "system_report.hpp"
 #include "text.hpp"

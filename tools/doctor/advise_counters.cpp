@@ -1,6 +1,6 @@
-// tools/doctor/advice_counters.cpp - the counters advice rests on: vmstat, meminfo, free-memory
+// tools/doctor/advise_counters.cpp - the counters advice rests on: vmstat, meminfo, free-memory
 // fragmentation.
-#include "advice_rules.hpp"
+#include "advise_parts.hpp"
 #include "system_report.hpp"
 
 namespace hugepage::doctor {

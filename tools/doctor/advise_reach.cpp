@@ -1,11 +1,11 @@
-// tools/doctor/advice_reach.cpp - the table of which fix reaches which memory class.
-#include "advice_reach.hpp"
+// tools/doctor/advise_reach.cpp - the table of which fix reaches which memory class.
+#include "advise_reach.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "advice_rules.hpp"
+#include "advise_parts.hpp"
 #include "advise_process.hpp"
 #include "format.hpp"
 #include "hugepage/kernel_files.hpp"
