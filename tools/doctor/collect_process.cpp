@@ -521,7 +521,15 @@ std::optional<process_report> collect_process(const process_view& target, std::s
   // PPid 0: no parent in this pid namespace to ask. PPid 1 (init, or the adopter of an
   // orphan) tells nothing about who set the process's THP: unknown.
   if (ppid != identity.status.end() && ppid->second > 1) {
-    files.parent_status = text_of(process_view(static_cast<pid_t>(ppid->second)), "status");
+    // The parent's own directory, its stat and status read through it: one process. Its number
+    // may name another by now (the parent exited, the number was reused): that one started
+    // after the target, so it is no parent and tells nothing.
+    const process_view parent(static_cast<pid_t>(ppid->second));
+    int err = 0;
+    const auto parent_stat = read_proc_stat(parent, err);
+    if (parent_stat && started_no_later(*parent_stat, *before)) {
+      files.parent_status = text_of(parent, "status");
+    }
   }
   // Only glibc's chunks carry its headers: another malloc's mappings are not read.
   const allocator_guess& allocator = identity.allocator.guess;

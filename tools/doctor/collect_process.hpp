@@ -119,6 +119,12 @@ struct proc_stat {
   bool exiting() const noexcept { return (flags & 0x4U) != 0; }
 };
 
+/// Whether the process of `parent` started no later than that of `child`: a process that started
+/// after another cannot be its parent (its number was reused after the parent exited). Pure.
+inline bool started_no_later(const proc_stat& parent, const proc_stat& child) noexcept {
+  return parent.start_time <= child.start_time;
+}
+
 /// Parses /proc/PID/stat text (the comm field may hold spaces and parentheses).
 std::optional<proc_stat> parse_proc_stat(std::string_view text);
 

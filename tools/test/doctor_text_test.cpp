@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -173,6 +174,19 @@ TEST(DoctorText, ProcStat) {
   ASSERT_TRUE(kthread.has_value());
   EXPECT_TRUE(kthread->kernel_thread());
   EXPECT_FALSE(parse_proc_stat("garbage").has_value());
+}
+
+// The parent a process's PPid names is asked only if it started no later than the process: a
+// number reused by a process started since belongs to no parent of it.
+TEST(DoctorText, AProcessStartedAfterTheTargetIsNotItsParent) {
+  const auto at = [](std::uint64_t start) {
+    return *parse_proc_stat("7 (p) S 1 7 7 0 -1 4194560 1 0 0 0 1 2 0 0 20 0 1 0 " +
+                            std::to_string(start) +
+                            " 1000 10 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n");
+  };
+  EXPECT_TRUE(started_no_later(at(100), at(200)));
+  EXPECT_TRUE(started_no_later(at(200), at(200)));  // the same clock tick: a fork right away
+  EXPECT_FALSE(started_no_later(at(201), at(200)));
 }
 
 TEST(DoctorText, AllocatorVersionsFromFileNames) {
