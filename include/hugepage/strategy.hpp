@@ -17,6 +17,16 @@
 // deallocate(p, bytes, alignment) recomputes the same decision from `bytes` - no header in front
 // of the block, no lookup on the common path - and unmaps exactly the length that was mapped.
 //
+// The calls, in the order this file defines them (NUMA placement's checks come last):
+//   allocate -> detail::allocate_small                        below threshold()
+//            -> allocate_mapped -> layout_of                  the length, head and tail
+//                               -> map_thp -> os::map_aligned, detail::advise_thp
+//                               -> map_hugetlb_block -> pool_pages -> os::map_hugetlb
+//                                    refused: read_hugetlb_refusal, cause_of, then retry or
+//                                    detail::throw_refusal (refusal.hpp: facts, cause, words)
+//                               -> finish: pre-fault, MADV_DONTFORK, collapse_now
+//   deallocate -> layout_of (or the registry's record) -> os::unmap
+//
 // The cascade of a 1 GiB hugetlb strategy (layout_of(), the one place that decides it):
 //   bytes < 2 MiB                 -> ::operator new (unless small_threshold says otherwise)
 //   2 MiB <= bytes < 1 GiB        -> 2 MiB pages: the 2 MiB pool where it has room, else THP,
@@ -394,123 +404,6 @@ class strategy {
     return p;
   }
 
-  // ---- NUMA placement (numa.hpp) ----------------------------------------------------------------
-
-  // A placement that names no node, one past 63 or one that is not online is refused before
-  // anything is mapped (mbind itself takes a set with some online node and ignores the rest).
-  void check_placement() const {
-    const numa_placement& numa = options_.numa;
-    if (!numa.nodes.valid() || numa.nodes.empty()) {
-      detail::throw_allocation_error(
-          std::string("hugepage: NUMA placement '") + name_of(numa.mode) +
-              "' needs at least one node, numbered 0 to 63; it names " +
-              (numa.nodes.valid()
-                   ? std::string("none")
-                   : "node " + std::to_string(numa.nodes.outside) + ", outside that range") +
-              " (online nodes: " + numa::online_nodes().text() + ")",
-          std::make_error_code(std::errc::invalid_argument));
-    }
-    if ((numa.nodes.mask & ~numa::online_nodes().mask) != 0) {
-      throw_placement_refused(numa, 0, std::make_error_code(std::errc::invalid_argument));
-    }
-  }
-
-  // mbind refused `numa` for a block of `length`: say which nodes do not exist, else the errno.
-  [[noreturn, gnu::noinline, gnu::cold]] static void throw_placement_refused(
-      const numa_placement& numa, std::size_t length, std::error_code ec) {
-    const node_set online = numa::online_nodes();
-    const node_set missing = node_set::of_mask(numa.nodes.mask & ~online.mask);
-    std::string message = std::string("hugepage: NUMA placement '") + name_of(numa.mode) +
-                          "' on node(s) " + numa.nodes.text() +
-                          (length != 0 ? " of " + format_bytes(length) : std::string()) +
-                          " refused: ";
-    if (!missing.empty()) {
-      message += "node(s) " + missing.text() + " do not exist (online nodes: " + online.text() +
-                 ", /sys/devices/system/node/online)";
-      ec = std::make_error_code(std::errc::invalid_argument);
-    } else if (ec == std::errc::invalid_argument) {
-      message += "mbind: " + ec.message() +
-                 " (nodes outside this process's cpuset? see Mems_allowed_list in "
-                 "/proc/self/status)";
-    } else {
-      message += "mbind: " + ec.message();
-    }
-    detail::throw_allocation_error(message, ec);
-  }
-
-  // The free pages of `size` on each bound node, read before a bound block is mapped: the mmap
-  // reserves from the pool of all nodes, but the fault under MPOL_BIND must find its page on a
-  // bound node. Throws for a bound node that does not exist.
-  struct node_pool {
-    std::uint64_t free = 0;        // on all bound nodes
-    int short_node = -1;           // the first bound node with fewer free pages than asked
-    std::uint64_t short_free = 0;  // its free pages
-  };
-  node_pool read_bound_pool(page_size size, std::uint64_t pages, std::size_t length) const {
-    node_pool pool;
-    const node_set& nodes = options_.numa.nodes;
-    for (int n = 0; n < 64; ++n) {
-      if (!nodes.contains(n)) continue;
-      const std::optional<std::uint64_t> free = numa::read_node_pool(n, size, "free_hugepages");
-      if (!free && !numa::online_nodes().contains(n)) {
-        throw_placement_refused(options_.numa, length,
-                                std::make_error_code(std::errc::invalid_argument));
-      }
-      const std::uint64_t here = free.value_or(0);
-      pool.free += here;
-      if (here < pages && pool.short_node < 0) {
-        pool.short_node = n;
-        pool.short_free = here;
-      }
-    }
-    return pool;
-  }
-
-  // A bound block the bound nodes' pools cannot cover: node_pool_exhausted naming the node.
-  [[noreturn, gnu::noinline, gnu::cold]] void throw_node_pool_short(page_size size,
-                                                                    std::uint64_t pages,
-                                                                    const node_pool& pool) const {
-    const node_set& nodes = options_.numa.nodes;
-    const int node = pool.short_node >= 0 ? pool.short_node : nodes.first();
-    const std::string file = numa::node_pool_file(node, size, "nr_hugepages");
-    const std::uint64_t reserved = numa::read_node_pool(node, size, "nr_hugepages").value_or(0);
-    const std::uint64_t free_there = pool.short_node >= 0 ? pool.short_free : pool.free;
-    const std::uint64_t missing = pages > pool.free ? pages - pool.free : pages;
-    std::string message = "hugepage: " + std::to_string(pages) + " hugetlb pages of " +
-                          name_of(size) + " bound to node " + nodes.text() + ", where node " +
-                          std::to_string(node) + " has " + std::to_string(free_there) + " free";
-    if (nodes.first() != node || node_set::of_mask(nodes.mask & ~(std::uint64_t{1} << node)).mask) {
-      message += " (" + std::to_string(pool.free) + " on all bound nodes)";
-    }
-    message += "; pages of other nodes are not used for a bound block. Reserve more on node " +
-               std::to_string(node) + ": echo " + std::to_string(reserved + missing) + " > " + file;
-    throw node_pool_exhausted(message, std::make_error_code(std::errc::not_enough_memory), size,
-                              pages, pool.free, node, file);
-  }
-
-  // A block placed `preferred` that got a page of another node is counted once. One query per
-  // `step` bytes (a huge page): the pages must be faulted in.
-  void count_other_node(void* p, std::size_t length, std::size_t step) const noexcept {
-    if (options_.numa.mode != numa_mode::preferred || step == 0) return;
-    const int wanted = options_.numa.nodes.first();
-    constexpr std::size_t batch = 64;
-    const void* pages[batch];
-    int status[batch];
-    for (std::size_t at = 0; at < length;) {
-      std::size_t count = 0;
-      for (; count < batch && at < length; ++count, at += step) {
-        pages[count] = static_cast<const char*>(p) + at;
-      }
-      if (numa::nodes_of_pages(0, count, pages, status)) return;
-      for (std::size_t i = 0; i < count; ++i) {
-        if (status[i] >= 0 && status[i] != wanted) {
-          detail::global_counters().fallbacks_to_other_node.fetch_add(1, std::memory_order_relaxed);
-          return;
-        }
-      }
-    }
-  }
-
   // The hugetlb blocks, cascade included (see the top of this file). Never returns memory whose
   // first touch can raise SIGBUS: pool pages are populated where a fault could be refused.
   void* map_hugetlb_block(const layout& l, std::size_t alignment, placement& got) const {
@@ -728,6 +621,123 @@ class strategy {
     detail::counters& c = detail::global_counters();
     c.collapse_failures.fetch_add(1, std::memory_order_relaxed);
     c.collapse_unsupported.store(true, std::memory_order_relaxed);
+  }
+
+  // ---- NUMA placement (numa.hpp) ----------------------------------------------------------------
+
+  // A placement that names no node, one past 63 or one that is not online is refused before
+  // anything is mapped (mbind itself takes a set with some online node and ignores the rest).
+  void check_placement() const {
+    const numa_placement& numa = options_.numa;
+    if (!numa.nodes.valid() || numa.nodes.empty()) {
+      detail::throw_allocation_error(
+          std::string("hugepage: NUMA placement '") + name_of(numa.mode) +
+              "' needs at least one node, numbered 0 to 63; it names " +
+              (numa.nodes.valid()
+                   ? std::string("none")
+                   : "node " + std::to_string(numa.nodes.outside) + ", outside that range") +
+              " (online nodes: " + numa::online_nodes().text() + ")",
+          std::make_error_code(std::errc::invalid_argument));
+    }
+    if ((numa.nodes.mask & ~numa::online_nodes().mask) != 0) {
+      throw_placement_refused(numa, 0, std::make_error_code(std::errc::invalid_argument));
+    }
+  }
+
+  // mbind refused `numa` for a block of `length`: say which nodes do not exist, else the errno.
+  [[noreturn, gnu::noinline, gnu::cold]] static void throw_placement_refused(
+      const numa_placement& numa, std::size_t length, std::error_code ec) {
+    const node_set online = numa::online_nodes();
+    const node_set missing = node_set::of_mask(numa.nodes.mask & ~online.mask);
+    std::string message = std::string("hugepage: NUMA placement '") + name_of(numa.mode) +
+                          "' on node(s) " + numa.nodes.text() +
+                          (length != 0 ? " of " + format_bytes(length) : std::string()) +
+                          " refused: ";
+    if (!missing.empty()) {
+      message += "node(s) " + missing.text() + " do not exist (online nodes: " + online.text() +
+                 ", /sys/devices/system/node/online)";
+      ec = std::make_error_code(std::errc::invalid_argument);
+    } else if (ec == std::errc::invalid_argument) {
+      message += "mbind: " + ec.message() +
+                 " (nodes outside this process's cpuset? see Mems_allowed_list in "
+                 "/proc/self/status)";
+    } else {
+      message += "mbind: " + ec.message();
+    }
+    detail::throw_allocation_error(message, ec);
+  }
+
+  // The free pages of `size` on each bound node, read before a bound block is mapped: the mmap
+  // reserves from the pool of all nodes, but the fault under MPOL_BIND must find its page on a
+  // bound node. Throws for a bound node that does not exist.
+  struct node_pool {
+    std::uint64_t free = 0;        // on all bound nodes
+    int short_node = -1;           // the first bound node with fewer free pages than asked
+    std::uint64_t short_free = 0;  // its free pages
+  };
+  node_pool read_bound_pool(page_size size, std::uint64_t pages, std::size_t length) const {
+    node_pool pool;
+    const node_set& nodes = options_.numa.nodes;
+    for (int n = 0; n < 64; ++n) {
+      if (!nodes.contains(n)) continue;
+      const std::optional<std::uint64_t> free = numa::read_node_pool(n, size, "free_hugepages");
+      if (!free && !numa::online_nodes().contains(n)) {
+        throw_placement_refused(options_.numa, length,
+                                std::make_error_code(std::errc::invalid_argument));
+      }
+      const std::uint64_t here = free.value_or(0);
+      pool.free += here;
+      if (here < pages && pool.short_node < 0) {
+        pool.short_node = n;
+        pool.short_free = here;
+      }
+    }
+    return pool;
+  }
+
+  // A bound block the bound nodes' pools cannot cover: node_pool_exhausted naming the node.
+  [[noreturn, gnu::noinline, gnu::cold]] void throw_node_pool_short(page_size size,
+                                                                    std::uint64_t pages,
+                                                                    const node_pool& pool) const {
+    const node_set& nodes = options_.numa.nodes;
+    const int node = pool.short_node >= 0 ? pool.short_node : nodes.first();
+    const std::string file = numa::node_pool_file(node, size, "nr_hugepages");
+    const std::uint64_t reserved = numa::read_node_pool(node, size, "nr_hugepages").value_or(0);
+    const std::uint64_t free_there = pool.short_node >= 0 ? pool.short_free : pool.free;
+    const std::uint64_t missing = pages > pool.free ? pages - pool.free : pages;
+    std::string message = "hugepage: " + std::to_string(pages) + " hugetlb pages of " +
+                          name_of(size) + " bound to node " + nodes.text() + ", where node " +
+                          std::to_string(node) + " has " + std::to_string(free_there) + " free";
+    if (nodes.first() != node || node_set::of_mask(nodes.mask & ~(std::uint64_t{1} << node)).mask) {
+      message += " (" + std::to_string(pool.free) + " on all bound nodes)";
+    }
+    message += "; pages of other nodes are not used for a bound block. Reserve more on node " +
+               std::to_string(node) + ": echo " + std::to_string(reserved + missing) + " > " + file;
+    throw node_pool_exhausted(message, std::make_error_code(std::errc::not_enough_memory), size,
+                              pages, pool.free, node, file);
+  }
+
+  // A block placed `preferred` that got a page of another node is counted once. One query per
+  // `step` bytes (a huge page): the pages must be faulted in.
+  void count_other_node(void* p, std::size_t length, std::size_t step) const noexcept {
+    if (options_.numa.mode != numa_mode::preferred || step == 0) return;
+    const int wanted = options_.numa.nodes.first();
+    constexpr std::size_t batch = 64;
+    const void* pages[batch];
+    int status[batch];
+    for (std::size_t at = 0; at < length;) {
+      std::size_t count = 0;
+      for (; count < batch && at < length; ++count, at += step) {
+        pages[count] = static_cast<const char*>(p) + at;
+      }
+      if (numa::nodes_of_pages(0, count, pages, status)) return;
+      for (std::size_t i = 0; i < count; ++i) {
+        if (status[i] >= 0 && status[i] != wanted) {
+          detail::global_counters().fallbacks_to_other_node.fetch_add(1, std::memory_order_relaxed);
+          return;
+        }
+      }
+    }
   }
 
   method method_;
