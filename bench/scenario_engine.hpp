@@ -75,6 +75,9 @@ struct loop_result {
   /// The requests before `first_phase` of run_open_loop (e.g. before a fork), apart; `latency`
   /// holds the others then.
   latency_histogram first;
+  /// With run_open_loop's `flag`: the requests of `latency` again, split by whether `*flag` was
+  /// set when each ended (the fork scenario: a child alive or not). Empty without a flag.
+  latency_histogram flag_set, flag_clear;
   std::int64_t max_ns = 0;
   u64 requests = 0;
   double seconds = 0;      ///< wall time of the loop
@@ -85,10 +88,11 @@ struct loop_result {
 /// Runs `op(i)` for i in [0, rate * duration), request i due at start + i / rate (open loop: a
 /// request due while an earlier one runs waits, and its wait is part of its latency). The clock
 /// is spun on between requests, so the CPU stays busy as a service polling its queue does.
-/// The first `first_phase` requests go to `first` instead of `latency`.
+/// The first `first_phase` requests go to `first` instead of `latency`; the others, where `flag`
+/// is given, also to `flag_set` or `flag_clear` by the flag's value when each ends.
 template <class Op>
 loop_result run_open_loop(double rate_per_s, std::chrono::milliseconds duration, Op&& op,
-                          u64 first_phase = 0) {
+                          u64 first_phase = 0, const std::atomic<bool>* flag = nullptr) {
   loop_result r;
   r.timer_ns = timer_cost_ns();
   const auto timer = static_cast<std::int64_t>(r.timer_ns);
@@ -104,7 +108,14 @@ loop_result run_open_loop(double rate_per_s, std::chrono::milliseconds duration,
     now = latency_clock::now();
     const std::int64_t ns =
         std::chrono::duration_cast<std::chrono::nanoseconds>(now - due).count() - timer;
-    (i < first_phase ? r.first : r.latency).add(ns);
+    if (i < first_phase) {
+      r.first.add(ns);
+    } else {
+      r.latency.add(ns);
+      if (flag != nullptr) {
+        (flag->load(std::memory_order_relaxed) ? r.flag_set : r.flag_clear).add(ns);
+      }
+    }
     r.max_ns = std::max(r.max_ns, ns);
     if (i + 1 == n) r.late_end_ms = static_cast<double>(ns) / 1e6;
   }

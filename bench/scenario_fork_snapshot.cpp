@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstddef>
@@ -172,9 +173,12 @@ std::string judge_child(int c, int status, const std::string& report, u64 routes
 // Forks plan.cycles children, one at a time. `hold` (may be empty) is called before each fork and
 // returns what releases it, destroyed when the child is reaped: the service telling upkeep that a
 // child shares the pages.
+// `child_alive` is set from just before each fork until the child is reaped: the request loop
+// tells its requests apart by it.
 template <class Map, class Hold>
 void fork_cycles(const Map& m, u64 routes, u64 key_sum, const fork_plan& plan,
-                 std::chrono::steady_clock::time_point origin, Hold&& hold, fork_record& out) {
+                 std::chrono::steady_clock::time_point origin, Hold&& hold,
+                 std::atomic<bool>& child_alive, fork_record& out) {
   const int inject = injected_child_signal();
   std::this_thread::sleep_for(plan.lead);
   for (int c = 1; c <= plan.cycles; ++c) {
@@ -185,8 +189,10 @@ void fork_cycles(const Map& m, u64 routes, u64 key_sum, const fork_plan& plan,
     }
     auto held = hold();
     out.fork_ms.push_back(ms_since(origin));
+    child_alive.store(true, std::memory_order_relaxed);
     const pid_t child = ::fork();
     if (child < 0) {
+      child_alive.store(false, std::memory_order_relaxed);
       out.error = fmt::format("fork: {}", std::strerror(errno));
       out.fork_ms.pop_back();
       ::close(fds[0]);
@@ -204,6 +210,7 @@ void fork_cycles(const Map& m, u64 routes, u64 key_sum, const fork_plan& plan,
     while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
     }
     out.exit_ms.push_back(ms_since(origin));
+    child_alive.store(false, std::memory_order_relaxed);
     held = {};
     child_work w;
     if (std::sscanf(report.c_str(), "%*u %*u %llu",
@@ -302,20 +309,22 @@ void run_snapshots(benchmark::State& state, std::size_t working_set, keeping kee
   reset_peak_rss();
   f.vm_before = read_vmstat_counts();
   fork_record forks;
+  std::atomic<bool> child_alive{false};
   {
     sampler s(std::chrono::milliseconds(50), [table] { return table_coverage(table); });
     std::thread forker([&] {
       const auto hold = [&keeper] {
         return keeper ? std::optional<hugepage::upkeep_hold>(keeper->hold()) : std::nullopt;
       };
-      fork_cycles(*m, routes, key_sum, plan, s.start(), hold, forks);
+      fork_cycles(*m, routes, key_sum, plan, s.start(), hold, child_alive, forks);
     });
     u64 sum = 0;
     const auto unforked =
         static_cast<u64>(snapshot_rate * std::chrono::duration<double>(plan.lead).count());
     f.loop = run_open_loop(
         snapshot_rate, total,
-        [&](u64 i) { sum += fare_request(*m, routes, i, snapshot_update_every); }, unforked);
+        [&](u64 i) { sum += fare_request(*m, routes, i, snapshot_update_every); }, unforked,
+        &child_alive);
     benchmark::DoNotOptimize(sum);
     forker.join();
     s.stop();
@@ -351,6 +360,13 @@ void run_snapshots(benchmark::State& state, std::size_t working_set, keeping kee
   state.counters["unforked_p999_ns"] = unforked_p999;
   if (unforked_p999 > 0) {
     state.counters["p999_over_unforked"] = f.loop.latency.quantile(0.999) / unforked_p999;
+    // The same from the first fork on, apart: while a child lives (fork, copy-on-write, the
+    // child's walk beside the loop; upkeep is held) and while none does (upkeep restoring the
+    // table). Which of the two makes the tail says whether upkeep's budget or the fork costs it.
+    state.counters["p999_child_alive_over_unforked"] =
+        f.loop.flag_set.quantile(0.999) / unforked_p999;
+    state.counters["p999_no_child_over_unforked"] =
+        f.loop.flag_clear.quantile(0.999) / unforked_p999;
   }
   state.counters["fork_cycles"] = static_cast<double>(forks.exit_ms.size());
   state.counters["children_ok"] = static_cast<double>(forks.exit_ms.size() - forks.failures.size());

@@ -28,7 +28,8 @@ COMMON = ["lat_p50_ns", "lat_p99_ns", "lat_p999_ns", "lat_max_ns", "requests_per
 # ... and these per scenario.
 OWN = {"Scenario_ForkSnapshot": ["min_coverage_pct", "recovery_ms_max", "unrecovered_cycles",
                                  "fork_cycles", "children_ok", "unforked_p999_ns",
-                                 "p999_over_unforked"],
+                                 "p999_over_unforked", "p999_child_alive_over_unforked",
+                                 "p999_no_child_over_unforked"],
        "Scenario_SparseIdle": ["idle_rss_end_mib", "idle_rss_max_mib", "idle_rss_over_live"],
        "Scenario_OrderBook": ["nodes_huge_pct"]}
 NOT_FRAGMENTED = "fragment first failed"
