@@ -131,8 +131,16 @@ collapse_fallback fallback_for(const process_report& p, const system_report& s,
 advice out_of_reach(const process_report& p, const system_report& s, rule_id rule,
                     const std::string& why, const classes_t& classes) {
   const collapse_fallback fallback = fallback_for(p, s, classes);
-  return with_reach(
-      {rule, head_of(classes) + why + "; " + fallback.text, {}, "", fallback.commands}, classes);
+  // What the reader can check: how much of it the program advised, either way.
+  std::vector<std::string> evidence{advised_evidence(classes)};
+  std::size_t refused = 0;
+  for (const memory_class_usage* c : classes) refused += std::min(c->refused, c->resident);
+  if (refused != 0) {
+    evidence.push_back(fmt::format("{} advised MADV_NOHUGEPAGE", format_bytes(refused)));
+  }
+  return with_reach({rule, head_of(classes) + why + "; " + fallback.text, std::move(evidence), "",
+                     fallback.commands},
+                    classes);
 }
 
 void advise_glibc(const process_report& p, const system_report& s, const classes_t& classes,

@@ -469,6 +469,7 @@ TEST(DoctorReach, ProgramsOwnMappingsAreANoteWithCollapse) {
   const advice a = only(list, "anonymous_mmap_out_of_reach");
   EXPECT_EQ(a.level(), advice_level::note);
   EXPECT_EQ(a.commands, std::vector<std::string>{collapse_command});
+  EXPECT_EQ(a.evidence, std::vector<std::string>{"0 B of 1 GiB advised"});
   EXPECT_TRUE(mentions(a,
                        "THP enabled=always (machine-wide) reaches it unless THP is disabled "
                        "for the process except where advised"))
@@ -569,6 +570,8 @@ TEST(DoctorReach, NoHugepageMemoryIsNotAdvisedAlwaysOrCollapse) {
   const advice a = only(list, "anonymous_mmap_out_of_reach");
   EXPECT_TRUE(a.commands.empty()) << all_commands(list);
   EXPECT_TRUE(mentions(a, "advises it MADV_NOHUGEPAGE")) << a.message;
+  EXPECT_EQ(a.evidence, (std::vector<std::string>{"0 B of 700 MiB advised",
+                                                  "700 MiB advised MADV_NOHUGEPAGE"}));
   EXPECT_TRUE(mentions(a,
                        "which THP enabled=always, khugepaged and MADV_COLLAPSE all leave on "
                        "base pages"))
