@@ -1226,7 +1226,15 @@ TEST(Upkeep, GigabyteTableIsBackToNinetyNinePercentAfterForkAndWrite) {
     longest = std::max(longest, r.elapsed);
   }
   const double restored = huge_of(table_opts::label);
-  EXPECT_GE(restored, 0.99) << describe(calls.back());
+  std::string refusals;  // over all the calls: what a back-off every call met began with
+  for (const int error : {ENOMEM, EBUSY, EAGAIN, EINVAL}) {
+    std::size_t n = 0;
+    for (const upkeep_result& r : calls) n += r.refusals_of(error);
+    refusals += " errno " + std::to_string(error) + ": " + std::to_string(n);
+  }
+  EXPECT_GE(restored, 0.99) << "the last call: " << describe(calls.back())
+                            << "; the first: " << describe(calls.front())
+                            << "; refusals in all calls:" << refusals;
   EXPECT_TRUE(table.intact());
   std::printf(
       "1 GiB: fresh %.1f%%, after fork+write %.1f%%, after %zu upkeep calls of 50 ms "
