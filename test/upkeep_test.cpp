@@ -357,33 +357,40 @@ TEST(Upkeep, WithoutPagemapScanFindsWhatAPartialMprotectSplit) {
 // and merged again around one chunk): frames cannot tell it from its neighbours, and smaps says
 // the mapping has one chunk fewer PMD-mapped than it looks. Every THP-looking chunk of it is
 // tried (`uncertain`), the PMD-mapped ones at a cheap success, and the split one is restored.
+// khugepaged may collapse the split chunk between the coverage read and the call (seen once under
+// ASan: nothing uncertain, nothing decayed, coverage 1.0 after): code 10, and a new child tries
+// again; a real miss leaves the chunk split and misses every time.
 TEST(Upkeep, WithoutPagemapScanRestoresAFolioMappedByPtesAmongHugeOnes) {
   REQUIRE_THP_AND_COLLAPSE();
   if (::geteuid() != 0) GTEST_SKIP() << "without PAGEMAP_SCAN upkeep needs kpageflags (root)";
-  const int code = hugepage::test::run_in_child([] {
-    Block<fares_opts> fares(3 * kChunk);
-    if (huge_of(fares_opts::label) < 0.99) return 2;
-    char* const b = fares.get() + kChunk;
-    if (::mprotect(b + kPage, kPage, PROT_READ) != 0) return 3;
-    if (::mprotect(b + kPage, kPage, PROT_READ | PROT_WRITE) != 0) return 3;
-    if (!hugepage::test::fail_syscall(__NR_ioctl, ENOTTY)) return 4;
-    const double before = huge_of(fares_opts::label);
-    const upkeep_result r = hugepage::upkeep();
-    const double after = huge_of(fares_opts::label);
-    std::fprintf(stderr, "child: %s\nchild: huge before %.3f, after %.3f\n", describe(r).c_str(),
-                 before, after);
-    if (r.scan_error || accounted(r) != r.decayed_bytes) return 5;
-    // a, b and c at least (another THP mapping may have merged with the block's).
-    if (r.uncertain < 3 * kChunk || r.uncertain % kChunk != 0) return 6;
-    if (before > 0.7 || after < 0.99) return 7;
-    for (std::size_t i = 0; i < fares.size(); i += kPage) {
-      if (fares.get()[i] != static_cast<char>(i / kPage)) return 9;
-    }
-    // Nothing mapped by PTEs is left: the next call finds nothing uncertain.
-    const upkeep_result again = hugepage::upkeep();
-    std::fprintf(stderr, "child: again: %s\n", describe(again).c_str());
-    return again.uncertain == 0 && again.decayed_bytes == 0 ? 0 : 8;
-  });
+  int code = 0;
+  for (int attempt = 0; attempt < 3 && (attempt == 0 || code == 10); ++attempt) {
+    code = hugepage::test::run_in_child([] {
+      Block<fares_opts> fares(3 * kChunk);
+      if (huge_of(fares_opts::label) < 0.99) return 2;
+      char* const b = fares.get() + kChunk;
+      if (::mprotect(b + kPage, kPage, PROT_READ) != 0) return 3;
+      if (::mprotect(b + kPage, kPage, PROT_READ | PROT_WRITE) != 0) return 3;
+      if (!hugepage::test::fail_syscall(__NR_ioctl, ENOTTY)) return 4;
+      const double before = huge_of(fares_opts::label);
+      const upkeep_result r = hugepage::upkeep();
+      const double after = huge_of(fares_opts::label);
+      std::fprintf(stderr, "child: %s\nchild: huge before %.3f, after %.3f\n", describe(r).c_str(),
+                   before, after);
+      if (r.scan_error || accounted(r) != r.decayed_bytes) return 5;
+      if (r.uncertain == 0 && r.decayed_bytes == 0 && before <= 0.7 && after >= 0.99) return 10;
+      // a, b and c at least (another THP mapping may have merged with the block's).
+      if (r.uncertain < 3 * kChunk || r.uncertain % kChunk != 0) return 6;
+      if (before > 0.7 || after < 0.99) return 7;
+      for (std::size_t i = 0; i < fares.size(); i += kPage) {
+        if (fares.get()[i] != static_cast<char>(i / kPage)) return 9;
+      }
+      // Nothing mapped by PTEs is left: the next call finds nothing uncertain.
+      const upkeep_result again = hugepage::upkeep();
+      std::fprintf(stderr, "child: again: %s\n", describe(again).c_str());
+      return again.uncertain == 0 && again.decayed_bytes == 0 ? 0 : 8;
+    });
+  }
   EXPECT_EQ(code, 0) << "see the child's output above";
 }
 
