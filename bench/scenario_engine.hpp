@@ -76,7 +76,9 @@ struct loop_result {
   /// holds the others then.
   latency_histogram first;
   /// With run_open_loop's `flag`: the requests of `latency` again, split by whether `*flag` was
-  /// set when each ended (the fork scenario: a child alive or not). Empty without a flag.
+  /// set when each ended (the fork scenario: a child alive or not), a request queued behind the
+  /// flag's phase counting with it: `flag_clear` starts at the first request after the flag
+  /// cleared that found the loop on time. Empty without a flag.
   latency_histogram flag_set, flag_clear;
   std::int64_t max_ns = 0;
   u64 requests = 0;
@@ -89,7 +91,9 @@ struct loop_result {
 /// request due while an earlier one runs waits, and its wait is part of its latency). The clock
 /// is spun on between requests, so the CPU stays busy as a service polling its queue does.
 /// The first `first_phase` requests go to `first` instead of `latency`; the others, where `flag`
-/// is given, also to `flag_set` or `flag_clear` by the flag's value when each ends.
+/// is given, also to `flag_set` or `flag_clear` by the flag's value when each ends, and to
+/// `flag_set` while the backlog the flag's phase left drains (what waits behind a request that
+/// ran while it was set is that phase's cost, not the next one's).
 template <class Op>
 loop_result run_open_loop(double rate_per_s, std::chrono::milliseconds duration, Op&& op,
                           u64 first_phase = 0, const std::atomic<bool>* flag = nullptr) {
@@ -100,9 +104,11 @@ loop_result run_open_loop(double rate_per_s, std::chrono::milliseconds duration,
   const auto n = static_cast<u64>(rate_per_s * std::chrono::duration<double>(duration).count());
   const auto start = latency_clock::now();
   auto now = start;
+  bool behind_set_phase = false;  // the loop has not caught up since the flag was last set
   for (u64 i = 0; i < n; ++i) {
     const auto due = start + std::chrono::nanoseconds(
                                  static_cast<std::int64_t>(static_cast<double>(i) * period_ns));
+    const bool on_time = now <= due;  // nothing earlier delays this request
     while (now < due) now = latency_clock::now();
     op(i);
     now = latency_clock::now();
@@ -113,7 +119,12 @@ loop_result run_open_loop(double rate_per_s, std::chrono::milliseconds duration,
     } else {
       r.latency.add(ns);
       if (flag != nullptr) {
-        (flag->load(std::memory_order_relaxed) ? r.flag_set : r.flag_clear).add(ns);
+        if (flag->load(std::memory_order_relaxed)) {
+          behind_set_phase = true;
+        } else if (on_time) {
+          behind_set_phase = false;
+        }
+        (behind_set_phase ? r.flag_set : r.flag_clear).add(ns);
       }
     }
     r.max_ns = std::max(r.max_ns, ns);

@@ -361,8 +361,9 @@ void run_snapshots(benchmark::State& state, std::size_t working_set, keeping kee
   if (unforked_p999 > 0) {
     state.counters["p999_over_unforked"] = f.loop.latency.quantile(0.999) / unforked_p999;
     // The same from the first fork on, apart: while a child lives (fork, copy-on-write, the
-    // child's walk beside the loop; upkeep is held) and while none does (upkeep restoring the
-    // table). Which of the two makes the tail says whether upkeep's budget or the fork costs it.
+    // child's walk beside the loop; upkeep is held; with the backlog it leaves) and while none
+    // does (upkeep restoring the table). Which of the two makes the tail says whether upkeep's
+    // budget or the fork costs it.
     state.counters["p999_child_alive_over_unforked"] =
         f.loop.flag_set.quantile(0.999) / unforked_p999;
     state.counters["p999_no_child_over_unforked"] =
