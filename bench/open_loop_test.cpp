@@ -1,12 +1,12 @@
 // Tests of bench/scenario_engine.hpp's open request loop: how its phases split the requests.
 // The fork scenario's p999_child_alive / p999_no_child columns are these histograms.
-#include "scenario_engine.hpp"
-
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <thread>
+
+#include "scenario_engine.hpp"
 
 namespace hugepage_bench {
 namespace {
@@ -46,7 +46,8 @@ TEST(BenchScenarioLoop, ABacklogLeftByTheFlagsPhaseCountsWithIt) {
 }
 
 TEST(BenchScenarioLoop, WithoutAFlagNothingIsSplit) {
-  const loop_result r = run_open_loop(10'000, 50ms, [](u64) {}, 10);
+  const loop_result r = run_open_loop(
+      10'000, 50ms, [](u64) {}, 10);
   EXPECT_EQ(r.first.count(), 10U);
   EXPECT_EQ(r.latency.count(), 490U);
   EXPECT_EQ(r.flag_set.count(), 0U);
