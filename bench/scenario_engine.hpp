@@ -72,14 +72,18 @@ inline double process_huge_pct() {
 /// What one open-loop request loop measured.
 struct loop_result {
   latency_histogram latency;  ///< ns from due to done, timer cost subtracted
-  /// The requests before `first_phase` of run_open_loop (e.g. before a fork), apart; `latency`
-  /// holds the others then.
+  /// The requests of run_open_loop's first phase (e.g. before a fork), apart; `latency` holds the
+  /// others then.
   latency_histogram first;
-  /// With run_open_loop's `flag`: the requests of `latency` again, split by whether `*flag` was
-  /// set when each ended (the fork scenario: a child alive or not), a request queued behind the
-  /// flag's phase counting with it: `flag_clear` starts at the first request after the flag
-  /// cleared that found the loop on time. Empty without a flag.
-  latency_histogram flag_set, flag_clear;
+  /// With run_open_loop's `flag` (the fork scenario: set while a child lives), the requests of
+  /// `latency` again, in three phases:
+  /// - `flag_set`: the flag was set when the request started or when it ended;
+  /// - `catch_up`: after the flag cleared, the requests the loop was still behind on since one of
+  ///   `flag_set` (queued behind that phase, and delayed by anything else that ran meanwhile);
+  /// - `flag_clear`: the others, from the first request after the flag cleared that started on
+  ///   time.
+  /// Empty without a flag.
+  latency_histogram flag_set, catch_up, flag_clear;
   std::int64_t max_ns = 0;
   u64 requests = 0;
   double seconds = 0;      ///< wall time of the loop
@@ -90,10 +94,10 @@ struct loop_result {
 /// Runs `op(i)` for i in [0, rate * duration), request i due at start + i / rate (open loop: a
 /// request due while an earlier one runs waits, and its wait is part of its latency). The clock
 /// is spun on between requests, so the CPU stays busy as a service polling its queue does.
-/// The first `first_phase` requests go to `first` instead of `latency`; the others, where `flag`
-/// is given, also to `flag_set` or `flag_clear` by the flag's value when each ends, and to
-/// `flag_set` while the backlog the flag's phase left drains (what waits behind a request that
-/// ran while it was set is that phase's cost, not the next one's).
+/// The first phase, whose requests go to `first` instead of `latency`, is the first `first_phase`
+/// requests, and ends earlier at the first request that sees `flag` set: the event the flag marks
+/// starts the second phase however its thread's clock and the loop's request count line up. The
+/// others, where `flag` is given, also go to `flag_set`, `catch_up` or `flag_clear`.
 template <class Op>
 loop_result run_open_loop(double rate_per_s, std::chrono::milliseconds duration, Op&& op,
                           u64 first_phase = 0, const std::atomic<bool>* flag = nullptr) {
@@ -102,29 +106,39 @@ loop_result run_open_loop(double rate_per_s, std::chrono::milliseconds duration,
   const auto timer = static_cast<std::int64_t>(r.timer_ns);
   const double period_ns = 1e9 / rate_per_s;
   const auto n = static_cast<u64>(rate_per_s * std::chrono::duration<double>(duration).count());
+  const auto flag_is_set = [flag] {
+    return flag != nullptr && flag->load(std::memory_order_relaxed);
+  };
+  bool in_first = first_phase != 0;
+  bool behind_set_phase = false;  // the loop has not been on time since a request of flag_set
   const auto start = latency_clock::now();
   auto now = start;
-  bool behind_set_phase = false;  // the loop has not caught up since the flag was last set
   for (u64 i = 0; i < n; ++i) {
     const auto due = start + std::chrono::nanoseconds(
                                  static_cast<std::int64_t>(static_cast<double>(i) * period_ns));
     const bool on_time = now <= due;  // nothing earlier delays this request
     while (now < due) now = latency_clock::now();
+    const bool set_at_start = flag_is_set();
     op(i);
     now = latency_clock::now();
+    const bool set = set_at_start || flag_is_set();
     const std::int64_t ns =
         std::chrono::duration_cast<std::chrono::nanoseconds>(now - due).count() - timer;
-    if (i < first_phase) {
+    if (in_first && (i >= first_phase || set)) in_first = false;
+    if (in_first) {
       r.first.add(ns);
     } else {
       r.latency.add(ns);
       if (flag != nullptr) {
-        if (flag->load(std::memory_order_relaxed)) {
+        if (set) {
           behind_set_phase = true;
-        } else if (on_time) {
+          r.flag_set.add(ns);
+        } else if (behind_set_phase && !on_time) {
+          r.catch_up.add(ns);
+        } else {
           behind_set_phase = false;
+          r.flag_clear.add(ns);
         }
-        (behind_set_phase ? r.flag_set : r.flag_clear).add(ns);
       }
     }
     r.max_ns = std::max(r.max_ns, ns);

@@ -360,15 +360,17 @@ void run_snapshots(benchmark::State& state, std::size_t working_set, keeping kee
   state.counters["unforked_p999_ns"] = unforked_p999;
   if (unforked_p999 > 0) {
     state.counters["p999_over_unforked"] = f.loop.latency.quantile(0.999) / unforked_p999;
-    // The same from the first fork on, apart: while a child lives (fork, copy-on-write, the
-    // child's walk beside the loop; upkeep is held; with the backlog it leaves) and while none
-    // does (upkeep restoring the table). Which of the two makes the tail says whether upkeep's
-    // budget or the fork costs it.
+    // The same from the first fork on, in three phases: while a child lives (fork, copy-on-write,
+    // the child's walk beside the loop; upkeep is held), catching up after its exit (the backlog
+    // it left, with whatever else runs meanwhile: upkeep is no longer held), and after that
+    // (upkeep restoring the table, where the row has it).
     state.counters["p999_child_alive_over_unforked"] =
         f.loop.flag_set.quantile(0.999) / unforked_p999;
+    state.counters["p999_catch_up_over_unforked"] = f.loop.catch_up.quantile(0.999) / unforked_p999;
     state.counters["p999_no_child_over_unforked"] =
         f.loop.flag_clear.quantile(0.999) / unforked_p999;
   }
+  state.counters["catch_up_requests"] = static_cast<double>(f.loop.catch_up.count());
   state.counters["fork_cycles"] = static_cast<double>(forks.exit_ms.size());
   state.counters["children_ok"] = static_cast<double>(forks.exit_ms.size() - forks.failures.size());
   state.counters["child_reads"] = static_cast<double>(forks.reads);

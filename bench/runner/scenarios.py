@@ -30,7 +30,9 @@ MAIN_COLUMNS = [("lat_p50_ns", "p50 us", 1e-3), ("lat_p99_ns", "p99 us", 1e-3),
 EXTRA_COLUMNS = [("unforked_p999_ns", "unforked p99.9 us", 1e-3),
                  ("p999_over_unforked", "p99.9 / unforked", 1),
                  ("p999_child_alive_over_unforked", "... while a child lives", 1),
-                 ("p999_no_child_over_unforked", "... while none does", 1),
+                 ("p999_catch_up_over_unforked", "... catching up after its exit", 1),
+                 ("catch_up_requests", "catch-up requests", 1),
+                 ("p999_no_child_over_unforked", "... after that", 1),
                  ("children_ok", "children ok", 1),
                  ("nodes_huge_pct", "nodes huge %", 1),
                  ("nodes_mapped_mib", "nodes mapped MiB", 1),
@@ -48,11 +50,13 @@ VMSTAT = ["compact_stall", "compact_fail", "compact_success", "thp_fault_alloc",
           "thp_fault_fallback", "thp_split_pmd", "thp_collapse_alloc", "thp_deferred_split_page"]
 BASELINE = "glibc std"
 COUNTS = {"unrecovered_cycles", "requests_per_s", "upkeep_calls", "upkeep_refused_chunks",
-          "upkeep_backed_off_calls", "upkeep_held_calls", "children_ok", "fork_cycles"}
+          "upkeep_backed_off_calls", "upkeep_held_calls", "children_ok", "fork_cycles",
+          "catch_up_requests"}
 # Columns shown as "median (min-max)" over the rounds: the figures a verdict rests on.
 RANGED = {"lat_p50_ns", "lat_p99_ns", "lat_p999_ns", "rss_over_live", "huge_pct",
           "recovery_ms_max", "p999_over_unforked", "p999_child_alive_over_unforked",
-          "p999_no_child_over_unforked", "idle_rss_over_live", "requests_per_s"}
+          "p999_catch_up_over_unforked", "p999_no_child_over_unforked", "idle_rss_over_live",
+          "requests_per_s"}
 FAILED = "FAILED: "
 
 

@@ -29,6 +29,7 @@ COMMON = ["lat_p50_ns", "lat_p99_ns", "lat_p999_ns", "lat_max_ns", "requests_per
 OWN = {"Scenario_ForkSnapshot": ["min_coverage_pct", "recovery_ms_max", "unrecovered_cycles",
                                  "fork_cycles", "children_ok", "unforked_p999_ns",
                                  "p999_over_unforked", "p999_child_alive_over_unforked",
+                                 "p999_catch_up_over_unforked", "catch_up_requests",
                                  "p999_no_child_over_unforked"],
        "Scenario_SparseIdle": ["idle_rss_end_mib", "idle_rss_max_mib", "idle_rss_over_live"],
        "Scenario_OrderBook": ["nodes_huge_pct"]}
