@@ -884,6 +884,7 @@ TEST(Upkeep, ChildOfForkFreesABlockTheParentHadPinned) {
 TEST(Upkeep, ConcurrentCallsRestoreAndCountEachChunkOnce) {
   REQUIRE_THP_AND_COLLAPSE();
   Block<shared_opts> shared(64 * mib);
+  int rounds_khugepaged_first = 0;
   for (int round = 0; round < 3; ++round) {
     for (std::size_t at = 0; at < shared.size(); at += kChunk) {
       ASSERT_EQ(::mprotect(shared.get() + at + kPage, kPage, PROT_READ), 0);
@@ -909,25 +910,36 @@ TEST(Upkeep, ConcurrentCallsRestoreAndCountEachChunkOnce) {
     // The calls run one at a time: each chunk is collapsed and counted once, by whichever call
     // finds it decayed (a chunk the kernel refused for a moment may fall to a later call; one
     // khugepaged collapsed meanwhile to none).
-    std::size_t restored = 0, refused = 0, calls = 0;
+    std::size_t restored = 0, refused = 0, calls = 0, already_huge = 0;
     std::string all;
     for (const upkeep_result& r : results) {
       restored += r.restored;
       refused += r.refused;
+      already_huge += r.already_huge;
       calls += r.calls;
       all += describe(r) + "\n";
     }
     EXPECT_LE(restored, 64 * mib) << "round " << round << ":\n" << all;
+    // What the first call to run found decayed, the calls restore, find restored by khugepaged
+    // meanwhile, or count refused (a chunk refused for a moment and restored by a later call
+    // counts twice); unless a slow chunk or a refusal that backs off ends the calls early.
+    // khugepaged may restore the whole block before any call looks (seen in the arm64 16 KiB
+    // guest, where 64 MiB is two 32 MiB chunks): such a round tests nothing, and not all may.
+    std::size_t found = 0;
+    for (const upkeep_result& r : results) found = std::max(found, r.decayed_bytes);
+    if (found == 0) ++rounds_khugepaged_first;
     const bool slow = std::any_of(results.begin(), results.end(), ended_on_a_slow_chunk);
-    if (!slow) {  // a slow chunk ends its call and backs the others off: then the sum is less
-      EXPECT_GE(restored, 32 * mib) << "round " << round << ": khugepaged cannot have done half\n"
-                                    << all;
+    const bool backed_off = std::any_of(results.begin(), results.end(),
+                                        [](const upkeep_result& r) { return r.backed_off; });
+    if (!slow && !backed_off) {
+      EXPECT_GE(restored + already_huge + refused, found) << "round " << round << ":\n" << all;
     }
     EXPECT_EQ(calls * kChunk, restored + refused) << "round " << round << ":\n" << all;
     EXPECT_EQ(hugepage::upkeep_stats().restored_bytes - before.restored_bytes, restored) << all;
     if (slow) finish_upkeep();
     EXPECT_GE(huge_of(shared_opts::label), 0.99) << all;
   }
+  EXPECT_LT(rounds_khugepaged_first, 3) << "no call found anything decayed in any round";
   for (std::size_t i = 0; i < shared.size(); i += kPage) {
     ASSERT_EQ(shared.get()[i], static_cast<char>(i / kPage)) << "at " << i;
   }
