@@ -17,6 +17,21 @@ using namespace std::chrono_literals;
 constexpr double rate = 10'000;  // a request due every 100 us
 constexpr auto stall = 50ms;     // 500 requests due during a stall
 
+// Request 1000 stalls while the flag is set, as a request beside a child does; request 1001 clears
+// it: the child is gone, and the requests due meanwhile still wait. True for those two requests.
+bool child_phase_stall(std::atomic<bool>& flag, u64 i) {
+  if (i == 1000) {
+    flag.store(true);
+    std::this_thread::sleep_for(stall);
+    return true;
+  }
+  if (i == 1001) {
+    flag.store(false);
+    return true;
+  }
+  return false;
+}
+
 // A stall while the flag is set delays the requests due during it: they end after the flag
 // cleared, queued behind the stall, and are the catch-up, apart from both phases. A stall with the
 // flag clear and the loop on time is the clear phase's. (A split by the flag alone counted the
@@ -26,14 +41,7 @@ TEST(BenchScenarioLoop, TheBacklogAFlaggedStallLeavesIsTheCatchUp) {
   const loop_result r = run_open_loop(
       rate, 400ms,
       [&](u64 i) {
-        if (i == 1000) {  // ends while the flag is set, as a request beside a child does
-          flag.store(true);
-          std::this_thread::sleep_for(stall);
-        } else if (i == 1001) {  // the child is gone; the requests due meanwhile still wait
-          flag.store(false);
-        } else if (i == 2500) {
-          std::this_thread::sleep_for(stall);
-        }
+        if (!child_phase_stall(flag, i) && i == 2500) std::this_thread::sleep_for(stall);
       },
       /*first_phase=*/100, &flag);
   EXPECT_EQ(r.first.count(), 100U);
@@ -58,14 +66,8 @@ TEST(BenchScenarioLoop, AStallDuringTheCatchUpIsTheCatchUps) {
   const loop_result r = run_open_loop(
       rate, 300ms,
       [&](u64 i) {
-        if (i == 1000) {
-          flag.store(true);
-          std::this_thread::sleep_for(stall);
-        } else if (i == 1001) {
-          flag.store(false);
-        } else if (i == 1010) {  // still behind: due 5 ms before the first stall ended
-          std::this_thread::sleep_for(30ms);
-        }
+        // Request 1010 is still behind: due 5 ms before the first stall ended.
+        if (!child_phase_stall(flag, i) && i == 1010) std::this_thread::sleep_for(30ms);
       },
       0, &flag);
   EXPECT_GE(r.catch_up.quantile(1.0), 75'000'000);  // queued behind both stalls
