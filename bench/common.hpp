@@ -69,6 +69,8 @@ struct block_record {
   std::size_t bytes = 0;
 };
 inline block_record largest_block;
+/// The row running now (BM_<suite>/<allocator>/<bytes>), for lines a row writes to the log.
+inline std::string current_row;
 
 template <class T, class Inner>
 class recording_allocator {

@@ -614,8 +614,11 @@ void register_rows(const options& o, const std::vector<std::size_t>& sizes,
         if (!s->run.applies(k) || std::find(own.begin(), own.end(), size) == own.end()) continue;
         const bench_fn fn = s->run.function(k);
         const std::string name = fmt::format("BM_{}/{}/{}", s->name, token_of(k), size);
-        auto* b = benchmark::RegisterBenchmark(
-            name.c_str(), [fn, k, size](benchmark::State& state) { fn(state, k, size); });
+        auto* b = benchmark::RegisterBenchmark(name.c_str(),
+                                               [fn, k, size, name](benchmark::State& state) {
+                                                 current_row = name;
+                                                 fn(state, k, size);
+                                               });
         b->Unit(s->run.milliseconds ? benchmark::kMillisecond : benchmark::kNanosecond);
         if (s->run.milliseconds) b->UseRealTime();
         if (s->run.one_iteration) b->Iterations(1);

@@ -108,5 +108,52 @@ TEST(BenchScenarioLoop, WithoutAFlagNothingIsSplit) {
   EXPECT_EQ(r.flag_clear.count(), 0U);
 }
 
+// The stalls one by one: a stalled request due after the last one ended begins an episode, those
+// queued behind it are its own, and each is laid beside the sampler reads and busy spans (a
+// child's life) that ran then, on the sampler's clock (here 50 ms ahead of the loop's).
+TEST(BenchScenarioLoop, StallsAreEpisodesLaidBesideWhatRanThen) {
+  const loop_result r = run_open_loop(rate, 300ms, [](u64 i) {
+    if (i == 1000 || i == 2000) std::this_thread::sleep_for(20ms);
+    if (i == 2600) std::this_thread::sleep_for(30ms);
+  });
+  const auto origin = r.start - 50ms;
+  const std::vector<sample> reads = {{150.5, 0, -1, 5.0}};  // a read from 150.5 to 155.5 ms
+  const std::vector<span> lives = {{245, 280}};             // the 20 ms stall at 250 only
+  const std::vector<stall_episode> all = stall_episodes(r, origin, reads, lives);
+  // The episode the request due at `ms` belongs to (on a busy machine a preemption just before
+  // may have begun it).
+  const auto at = [&](double ms) -> const stall_episode* {
+    for (const stall_episode& e : all) {
+      if (e.from_ms < ms + 0.5 && ms < e.from_ms + e.longest_ms) return &e;
+    }
+    return nullptr;
+  };
+  const stall_episode* sampled = at(150);
+  const stall_episode* busy = at(250);
+  const stall_episode* neither = at(310);
+  ASSERT_NE(sampled, nullptr);
+  ASSERT_NE(busy, nullptr);
+  ASSERT_NE(neither, nullptr);
+  EXPECT_TRUE(sampled->during_sample);
+  EXPECT_FALSE(sampled->during_busy);
+  EXPECT_GE(sampled->longest_ms, 19.0);
+  EXPECT_GE(sampled->requests, 150U);  // ~190 due during the 20 ms are queued behind it
+  EXPECT_LE(sampled->requests, 400U);  // and the episode ends
+  EXPECT_FALSE(busy->during_sample);
+  EXPECT_TRUE(busy->during_busy);
+  EXPECT_FALSE(neither->during_sample);
+  EXPECT_FALSE(neither->during_busy);
+  EXPECT_GE(neither->longest_ms, 29.0);
+  EXPECT_GE(neither->requests, 250U);
+  const std::string text = describe_stalls("row", all, reads);
+  EXPECT_NE(text.find("row: "), std::string::npos) << text;
+  EXPECT_NE(text.find("took 5.00 ms on average, 5.00 at most"), std::string::npos) << text;
+  // The longest during neither comes first; the sampled one is not among them.
+  const std::string longest =
+      fmt::format("(ms at ms): {:.1f}@{:.0f}", neither->longest_ms, neither->from_ms);
+  EXPECT_NE(text.find(longest), std::string::npos) << text;
+  EXPECT_EQ(text.find(fmt::format("@{:.0f}", sampled->from_ms)), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace hugepage_bench

@@ -21,6 +21,7 @@
 #include <csignal>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -69,6 +70,14 @@ inline double process_huge_pct() {
 
 // ---- the request loop ---------------------------------------------------------------------------
 
+/// A request that took at least stall_ns: when it was due (ns after the loop's start) and how
+/// long it took from then.
+struct stall {
+  std::int64_t due_ns = 0, ns = 0;
+};
+inline constexpr std::int64_t stall_ns = 1'000'000;
+inline constexpr std::size_t max_stalls = 100'000;  // a bound on the memory a bad row takes
+
 /// What one open-loop request loop measured.
 struct loop_result {
   latency_histogram latency;  ///< ns from due to done, timer cost subtracted
@@ -84,6 +93,10 @@ struct loop_result {
   ///   time.
   /// Empty without a flag.
   latency_histogram flag_set, catch_up, flag_clear;
+  /// Every request of at least stall_ns (the first max_stalls), one by one, to tell afterwards
+  /// what ran when the loop stalled (stall_episodes()).
+  std::vector<stall> stalls;
+  latency_clock::time_point start;  ///< when request 0 was due
   std::int64_t max_ns = 0;
   u64 requests = 0;
   double seconds = 0;      ///< wall time of the loop
@@ -112,6 +125,7 @@ loop_result run_open_loop(double rate_per_s, std::chrono::milliseconds duration,
   bool in_first = first_phase != 0;
   bool behind_set_phase = false;  // the loop has not been on time since a request of flag_set
   const auto start = latency_clock::now();
+  r.start = start;
   auto now = start;
   for (u64 i = 0; i < n; ++i) {
     const auto due = start + std::chrono::nanoseconds(
@@ -141,6 +155,9 @@ loop_result run_open_loop(double rate_per_s, std::chrono::milliseconds duration,
         }
       }
     }
+    if (ns >= stall_ns && r.stalls.size() < max_stalls) {
+      r.stalls.push_back({(due - start).count(), ns});
+    }
     r.max_ns = std::max(r.max_ns, ns);
     if (i + 1 == n) r.late_end_ms = static_cast<double>(ns) / 1e6;
   }
@@ -151,10 +168,11 @@ loop_result run_open_loop(double rate_per_s, std::chrono::milliseconds duration,
 
 // ---- sampling over time -------------------------------------------------------------------------
 
-/// One sample: when (ms since the sampler started), the process's RSS (hugetlb included) and the
-/// coverage of the scenario's main container (-1 when it has none).
+/// One sample: when (ms since the sampler started), the process's RSS (hugetlb included), the
+/// coverage of the scenario's main container (-1 when it has none), and how long reading them
+/// took (the sampler is a thread of the process it measures: its reads can stall the loop).
 struct sample {
-  double at_ms = 0, rss_mib = 0, coverage_pct = -1;
+  double at_ms = 0, rss_mib = 0, coverage_pct = -1, took_ms = 0;
 };
 
 /// A thread that samples every `every` until stopped (or destroyed). `coverage` (may be empty)
@@ -194,6 +212,10 @@ class sampler {
                     .count();
       s.rss_mib = read_rss().rss_mib;
       if (coverage_) s.coverage_pct = coverage_();
+      s.took_ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_)
+              .count() -
+          s.at_ms;
       lock.lock();
       samples_.push_back(s);
       wake_.wait_for(lock, every_, [this] { return stopping_; });
@@ -210,6 +232,103 @@ class sampler {
   std::thread thread_;
 };
 
+// ---- what ran when the loop stalled -------------------------------------------------------------
+
+/// An interval of the run in ms since the sampler's start (a child's life, a sample's reads).
+struct span {
+  double from_ms = 0, to_ms = 0;
+};
+
+/// The loop's stalls as episodes. A stalled request due after every earlier stalled one had ended
+/// begins an episode: what stalled the loop ran between its due time and its end. The stalled
+/// requests due before that end queued behind it and belong to it. Each episode is laid beside
+/// what ran then: a sampler read (coverage from pagemap, RSS) and a `busy` span (a child's life).
+struct stall_episode {
+  double from_ms = 0, first_ms = 0, longest_ms = 0;  ///< its start; its first request; its worst
+  std::size_t requests = 0;
+  bool during_sample = false, during_busy = false;
+};
+
+inline bool overlaps(double from, double to, const span& s) {
+  return from <= s.to_ms && s.from_ms <= to;
+}
+
+/// The episodes of `loop`, on the clock of a sampler that started at `origin`.
+inline std::vector<stall_episode> stall_episodes(const loop_result& loop,
+                                                 latency_clock::time_point origin,
+                                                 const std::vector<sample>& samples,
+                                                 const std::vector<span>& busy) {
+  const double shift = std::chrono::duration<double, std::milli>(loop.start - origin).count();
+  std::vector<span> reads;
+  for (const sample& s : samples) reads.push_back({s.at_ms, s.at_ms + s.took_ms});
+  std::vector<stall_episode> out;
+  double episode_end = -1;
+  for (const stall& x : loop.stalls) {
+    const double due = shift + static_cast<double>(x.due_ns) / 1e6;
+    const double ms = static_cast<double>(x.ns) / 1e6;
+    if (out.empty() || due > episode_end) {
+      stall_episode e;
+      e.from_ms = due;
+      e.first_ms = ms;
+      const auto hit = [&](const span& s) { return overlaps(due, due + ms, s); };
+      e.during_sample = std::any_of(reads.begin(), reads.end(), hit);
+      e.during_busy = std::any_of(busy.begin(), busy.end(), hit);
+      out.push_back(e);
+    }
+    stall_episode& e = out.back();
+    ++e.requests;
+    e.longest_ms = std::max(e.longest_ms, ms);
+    episode_end = std::max(episode_end, due + ms);
+  }
+  return out;
+}
+
+/// One line for the log: how many episodes of the loop's stalls, how many began while a sampler
+/// read or a busy span (a child's life) ran, and the longest of those that began during neither,
+/// with when. `HUGEPAGE_BENCH_STALL_LOG=path` appends every episode to that file as well.
+inline std::string describe_stalls(const std::string& row, const std::vector<stall_episode>& all,
+                                   const std::vector<sample>& samples) {
+  std::size_t sampled = 0, busy = 0, neither = 0;
+  std::vector<const stall_episode*> rest;
+  for (const stall_episode& e : all) {
+    if (e.during_sample) ++sampled;
+    if (e.during_busy) ++busy;
+    if (!e.during_sample && !e.during_busy) {
+      ++neither;
+      rest.push_back(&e);
+    }
+  }
+  std::sort(rest.begin(), rest.end(), [](const stall_episode* a, const stall_episode* b) {
+    return a->longest_ms > b->longest_ms;
+  });
+  double read_max = 0, read_sum = 0;
+  for (const sample& s : samples) {
+    read_max = std::max(read_max, s.took_ms);
+    read_sum += s.took_ms;
+  }
+  std::string text = fmt::format(
+      "{}: {} stall episode(s) of >= {} ms; {} began during a sampler read (its {} reads took "
+      "{:.2f} ms on average, {:.2f} at most), {} while a child lived, {} during neither",
+      row, all.size(), stall_ns / 1'000'000, sampled, samples.size(),
+      samples.empty() ? 0.0 : read_sum / static_cast<double>(samples.size()), read_max, busy,
+      neither);
+  if (!rest.empty()) text += "; the longest of those (ms at ms):";
+  for (std::size_t i = 0; i < rest.size() && i < 8; ++i) {
+    text += fmt::format(" {:.1f}@{:.0f}", rest[i]->longest_ms, rest[i]->from_ms);
+  }
+  if (const char* path = std::getenv("HUGEPAGE_BENCH_STALL_LOG"); path != nullptr && *path) {
+    if (FILE* f = std::fopen(path, "a")) {
+      for (const stall_episode& e : all) {
+        fmt::print(f, "{}\t{:.3f}\t{:.3f}\t{:.3f}\t{}\t{}\t{}\n", row, e.from_ms, e.first_ms,
+                   e.longest_ms, e.requests, e.during_sample ? "sample" : "-",
+                   e.during_busy ? "busy" : "-");
+      }
+      std::fclose(f);
+    }
+  }
+  return text;
+}
+
 // ---- what every scenario row reports ------------------------------------------------------------
 
 /// The figures of one scenario row, reported as counters by report_scenario().
@@ -219,6 +338,9 @@ struct scenario_figures {
   std::size_t live_bytes = 0;   ///< what the containers hold (their elements and arrays)
   double huge_pct = -1;         ///< the main container's memory on huge pages (backing_of)
   std::vector<sample> samples;  ///< during the request loop
+  /// When the sampler started (its samples' and `busy`'s clock); unset: no stall line is logged.
+  std::optional<std::chrono::steady_clock::time_point> sampled_from;
+  std::vector<span> busy;  ///< spans where a stall is expected (a child's life)
   vmstat_counts vm_before{}, vm_after{};
 };
 
@@ -233,7 +355,7 @@ inline double median_rss(const std::vector<sample>& samples) {
 /// Counters: lat_p50_ns, lat_p99_ns, lat_p999_ns, lat_max_ns, timer_ns, requests, requests_per_s,
 /// late_end_ms, startup_ms, live_mib, peak_rss_mib, steady_rss_mib (median of the samples during
 /// the loop), rss_over_live, huge_pct (when known), process_huge_pct, vm_<name> deltas (those the
-/// kernel has).
+/// kernel has); with `sampled_from`, a line on stderr of the loop's stalls (describe_stalls()).
 inline void report_scenario(benchmark::State& state, const scenario_figures& f) {
   const loop_result& l = f.loop;
   state.counters["lat_p50_ns"] = l.latency.quantile(0.50);
@@ -260,6 +382,11 @@ inline void report_scenario(benchmark::State& state, const scenario_figures& f) 
       state.counters[std::string("vm_") + vmstat_names[i]] =
           static_cast<double>(*f.vm_after[i] - *f.vm_before[i]);
     }
+  }
+  if (f.sampled_from) {  // the stalls one by one, for the log
+    fmt::print(stderr, "{}\n",
+               describe_stalls(current_row, stall_episodes(l, *f.sampled_from, f.samples, f.busy),
+                               f.samples));
   }
 }
 

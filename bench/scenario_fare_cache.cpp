@@ -32,6 +32,7 @@ void run_fares(benchmark::State& state, u64 routes, std::chrono::milliseconds du
   f.vm_before = read_vmstat_counts();
   {
     sampler s(std::chrono::milliseconds(100), [table] { return table_coverage(table); });
+    f.sampled_from = s.start();
     u64 sum = 0;
     f.loop = run_open_loop(fare_rate, duration,
                            [&](u64 i) { sum += fare_request(*m, routes, i, fare_update_every); });

@@ -312,6 +312,7 @@ void run_snapshots(benchmark::State& state, std::size_t working_set, keeping kee
   std::atomic<bool> child_alive{false};
   {
     sampler s(std::chrono::milliseconds(50), [table] { return table_coverage(table); });
+    f.sampled_from = s.start();
     std::thread forker([&] {
       const auto hold = [&keeper] {
         return keeper ? std::optional<hugepage::upkeep_hold>(keeper->hold()) : std::nullopt;
@@ -348,6 +349,9 @@ void run_snapshots(benchmark::State& state, std::size_t working_set, keeping kee
   }
   f.live_bytes = m->capacity() * fare_slot_bytes;
   f.huge_pct = table_coverage(table);
+  for (std::size_t c = 0; c < forks.exit_ms.size(); ++c) {
+    f.busy.push_back({forks.fork_ms[c], forks.exit_ms[c]});  // the children's lives
+  }
   report_scenario(state, f);
   double lowest = 100;
   std::string series;

@@ -169,6 +169,7 @@ void run_book(benchmark::State& state, std::size_t working_set, const std::strin
   f.vm_before = read_vmstat_counts();
   {
     sampler s(std::chrono::milliseconds(100), coverage);
+    f.sampled_from = s.start();
     f.loop = run_open_loop(plan.rate, plan.duration, [&b](u64 i) { b->request(i); });
     s.stop();
     f.samples = s.samples();

@@ -77,6 +77,7 @@ void run_sparse(benchmark::State& state, std::size_t working_set) {
   f.vm_before = read_vmstat_counts();
   {
     sampler s(std::chrono::milliseconds(100), [table] { return table_coverage(table); });
+    f.sampled_from = s.start();
     u64 sum = 0;
     f.loop = run_open_loop(200'000.0, loop_time,
                            [&](u64 i) { sum += fare_request(*m, routes, i, ~u64{0}); });
