@@ -34,6 +34,7 @@
 
 #include "common.hpp"
 #include "latency.hpp"
+#include "own_compactions.hpp"
 
 namespace hugepage_bench {
 
@@ -342,7 +343,26 @@ struct scenario_figures {
   std::optional<std::chrono::steady_clock::time_point> sampled_from;
   std::vector<span> busy;  ///< spans where a stall is expected (a child's life)
   vmstat_counts vm_before{}, vm_after{};
+  /// This process's own entries into direct compaction over the loop (own_compactions.hpp);
+  /// empty where the tracepoint cannot be counted.
+  std::optional<u64> direct_compactions;
+  std::shared_ptr<own_tracepoint_count> compactions;  ///< open between the two calls below
 };
+
+/// Before a row's loop, on the thread that runs it (before it starts any other): the vmstat
+/// counters, and this process's direct compactions from here on.
+inline void begin_kernel_counts(scenario_figures& f) {
+  f.vm_before = read_vmstat_counts();
+  f.compactions = std::make_shared<own_tracepoint_count>(direct_compaction_event);
+  f.compactions->start();
+}
+
+/// After the loop: the vmstat counters again, and the direct compactions counted.
+inline void end_kernel_counts(scenario_figures& f) {
+  f.vm_after = read_vmstat_counts();
+  if (f.compactions) f.direct_compactions = f.compactions->stop();
+  f.compactions.reset();
+}
 
 inline double median_rss(const std::vector<sample>& samples) {
   std::vector<double> v;
@@ -355,7 +375,8 @@ inline double median_rss(const std::vector<sample>& samples) {
 /// Counters: lat_p50_ns, lat_p99_ns, lat_p999_ns, lat_max_ns, timer_ns, requests, requests_per_s,
 /// late_end_ms, startup_ms, live_mib, peak_rss_mib, steady_rss_mib (median of the samples during
 /// the loop), rss_over_live, huge_pct (when known), process_huge_pct, vm_<name> deltas (those the
-/// kernel has); with `sampled_from`, a line on stderr of the loop's stalls (describe_stalls()).
+/// kernel has), own_direct_compactions (where counted); with `sampled_from`, a line on stderr of
+/// the loop's stalls (describe_stalls()).
 inline void report_scenario(benchmark::State& state, const scenario_figures& f) {
   const loop_result& l = f.loop;
   state.counters["lat_p50_ns"] = l.latency.quantile(0.50);
@@ -382,6 +403,9 @@ inline void report_scenario(benchmark::State& state, const scenario_figures& f) 
       state.counters[std::string("vm_") + vmstat_names[i]] =
           static_cast<double>(*f.vm_after[i] - *f.vm_before[i]);
     }
+  }
+  if (f.direct_compactions) {
+    state.counters["own_direct_compactions"] = static_cast<double>(*f.direct_compactions);
   }
   if (f.sampled_from) {  // the stalls one by one, for the log
     fmt::print(stderr, "{}\n",

@@ -29,7 +29,7 @@ void run_fares(benchmark::State& state, u64 routes, std::chrono::milliseconds du
   auto m = build_fares<Inner>(routes, f.startup_ms);
   const block_record table = largest_block;
   reset_peak_rss();
-  f.vm_before = read_vmstat_counts();
+  begin_kernel_counts(f);
   {
     sampler s(std::chrono::milliseconds(100), [table] { return table_coverage(table); });
     f.sampled_from = s.start();
@@ -40,7 +40,7 @@ void run_fares(benchmark::State& state, u64 routes, std::chrono::milliseconds du
     s.stop();
     f.samples = s.samples();
   }
-  f.vm_after = read_vmstat_counts();
+  end_kernel_counts(f);
   f.live_bytes = m->capacity() * fare_slot_bytes;
   f.huge_pct = table_coverage(table);
   report_scenario(state, f);

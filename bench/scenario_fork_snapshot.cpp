@@ -307,7 +307,7 @@ void run_snapshots(benchmark::State& state, std::size_t working_set, keeping kee
   const fork_plan plan = plan_for(working_set);
   const auto total = plan.lead + plan.cycles * (plan.child + plan.gap);
   reset_peak_rss();
-  f.vm_before = read_vmstat_counts();
+  begin_kernel_counts(f);
   fork_record forks;
   std::atomic<bool> child_alive{false};
   {
@@ -331,7 +331,7 @@ void run_snapshots(benchmark::State& state, std::size_t working_set, keeping kee
     s.stop();
     f.samples = s.samples();
   }
-  f.vm_after = read_vmstat_counts();
+  end_kernel_counts(f);
   drain.reset();
   if (!forks.error.empty()) {
     fail_row(state, forks.error);

@@ -74,7 +74,7 @@ void run_sparse(benchmark::State& state, std::size_t working_set) {
   sparse_heap heap(working_set);
   f.startup_ms = ms_since(t0);
   reset_peak_rss();
-  f.vm_before = read_vmstat_counts();
+  begin_kernel_counts(f);
   {
     sampler s(std::chrono::milliseconds(100), [table] { return table_coverage(table); });
     f.sampled_from = s.start();
@@ -92,7 +92,7 @@ void run_sparse(benchmark::State& state, std::size_t working_set) {
     s.stop();
     idle_samples = s.samples();
   }
-  f.vm_after = read_vmstat_counts();
+  end_kernel_counts(f);
   f.live_bytes = m->capacity() * fare_slot_bytes + heap.touched * base_page;
   f.huge_pct = table_coverage(table);
   report_scenario(state, f);

@@ -53,6 +53,19 @@ restore_pools() {
   _saved_1g=""
 }
 
+# tracefs, where the scenarios count their own process's entries into direct compaction
+# (bench/own_compactions.hpp) and a test checks that counting. Debian mounts it at boot; a bare
+# VM may not. Root only; it stays mounted (a pseudo-filesystem: no setting of the machine changes).
+mount_tracefs() {
+  [ "$(id -u)" -eq 0 ] || return 0
+  [ -e /sys/kernel/tracing/events ] && return 0
+  if mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null; then
+    log "mounted tracefs on /sys/kernel/tracing (the scenarios' own direct compactions)"
+  else
+    log "tracefs could not be mounted: the scenarios' own direct compactions go uncounted"
+  fi
+}
+
 # reserve_pools PAGES_2M PAGES_1G: grows the pools to at least the given free counts.
 # Sets POOLS_RESERVED=1 when the 2 MiB pool has them, POOL_1G_RESERVED=1 for the 1 GiB pool.
 reserve_pools() {

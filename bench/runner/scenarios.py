@@ -48,6 +48,8 @@ EXTRA_COLUMNS = [("unforked_p999_ns", "unforked p99.9 us", 1e-3),
                  ("idle_rss_over_live", "idle RSS/live", 1)]
 VMSTAT = ["compact_stall", "compact_fail", "compact_success", "thp_fault_alloc",
           "thp_fault_fallback", "thp_split_pmd", "thp_collapse_alloc", "thp_deferred_split_page"]
+# This process's entries into direct compaction (bench/own_compactions.hpp), unlike vm_compact_stall.
+OWN_COMPACTIONS = "own_direct_compactions"
 BASELINE = "glibc std"
 COUNTS = {"unrecovered_cycles", "requests_per_s", "upkeep_calls", "upkeep_refused_chunks",
           "upkeep_backed_off_calls", "upkeep_held_calls", "children_ok", "fork_cycles",
@@ -160,12 +162,16 @@ def scenario_tables(cells, configs, suite, registry):
                  + "; RSS/live = steady RSS (median during the loop) / live bytes; a FAILED row's "
                    "child or helper process did not do its work (no figure of it counts)")
         out.append((title, headers, rows, ["l"] + ["r"] * len(cols) + ["r", "l"]))
-        vm_rows = [[c.label] + [fmt_count(num(c, "vm_" + v)) for v in VMSTAT]
+        vm_rows = [[c.label, fmt_count(num(c, OWN_COMPACTIONS))]
+                   + [fmt_count(num(c, "vm_" + v)) for v in VMSTAT]
                    for c in here if is_measured(c)]
         if vm_rows:
-            out.append((f"{suite} at {fmt_size(ws)}: /proc/vmstat deltas over the request loop "
+            out.append((f"{suite} at {fmt_size(ws)}: the row's own entries into direct compaction "
+                        f"(its process only, from the kernel's tracepoint; '-' where it cannot "
+                        f"be counted), then /proc/vmstat deltas over the request loop "
                         f"(machine-wide: other processes count too)",
-                        ["configuration"] + VMSTAT, vm_rows, ["l"] + ["r"] * len(VMSTAT)))
+                        ["configuration", "own direct compactions"] + VMSTAT, vm_rows,
+                        ["l"] + ["r"] * (len(VMSTAT) + 1)))
     return out
 
 
@@ -294,6 +300,9 @@ def kernel_story(ours, others):
     mine = [f"{n} +{fmt_count(delta(ours, n))}" for n in
             ("compact_stall", "thp_fault_fallback", "thp_split_pmd", "thp_collapse_alloc")
             if delta(ours, n) is not None]
+    own = ours.counters.get(OWN_COMPACTIONS)
+    if own is not None:
+        mine.insert(0, f"own direct compactions +{fmt_count(own)}")
     text = f"{ours.label} " + (", ".join(mine) if mine else "no vmstat counters")
     text = text.replace("+-", "-")
     worst = []

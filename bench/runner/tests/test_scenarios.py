@@ -72,7 +72,7 @@ class Tables(unittest.TestCase):
         cells = cells_of(
             row("Scenario_Book", "glibc", "std", "malloc", huge_pct=0, **BASE),
             row("Scenario_Book", "ours hugetlb_2m", "hugetlb_2m", "2 MiB pool",
-                **dict(BASE, huge_pct=100, lat_p999_ns=15000)))
+                **dict(BASE, huge_pct=100, lat_p999_ns=15000, own_direct_compactions=0)))
         out = scenarios.scenario_tables(cells, the_configs(), "Scenario_Book", registry())
         self.assertEqual(len(out), 2)
         (_, heads, rows, _), (_, vm_heads, vm_rows, _) = out
@@ -80,7 +80,10 @@ class Tables(unittest.TestCase):
         self.assertEqual(rows[1][heads.index("p99.9 us")], "15.0")
         self.assertEqual(rows[1][heads.index("huge %")], "100")
         self.assertEqual(rows[1][-1], "2 MiB pool")
-        self.assertEqual(vm_heads[:2], ["configuration", "compact_stall"])
+        self.assertEqual(vm_heads[:3],
+                         ["configuration", "own direct compactions", "compact_stall"])
+        # The process's own count where the row has it, '-' where it could not be counted.
+        self.assertEqual([r[1] for r in vm_rows], ["-", "0"])
         self.assertEqual(vm_rows[0][vm_heads.index("thp_split_pmd")], "0")
         self.assertEqual(vm_rows[0][vm_heads.index("thp_collapse_alloc")], "-")
 
@@ -192,7 +195,8 @@ class Verdict(unittest.TestCase):
         cells = cells_of(
             row("Scenario_Book", "glibc", "std", "malloc", **BASE),
             row("Scenario_Book", "ours hugetlb_2m", "hugetlb_2m", "pool",
-                **dict(BASE, lat_p999_ns=10000, rss_over_live=1.02)),
+                **dict(BASE, lat_p999_ns=10000, rss_over_live=1.02, own_direct_compactions=0,
+                       vm_compact_stall=1)),
             row("Scenario_Book", "jemalloc", "std", "malloc",
                 **dict(BASE, lat_p999_ns=40000, rss_over_live=1.5, vm_thp_split_pmd=7)),
             row("Scenario_Book", "thp always", "std", "malloc",
@@ -206,6 +210,8 @@ class Verdict(unittest.TestCase):
         self.assertIn("rss over live ours hugetlb_2m 1.02 vs best peer jemalloc 1.50", v["line"])
         self.assertIn("glibc std p99.9 20.0 us", v["line"])
         self.assertIn("compact_stall up to +3 (thp always)", v["line"])
+        # Ours: its own process's count first, then the machine-wide counter.
+        self.assertIn("ours hugetlb_2m own direct compactions +0, compact_stall +1", v["line"])
         self.assertIn("thp_split_pmd up to +7 (jemalloc)", v["line"])
 
     def test_ours_is_the_row_the_targets_name_not_the_fastest(self):
