@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <ctime>
 #include <thread>
 
 #include "scenario_engine.hpp"
@@ -148,11 +149,45 @@ TEST(BenchScenarioLoop, StallsAreEpisodesLaidBesideWhatRanThen) {
   const std::string text = describe_stalls("row", all, reads);
   EXPECT_NE(text.find("row: "), std::string::npos) << text;
   EXPECT_NE(text.find("took 5.00 ms on average, 5.00 at most"), std::string::npos) << text;
-  // The longest during neither comes first; the sampled one is not among them.
-  const std::string longest =
-      fmt::format("(ms at ms): {:.1f}@{:.0f}", neither->longest_ms, neither->from_ms);
+  // The one during neither is among the longest listed (on a busy machine a preemption may be
+  // longer); the sampled one is not among them.
+  const std::string longest = fmt::format(" {:.1f}@{:.0f}", neither->longest_ms, neither->from_ms);
   EXPECT_NE(text.find(longest), std::string::npos) << text;
   EXPECT_EQ(text.find(fmt::format("@{:.0f}", sampled->from_ms)), std::string::npos) << text;
+}
+
+// What the loop's thread went through in a stall's window: a request that sleeps waited (a
+// voluntary switch) and used little CPU; one that computes for 20 ms of its own CPU time used it.
+TEST(BenchScenarioLoop, AStallSaysWhereTheLoopsThreadWas) {
+  const loop_result r = run_open_loop(rate, 200ms, [](u64 i) {
+    if (i == 500) std::this_thread::sleep_for(20ms);
+    if (i == 1500) {
+      timespec t0{}, t{};
+      ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+      do {
+        ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+      } while ((t.tv_sec - t0.tv_sec) * 1'000'000'000L + (t.tv_nsec - t0.tv_nsec) < 20'000'000L);
+    }
+  });
+  const std::vector<stall_episode> all = stall_episodes(r, r.start, {}, {});
+  const auto at = [&](double ms) -> const stall_episode* {
+    for (const stall_episode& e : all) {
+      if (e.from_ms < ms + 0.5 && ms < e.from_ms + e.longest_ms) return &e;
+    }
+    return nullptr;
+  };
+  const stall_episode* slept = at(50);
+  const stall_episode* computed = at(150);
+  ASSERT_NE(slept, nullptr);
+  ASSERT_NE(computed, nullptr);
+  EXPECT_GE(slept->usage.waits, 1);
+  EXPECT_GE(slept->window_ms, 19.0);
+  EXPECT_LT(static_cast<double>(slept->usage.cpu_ns) / 1e6, slept->window_ms - 15.0);
+  EXPECT_GE(computed->usage.cpu_ns, 19'000'000);
+  EXPECT_GE(computed->window_ms, 19.0);
+  const std::string text = describe_stalls("row", all, {});
+  EXPECT_NE(text.find("while no child lived: the loop's thread on CPU"), std::string::npos) << text;
+  EXPECT_EQ(text.find("; while a child lived:"), std::string::npos) << text;
 }
 
 }  // namespace

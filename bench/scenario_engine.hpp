@@ -71,10 +71,49 @@ inline double process_huge_pct() {
 
 // ---- the request loop ---------------------------------------------------------------------------
 
-/// A request that took at least stall_ns: when it was due (ns after the loop's start) and how
-/// long it took from then.
+/// What the loop's thread went through over a window (getrusage(RUSAGE_THREAD) deltas): its CPU
+/// time, page faults, and context switches, voluntary (it waited: a lock, a fault's I/O) and
+/// involuntary (another task took its CPU).
+struct thread_usage {
+  std::int64_t cpu_ns = 0;
+  long faults = 0, waits = 0, preemptions = 0;
+};
+
+inline thread_usage read_thread_usage() {
+  rusage u{};
+  ::getrusage(RUSAGE_THREAD, &u);
+  thread_usage t;
+  t.cpu_ns = (static_cast<std::int64_t>(u.ru_utime.tv_sec) + u.ru_stime.tv_sec) * 1'000'000'000 +
+             (static_cast<std::int64_t>(u.ru_utime.tv_usec) + u.ru_stime.tv_usec) * 1'000;
+  t.faults = u.ru_minflt + u.ru_majflt;
+  t.waits = u.ru_nvcsw;
+  t.preemptions = u.ru_nivcsw;
+  return t;
+}
+
+inline thread_usage& operator+=(thread_usage& a, const thread_usage& b) {
+  a.cpu_ns += b.cpu_ns;
+  a.faults += b.faults;
+  a.waits += b.waits;
+  a.preemptions += b.preemptions;
+  return a;
+}
+
+inline thread_usage operator-(thread_usage a, const thread_usage& b) {
+  a.cpu_ns -= b.cpu_ns;
+  a.faults -= b.faults;
+  a.waits -= b.waits;
+  a.preemptions -= b.preemptions;
+  return a;
+}
+
+/// A request that took at least stall_ns: when it was due (ns after the loop's start), how long it
+/// took from then, and what the loop's thread went through in the window that ends with it (since
+/// the last stall or the last of the loop's periodic readings, at most ~1,000 requests before).
 struct stall {
   std::int64_t due_ns = 0, ns = 0;
+  std::int64_t window_ns = 0;
+  thread_usage usage;
 };
 inline constexpr std::int64_t stall_ns = 1'000'000;
 inline constexpr std::size_t max_stalls = 100'000;  // a bound on the memory a bad row takes
@@ -128,6 +167,8 @@ loop_result run_open_loop(double rate_per_s, std::chrono::milliseconds duration,
   const auto start = latency_clock::now();
   r.start = start;
   auto now = start;
+  thread_usage usage = read_thread_usage();
+  auto usage_at = start;
   for (u64 i = 0; i < n; ++i) {
     const auto due = start + std::chrono::nanoseconds(
                                  static_cast<std::int64_t>(static_cast<double>(i) * period_ns));
@@ -157,7 +198,13 @@ loop_result run_open_loop(double rate_per_s, std::chrono::milliseconds duration,
       }
     }
     if (ns >= stall_ns && r.stalls.size() < max_stalls) {
-      r.stalls.push_back({(due - start).count(), ns});
+      const thread_usage u = read_thread_usage();
+      r.stalls.push_back({(due - start).count(), ns, (now - usage_at).count(), u - usage});
+      usage = u;
+      usage_at = now;
+    } else if (i % 1024 == 0) {  // about every 10 ms at 100k/s: a window for the next stall
+      usage = read_thread_usage();
+      usage_at = latency_clock::now();
     }
     r.max_ns = std::max(r.max_ns, ns);
     if (i + 1 == n) r.late_end_ms = static_cast<double>(ns) / 1e6;
@@ -248,6 +295,8 @@ struct stall_episode {
   double from_ms = 0, first_ms = 0, longest_ms = 0;  ///< its start; its first request; its worst
   std::size_t requests = 0;
   bool during_sample = false, during_busy = false;
+  double window_ms = 0;  ///< the loop thread's windows of its requests (stall::window_ns), summed
+  thread_usage usage;    ///< what the loop's thread went through in them
 };
 
 inline bool overlaps(double from, double to, const span& s) {
@@ -278,6 +327,8 @@ inline std::vector<stall_episode> stall_episodes(const loop_result& loop,
     }
     stall_episode& e = out.back();
     ++e.requests;
+    e.window_ms += static_cast<double>(x.window_ns) / 1e6;
+    e.usage += x.usage;
     e.longest_ms = std::max(e.longest_ms, ms);
     episode_end = std::max(episode_end, due + ms);
   }
@@ -286,7 +337,11 @@ inline std::vector<stall_episode> stall_episodes(const loop_result& loop,
 
 /// One line for the log: how many episodes of the loop's stalls, how many began while a sampler
 /// read or a busy span (a child's life) ran, and the longest of those that began during neither,
-/// with when. `HUGEPAGE_BENCH_STALL_LOG=path` appends every episode to that file as well.
+/// with when; and, apart for episodes while no child lived and while one did, what the loop's
+/// thread went through in their windows (CPU share, preemptions, waits, page faults).
+/// `HUGEPAGE_BENCH_STALL_LOG=path` appends every episode to that file as well, tab-separated: row,
+/// start ms, first request ms, longest ms, requests, sample, busy, window ms, CPU ms, preemptions,
+/// waits, page faults.
 inline std::string describe_stalls(const std::string& row, const std::vector<stall_episode>& all,
                                    const std::vector<sample>& samples) {
   std::size_t sampled = 0, busy = 0, neither = 0;
@@ -317,12 +372,33 @@ inline std::string describe_stalls(const std::string& row, const std::vector<sta
   for (std::size_t i = 0; i < rest.size() && i < 8; ++i) {
     text += fmt::format(" {:.1f}@{:.0f}", rest[i]->longest_ms, rest[i]->from_ms);
   }
+  // Where the loop's thread was: on its CPU (the work itself was slow), preempted (another task
+  // ran there), waiting (a lock, a fault's I/O); and its page faults (copy-on-write after fork).
+  const auto usage_of = [&](const char* what, bool busy_ones) {
+    thread_usage u;
+    double window = 0;
+    for (const stall_episode& e : all) {
+      if (e.during_busy != busy_ones) continue;
+      u += e.usage;
+      window += e.window_ms;
+    }
+    if (window <= 0) return;
+    text += fmt::format(
+        "; {}: the loop's thread on CPU {:.0f}% of its {:.0f} ms of windows, {} preemption(s), "
+        "{} wait(s), {} page fault(s)",
+        what, 100 * static_cast<double>(u.cpu_ns) / 1e6 / window, window, u.preemptions, u.waits,
+        u.faults);
+  };
+  usage_of("while no child lived", false);
+  usage_of("while a child lived", true);
   if (const char* path = std::getenv("HUGEPAGE_BENCH_STALL_LOG"); path != nullptr && *path) {
     if (FILE* f = std::fopen(path, "a")) {
       for (const stall_episode& e : all) {
-        fmt::print(f, "{}\t{:.3f}\t{:.3f}\t{:.3f}\t{}\t{}\t{}\n", row, e.from_ms, e.first_ms,
-                   e.longest_ms, e.requests, e.during_sample ? "sample" : "-",
-                   e.during_busy ? "busy" : "-");
+        fmt::print(f, "{}\t{:.3f}\t{:.3f}\t{:.3f}\t{}\t{}\t{}\t{:.3f}\t{:.3f}\t{}\t{}\t{}\n", row,
+                   e.from_ms, e.first_ms, e.longest_ms, e.requests,
+                   e.during_sample ? "sample" : "-", e.during_busy ? "busy" : "-", e.window_ms,
+                   static_cast<double>(e.usage.cpu_ns) / 1e6, e.usage.preemptions, e.usage.waits,
+                   e.usage.faults);
       }
       std::fclose(f);
     }
