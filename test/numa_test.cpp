@@ -5,6 +5,7 @@
 #include "hugepage/numa.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <cstddef>
 #include <cstring>
@@ -280,6 +281,28 @@ TEST(NumaReport, AnUntouchedRangeIsOnNoNode) {
   const backing_report r = backing_of(p, kBlock);
   EXPECT_EQ(r.resident_bytes(), 0U);
   EXPECT_TRUE(r.nodes.empty());
+  s.deallocate(p, kBlock, 1);
+}
+
+// Part huge, part not (one huge page split): the kpageflags source asks move_pages per PMD window
+// it finds huge and per base page elsewhere; on one node every source's figures are the report's.
+TEST(NumaReport, EverySourceGivesTheSameNodesForAMappingPartHuge) {
+  if (!test::thp_usable()) HUGEPAGE_SKIP_OR_FAIL("THP is not usable here");
+  const strategy s = strategy::collapse();
+  char* p = static_cast<char*>(s.allocate(kBlock, 1));
+  ASSERT_EQ(::madvise(p, kBlock, MADV_NOHUGEPAGE), 0);  // no khugepaged collapse while it reads
+  ASSERT_EQ(::madvise(p + kHuge + 4096, 4096, MADV_DONTNEED), 0);
+  for (const backing_source source :
+       {backing_source::pagemap_scan, backing_source::kpageflags, backing_source::smaps}) {
+    SCOPED_TRACE(name_of(source));
+    const backing_report r = backing_of(0, p, kBlock, source);
+    if (r.source == backing_source::unavailable) continue;
+    EXPECT_EQ(r.resident_bytes(), kBlock - 4096);
+    EXPECT_LT(r.huge_bytes(), kBlock);
+    EXPECT_EQ(r.bytes_on_node(0), r.resident_bytes()) << r.nodes_note;
+    EXPECT_EQ(r.huge_bytes_on_node(0), r.huge_bytes());
+    EXPECT_FALSE(r.nodes_estimated) << r.nodes_note;
+  }
   s.deallocate(p, kBlock, 1);
 }
 

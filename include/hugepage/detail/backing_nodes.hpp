@@ -192,9 +192,12 @@ inline void add_nodes(const process_view& view, huge_pages_from from, std::uintp
         w = nodes_by_frames(m, s, e, pagemap_fd, view.kpageflags_fd(), pages);
         if (w == node_walk::no_scan) return w;
       } else {
-        // A present hugetlb page is huge as a whole: one address per 2 MiB of it.
-        const bool huge = all_huge || (how == huge_pages_from::kpageflags && m.is_hugetlb());
-        if (!query_windows(pages, s, e, huge ? node_query_step : page, huge)) {
+        // A present hugetlb page is huge as a whole: one address per page of it, per 2 MiB of a
+        // larger one (arm64 has hugetlb pages of 64 KiB).
+        const bool hugetlb = m.is_hugetlb() && (all_huge || how == huge_pages_from::kpageflags);
+        const std::size_t step = hugetlb ? std::clamp(m.kernel_page_bytes, page, node_query_step)
+                                         : (all_huge ? node_query_step : page);
+        if (!query_windows(pages, s, e, step, all_huge || hugetlb)) {
           w = node_walk::failed;
         }
       }
