@@ -48,6 +48,12 @@ class Refuses(unittest.TestCase):
         self.refused("--tests: no test executable nosuch_test", "--tests", "nosuch_test")
         self.refused("no test executable ../etc", "--tests", "allocator_test,../etc")
 
+    def test_a_with_file_that_is_not_there_or_without_run(self):
+        self.refused("--with: no such file /nonexistent/doctor", "--guest", "x86-5.10", "--with",
+                     "/nonexistent/doctor", "--run", "/bin/true")
+        self.refused("--with goes with --run", "--guest", "x86-5.10", "--with", "/bin/true",
+                     "--list")
+
     def test_a_guests_file_that_is_not_there(self):
         env = dict(os.environ, HUGEPAGE_LAB_GUESTS="/nonexistent/guests")
         done = subprocess.run([str(ROOT / "scripts/lab"), "--list"], cwd=ROOT, env=env,

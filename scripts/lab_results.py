@@ -112,9 +112,31 @@ def parse(text, fallback_name=""):
             block.append(line)
     if block is not None:
         _finish(guest, name, block, None)
+    for size, asked, got in _short_boot_pools(guest.facts):
+        guest.failed.append(("(setup)", f"the kernel command line asked {asked} hugetlb pages of "
+                                        f"{_size(size)}, the kernel reserved {got} at boot"))
     if not guest.done and not guest.failed:
         guest.failed.append(("(boot)", "the guest did not reach the end of its plan"))
     return guest
+
+
+def _pages_by_size(text):
+    """'1048576kB:2 2048kB:0' -> {'1048576kB': 2, '2048kB': 0}; a malformed pair counts 0."""
+    out = {}
+    for pair in text.split():
+        size, _, pages = pair.partition(":")
+        out[size] = out.get(size, 0) + (int(pages) if pages.isdigit() else 0)
+    return out
+
+
+def _short_boot_pools(facts):
+    """(size, asked, reserved) of each pool the kernel command line asked (fact hugetlb_cmdline)
+    that the kernel reserved short at boot (fact hugetlb_boot): it says nothing itself, and the
+    guest's tests would run on another machine than the one its line declares."""
+    asked = _pages_by_size(facts.get("hugetlb_cmdline", ""))
+    booted = _pages_by_size(facts.get("hugetlb_boot", ""))
+    return [(size, pages, booted.get(size, 0)) for size, pages in asked.items()
+            if booted.get(size, 0) < pages]
 
 
 def _finish(guest, name, block, rc):

@@ -90,6 +90,21 @@ class Parse(unittest.TestCase):
                               "@@lab done\n")
         self.assertIn(("(setup)", "THP mode sometimes not accepted"), g.failed)
 
+    def test_a_pool_the_command_line_asked_and_the_boot_reserved_short_fails_it(self):
+        # The kernel reserves fewer 1 GiB pages than hugepagesz=1G hugepages=2 asks when memory is
+        # short at boot, and says nothing; the facts show it.
+        boot = ("@@lab fact hugetlb_cmdline 1048576kB:2\n"
+                "@@lab fact hugetlb_boot 1048576kB:1\n")
+        g = lab_results.parse(boot + FACTS + GTEST + "@@lab done\n")
+        self.assertIn(("(setup)", "the kernel command line asked 2 hugetlb pages of 1G, the kernel "
+                                  "reserved 1 at boot"), g.failed)
+        # Per node ("hugepages=0:1,1:1" is summed in the guest), and what was asked all there.
+        whole = ("@@lab fact hugetlb_cmdline 1048576kB:2 2048kB:64\n"
+                 "@@lab fact hugetlb_boot 1048576kB:2 2048kB:64\n")
+        g = lab_results.parse(whole + FACTS + GTEST + "@@lab done\n")
+        self.assertEqual([f for f in g.failed if f[0] == "(setup)"], [])
+        self.assertEqual(lab_results.parse(FACTS + "@@lab done\n").failed, [])
+
     def test_a_guest_that_never_started_fails(self):
         g = lab_results.parse("qemu-system-x86_64: could not load kernel\n")
         self.assertEqual(g.failed, [("(boot)", "the guest did not reach the end of its plan")])

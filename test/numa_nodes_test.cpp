@@ -1,10 +1,13 @@
 // NUMA placement on a machine with two nodes or more (the lab's two-node guest: qemu -numa):
 // a container bound to node 1 is all on node 1 and huge, an interleaved one holds half its huge
 // pages on each node, a bound hugetlb block never takes a page of another node, an arena's slabs
-// follow its placement, and the library's figures per node are what numa_maps says. With fewer
+// follow its placement, and the library's figures per node are what numa_maps says (or are
+// marked as an estimate where the kernel cannot say which pages are huge). With fewer
 // than two nodes every test skips naming the reason, or fails under HUGEPAGE_REQUIRE_NODES=2.
 // The hugetlb tests set the per-node pools themselves (root) and put them back.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstddef>
@@ -22,6 +25,7 @@
 #include "hugepage/allocator.hpp"
 #include "hugepage/arena.hpp"
 #include "hugepage/backing.hpp"
+#include "hugepage/metrics.hpp"
 #include "hugepage/numa.hpp"
 #include "hugepage/shared_arena_allocator.hpp"
 #include "hugepage/stats.hpp"
@@ -220,6 +224,87 @@ TEST(NumaTwoNodes, ASharedArenasSlabsFollowItsTag) {
   const backing_report r = shared_arena<node_one_tag>().backing();
   EXPECT_GT(r.resident_bytes(), 0U);
   EXPECT_EQ(r.bytes_on_node(1), r.resident_bytes());
+}
+
+struct mixed_on_two : default_options {
+  static constexpr numa_placement numa = numa_placement::interleave({0, 1});
+  static constexpr const char* label = "numa-mixed";
+};
+
+// Without PAGEMAP_SCAN (kernels before 6.7; simulated: every ioctl fails with ENOTTY) a mapping
+// part huge and part not on two nodes: as root, kpageflags says page by page which pages are
+// huge, and the huge bytes per node are exact; without it (nobody) they could only be shared out
+// by bytes per node, so the report marks them estimated and the metrics give NaN (JSON null) and
+// the reason instead of a number. The truth: an interleaved THP block whose node-0 huge pages are
+// all split, so node 0 holds no huge byte.
+TEST(NumaTwoNodes, WithoutPagemapScanHugeBytesPerNodeAreExactOrMarkedEstimated) {
+  HUGEPAGE_REQUIRE_TWO_NODES();
+  if (!test::thp_usable()) HUGEPAGE_SKIP_OR_FAIL("THP is not usable here");
+  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("the exact case reads kpageflags (root)");
+  for (const bool as_nobody : {false, true}) {
+    const int code = test::run_in_child([as_nobody]() -> int {
+      std::vector<char, thp_allocator<char, mixed_on_two>> v(kBlock, 'x');
+      char* const p = v.data();
+      // khugepaged must not collapse the split pages again while they are read.
+      if (::madvise(p, kBlock, MADV_NOHUGEPAGE) != 0) return 2;
+      std::size_t huge_on_one = 0;
+      for (std::size_t at = 0; at < kBlock; at += kHuge) {
+        const void* page = p + at;
+        int node = -1;
+        if (numa::nodes_of_pages(0, 1, &page, &node) || node < 0 || node > 1) return 3;
+        if (node == 1) {
+          huge_on_one += kHuge;
+        } else if (::madvise(p + at + 4096, 4096, MADV_DONTNEED) != 0) {  // splits the PMD
+          return 4;
+        }
+      }
+      std::fprintf(stderr, "child: %zu MiB of huge pages on node 1\n", huge_on_one / kMiB);
+      if (huge_on_one == 0 || huge_on_one == kBlock) return 5;  // not interleaved: no test
+      if (as_nobody && !test::become_nobody()) return 6;
+      if (!test::fail_syscall(__NR_ioctl, ENOTTY)) return 7;
+      const backing_report r = backing_of(p, kBlock);
+      std::ostringstream prom, json;
+      write_metrics(prom);
+      write_metrics_json(json);
+      const std::string metrics = prom.str();
+      std::fprintf(stderr,
+                   "child (uid %d): source %s, huge %zu, node 0 huge %zu, node 1 huge %zu, "
+                   "estimated %d, note '%s'\n",
+                   static_cast<int>(::geteuid()), name_of(r.source), r.huge_bytes(),
+                   r.huge_bytes_on_node(0), r.huge_bytes_on_node(1), r.nodes_estimated ? 1 : 0,
+                   r.nodes_note.c_str());
+      const std::string sample = "hugepage_label_node_huge_bytes{label=\"numa-mixed\",node=\"";
+      if (!as_nobody) {
+        if (r.source != backing_source::kpageflags || r.huge_bytes() != huge_on_one) return 10;
+        if (r.huge_bytes_on_node(0) != 0 || r.huge_bytes_on_node(1) != huge_on_one) return 11;
+        if (r.nodes_estimated || !r.nodes_note.empty()) return 12;
+        if (metrics.find(sample + "0\"} 0\n") == std::string::npos ||
+            metrics.find(sample + "1\"} " + std::to_string(huge_on_one) + "\n") ==
+                std::string::npos) {
+          return 13;
+        }
+        if (json.str().find("\"nodes_note\":\"\"") == std::string::npos) return 14;
+        return 0;
+      }
+      if (r.source != backing_source::smaps || r.nodes.size() != 2) return 20;
+      if (!r.nodes_estimated || r.nodes_note.find("estimated") == std::string::npos) return 21;
+      if (metrics.find(sample + "0\"} NaN\n") == std::string::npos ||
+          metrics.find(sample + "1\"} NaN\n") == std::string::npos) {
+        return 22;
+      }
+      const std::string j = json.str();
+      const std::size_t at = j.find("{\"label\":\"numa-mixed\"");
+      if (at == std::string::npos) return 23;
+      if (j.find("\"1\":{\"bytes\":" + std::to_string(r.bytes_on_node(1)) + ",\"huge_bytes\":null}",
+                 at) == std::string::npos) {
+        return 24;
+      }
+      if (j.find("\"nodes_note\":\"huge bytes per node estimated", at) == std::string::npos)
+        return 25;
+      return 0;
+    });
+    EXPECT_EQ(code, 0) << (as_nobody ? "as nobody" : "as root") << "; see the child's output above";
+  }
 }
 
 }  // namespace

@@ -140,8 +140,11 @@ inline backing_report backing_of(const process_view& view, const void* p, std::s
   } else if (r.resident_bytes() != 0 && view.root().empty()) {  // a live process, not a capture
     std::uintptr_t lo = 0, hi = 0;
     detail::page_range(p, bytes, lo, hi);
-    detail::add_nodes(view, source == backing_source::pagemap_scan ? view.pagemap_fd() : -1, lo, hi,
-                      r);
+    const detail::huge_pages_from from =
+        source == backing_source::pagemap_scan   ? detail::huge_pages_from::scan
+        : r.source == backing_source::kpageflags ? detail::huge_pages_from::kpageflags
+                                                 : detail::huge_pages_from::totals;
+    detail::add_nodes(view, from, lo, hi, r);
   }
   return r;
 }

@@ -63,12 +63,17 @@ struct backing_report {
   /// ("PAGEMAP_SCAN unavailable: ..."); empty when the first source answered exactly.
   std::string note;
   /// The resident bytes per NUMA node, from the kernel (move_pages, which moves nothing): one
-  /// entry per node holding some, in node order. Exact where the huge runs are known page by page
-  /// (PAGEMAP_SCAN) or every resident byte is huge; elsewhere `huge_bytes` per node is
-  /// `huge_bytes()` shared out by each node's bytes, and `nodes_note` says so. Empty when the
-  /// kernel could not be asked (`nodes_note` says why).
+  /// entry per node holding some, in node order. `bytes` is exact. `huge_bytes` is exact where the
+  /// huge pages are known page by page (PAGEMAP_SCAN, Linux 6.7; kpageflags, the source as root)
+  /// or every resident byte is huge; elsewhere (the smaps source with resident bytes on more than
+  /// one node) it is `huge_bytes()` shared out by each node's bytes: `nodes_estimated` is true and
+  /// `nodes_note` says so. Empty when the kernel could not be asked (`nodes_note` says why).
   std::vector<node_bytes> nodes;
-  std::string nodes_note;  ///< why `nodes` is empty or its huge bytes approximate; "" otherwise
+  /// Why `nodes` is empty or its huge bytes estimated; "" otherwise.
+  std::string nodes_note;
+  /// `huge_bytes` of `nodes` are an estimate, not read from the kernel (the metrics export them as
+  /// NaN, null in the JSON).
+  bool nodes_estimated = false;
 
   /// Resident bytes on `node`; 0 for a node not in `nodes`.
   std::size_t bytes_on_node(int node) const noexcept {
@@ -131,7 +136,11 @@ inline void add_report(backing_report& sum, const backing_report& part, bool fir
   }
   if (sum.note.empty()) sum.note = part.note;
   for (const node_bytes& n : part.nodes) add_node_bytes(sum.nodes, n.node, n.bytes, n.huge_bytes);
-  if (sum.nodes_note.empty()) sum.nodes_note = part.nodes_note;
+  // An estimate's note before any other: it says why the sum is one.
+  if (sum.nodes_note.empty() || (part.nodes_estimated && !sum.nodes_estimated)) {
+    sum.nodes_note = part.nodes_note;
+  }
+  sum.nodes_estimated = sum.nodes_estimated || part.nodes_estimated;
 }
 
 }  // namespace detail

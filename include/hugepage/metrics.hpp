@@ -20,7 +20,9 @@
 //   hugepage_label_huge_ratio{label}                        gauge   huge bytes / mapped bytes, 0..1
 //   hugepage_label_node_bytes{label,node}                   gauge   resident bytes per NUMA node
 //   hugepage_label_node_huge_bytes{label,node}              gauge   ... of them on huge pages
-//       (backing_report::nodes, from the kernel; only nodes holding some)
+//       (backing_report::nodes, from the kernel; only nodes holding some). Where the huge bytes
+//       per node are an estimate (nodes_estimated: no PAGEMAP_SCAN and no kpageflags), each
+//       node's huge bytes are NaN, null in the JSON, whose "nodes_note" says why.
 // A label whose coverage could not be read (/proc/self/smaps and pagemap closed: its report has
 // `unknown` bytes) exports NaN for every coverage part but `unknown` and for its ratio, and null
 // in the JSON: never 0, which reads as "nothing is huge".
@@ -206,7 +208,12 @@ inline void write_metrics(std::ostream& out) {
            "of those, bytes on huge pages, per NUMA node now, from the kernel");
   for (const auto& l : list) {
     for (const node_bytes& n : l.coverage.nodes) {
-      w.sample({{"label", l.label}, {"node", std::to_string(n.node)}}, n.huge_bytes);
+      // An estimate is no figure from the kernel: NaN, as for coverage that could not be read.
+      if (l.coverage.nodes_estimated) {
+        w.sample({{"label", l.label}, {"node", std::to_string(n.node)}}, std::string("NaN"));
+      } else {
+        w.sample({{"label", l.label}, {"node", std::to_string(n.node)}}, n.huge_bytes);
+      }
     }
   }
   w.family("hugepage_requested_bytes", "gauge", "bytes mapped by the library, by method asked");
@@ -256,7 +263,8 @@ inline void write_metrics(std::ostream& out) {
 
 /// The same figures as write_metrics(), as one JSON object:
 ///   {"labels": [{"label", "blocks", "requested_bytes": {...}, "obtained_bytes": {...},
-///                "fallbacks", "nodes": {node: {"bytes", "huge_bytes"}}, "coverage_bytes": {...},
+///                "fallbacks", "nodes": {node: {"bytes", "huge_bytes"}}, "nodes_note",
+///                "coverage_bytes": {...},
 ///                "huge_ratio", "exact"}],
 ///    "stats": {stats() by field name}, "upkeep": {upkeep_stats() by field name}}
 inline void write_metrics_json(std::ostream& out) {
@@ -303,10 +311,14 @@ inline void write_metrics_json(std::ostream& out) {
       j += std::to_string(c.nodes[n].node);
       j += "\":{";
       first("bytes", c.nodes[n].bytes);
-      field("huge_bytes", c.nodes[n].huge_bytes);
+      if (c.nodes_estimated) {
+        j += ",\"huge_bytes\":null";
+      } else {
+        field("huge_bytes", c.nodes[n].huge_bytes);
+      }
       j += '}';
     }
-    j += '}';
+    j += "},\"nodes_note\":\"" + detail::json_string_value(c.nodes_note) + '"';
     j += ",\"coverage_bytes\":{";
     if (c.known()) {
       first("thp", c.thp);

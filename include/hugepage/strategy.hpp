@@ -654,8 +654,8 @@ class strategy {
                           (length != 0 ? " of " + format_bytes(length) : std::string()) +
                           " refused: ";
     if (!missing.empty()) {
-      message += "node(s) " + missing.text() + " do not exist (online nodes: " + online.text() +
-                 ", /sys/devices/system/node/online)";
+      message += "node(s) " + missing.text() + " do not exist: the online nodes are " +
+                 online.text() + " (/sys/devices/system/node/online)";
       ec = std::make_error_code(std::errc::invalid_argument);
     } else if (ec == std::errc::invalid_argument) {
       message += "mbind: " + ec.message() +

@@ -21,6 +21,7 @@
 #include "hugepage/os.hpp"
 #include "hugepage/page_size.hpp"
 #include "hugepage/process_view.hpp"
+#include "hugepage/thp_mode.hpp"
 
 namespace hugepage::detail {
 
@@ -118,16 +119,44 @@ inline node_walk nodes_by_scan(pid_t pid, int pagemap_fd, std::uintptr_t lo, std
   return node_walk::done;
 }
 
+// How add_nodes learns which resident pages are huge: from PAGEMAP_SCAN's runs, from pagemap and
+// kpageflags page by page (root), or only from the report's totals.
+enum class huge_pages_from { scan, kpageflags, totals };
+
+// Queries the pieces of [s, e) in the non-hugetlb mapping `m` one address per PMD window that
+// kpageflags shows PMD-mapped (huge), one per base page elsewhere. no_scan: the frames could not
+// be read (PFNs hidden, a read failed); failed: move_pages failed.
+inline node_walk nodes_by_frames(const mapping_info& m, std::uintptr_t s, std::uintptr_t e,
+                                 int pagemap_fd, int kpageflags_fd, node_batch& batch) {
+  const std::size_t page = os::base_page_size();
+  const std::size_t window = thp_page_bytes();
+  bool queried = true;
+  const bool read = classify_windows(
+      m, s, e, pagemap_fd, kpageflags_fd, [&](std::uintptr_t w, const exact_part& part) {
+        if (!queried) return;
+        const std::uintptr_t from = std::max(w, s);
+        const std::uintptr_t to = std::min<std::uintptr_t>((w & ~(window - 1)) + window, e);
+        const std::size_t huge = part.thp_anon + part.thp_file;  // the whole window, or nothing
+        queried =
+            huge != 0 ? batch.add(from, huge, true) : query_windows(batch, from, to, page, false);
+      });
+  if (!queried || batch.error()) return node_walk::failed;
+  return read ? node_walk::done : node_walk::no_scan;
+}
+
 // Fills r.nodes for [lo, hi) of the process of `view`. PAGEMAP_SCAN (Linux 6.7) gives the present
-// runs and which are huge; without it every base page is asked, or one page per 2 MiB where the
-// report says every resident byte is huge, and the report's huge bytes are shared out by node
-// where it does not. A range the scan refuses as a whole (one reaching past user space) and every
-// range without the scan are walked by mapping (smaps' list): the space between mappings, up to
-// the whole address space, holds no page to ask about.
-inline void add_nodes(const process_view& view, int pagemap_fd, std::uintptr_t lo,
+// runs and which are huge; without it kpageflags (the report's source when root) says page by
+// page which PMD windows are huge; without either every base page is asked, or one page per
+// 2 MiB where the report says every resident byte is huge, and the report's huge bytes are
+// shared out by node where it does not: `nodes_estimated` and `nodes_note` say so. A range the
+// scan refuses as a whole (one reaching past user space) and every range without the scan are
+// walked by mapping (smaps' list): the space between mappings, up to the whole address space,
+// holds no page to ask about.
+inline void add_nodes(const process_view& view, huge_pages_from from, std::uintptr_t lo,
                       std::uintptr_t hi, backing_report& r) {
   std::vector<node_bytes> nodes;
-  if (pagemap_fd >= 0) {
+  const int pagemap_fd = view.pagemap_fd();
+  if (from == huge_pages_from::scan) {
     const node_walk whole = nodes_by_scan(view.pid(), pagemap_fd, lo, hi, nodes, r);
     if (whole == node_walk::failed) return;
     if (whole == node_walk::done) {
@@ -144,37 +173,64 @@ inline void add_nodes(const process_view& view, int pagemap_fd, std::uintptr_t l
   }
   const std::size_t page = os::base_page_size();
   const bool all_huge = r.base == 0;
-  // By mapping: with the scan while it answers, else page by page (the walk starts over then).
-  const auto walk = [&](bool scan) {
+  // By mapping: with the scan or the frames while they answer, else page by page (the walk starts
+  // over then).
+  const auto walk = [&](huge_pages_from how) {
     nodes.clear();
     for (const mapping_info& m : mappings) {
       if (m.end <= lo || m.start >= hi || m.name == "[vsyscall]") continue;
       const std::uintptr_t s = std::max(m.start, lo);
       const std::uintptr_t e = std::min(m.end, hi);
-      if (scan) {
+      if (how == huge_pages_from::scan) {
         const node_walk w = nodes_by_scan(view.pid(), pagemap_fd, s, e, nodes, r);
         if (w != node_walk::done) return w;
         continue;
       }
       node_batch pages(view.pid(), nodes);
-      if (!query_windows(pages, s, e, all_huge ? node_query_step : page, all_huge) ||
-          !pages.flush()) {
+      node_walk w = node_walk::done;
+      if (how == huge_pages_from::kpageflags && !m.is_hugetlb() && !all_huge) {
+        w = nodes_by_frames(m, s, e, pagemap_fd, view.kpageflags_fd(), pages);
+        if (w == node_walk::no_scan) return w;
+      } else {
+        // A present hugetlb page is huge as a whole: one address per page of it, per 2 MiB of a
+        // larger one (arm64 has hugetlb pages of 64 KiB).
+        const bool hugetlb = m.is_hugetlb() && (all_huge || how == huge_pages_from::kpageflags);
+        const std::size_t step = hugetlb ? std::clamp(m.kernel_page_bytes, page, node_query_step)
+                                         : (all_huge ? node_query_step : page);
+        if (!query_windows(pages, s, e, step, all_huge || hugetlb)) {
+          w = node_walk::failed;
+        }
+      }
+      if (w == node_walk::failed || !pages.flush()) {
         r.nodes_note = "per-node figures unavailable: move_pages: " + pages.error().message();
         return node_walk::failed;
       }
     }
     return node_walk::done;
   };
-  node_walk w = pagemap_fd >= 0 ? walk(true) : node_walk::no_scan;
-  if (w == node_walk::no_scan) {
-    w = walk(false);
+  node_walk w = from == huge_pages_from::totals ? node_walk::no_scan : walk(from);
+  if (w == node_walk::done && from == huge_pages_from::kpageflags && !all_huge) {
+    // Read twice (the report's walk, this one): pages faulted or split between the two, or THP
+    // folios mapped by PTEs (which the report counts by smaps), leave the sums apart.
+    std::size_t huge = 0;
+    for (const node_bytes& n : nodes) huge += n.huge_bytes;
+    if (huge != r.huge_bytes() && nodes.size() > 1) {
+      r.nodes_estimated = true;
+      r.nodes_note =
+          "huge bytes per node read page by page add up to other than the report's huge bytes "
+          "(pages changed between the reads, or THP folios mapped by PTEs)";
+    }
+  } else if (w == node_walk::no_scan) {
+    w = walk(huge_pages_from::totals);
     if (w == node_walk::done && !all_huge) {
       std::size_t resident = 0;
       for (const node_bytes& n : nodes) resident += n.bytes;
       for (node_bytes& n : nodes) n.huge_bytes = prorate(r.huge_bytes(), n.bytes, resident);
       if (r.huge_bytes() != 0 && nodes.size() > 1) {
+        r.nodes_estimated = true;
         r.nodes_note =
-            "huge bytes per node shared out by bytes per node (no PAGEMAP_SCAN, Linux 6.7)";
+            "huge bytes per node estimated: shared out by bytes per node (no PAGEMAP_SCAN, "
+            "which needs Linux 6.7, nor kpageflags, which needs CAP_SYS_ADMIN)";
       }
     }
   }
