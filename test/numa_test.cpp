@@ -6,8 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -107,6 +110,101 @@ TEST(NumaPlacement, EveryPlacementOfHugetlbIsHugeOnNodeZero) {
     s.deallocate(p, kBlock, 1);
   }
   EXPECT_TRUE(test::pool_back(page_size::huge_2m, before));
+}
+
+// The policy the kernel holds at every 2 MiB of [p, p + length) is `mode` on node 0.
+::testing::AssertionResult placed_throughout(const char* p, std::size_t length, int mode) {
+  for (std::size_t at = 0; at < length; at += kHuge) {
+    const test::kernel_policy got = test::policy_at(p + at);
+    if (got.mode != mode || got.nodes != 1) {
+      return ::testing::AssertionFailure()
+             << "at " << at / kMiB << " MiB of " << length / kMiB << " MiB: mode " << got.mode
+             << " on nodes mask " << got.nodes << ", not mode " << mode << " on node 0";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// The most pages of `size` the pool could give: reserved plus the overcommit room.
+std::uint64_t most_pool_pages(page_size size) {
+  const std::optional<hugetlb_pool> pool = read_pool(size);
+  if (!pool) return 0;
+  return pool->total.value_or(0) + pool->overcommit.value_or(0);
+}
+
+// A 1 GiB strategy maps a block in parts (strategy.hpp, the cascade): a part the pools cannot
+// serve becomes THP-advised memory in place, and every part carries the placement from before its
+// first touch. The head here is larger than either pool could ever hold, so it falls back to THP;
+// the 64 MiB tail (Linux 6.12 and later: before, whole 1 GiB pages, one part) is 2 MiB pool pages
+// where the pool has them, else THP too.
+TEST(NumaPlacement, EveryPartOfACascadeBlockCarriesItsPlacement) {
+  if (!test::thp_usable()) HUGEPAGE_SKIP_OR_FAIL("THP is not usable here");
+  const std::size_t head = std::max(most_pool_pages(page_size::huge_2m) * kHuge / test::kGiB + 1,
+                                    most_pool_pages(page_size::huge_1g) + 1) *
+                           test::kGiB;
+  const std::size_t bytes = head + 64 * kMiB;
+  const test::pool_counts before = test::read_counts(page_size::huge_2m);
+  const std::size_t live = test::live_mappings();
+  for (const placed_case& c : kPlacements) {
+    if (c.numa.is_local()) continue;
+    SCOPED_TRACE(c.name);
+    const strategy s = strategy::hugetlb(page_size::huge_1g, fallback).placed(c.numa);
+    const strategy::layout l = s.layout_of(bytes);
+    ASSERT_EQ(l.head, strategy::fixed_mapping_keeps_range_on_failure() ? head : l.length);
+    const std::uint64_t to_thp = stats().fallbacks_to_thp;
+    char* p = static_cast<char*>(s.allocate(bytes, 1));
+    EXPECT_EQ(stats().fallbacks_to_thp, to_thp + 1);
+    EXPECT_TRUE(placed_throughout(p, l.length, c.kernel_mode));
+    // The head is THP: huge once touched, on node 0.
+    std::memset(p, 1, 4 * kHuge);
+    const backing_report first = backing_of(p, 4 * kHuge);
+    EXPECT_EQ(first.thp, 4 * kHuge);
+    expect_all_on_node_zero(first, /*huge=*/true);
+    if (l.tail() != 0) {
+      std::memset(p + l.head, 1, l.tail());
+      const backing_report tail = backing_of(p + l.head, l.tail());
+      EXPECT_EQ(tail.huge_bytes(), l.tail())
+          << "hugetlb " << tail.hugetlb_2m << ", thp " << tail.thp;
+      expect_all_on_node_zero(tail, /*huge=*/true);
+    }
+    s.deallocate(p, bytes, 1);
+  }
+  EXPECT_EQ(test::live_mappings(), live);
+  EXPECT_TRUE(test::pool_back(page_size::huge_2m, before));
+}
+
+// The strict policy's 2 MiB tail: where the 2 MiB pool cannot cover it, THP in place, placed.
+// Needs a free 1 GiB page and Linux 6.12 (a tail at all); the tail is larger than the whole
+// 2 MiB pool could hold.
+TEST(NumaPlacement, TheStrictBlocksTailCarriesItsPlacement) {
+  if (!strategy::fixed_mapping_keeps_range_on_failure()) {
+    GTEST_SKIP() << "before Linux 6.12 a 1 GiB block has no 2 MiB tail (whole 1 GiB pages)";
+  }
+  HUGEPAGE_REQUIRE_POOL(page_size::huge_1g, 1);
+  const std::uint64_t most_2m = most_pool_pages(page_size::huge_2m);
+  // The tail stays below 15/17 GiB, or the block rounds up to two whole 1 GiB pages.
+  if ((most_2m + 1) * kHuge > 900 * kMiB) {
+    GTEST_SKIP() << "the 2 MiB pool could hold any tail (" << most_2m << " pages)";
+  }
+  const std::size_t bytes = test::kGiB + (most_2m + 1) * kHuge;
+  const test::pool_counts before = test::read_counts(page_size::huge_1g);
+  const strategy s = strategy::hugetlb(page_size::huge_1g).placed(numa_placement::bind({0}));
+  const strategy::layout l = s.layout_of(bytes);
+  ASSERT_EQ(l.head, test::kGiB);
+  ASSERT_EQ(l.tail(), bytes - test::kGiB);
+  const std::uint64_t to_thp = stats().fallbacks_to_thp;
+  char* p = static_cast<char*>(s.allocate(bytes, 1));
+  EXPECT_EQ(stats().fallbacks_to_thp, to_thp + 1);
+  EXPECT_TRUE(placed_throughout(p, l.length, 2));
+  EXPECT_EQ(backing_of(p, l.head).hugetlb_1g, l.head);
+  std::memset(p + l.head, 1, l.tail());
+  const backing_report tail = backing_of(p + l.head, l.tail());
+  if (test::thp_usable()) {
+    EXPECT_EQ(tail.thp, l.tail());
+  }
+  expect_all_on_node_zero(tail, test::thp_usable());
+  s.deallocate(p, bytes, 1);
+  EXPECT_TRUE(test::pool_back(page_size::huge_1g, before));
 }
 
 struct on_node_zero : default_options {

@@ -335,13 +335,14 @@ class strategy {
           std::make_error_code(std::errc::not_enough_memory));
     }
     if (!options_.numa.is_local()) check_placement();
+    const numa_placement& numa = options_.numa;
     const placement plan = planned();
     placement got = plan;
     void* p = nullptr;
     if (method_ == method::hugetlb) {
-      p = map_hugetlb_block(l, alignment, got);
+      p = map_hugetlb_block(l, alignment, got, numa);
     } else {
-      p = map_thp(l.length, std::max(alignment, page_bytes()), got.head, options_.numa);
+      p = map_thp(l.length, std::max(alignment, page_bytes()), got.head, numa);
     }
     if (l.head == 0) got.head = plan.head;  // parts of no bytes compare equal to the plan
     if (l.tail() == 0) got.tail = plan.tail;
@@ -356,7 +357,7 @@ class strategy {
     }
     account(got, l, /*add=*/true);
     // From here on the mapping is accounted for: failures release it through deallocate().
-    finish(p, bytes, l, got);
+    finish(p, bytes, l, got, numa);
     // Counted only for a block that is returned: a failure above released it, and no request was
     // served.
     if (method_ == method::hugetlb) count_fallbacks(l, got);
@@ -406,24 +407,29 @@ class strategy {
 
   // The hugetlb blocks, cascade included (see the top of this file). Never returns memory whose
   // first touch can raise SIGBUS: pool pages are populated where a fault could be refused.
-  void* map_hugetlb_block(const layout& l, std::size_t alignment, placement& got) const {
+  // Every part is placed by `numa` before its first touch: pool pages where they are mapped,
+  // THP-advised memory where a part falls back (release_part).
+  void* map_hugetlb_block(const layout& l, std::size_t alignment, placement& got,
+                          const numa_placement& numa) const {
     const bool must = policy_ == pool_policy::strict;
     if (l.head == 0) {  // below one 1 GiB page: 2 MiB pages, best effort under either policy
-      if (void* p = pool_pages(nullptr, l.length, alignment, page_size::huge_2m, false)) return p;
-      return map_thp(l.length, std::max(alignment, thp_page_bytes()), got.tail, options_.numa);
+      if (void* p = pool_pages(nullptr, l.length, alignment, page_size::huge_2m, false, numa)) {
+        return p;
+      }
+      return map_thp(l.length, std::max(alignment, thp_page_bytes()), got.tail, numa);
     }
     if (l.tail() == 0) {  // whole pages of size()
-      if (void* p = pool_pages(nullptr, l.length, alignment, size_, must)) return p;
+      if (void* p = pool_pages(nullptr, l.length, alignment, size_, must, numa)) return p;
       // Fallback policy: the 2 MiB pool for a 1 GiB request, else THP at the same length, so
       // that deallocate() unmaps what it would have unmapped for pool pages; pages past `bytes`
       // are never touched and cost no RSS.
       if (cascades()) {
-        if (void* p = pool_pages(nullptr, l.length, alignment, page_size::huge_2m, false)) {
+        if (void* p = pool_pages(nullptr, l.length, alignment, page_size::huge_2m, false, numa)) {
           got.head = backing::hugetlb_2m;
           return p;
         }
       }
-      return map_thp(l.length, std::max(alignment, thp_page_bytes()), got.head, options_.numa);
+      return map_thp(l.length, std::max(alignment, thp_page_bytes()), got.head, numa);
     }
     // Head on 1 GiB pages, tail on 2 MiB pages: one reservation, 1 GiB-aligned, with the pool
     // pages mapped over it. The reservation holds no memory (PROT_NONE, MAP_NORESERVE), so it
@@ -438,12 +444,12 @@ class strategy {
           aligned_extent(l.length, std::max(alignment, bytes_of(size_)))));
     }
     try {
-      if (pool_pages(p, l.head, alignment, size_, must) == nullptr) {
-        got.head = pool_pages(p, l.head, alignment, page_size::huge_2m, false) != nullptr
+      if (pool_pages(p, l.head, alignment, size_, must, numa) == nullptr) {
+        got.head = pool_pages(p, l.head, alignment, page_size::huge_2m, false, numa) != nullptr
                        ? backing::hugetlb_2m
                        : detail::advise_thp(p, l.head);
       }
-      if (pool_pages(p + l.head, l.tail(), alignment, page_size::huge_2m, false) == nullptr) {
+      if (pool_pages(p + l.head, l.tail(), alignment, page_size::huge_2m, false, numa) == nullptr) {
         got.tail = detail::advise_thp(p + l.head, l.tail());
       }
     } catch (...) {
@@ -456,18 +462,18 @@ class strategy {
   // `length` bytes of pool pages of `size`, faulted in (see populate_hugetlb_at_allocation). At
   // `at`, a part of a reservation of our own, or anywhere when `at` is null. When the pool cannot
   // serve: throws where `must` (strict, pages of size()), else returns nullptr, the range at `at`
-  // THP-advised anonymous memory again.
-  void* pool_pages(void* at, std::size_t length, std::size_t alignment, page_size size,
-                   bool must) const {
+  // THP-advised anonymous memory again, placed by `numa` (release_part).
+  void* pool_pages(void* at, std::size_t length, std::size_t alignment, page_size size, bool must,
+                   const numa_placement& numa) const {
     // A refused mmap is retried a few times when the pool has room again by the time we look:
     // other threads returned pages in between, so the shortage is already over.
     const std::uint64_t pages = length / bytes_of(size);
-    const bool bound = options_.numa.mode == numa_mode::bind;
+    const bool bound = numa.mode == numa_mode::bind;
     if (bound) {
       const node_pool pool = read_bound_pool(size, pages, length);
       if (pool.free < pages) {
         if (must) throw_node_pool_short(size, pages, pool);
-        if (at != nullptr) release_part(nullptr, at, length);  // the reservation becomes memory
+        if (at != nullptr) release_part(nullptr, at, length, numa);  // the reservation: memory
         return nullptr;
       }
     }
@@ -478,10 +484,10 @@ class strategy {
                     : os::map_hugetlb(length, size, ec, at);
       if (p != nullptr) {
         // Placed before the first touch: the pages come from the placement's nodes' pools.
-        if (!options_.numa.is_local()) {
-          if (const std::error_code placed = numa::apply(p, length, options_.numa)) {
-            release_part(p, at, length);
-            throw_placement_refused(options_.numa, length, placed);
+        if (!numa.is_local()) {
+          if (const std::error_code placed = numa::apply(p, length, numa)) {
+            release_part(p, at, length, numa);
+            throw_placement_refused(numa, length, placed);
           }
         }
         // Always faulted in here (see populate_hugetlb_at_allocation): a refusal is an error now,
@@ -491,13 +497,13 @@ class strategy {
           if (options_.prefault) {
             detail::global_counters().prefaulted_bytes.fetch_add(length, std::memory_order_relaxed);
           }
-          count_other_node(p, length, bytes_of(size));
+          count_other_node(p, length, bytes_of(size), numa);
           return p;
         }
-        release_part(p, at, length);
+        release_part(p, at, length, numa);
         if (must && bound) {  // another thread or process took the bound nodes' pages meanwhile
           node_pool pool = read_bound_pool(size, pages, length);
-          if (pool.short_node < 0) pool.short_node = options_.numa.nodes.first();
+          if (pool.short_node < 0) pool.short_node = numa.nodes.first();
           throw_node_pool_short(size, pages, pool);
         }
         if (must) {
@@ -506,7 +512,7 @@ class strategy {
         }
         return nullptr;
       }
-      if (at != nullptr) release_part(nullptr, at, length);  // a failed MAP_FIXED
+      if (at != nullptr) release_part(nullptr, at, length, numa);  // a failed MAP_FIXED
       if (!must) return nullptr;
       // Read once: the retry and the message are decided from the same facts (refusal.hpp).
       const bool aligned_reservation = at == nullptr && alignment > bytes_of(size);
@@ -520,10 +526,11 @@ class strategy {
   }
 
   // Undoes a part of pool_pages(): unmaps a mapping of its own, or turns the part of a
-  // reservation back into THP-advised anonymous memory (a failed MAP_FIXED may have left a hole
-  // on kernels before 6.12, and unpopulated pool pages must not stay). Where that fails, throws:
-  // the caller unmaps the whole block rather than return a part that could SIGBUS.
-  static void release_part(void* p, void* at, std::size_t length) {
+  // reservation back into THP-advised anonymous memory placed by `numa` (a failed MAP_FIXED may
+  // have left a hole on kernels before 6.12, and unpopulated pool pages must not stay; the fresh
+  // mapping holds no policy of the part it replaces). Where that fails, throws: the caller unmaps
+  // the whole block rather than return a part that could SIGBUS or sit on another node.
+  static void release_part(void* p, void* at, std::size_t length, const numa_placement& numa) {
     if (at == nullptr) {
       os::unmap(p, length);
       return;
@@ -534,6 +541,9 @@ class strategy {
           "hugepage: could not remap " + format_bytes(length) +
               " of a block after its pool pages were refused: " + ec.message(),
           ec);
+    }
+    if (const std::error_code placed = numa::apply(at, length, numa)) {
+      throw_placement_refused(numa, length, placed);
     }
     os::advise_huge(at, length);
   }
@@ -549,7 +559,8 @@ class strategy {
 
   // Optional steps after mapping: fork behaviour, pre-fault and collapse of THP memory (hugetlb
   // memory was populated in pool_pages where needed).
-  void finish(void* p, std::size_t bytes, const layout& l, placement got) const {
+  void finish(void* p, std::size_t bytes, const layout& l, placement got,
+              const numa_placement& numa) const {
     if (options_.dont_fork) os::advise(p, l.length, MADV_DONTFORK);
     if (!(options_.prefault || method_ == method::collapse)) return;
     // The anonymous part of the block: all of it, its head or its tail.
@@ -582,7 +593,7 @@ class strategy {
     } else if (method_ == method::collapse && detail::thp_disabled_for_process()) {
       count_collapse_impossible();
     }
-    count_other_node(start, length, thp_page_bytes());
+    count_other_node(start, length, thp_page_bytes(), numa);
   }
 
   // Populating past a memory cgroup limit gets the process OOM-killed; refuse before touching.
@@ -719,9 +730,10 @@ class strategy {
 
   // A block placed `preferred` that got a page of another node is counted once. One query per
   // `step` bytes (a huge page): the pages must be faulted in.
-  void count_other_node(void* p, std::size_t length, std::size_t step) const noexcept {
-    if (options_.numa.mode != numa_mode::preferred || step == 0) return;
-    const int wanted = options_.numa.nodes.first();
+  static void count_other_node(void* p, std::size_t length, std::size_t step,
+                               const numa_placement& numa) noexcept {
+    if (numa.mode != numa_mode::preferred || step == 0) return;
+    const int wanted = numa.nodes.first();
     constexpr std::size_t batch = 64;
     const void* pages[batch];
     int status[batch];
