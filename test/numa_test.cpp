@@ -245,22 +245,26 @@ TEST(NumaPlacement, ANodeThatDoesNotExistIsAClearErrorAndMapsNothing) {
   if (test::online_node_count() != 1) GTEST_SKIP() << "node 1 exists on this machine";
   const test::pool_counts before = test::read_counts(page_size::huge_2m);
   const std::size_t live = test::live_mappings();
-  for (const strategy& s : {strategy::thp(), strategy::collapse(), strategy::hugetlb(),
-                            strategy::hugetlb(page_size::huge_2m, fallback)}) {
-    for (const numa_placement& numa : {numa_placement::bind({1}), numa_placement::preferred(1),
-                                       numa_placement::interleave({0, 1})}) {
-      SCOPED_TRACE(std::string(name_of(numa.mode)) + " " + std::to_string(int(s.how())));
-      try {
-        void* p = s.placed(numa).allocate(kBlock, 1);
-        s.placed(numa).deallocate(p, kBlock, 1);
-        ADD_FAILURE() << "no error";
-      } catch (const pool_exhausted& e) {
-        ADD_FAILURE() << "pool_exhausted for a node that does not exist: " << e.what();
-      } catch (const allocation_error& e) {
-        EXPECT_EQ(e.code(), std::errc::invalid_argument);
-        EXPECT_NE(std::string(e.what()).find("node(s) 1 do not exist (online nodes: 0"),
-                  std::string::npos)
-            << e.what();
+  // At any size: below the threshold too, where nothing would be mapped.
+  for (const std::size_t bytes : {std::size_t{64}, kMiB, kBlock}) {
+    for (const strategy& s : {strategy::thp(), strategy::collapse(), strategy::hugetlb(),
+                              strategy::hugetlb(page_size::huge_2m, fallback)}) {
+      for (const numa_placement& numa : {numa_placement::bind({1}), numa_placement::preferred(1),
+                                         numa_placement::interleave({0, 1})}) {
+        SCOPED_TRACE(std::string(name_of(numa.mode)) + " " + std::to_string(int(s.how())) + " " +
+                     std::to_string(bytes));
+        try {
+          void* p = s.placed(numa).allocate(bytes, 1);
+          s.placed(numa).deallocate(p, bytes, 1);
+          ADD_FAILURE() << "no error";
+        } catch (const pool_exhausted& e) {
+          ADD_FAILURE() << "pool_exhausted for a node that does not exist: " << e.what();
+        } catch (const allocation_error& e) {
+          EXPECT_EQ(e.code(), std::errc::invalid_argument);
+          EXPECT_NE(std::string(e.what()).find("node(s) 1 do not exist (online nodes: 0"),
+                    std::string::npos)
+              << e.what();
+        }
       }
     }
   }
@@ -268,33 +272,59 @@ TEST(NumaPlacement, ANodeThatDoesNotExistIsAClearErrorAndMapsNothing) {
   EXPECT_TRUE(test::pool_back(page_size::huge_2m, before));
 }
 
-TEST(NumaPlacement, AnEmptyOrOutOfRangeNodeSetIsAClearError) {
-  for (const numa_placement& numa : {numa_placement::bind({}), numa_placement::interleave({}),
-                                     numa_placement::bind({64}), numa_placement::preferred(-1)}) {
-    try {
-      void* p = strategy::thp().placed(numa).allocate(kBlock, 1);
-      strategy::thp().placed(numa).deallocate(p, kBlock, 1);
-      ADD_FAILURE() << "no error for " << name_of(numa.mode);
-    } catch (const allocation_error& e) {
-      EXPECT_EQ(e.code(), std::errc::invalid_argument);
-      const std::string what = e.what();
-      EXPECT_NE(what.find("needs at least one node, numbered 0 to 63"), std::string::npos) << what;
-      EXPECT_NE(what.find("(online nodes: " + numa::online_nodes().text() + ")"), std::string::npos)
-          << what;
-      if (numa.nodes.valid()) {
-        EXPECT_NE(what.find("it names none"), std::string::npos) << what;
-      } else {
-        const int named = numa.mode == numa_mode::preferred ? -1 : 64;
-        EXPECT_NE(what.find("it names node " + std::to_string(named) + ", outside that range"),
+TEST(NumaPlacement, AnEmptyOrOutOfRangeNodeSetIsAClearErrorAtAnySize) {
+  for (const std::size_t bytes : {std::size_t{64}, kMiB, kBlock}) {
+    for (const numa_placement& numa : {numa_placement::bind({}), numa_placement::interleave({}),
+                                       numa_placement::bind({64}), numa_placement::preferred(-1)}) {
+      SCOPED_TRACE(std::to_string(bytes));
+      try {
+        void* p = strategy::thp().placed(numa).allocate(bytes, 1);
+        strategy::thp().placed(numa).deallocate(p, bytes, 1);
+        ADD_FAILURE() << "no error for " << name_of(numa.mode);
+      } catch (const allocation_error& e) {
+        EXPECT_EQ(e.code(), std::errc::invalid_argument);
+        const std::string what = e.what();
+        EXPECT_NE(what.find("needs at least one node, numbered 0 to 63"), std::string::npos)
+            << what;
+        EXPECT_NE(what.find("(online nodes: " + numa::online_nodes().text() + ")"),
                   std::string::npos)
             << what;
+        if (numa.nodes.valid()) {
+          EXPECT_NE(what.find("it names none"), std::string::npos) << what;
+        } else {
+          const int named = numa.mode == numa_mode::preferred ? -1 : 64;
+          EXPECT_NE(what.find("it names node " + std::to_string(named) + ", outside that range"),
+                    std::string::npos)
+              << what;
+        }
       }
     }
   }
-  // Below the threshold nothing is mapped, so nothing is placed: no error either.
-  const strategy small = strategy::thp().placed(numa_placement::bind({}));
-  void* p = small.allocate(64, 8);
-  small.deallocate(p, 64, 8);
+}
+
+// Below the threshold the check comes before ::operator new: a request it could never serve
+// (1 PiB under a threshold above it) is the placement's error, not std::bad_alloc.
+TEST(NumaPlacement, AnInvalidNodeSetAllocatesNothingBelowTheThreshold) {
+  allocation_options all_small;
+  all_small.small_threshold = SIZE_MAX;
+  constexpr std::size_t pib = std::size_t{1} << 50;
+  for (const numa_placement& numa : {numa_placement::bind({}), numa_placement::bind({63})}) {
+    const strategy s = strategy::thp(all_small).placed(numa);
+    ASSERT_FALSE(s.is_mapped(pib));
+    EXPECT_THROW(s.allocate(pib, 8), allocation_error) << name_of(numa.mode);
+  }
+  EXPECT_THROW(strategy::thp(all_small).allocate(pib, 8), std::bad_alloc);
+}
+
+// A valid placement places mapped blocks only: a block below the threshold comes from the heap,
+// whose pages it shares with other objects, and keeps the heap's policy (the default here).
+TEST(NumaPlacement, ABlockBelowTheThresholdIsNotPlaced) {
+  const strategy s = strategy::thp().placed(numa_placement::bind({0}));
+  ASSERT_FALSE(s.is_mapped(kMiB));
+  void* p = s.allocate(kMiB, 64);
+  std::memset(p, 1, kMiB);
+  EXPECT_EQ(test::policy_at(p).mode, 0);
+  s.deallocate(p, kMiB, 64);
 }
 
 TEST(NumaPlacement, ABoundHugetlbBlockLargerThanItsNodesPoolThrowsNamingTheNode) {

@@ -121,7 +121,9 @@ struct allocation_options {
   bool dont_fork = false;
   /// The NUMA nodes of the mapped blocks (numa.hpp), applied before their first touch: local
   /// (first touch, the default), bind, preferred or interleave. Bound hugetlb blocks come from
-  /// the bound nodes' pools only: a short one throws node_pool_exhausted.
+  /// the bound nodes' pools only: a short one throws node_pool_exhausted. Blocks below the
+  /// threshold come from ::operator new and are not placed: their pages hold the heap's other
+  /// objects, which a policy would move with them. An invalid node set is an error at any size.
   numa_placement numa = numa_placement::local();
 
   friend constexpr bool operator==(const allocation_options& a,
@@ -254,6 +256,10 @@ class strategy {
   /// Throws pool_exhausted (strict hugetlb, pool short), allocation_error (the kernel refused a
   /// mapping or a pre-fault), std::bad_alloc (::operator new failed).
   void* allocate(std::size_t bytes, std::size_t alignment) const {
+    // An invalid node set is the same error at any size, before anything is allocated. A valid
+    // one places mapped blocks only: a smaller block shares its pages with the heap's other
+    // objects, which a policy on it would move with it (allocation_options::numa).
+    if (!options_.numa.is_local()) check_placement();
     if (!is_mapped(bytes)) return detail::allocate_small(bytes, alignment);
     return allocate_mapped(bytes, alignment);
   }
@@ -334,7 +340,6 @@ class strategy {
           "hugepage: request of " + std::to_string(bytes) + " bytes is too large to map",
           std::make_error_code(std::errc::not_enough_memory));
     }
-    if (!options_.numa.is_local()) check_placement();
     const numa_placement& numa = options_.numa;
     const placement plan = planned();
     placement got = plan;
