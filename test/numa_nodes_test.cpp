@@ -22,6 +22,7 @@
 #include "hugepage/allocator.hpp"
 #include "hugepage/arena.hpp"
 #include "hugepage/backing.hpp"
+#include "hugepage/hugetlb_pool.hpp"
 #include "hugepage/numa.hpp"
 #include "hugepage/shared_arena_allocator.hpp"
 #include "hugepage/stats.hpp"
@@ -220,6 +221,84 @@ TEST(NumaTwoNodes, ASharedArenasSlabsFollowItsTag) {
   const backing_report r = shared_arena<node_one_tag>().backing();
   EXPECT_GT(r.resident_bytes(), 0U);
   EXPECT_EQ(r.bytes_on_node(1), r.resident_bytes());
+}
+
+// The system-wide overcommit of the 2 MiB pool (nr_overcommit_hugepages), set for a test and put
+// back after it. Needs root.
+class pool_overcommit {
+ public:
+  static constexpr const char* file =
+      "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_overcommit_hugepages";
+  pool_overcommit() : saved_(read()) {}
+  ~pool_overcommit() {
+    if (saved_) set(*saved_);
+  }
+  bool readable() const { return saved_.has_value(); }
+  static bool set(std::uint64_t pages) {
+    std::ofstream out(file);
+    out << pages << '\n';
+    out.flush();
+    return out.good() && read() == pages;
+  }
+
+ private:
+  static std::optional<std::uint64_t> read() {
+    std::ifstream in(file);
+    std::uint64_t pages = 0;
+    if (!(in >> pages)) return std::nullopt;
+    return pages;
+  }
+  std::optional<std::uint64_t> saved_;
+};
+
+// Where nr_overcommit_hugepages leaves room, a fault under MPOL_BIND that finds no free page on
+// the bound node gets a surplus page allocated there, from that node's memory: a bound block is
+// served so, faulted in by allocate(), all on the bound node. Without enough room it is
+// node_pool_exhausted, as before.
+TEST(NumaTwoNodes, BoundHugetlbTakesSurplusPagesOnItsNodeWhereOvercommitAllows) {
+  HUGEPAGE_REQUIRE_TWO_NODES();
+  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("setting pools needs root");
+  node_pools pools;
+  pool_overcommit overcommit;
+  if (!pools.readable() || !overcommit.readable()) {
+    HUGEPAGE_SKIP_OR_FAIL("no per-node 2 MiB pool files or no nr_overcommit_hugepages");
+  }
+  constexpr std::uint64_t pages = kBlock / kHuge;
+  ASSERT_TRUE(node_pools::set(1, 0));
+  ASSERT_TRUE(node_pools::set(0, pages + 4)) << "node 0 could not reserve " << pages + 4;
+  ASSERT_EQ(read_pool(page_size::huge_2m)->surplus.value_or(1), 0U);
+  const std::size_t live = test::live_mappings();
+  const strategy on_one = strategy::hugetlb().placed(numa_placement::bind({1}));
+
+  // Room for one page fewer than the block: refused before anything is mapped.
+  ASSERT_TRUE(pool_overcommit::set(pages - 1));
+  try {
+    void* p = on_one.allocate(kBlock, 1);
+    on_one.deallocate(p, kBlock, 1);
+    ADD_FAILURE() << "served with room for " << pages - 1 << " surplus pages";
+  } catch (const node_pool_exhausted& e) {
+    EXPECT_EQ(e.node(), 1);
+    EXPECT_NE(std::string(e.what()).find("node 1 has 0 free, and room for " +
+                                         std::to_string(pages - 1) + " surplus pages"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(test::live_mappings(), live);
+
+  // Room for the block: surplus pages on node 1, all of them faulted in by allocate().
+  ASSERT_TRUE(pool_overcommit::set(pages));
+  void* p = on_one.allocate(kBlock, 1);
+  EXPECT_EQ(numa::read_node_pool(1, page_size::huge_2m, "surplus_hugepages"), pages);
+  EXPECT_EQ(numa::read_node_pool(0, page_size::huge_2m, "free_hugepages"), pages + 4);
+  const backing_report r = backing_of(p, kBlock);
+  EXPECT_EQ(r.hugetlb_2m, kBlock);
+  EXPECT_EQ(r.huge_bytes_on_node(1), kBlock) << r.nodes_note;
+  const std::map<int, std::size_t> maps = numa_maps_bytes(p);
+  EXPECT_EQ(maps.count(0), 0U);
+  EXPECT_EQ(maps.count(1) != 0 ? maps.at(1) : 0, kBlock);
+  on_one.deallocate(p, kBlock, 1);
+  EXPECT_EQ(read_pool(page_size::huge_2m)->surplus.value_or(1), 0U);
+  EXPECT_EQ(test::live_mappings(), live);
 }
 
 }  // namespace

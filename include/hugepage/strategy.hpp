@@ -476,7 +476,7 @@ class strategy {
     const bool bound = numa.mode == numa_mode::bind;
     if (bound) {
       const node_pool pool = read_bound_pool(size, pages, length);
-      if (pool.free < pages) {
+      if (pool.free + pool.surplus_room < pages) {
         if (must) throw_node_pool_short(size, pages, pool);
         if (at != nullptr) release_part(nullptr, at, length, numa);  // the reservation: memory
         return nullptr;
@@ -685,11 +685,16 @@ class strategy {
 
   // The free pages of `size` on each bound node, read before a bound block is mapped: the mmap
   // reserves from the pool of all nodes, but the fault under MPOL_BIND must find its page on a
-  // bound node. Throws for a bound node that does not exist.
+  // bound node. Where nr_overcommit_hugepages leaves room for surplus pages, a fault that finds
+  // none free on a bound node has the kernel allocate a surplus page there (from that node's
+  // memory, under the policy): that room counts too. 1 GiB pages are never surplus. Whether the
+  // node's memory has the room shows when the block is faulted in by allocate(): a refusal there
+  // throws node_pool_exhausted too. Throws for a bound node that does not exist.
   struct node_pool {
-    std::uint64_t free = 0;        // on all bound nodes
-    int short_node = -1;           // the first bound node with fewer free pages than asked
-    std::uint64_t short_free = 0;  // its free pages
+    std::uint64_t free = 0;          // on all bound nodes
+    std::uint64_t surplus_room = 0;  // surplus pages the system-wide pool may still take
+    int short_node = -1;             // the first bound node with fewer free pages than asked
+    std::uint64_t short_free = 0;    // its free pages
   };
   node_pool read_bound_pool(page_size size, std::uint64_t pages, std::size_t length) const {
     node_pool pool;
@@ -706,6 +711,13 @@ class strategy {
       if (here < pages && pool.short_node < 0) {
         pool.short_node = n;
         pool.short_free = here;
+      }
+    }
+    if (size != page_size::huge_1g && pool.free < pages) {
+      if (const std::optional<hugetlb_pool> all = read_pool(size)) {
+        const std::uint64_t overcommit = all->overcommit.value_or(0);
+        const std::uint64_t surplus = all->surplus.value_or(0);
+        pool.surplus_room = overcommit > surplus ? overcommit - surplus : 0;
       }
     }
     return pool;
@@ -726,6 +738,10 @@ class strategy {
                           std::to_string(node) + " has " + std::to_string(free_there) + " free";
     if (nodes.first() != node || node_set::of_mask(nodes.mask & ~(std::uint64_t{1} << node)).mask) {
       message += " (" + std::to_string(pool.free) + " on all bound nodes)";
+    }
+    if (pool.surplus_room != 0) {
+      message += ", and room for " + std::to_string(pool.surplus_room) +
+                 " surplus pages (nr_overcommit_hugepages), which take the node's memory";
     }
     message += "; pages of other nodes are not used for a bound block. Reserve more on node " +
                std::to_string(node) + ": echo " + std::to_string(reserved + missing) + " > " + file;
