@@ -5,6 +5,7 @@
 // than two nodes every test skips naming the reason, or fails under HUGEPAGE_REQUIRE_NODES=2.
 // The hugetlb tests set the per-node pools themselves (root) and put them back.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstddef>
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <list>
 #include <map>
 #include <optional>
@@ -299,6 +301,101 @@ TEST(NumaTwoNodes, BoundHugetlbTakesSurplusPagesOnItsNodeWhereOvercommitAllows) 
   on_one.deallocate(p, kBlock, 1);
   EXPECT_EQ(read_pool(page_size::huge_2m)->surplus.value_or(1), 0U);
   EXPECT_EQ(test::live_mappings(), live);
+}
+
+// This process moved into a cpuset cgroup whose memory is node 0 only (cgroup v2, as root), and
+// back to where it was when the test ends; the cgroup is removed and the cpuset controller left as
+// it was found.
+class cpuset_of_node_zero {
+ public:
+  cpuset_of_node_zero() {
+    std::ifstream self("/proc/self/cgroup");
+    std::string line;
+    while (std::getline(self, line)) {
+      if (line.compare(0, 3, "0::") == 0) from_ = line.substr(3);
+    }
+    if (from_ != "/") {
+      why_ = "this process is in cgroup '" + from_ + "', not the root of a cgroup v2 hierarchy";
+      return;
+    }
+    std::ifstream controls(root + std::string("/cgroup.subtree_control"));
+    std::string words((std::istreambuf_iterator<char>(controls)), std::istreambuf_iterator<char>());
+    had_cpuset_ = words.find("cpuset") != std::string::npos;
+    if (!had_cpuset_ && !write(root + std::string("/cgroup.subtree_control"), "+cpuset")) {
+      why_ = "cannot enable the cpuset controller in " + std::string(root);
+      return;
+    }
+    made_ = ::mkdir(dir.c_str(), 0755) == 0;
+    if (!made_ || !write(dir + "/cpuset.mems", "0") ||
+        !write(dir + "/cgroup.procs", std::to_string(::getpid()))) {
+      why_ = "cannot make " + dir + " with cpuset.mems 0 and move this process there";
+      return;
+    }
+    moved_ = true;
+  }
+  ~cpuset_of_node_zero() {
+    if (moved_) write(root + std::string("/cgroup.procs"), std::to_string(::getpid()));
+    if (made_) ::rmdir(dir.c_str());
+    if (!had_cpuset_ && !from_.empty())
+      write(root + std::string("/cgroup.subtree_control"), "-cpuset");
+  }
+  bool ok() const { return moved_; }
+  const std::string& why() const { return why_; }
+
+ private:
+  static constexpr const char* root = "/sys/fs/cgroup";
+  const std::string dir = std::string(root) + "/hugepage-numa-test";
+  static bool write(const std::string& file, const std::string& text) {
+    std::ofstream out(file);
+    out << text << '\n';
+    out.flush();
+    return out.good();
+  }
+  std::string from_;
+  std::string why_;
+  bool had_cpuset_ = true;
+  bool made_ = false;
+  bool moved_ = false;
+};
+
+// preferred(1) in a process whose cpuset leaves node 1 out: "preferred" promises another node when
+// its own cannot serve, so the block is placed by first touch (node 0 here) and counted once as a
+// fallback to another node. bind({1}) there stays a clear error.
+TEST(NumaTwoNodes, APreferredNodeOutsideTheCpusetIsAFallbackNotAnError) {
+  HUGEPAGE_REQUIRE_TWO_NODES();
+  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("moving into a cpuset cgroup needs root");
+  if (numa::read_node_pool(0, page_size::huge_2m, "free_hugepages").value_or(0) < kBlock / kHuge) {
+    HUGEPAGE_SKIP_OR_FAIL("node 0's 2 MiB pool has no " + std::to_string(kBlock / kHuge) +
+                          " free pages");
+  }
+  const cpuset_of_node_zero cpuset;
+  if (!cpuset.ok()) HUGEPAGE_SKIP_OR_FAIL(cpuset.why());
+  ASSERT_EQ(numa::allowed_nodes(), node_set{0});
+  allocation_options prefaulted;
+  prefaulted.prefault = true;
+  for (const strategy& plain : {strategy::thp(prefaulted), strategy::hugetlb()}) {
+    SCOPED_TRACE(int(plain.how()));
+    const strategy s = plain.placed(numa_placement::preferred(1));
+    const std::uint64_t other = stats().fallbacks_to_other_node;
+    void* p = s.allocate(kBlock, 1);
+    EXPECT_EQ(test::policy_at(p).mode, 0);
+    // numa_maps, not backing_of(): NUMA balancing's scan may have made the pages PROT_NONE by
+    // now, and move_pages then answers no node for them.
+    const std::map<int, std::size_t> maps = numa_maps_bytes(p);
+    EXPECT_EQ(maps.count(0) != 0 ? maps.at(0) : 0, kBlock);
+    EXPECT_EQ(maps.count(1), 0U);
+    EXPECT_EQ(stats().fallbacks_to_other_node, other + 1);
+    s.deallocate(p, kBlock, 1);
+  }
+  try {
+    const strategy bound = strategy::thp().placed(numa_placement::bind({1}));
+    void* p = bound.allocate(kBlock, 1);
+    bound.deallocate(p, kBlock, 1);
+    ADD_FAILURE() << "bind({1}) served outside the cpuset";
+  } catch (const allocation_error& e) {
+    EXPECT_EQ(e.code(), std::errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("cpuset"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

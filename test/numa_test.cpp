@@ -432,5 +432,26 @@ TEST(NumaNodes, OnlineNodesParseTheKernelsList) {
             "/sys/devices/system/node/node1/hugepages/hugepages-1048576kB/free_hugepages");
 }
 
+// A preferred node outside the process's cpuset (Mems_allowed) cannot serve, and "preferred"
+// promises another node: the block is placed by first touch instead. Bind and interleave are
+// kept (mbind refuses them with a clear error). An unknown cpuset (empty) changes nothing.
+TEST(NumaNodes, APreferredNodeOutsideTheCpusetBecomesFirstTouch) {
+  const node_set only_zero{0};
+  EXPECT_EQ(numa::within(numa_placement::preferred(1), only_zero), numa_placement::local());
+  EXPECT_EQ(numa::within(numa_placement::preferred(0), only_zero), numa_placement::preferred(0));
+  EXPECT_EQ(numa::within(numa_placement::preferred(1), node_set{0, 1}),
+            numa_placement::preferred(1));
+  EXPECT_EQ(numa::within(numa_placement::preferred(1), node_set{}), numa_placement::preferred(1));
+  EXPECT_EQ(numa::within(numa_placement::bind({1}), only_zero), numa_placement::bind({1}));
+  EXPECT_EQ(numa::within(numa_placement::interleave({0, 1}), only_zero),
+            numa_placement::interleave({0, 1}));
+  EXPECT_EQ(numa::within(numa_placement::local(), only_zero), numa_placement::local());
+  // This process's own: every online node, unless a cpuset narrows it.
+  const std::optional<node_set> allowed = numa::allowed_nodes();
+  ASSERT_TRUE(allowed.has_value());
+  EXPECT_TRUE(allowed->contains(0));
+  EXPECT_EQ(allowed->mask & ~numa::online_nodes().mask, 0U);
+}
+
 }  // namespace
 }  // namespace hugepage

@@ -340,7 +340,14 @@ class strategy {
           "hugepage: request of " + std::to_string(bytes) + " bytes is too large to map",
           std::make_error_code(std::errc::not_enough_memory));
     }
-    const numa_placement& numa = options_.numa;
+    // A preferred node outside this process's cpuset cannot serve: first touch places the block
+    // instead (numa::within), counted as a fallback to another node once the block is returned.
+    numa_placement numa = options_.numa;
+    if (numa.mode == numa_mode::preferred) {
+      if (const std::optional<node_set> allowed = numa::allowed_nodes()) {
+        numa = numa::within(numa, *allowed);
+      }
+    }
     const placement plan = planned();
     placement got = plan;
     void* p = nullptr;
@@ -366,6 +373,9 @@ class strategy {
     // Counted only for a block that is returned: a failure above released it, and no request was
     // served.
     if (method_ == method::hugetlb) count_fallbacks(l, got);
+    if (numa.mode != options_.numa.mode) {
+      detail::global_counters().fallbacks_to_other_node.fetch_add(1, std::memory_order_relaxed);
+    }
     return p;
   }
 
