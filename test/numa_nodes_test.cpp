@@ -7,6 +7,7 @@
 // The hugetlb tests set the per-node pools themselves (root) and put them back.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <list>
 #include <map>
 #include <optional>
@@ -25,6 +27,7 @@
 #include "hugepage/allocator.hpp"
 #include "hugepage/arena.hpp"
 #include "hugepage/backing.hpp"
+#include "hugepage/hugetlb_pool.hpp"
 #include "hugepage/metrics.hpp"
 #include "hugepage/numa.hpp"
 #include "hugepage/shared_arena_allocator.hpp"
@@ -304,6 +307,179 @@ TEST(NumaTwoNodes, WithoutPagemapScanHugeBytesPerNodeAreExactOrMarkedEstimated) 
       return 0;
     });
     EXPECT_EQ(code, 0) << (as_nobody ? "as nobody" : "as root") << "; see the child's output above";
+  }
+}
+
+// The system-wide overcommit of the 2 MiB pool (nr_overcommit_hugepages), set for a test and
+// put back after it. Needs root.
+class pool_overcommit {
+ public:
+  static constexpr const char* file =
+      "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_overcommit_hugepages";
+  pool_overcommit() : saved_(read()) {}
+  ~pool_overcommit() {
+    if (saved_) set(*saved_);
+  }
+  bool readable() const { return saved_.has_value(); }
+  static bool set(std::uint64_t pages) {
+    std::ofstream out(file);
+    out << pages << '\n';
+    out.flush();
+    return out.good() && read() == pages;
+  }
+
+ private:
+  static std::optional<std::uint64_t> read() {
+    std::ifstream in(file);
+    std::uint64_t pages = 0;
+    if (!(in >> pages)) return std::nullopt;
+    return pages;
+  }
+  std::optional<std::uint64_t> saved_;
+};
+
+// Where nr_overcommit_hugepages leaves room, a fault under MPOL_BIND that finds no free page on
+// the bound node gets a surplus page allocated there, from that node's memory: a bound block is
+// served so, faulted in by allocate(), all on the bound node. Without enough room it is
+// node_pool_exhausted, as before.
+TEST(NumaTwoNodes, BoundHugetlbTakesSurplusPagesOnItsNodeWhereOvercommitAllows) {
+  HUGEPAGE_REQUIRE_TWO_NODES();
+  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("setting pools needs root");
+  node_pools pools;
+  pool_overcommit overcommit;
+  if (!pools.readable() || !overcommit.readable()) {
+    HUGEPAGE_SKIP_OR_FAIL("no per-node 2 MiB pool files or no nr_overcommit_hugepages");
+  }
+  constexpr std::uint64_t pages = kBlock / kHuge;
+  ASSERT_TRUE(node_pools::set(1, 0));
+  ASSERT_TRUE(node_pools::set(0, pages + 4)) << "node 0 could not reserve " << pages + 4;
+  ASSERT_EQ(read_pool(page_size::huge_2m)->surplus.value_or(1), 0U);
+  const std::size_t live = test::live_mappings();
+  const strategy on_one = strategy::hugetlb().placed(numa_placement::bind({1}));
+
+  // Room for one page fewer than the block: refused before anything is mapped.
+  ASSERT_TRUE(pool_overcommit::set(pages - 1));
+  try {
+    void* p = on_one.allocate(kBlock, 1);
+    on_one.deallocate(p, kBlock, 1);
+    ADD_FAILURE() << "served with room for " << pages - 1 << " surplus pages";
+  } catch (const node_pool_exhausted& e) {
+    EXPECT_EQ(e.node(), 1);
+    EXPECT_NE(std::string(e.what()).find("node 1 has 0 free, and room for " +
+                                         std::to_string(pages - 1) + " surplus pages"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(test::live_mappings(), live);
+
+  // Room for the block: surplus pages on node 1, all of them faulted in by allocate().
+  ASSERT_TRUE(pool_overcommit::set(pages));
+  void* p = on_one.allocate(kBlock, 1);
+  EXPECT_EQ(numa::read_node_pool(1, page_size::huge_2m, "surplus_hugepages"), pages);
+  EXPECT_EQ(numa::read_node_pool(0, page_size::huge_2m, "free_hugepages"), pages + 4);
+  const backing_report r = backing_of(p, kBlock);
+  EXPECT_EQ(r.hugetlb_2m, kBlock);
+  EXPECT_EQ(r.huge_bytes_on_node(1), kBlock) << r.nodes_note;
+  const std::map<int, std::size_t> maps = numa_maps_bytes(p);
+  EXPECT_EQ(maps.count(0), 0U);
+  EXPECT_EQ(maps.count(1) != 0 ? maps.at(1) : 0, kBlock);
+  on_one.deallocate(p, kBlock, 1);
+  EXPECT_EQ(read_pool(page_size::huge_2m)->surplus.value_or(1), 0U);
+  EXPECT_EQ(test::live_mappings(), live);
+}
+
+// This process moved into a cpuset cgroup whose memory is node 0 only (cgroup v2, as root), and
+// back to where it was when the test ends; the cgroup is removed and the cpuset controller left
+// as it was found.
+class cpuset_of_node_zero {
+ public:
+  cpuset_of_node_zero() {
+    std::ifstream self("/proc/self/cgroup");
+    std::string line;
+    while (std::getline(self, line)) {
+      if (line.compare(0, 3, "0::") == 0) from_ = line.substr(3);
+    }
+    if (from_ != "/") {
+      why_ = "this process is in cgroup '" + from_ + "', not the root of a cgroup v2 hierarchy";
+      return;
+    }
+    std::ifstream controls(root + std::string("/cgroup.subtree_control"));
+    std::string words((std::istreambuf_iterator<char>(controls)), std::istreambuf_iterator<char>());
+    had_cpuset_ = words.find("cpuset") != std::string::npos;
+    if (!had_cpuset_ && !write(root + std::string("/cgroup.subtree_control"), "+cpuset")) {
+      why_ = "cannot enable the cpuset controller in " + std::string(root);
+      return;
+    }
+    made_ = ::mkdir(dir.c_str(), 0755) == 0;
+    if (!made_ || !write(dir + "/cpuset.mems", "0") ||
+        !write(dir + "/cgroup.procs", std::to_string(::getpid()))) {
+      why_ = "cannot make " + dir + " with cpuset.mems 0 and move this process there";
+      return;
+    }
+    moved_ = true;
+  }
+  ~cpuset_of_node_zero() {
+    if (moved_) write(root + std::string("/cgroup.procs"), std::to_string(::getpid()));
+    if (made_) ::rmdir(dir.c_str());
+    if (!had_cpuset_ && !from_.empty())
+      write(root + std::string("/cgroup.subtree_control"), "-cpuset");
+  }
+  bool ok() const { return moved_; }
+  const std::string& why() const { return why_; }
+
+ private:
+  static constexpr const char* root = "/sys/fs/cgroup";
+  const std::string dir = std::string(root) + "/hugepage-numa-test";
+  static bool write(const std::string& file, const std::string& text) {
+    std::ofstream out(file);
+    out << text << '\n';
+    out.flush();
+    return out.good();
+  }
+  std::string from_;
+  std::string why_;
+  bool had_cpuset_ = true;
+  bool made_ = false;
+  bool moved_ = false;
+};
+
+// preferred(1) in a process whose cpuset leaves node 1 out: "preferred" promises another node
+// when its own cannot serve, so the block is placed by first touch (node 0 here) and counted
+// once as a fallback to another node. bind({1}) there stays a clear error.
+TEST(NumaTwoNodes, APreferredNodeOutsideTheCpusetIsAFallbackNotAnError) {
+  HUGEPAGE_REQUIRE_TWO_NODES();
+  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("moving into a cpuset cgroup needs root");
+  if (numa::read_node_pool(0, page_size::huge_2m, "free_hugepages").value_or(0) < kBlock / kHuge) {
+    HUGEPAGE_SKIP_OR_FAIL("node 0's 2 MiB pool has no " + std::to_string(kBlock / kHuge) +
+                          " free pages");
+  }
+  const cpuset_of_node_zero cpuset;
+  if (!cpuset.ok()) HUGEPAGE_SKIP_OR_FAIL(cpuset.why());
+  ASSERT_EQ(numa::allowed_nodes(), node_set{0});
+  allocation_options prefaulted;
+  prefaulted.prefault = true;
+  for (const strategy& plain : {strategy::thp(prefaulted), strategy::hugetlb()}) {
+    SCOPED_TRACE(int(plain.how()));
+    const strategy s = plain.placed(numa_placement::preferred(1));
+    const std::uint64_t other = stats().fallbacks_to_other_node;
+    void* p = s.allocate(kBlock, 1);
+    EXPECT_EQ(test::policy_at(p).mode, 0);
+    // numa_maps, not backing_of(): NUMA balancing's scan may have made the pages PROT_NONE by
+    // now, and move_pages then answers no node for them.
+    const std::map<int, std::size_t> maps = numa_maps_bytes(p);
+    EXPECT_EQ(maps.count(0) != 0 ? maps.at(0) : 0, kBlock);
+    EXPECT_EQ(maps.count(1), 0U);
+    EXPECT_EQ(stats().fallbacks_to_other_node, other + 1);
+    s.deallocate(p, kBlock, 1);
+  }
+  try {
+    const strategy bound = strategy::thp().placed(numa_placement::bind({1}));
+    void* p = bound.allocate(kBlock, 1);
+    bound.deallocate(p, kBlock, 1);
+    ADD_FAILURE() << "bind({1}) served outside the cpuset";
+  } catch (const allocation_error& e) {
+    EXPECT_EQ(e.code(), std::errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("cpuset"), std::string::npos) << e.what();
   }
 }
 

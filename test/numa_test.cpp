@@ -7,8 +7,11 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -110,6 +113,101 @@ TEST(NumaPlacement, EveryPlacementOfHugetlbIsHugeOnNodeZero) {
   EXPECT_TRUE(test::pool_back(page_size::huge_2m, before));
 }
 
+// The policy the kernel holds at every 2 MiB of [p, p + length) is `mode` on node 0.
+::testing::AssertionResult placed_throughout(const char* p, std::size_t length, int mode) {
+  for (std::size_t at = 0; at < length; at += kHuge) {
+    const test::kernel_policy got = test::policy_at(p + at);
+    if (got.mode != mode || got.nodes != 1) {
+      return ::testing::AssertionFailure()
+             << "at " << at / kMiB << " MiB of " << length / kMiB << " MiB: mode " << got.mode
+             << " on nodes mask " << got.nodes << ", not mode " << mode << " on node 0";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// The most pages of `size` the pool could give: reserved plus the overcommit room.
+std::uint64_t most_pool_pages(page_size size) {
+  const std::optional<hugetlb_pool> pool = read_pool(size);
+  if (!pool) return 0;
+  return pool->total.value_or(0) + pool->overcommit.value_or(0);
+}
+
+// A 1 GiB strategy maps a block in parts (strategy.hpp, the cascade): a part the pools cannot
+// serve becomes THP-advised memory in place, and every part carries the placement from before its
+// first touch. The head here is larger than either pool could ever hold, so it falls back to THP;
+// the 64 MiB tail (Linux 6.12 and later: before, whole 1 GiB pages, one part) is 2 MiB pool pages
+// where the pool has them, else THP too.
+TEST(NumaPlacement, EveryPartOfACascadeBlockCarriesItsPlacement) {
+  if (!test::thp_usable()) HUGEPAGE_SKIP_OR_FAIL("THP is not usable here");
+  const std::size_t head = std::max(most_pool_pages(page_size::huge_2m) * kHuge / test::kGiB + 1,
+                                    most_pool_pages(page_size::huge_1g) + 1) *
+                           test::kGiB;
+  const std::size_t bytes = head + 64 * kMiB;
+  const test::pool_counts before = test::read_counts(page_size::huge_2m);
+  const std::size_t live = test::live_mappings();
+  for (const placed_case& c : kPlacements) {
+    if (c.numa.is_local()) continue;
+    SCOPED_TRACE(c.name);
+    const strategy s = strategy::hugetlb(page_size::huge_1g, fallback).placed(c.numa);
+    const strategy::layout l = s.layout_of(bytes);
+    ASSERT_EQ(l.head, strategy::fixed_mapping_keeps_range_on_failure() ? head : l.length);
+    const std::uint64_t to_thp = stats().fallbacks_to_thp;
+    char* p = static_cast<char*>(s.allocate(bytes, 1));
+    EXPECT_EQ(stats().fallbacks_to_thp, to_thp + 1);
+    EXPECT_TRUE(placed_throughout(p, l.length, c.kernel_mode));
+    // The head is THP: huge once touched, on node 0.
+    std::memset(p, 1, 4 * kHuge);
+    const backing_report first = backing_of(p, 4 * kHuge);
+    EXPECT_EQ(first.thp, 4 * kHuge);
+    expect_all_on_node_zero(first, /*huge=*/true);
+    if (l.tail() != 0) {
+      std::memset(p + l.head, 1, l.tail());
+      const backing_report tail = backing_of(p + l.head, l.tail());
+      EXPECT_EQ(tail.huge_bytes(), l.tail())
+          << "hugetlb " << tail.hugetlb_2m << ", thp " << tail.thp;
+      expect_all_on_node_zero(tail, /*huge=*/true);
+    }
+    s.deallocate(p, bytes, 1);
+  }
+  EXPECT_EQ(test::live_mappings(), live);
+  EXPECT_TRUE(test::pool_back(page_size::huge_2m, before));
+}
+
+// The strict policy's 2 MiB tail: where the 2 MiB pool cannot cover it, THP in place, placed.
+// Needs a free 1 GiB page and Linux 6.12 (a tail at all); the tail is larger than the whole
+// 2 MiB pool could hold.
+TEST(NumaPlacement, TheStrictBlocksTailCarriesItsPlacement) {
+  if (!strategy::fixed_mapping_keeps_range_on_failure()) {
+    GTEST_SKIP() << "before Linux 6.12 a 1 GiB block has no 2 MiB tail (whole 1 GiB pages)";
+  }
+  HUGEPAGE_REQUIRE_POOL(page_size::huge_1g, 1);
+  const std::uint64_t most_2m = most_pool_pages(page_size::huge_2m);
+  // The tail stays below 15/17 GiB, or the block rounds up to two whole 1 GiB pages.
+  if ((most_2m + 1) * kHuge > 900 * kMiB) {
+    GTEST_SKIP() << "the 2 MiB pool could hold any tail (" << most_2m << " pages)";
+  }
+  const std::size_t bytes = test::kGiB + (most_2m + 1) * kHuge;
+  const test::pool_counts before = test::read_counts(page_size::huge_1g);
+  const strategy s = strategy::hugetlb(page_size::huge_1g).placed(numa_placement::bind({0}));
+  const strategy::layout l = s.layout_of(bytes);
+  ASSERT_EQ(l.head, test::kGiB);
+  ASSERT_EQ(l.tail(), bytes - test::kGiB);
+  const std::uint64_t to_thp = stats().fallbacks_to_thp;
+  char* p = static_cast<char*>(s.allocate(bytes, 1));
+  EXPECT_EQ(stats().fallbacks_to_thp, to_thp + 1);
+  EXPECT_TRUE(placed_throughout(p, l.length, 2));
+  EXPECT_EQ(backing_of(p, l.head).hugetlb_1g, l.head);
+  std::memset(p + l.head, 1, l.tail());
+  const backing_report tail = backing_of(p + l.head, l.tail());
+  if (test::thp_usable()) {
+    EXPECT_EQ(tail.thp, l.tail());
+  }
+  expect_all_on_node_zero(tail, test::thp_usable());
+  s.deallocate(p, bytes, 1);
+  EXPECT_TRUE(test::pool_back(page_size::huge_1g, before));
+}
+
 struct on_node_zero : default_options {
   static constexpr numa_placement numa = numa_placement::bind({0});
   static constexpr const char* label = "numa-node-zero";
@@ -148,25 +246,29 @@ TEST(NumaPlacement, ANodeThatDoesNotExistIsAClearErrorAndMapsNothing) {
   if (test::online_node_count() != 1) GTEST_SKIP() << "node 1 exists on this machine";
   const test::pool_counts before = test::read_counts(page_size::huge_2m);
   const std::size_t live = test::live_mappings();
-  for (const strategy& s : {strategy::thp(), strategy::collapse(), strategy::hugetlb(),
-                            strategy::hugetlb(page_size::huge_2m, fallback)}) {
-    for (const numa_placement& numa : {numa_placement::bind({1}), numa_placement::preferred(1),
-                                       numa_placement::interleave({0, 1})}) {
-      SCOPED_TRACE(std::string(name_of(numa.mode)) + " " + std::to_string(int(s.how())));
-      try {
-        void* p = s.placed(numa).allocate(kBlock, 1);
-        s.placed(numa).deallocate(p, kBlock, 1);
-        ADD_FAILURE() << "no error";
-      } catch (const pool_exhausted& e) {
-        ADD_FAILURE() << "pool_exhausted for a node that does not exist: " << e.what();
-      } catch (const allocation_error& e) {
-        EXPECT_EQ(e.code(), std::errc::invalid_argument);
-        // The path names where the online set was read, apart from the set itself.
-        EXPECT_NE(std::string(e.what()).find("node(s) 1 do not exist: the online nodes are " +
-                                             numa::online_nodes().text() +
-                                             " (/sys/devices/system/node/online)"),
-                  std::string::npos)
-            << e.what();
+  // At any size: below the threshold too, where nothing would be mapped.
+  for (const std::size_t bytes : {std::size_t{64}, kMiB, kBlock}) {
+    for (const strategy& s : {strategy::thp(), strategy::collapse(), strategy::hugetlb(),
+                              strategy::hugetlb(page_size::huge_2m, fallback)}) {
+      for (const numa_placement& numa : {numa_placement::bind({1}), numa_placement::preferred(1),
+                                         numa_placement::interleave({0, 1})}) {
+        SCOPED_TRACE(std::string(name_of(numa.mode)) + " " + std::to_string(int(s.how())) + " " +
+                     std::to_string(bytes));
+        try {
+          void* p = s.placed(numa).allocate(bytes, 1);
+          s.placed(numa).deallocate(p, bytes, 1);
+          ADD_FAILURE() << "no error";
+        } catch (const pool_exhausted& e) {
+          ADD_FAILURE() << "pool_exhausted for a node that does not exist: " << e.what();
+        } catch (const allocation_error& e) {
+          EXPECT_EQ(e.code(), std::errc::invalid_argument);
+          // The path names where the online set was read, apart from the set itself.
+          EXPECT_NE(std::string(e.what()).find("node(s) 1 do not exist: the online nodes are " +
+                                               numa::online_nodes().text() +
+                                               " (/sys/devices/system/node/online)"),
+                    std::string::npos)
+              << e.what();
+        }
       }
     }
   }
@@ -174,33 +276,59 @@ TEST(NumaPlacement, ANodeThatDoesNotExistIsAClearErrorAndMapsNothing) {
   EXPECT_TRUE(test::pool_back(page_size::huge_2m, before));
 }
 
-TEST(NumaPlacement, AnEmptyOrOutOfRangeNodeSetIsAClearError) {
-  for (const numa_placement& numa : {numa_placement::bind({}), numa_placement::interleave({}),
-                                     numa_placement::bind({64}), numa_placement::preferred(-1)}) {
-    try {
-      void* p = strategy::thp().placed(numa).allocate(kBlock, 1);
-      strategy::thp().placed(numa).deallocate(p, kBlock, 1);
-      ADD_FAILURE() << "no error for " << name_of(numa.mode);
-    } catch (const allocation_error& e) {
-      EXPECT_EQ(e.code(), std::errc::invalid_argument);
-      const std::string what = e.what();
-      EXPECT_NE(what.find("needs at least one node, numbered 0 to 63"), std::string::npos) << what;
-      EXPECT_NE(what.find("(online nodes: " + numa::online_nodes().text() + ")"), std::string::npos)
-          << what;
-      if (numa.nodes.valid()) {
-        EXPECT_NE(what.find("it names none"), std::string::npos) << what;
-      } else {
-        const int named = numa.mode == numa_mode::preferred ? -1 : 64;
-        EXPECT_NE(what.find("it names node " + std::to_string(named) + ", outside that range"),
+TEST(NumaPlacement, AnEmptyOrOutOfRangeNodeSetIsAClearErrorAtAnySize) {
+  for (const std::size_t bytes : {std::size_t{64}, kMiB, kBlock}) {
+    for (const numa_placement& numa : {numa_placement::bind({}), numa_placement::interleave({}),
+                                       numa_placement::bind({64}), numa_placement::preferred(-1)}) {
+      SCOPED_TRACE(std::to_string(bytes));
+      try {
+        void* p = strategy::thp().placed(numa).allocate(bytes, 1);
+        strategy::thp().placed(numa).deallocate(p, bytes, 1);
+        ADD_FAILURE() << "no error for " << name_of(numa.mode);
+      } catch (const allocation_error& e) {
+        EXPECT_EQ(e.code(), std::errc::invalid_argument);
+        const std::string what = e.what();
+        EXPECT_NE(what.find("needs at least one node, numbered 0 to 63"), std::string::npos)
+            << what;
+        EXPECT_NE(what.find("(online nodes: " + numa::online_nodes().text() + ")"),
                   std::string::npos)
             << what;
+        if (numa.nodes.valid()) {
+          EXPECT_NE(what.find("it names none"), std::string::npos) << what;
+        } else {
+          const int named = numa.mode == numa_mode::preferred ? -1 : 64;
+          EXPECT_NE(what.find("it names node " + std::to_string(named) + ", outside that range"),
+                    std::string::npos)
+              << what;
+        }
       }
     }
   }
-  // Below the threshold nothing is mapped, so nothing is placed: no error either.
-  const strategy small = strategy::thp().placed(numa_placement::bind({}));
-  void* p = small.allocate(64, 8);
-  small.deallocate(p, 64, 8);
+}
+
+// Below the threshold the check comes before ::operator new: a request it could never serve
+// (1 PiB under a threshold above it) is the placement's error, not std::bad_alloc.
+TEST(NumaPlacement, AnInvalidNodeSetAllocatesNothingBelowTheThreshold) {
+  allocation_options all_small;
+  all_small.small_threshold = SIZE_MAX;
+  constexpr std::size_t pib = std::size_t{1} << 50;
+  for (const numa_placement& numa : {numa_placement::bind({}), numa_placement::bind({63})}) {
+    const strategy s = strategy::thp(all_small).placed(numa);
+    ASSERT_FALSE(s.is_mapped(pib));
+    EXPECT_THROW(s.allocate(pib, 8), allocation_error) << name_of(numa.mode);
+  }
+  EXPECT_THROW(strategy::thp(all_small).allocate(pib, 8), std::bad_alloc);
+}
+
+// A valid placement places mapped blocks only: a block below the threshold comes from the heap,
+// whose pages it shares with other objects, and keeps the heap's policy (the default here).
+TEST(NumaPlacement, ABlockBelowTheThresholdIsNotPlaced) {
+  const strategy s = strategy::thp().placed(numa_placement::bind({0}));
+  ASSERT_FALSE(s.is_mapped(kMiB));
+  void* p = s.allocate(kMiB, 64);
+  std::memset(p, 1, kMiB);
+  EXPECT_EQ(test::policy_at(p).mode, 0);
+  s.deallocate(p, kMiB, 64);
 }
 
 TEST(NumaPlacement, ABoundHugetlbBlockLargerThanItsNodesPoolThrowsNamingTheNode) {
@@ -340,6 +468,27 @@ TEST(NumaNodes, OnlineNodesParseTheKernelsList) {
   EXPECT_FALSE(node_set({64}).valid());
   EXPECT_EQ(numa::node_pool_file(1, page_size::huge_1g, "free_hugepages"),
             "/sys/devices/system/node/node1/hugepages/hugepages-1048576kB/free_hugepages");
+}
+
+// A preferred node outside the process's cpuset (Mems_allowed) cannot serve, and "preferred"
+// promises another node: the block is placed by first touch instead. Bind and interleave are
+// kept (mbind refuses them with a clear error). An unknown cpuset (empty) changes nothing.
+TEST(NumaNodes, APreferredNodeOutsideTheCpusetBecomesFirstTouch) {
+  const node_set only_zero{0};
+  EXPECT_EQ(numa::within(numa_placement::preferred(1), only_zero), numa_placement::local());
+  EXPECT_EQ(numa::within(numa_placement::preferred(0), only_zero), numa_placement::preferred(0));
+  EXPECT_EQ(numa::within(numa_placement::preferred(1), node_set{0, 1}),
+            numa_placement::preferred(1));
+  EXPECT_EQ(numa::within(numa_placement::preferred(1), node_set{}), numa_placement::preferred(1));
+  EXPECT_EQ(numa::within(numa_placement::bind({1}), only_zero), numa_placement::bind({1}));
+  EXPECT_EQ(numa::within(numa_placement::interleave({0, 1}), only_zero),
+            numa_placement::interleave({0, 1}));
+  EXPECT_EQ(numa::within(numa_placement::local(), only_zero), numa_placement::local());
+  // This process's own: every online node, unless a cpuset narrows it.
+  const std::optional<node_set> allowed = numa::allowed_nodes();
+  ASSERT_TRUE(allowed.has_value());
+  EXPECT_TRUE(allowed->contains(0));
+  EXPECT_EQ(allowed->mask & ~numa::online_nodes().mask, 0U);
 }
 
 }  // namespace

@@ -4,7 +4,8 @@
 //   local      first touch: the node of the thread that faults the page (the kernel's default)
 //   bind       only the nodes of the set (MPOL_BIND); a node without memory is an error, never
 //              a page from another node
-//   preferred  one node first, any other when it has none (MPOL_PREFERRED)
+//   preferred  one node first, any other when it has none (MPOL_PREFERRED); a node outside the
+//              process's cpuset places by first touch instead (within(), counted)
 //   interleave the nodes of the set in turn, one huge page each (MPOL_INTERLEAVE: the kernel
 //              picks the node of a huge page by its index in huge pages, for THP and hugetlb)
 // The strategy applies it with mbind(2) to a fresh mapping before anything touches it
@@ -173,6 +174,32 @@ inline std::optional<std::uint64_t> read_node_pool(int node, page_size size, con
   const std::optional<std::string> text = read_kernel_text(root, node_pool_file(node, size, which));
   if (!text) return std::nullopt;
   return parse_decimal(*text);
+}
+
+/// The nodes this process may allocate from: its cpuset's Mems_allowed (get_mempolicy with
+/// MPOL_F_MEMS_ALLOWED, one system call, no file read); nullopt where the call fails (a kernel
+/// without CONFIG_NUMA).
+inline std::optional<node_set> allowed_nodes() noexcept {
+  unsigned long mask = 0;
+  int mode = 0;
+  constexpr unsigned long mpol_f_mems_allowed = 4;
+  if (::syscall(SYS_get_mempolicy, &mode, &mask, 65UL, nullptr, mpol_f_mems_allowed) != 0) {
+    return std::nullopt;
+  }
+  return node_set::of_mask(mask);
+}
+
+/// The placement a block gets in a process that may use only the nodes `allowed` (its cpuset):
+/// `placement` itself, except `preferred` on a node outside `allowed`, which becomes local (first
+/// touch). The kernel refuses such a policy (EINVAL), and "preferred" promises another node when
+/// its own cannot serve; the strategy counts it as a fallback to another node. Bind and
+/// interleave are kept: a set outside the cpuset is an error mbind reports.
+constexpr numa_placement within(const numa_placement& placement, node_set allowed) noexcept {
+  if (placement.mode == numa_mode::preferred && !allowed.empty() &&
+      (placement.nodes.mask & allowed.mask) == 0) {
+    return numa_placement::local();
+  }
+  return placement;
 }
 
 // The policy modes and flag of <linux/mempolicy.h>, written out: that header is not on every

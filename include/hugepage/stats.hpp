@@ -55,7 +55,9 @@ struct statistics {
   bool collapse_unsupported = false;
   std::uint64_t prefaulted_bytes = 0;  ///< bytes populated at allocation (pre-fault policy)
   /// Blocks placed `preferred` on a node (numa_placement) that got pages of another node, seen
-  /// where the pages are faulted in by allocate(): hugetlb, collapse and pre-faulted blocks.
+  /// where the pages are faulted in by allocate(): hugetlb, collapse and pre-faulted blocks; and
+  /// every block whose preferred node is outside this process's cpuset (Mems_allowed), which
+  /// first touch places instead.
   std::uint64_t fallbacks_to_other_node = 0;
 
   /// Bytes currently mapped, over all backings.

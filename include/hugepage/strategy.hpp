@@ -121,7 +121,9 @@ struct allocation_options {
   bool dont_fork = false;
   /// The NUMA nodes of the mapped blocks (numa.hpp), applied before their first touch: local
   /// (first touch, the default), bind, preferred or interleave. Bound hugetlb blocks come from
-  /// the bound nodes' pools only: a short one throws node_pool_exhausted.
+  /// the bound nodes' pools only: a short one throws node_pool_exhausted. Blocks below the
+  /// threshold come from ::operator new and are not placed: their pages hold the heap's other
+  /// objects, which a policy would move with them. An invalid node set is an error at any size.
   numa_placement numa = numa_placement::local();
 
   friend constexpr bool operator==(const allocation_options& a,
@@ -254,6 +256,10 @@ class strategy {
   /// Throws pool_exhausted (strict hugetlb, pool short), allocation_error (the kernel refused a
   /// mapping or a pre-fault), std::bad_alloc (::operator new failed).
   void* allocate(std::size_t bytes, std::size_t alignment) const {
+    // An invalid node set is the same error at any size, before anything is allocated. A valid
+    // one places mapped blocks only: a smaller block shares its pages with the heap's other
+    // objects, which a policy on it would move with it (allocation_options::numa).
+    if (!options_.numa.is_local()) check_placement();
     if (!is_mapped(bytes)) return detail::allocate_small(bytes, alignment);
     return allocate_mapped(bytes, alignment);
   }
@@ -334,14 +340,21 @@ class strategy {
           "hugepage: request of " + std::to_string(bytes) + " bytes is too large to map",
           std::make_error_code(std::errc::not_enough_memory));
     }
-    if (!options_.numa.is_local()) check_placement();
+    // A preferred node outside this process's cpuset cannot serve: first touch places the block
+    // instead (numa::within), counted as a fallback to another node once the block is returned.
+    numa_placement numa = options_.numa;
+    if (numa.mode == numa_mode::preferred) {
+      if (const std::optional<node_set> allowed = numa::allowed_nodes()) {
+        numa = numa::within(numa, *allowed);
+      }
+    }
     const placement plan = planned();
     placement got = plan;
     void* p = nullptr;
     if (method_ == method::hugetlb) {
-      p = map_hugetlb_block(l, alignment, got);
+      p = map_hugetlb_block(l, alignment, got, numa);
     } else {
-      p = map_thp(l.length, std::max(alignment, page_bytes()), got.head, options_.numa);
+      p = map_thp(l.length, std::max(alignment, page_bytes()), got.head, numa);
     }
     if (l.head == 0) got.head = plan.head;  // parts of no bytes compare equal to the plan
     if (l.tail() == 0) got.tail = plan.tail;
@@ -356,10 +369,13 @@ class strategy {
     }
     account(got, l, /*add=*/true);
     // From here on the mapping is accounted for: failures release it through deallocate().
-    finish(p, bytes, l, got);
+    finish(p, bytes, l, got, numa);
     // Counted only for a block that is returned: a failure above released it, and no request was
     // served.
     if (method_ == method::hugetlb) count_fallbacks(l, got);
+    if (numa.mode != options_.numa.mode) {
+      detail::global_counters().fallbacks_to_other_node.fetch_add(1, std::memory_order_relaxed);
+    }
     return p;
   }
 
@@ -406,24 +422,29 @@ class strategy {
 
   // The hugetlb blocks, cascade included (see the top of this file). Never returns memory whose
   // first touch can raise SIGBUS: pool pages are populated where a fault could be refused.
-  void* map_hugetlb_block(const layout& l, std::size_t alignment, placement& got) const {
+  // Every part is placed by `numa` before its first touch: pool pages where they are mapped,
+  // THP-advised memory where a part falls back (release_part).
+  void* map_hugetlb_block(const layout& l, std::size_t alignment, placement& got,
+                          const numa_placement& numa) const {
     const bool must = policy_ == pool_policy::strict;
     if (l.head == 0) {  // below one 1 GiB page: 2 MiB pages, best effort under either policy
-      if (void* p = pool_pages(nullptr, l.length, alignment, page_size::huge_2m, false)) return p;
-      return map_thp(l.length, std::max(alignment, thp_page_bytes()), got.tail, options_.numa);
+      if (void* p = pool_pages(nullptr, l.length, alignment, page_size::huge_2m, false, numa)) {
+        return p;
+      }
+      return map_thp(l.length, std::max(alignment, thp_page_bytes()), got.tail, numa);
     }
     if (l.tail() == 0) {  // whole pages of size()
-      if (void* p = pool_pages(nullptr, l.length, alignment, size_, must)) return p;
+      if (void* p = pool_pages(nullptr, l.length, alignment, size_, must, numa)) return p;
       // Fallback policy: the 2 MiB pool for a 1 GiB request, else THP at the same length, so
       // that deallocate() unmaps what it would have unmapped for pool pages; pages past `bytes`
       // are never touched and cost no RSS.
       if (cascades()) {
-        if (void* p = pool_pages(nullptr, l.length, alignment, page_size::huge_2m, false)) {
+        if (void* p = pool_pages(nullptr, l.length, alignment, page_size::huge_2m, false, numa)) {
           got.head = backing::hugetlb_2m;
           return p;
         }
       }
-      return map_thp(l.length, std::max(alignment, thp_page_bytes()), got.head, options_.numa);
+      return map_thp(l.length, std::max(alignment, thp_page_bytes()), got.head, numa);
     }
     // Head on 1 GiB pages, tail on 2 MiB pages: one reservation, 1 GiB-aligned, with the pool
     // pages mapped over it. The reservation holds no memory (PROT_NONE, MAP_NORESERVE), so it
@@ -438,12 +459,12 @@ class strategy {
           aligned_extent(l.length, std::max(alignment, bytes_of(size_)))));
     }
     try {
-      if (pool_pages(p, l.head, alignment, size_, must) == nullptr) {
-        got.head = pool_pages(p, l.head, alignment, page_size::huge_2m, false) != nullptr
+      if (pool_pages(p, l.head, alignment, size_, must, numa) == nullptr) {
+        got.head = pool_pages(p, l.head, alignment, page_size::huge_2m, false, numa) != nullptr
                        ? backing::hugetlb_2m
                        : detail::advise_thp(p, l.head);
       }
-      if (pool_pages(p + l.head, l.tail(), alignment, page_size::huge_2m, false) == nullptr) {
+      if (pool_pages(p + l.head, l.tail(), alignment, page_size::huge_2m, false, numa) == nullptr) {
         got.tail = detail::advise_thp(p + l.head, l.tail());
       }
     } catch (...) {
@@ -456,18 +477,18 @@ class strategy {
   // `length` bytes of pool pages of `size`, faulted in (see populate_hugetlb_at_allocation). At
   // `at`, a part of a reservation of our own, or anywhere when `at` is null. When the pool cannot
   // serve: throws where `must` (strict, pages of size()), else returns nullptr, the range at `at`
-  // THP-advised anonymous memory again.
-  void* pool_pages(void* at, std::size_t length, std::size_t alignment, page_size size,
-                   bool must) const {
+  // THP-advised anonymous memory again, placed by `numa` (release_part).
+  void* pool_pages(void* at, std::size_t length, std::size_t alignment, page_size size, bool must,
+                   const numa_placement& numa) const {
     // A refused mmap is retried a few times when the pool has room again by the time we look:
     // other threads returned pages in between, so the shortage is already over.
     const std::uint64_t pages = length / bytes_of(size);
-    const bool bound = options_.numa.mode == numa_mode::bind;
+    const bool bound = numa.mode == numa_mode::bind;
     if (bound) {
       const node_pool pool = read_bound_pool(size, pages, length);
-      if (pool.free < pages) {
+      if (pool.free + pool.surplus_room < pages) {
         if (must) throw_node_pool_short(size, pages, pool);
-        if (at != nullptr) release_part(nullptr, at, length);  // the reservation becomes memory
+        if (at != nullptr) release_part(nullptr, at, length, numa);  // the reservation: memory
         return nullptr;
       }
     }
@@ -478,10 +499,10 @@ class strategy {
                     : os::map_hugetlb(length, size, ec, at);
       if (p != nullptr) {
         // Placed before the first touch: the pages come from the placement's nodes' pools.
-        if (!options_.numa.is_local()) {
-          if (const std::error_code placed = numa::apply(p, length, options_.numa)) {
-            release_part(p, at, length);
-            throw_placement_refused(options_.numa, length, placed);
+        if (!numa.is_local()) {
+          if (const std::error_code placed = numa::apply(p, length, numa)) {
+            release_part(p, at, length, numa);
+            throw_placement_refused(numa, length, placed);
           }
         }
         // Always faulted in here (see populate_hugetlb_at_allocation): a refusal is an error now,
@@ -491,13 +512,13 @@ class strategy {
           if (options_.prefault) {
             detail::global_counters().prefaulted_bytes.fetch_add(length, std::memory_order_relaxed);
           }
-          count_other_node(p, length, bytes_of(size));
+          count_other_node(p, length, bytes_of(size), numa);
           return p;
         }
-        release_part(p, at, length);
+        release_part(p, at, length, numa);
         if (must && bound) {  // another thread or process took the bound nodes' pages meanwhile
           node_pool pool = read_bound_pool(size, pages, length);
-          if (pool.short_node < 0) pool.short_node = options_.numa.nodes.first();
+          if (pool.short_node < 0) pool.short_node = numa.nodes.first();
           throw_node_pool_short(size, pages, pool);
         }
         if (must) {
@@ -506,7 +527,7 @@ class strategy {
         }
         return nullptr;
       }
-      if (at != nullptr) release_part(nullptr, at, length);  // a failed MAP_FIXED
+      if (at != nullptr) release_part(nullptr, at, length, numa);  // a failed MAP_FIXED
       if (!must) return nullptr;
       // Read once: the retry and the message are decided from the same facts (refusal.hpp).
       const bool aligned_reservation = at == nullptr && alignment > bytes_of(size);
@@ -520,10 +541,11 @@ class strategy {
   }
 
   // Undoes a part of pool_pages(): unmaps a mapping of its own, or turns the part of a
-  // reservation back into THP-advised anonymous memory (a failed MAP_FIXED may have left a hole
-  // on kernels before 6.12, and unpopulated pool pages must not stay). Where that fails, throws:
-  // the caller unmaps the whole block rather than return a part that could SIGBUS.
-  static void release_part(void* p, void* at, std::size_t length) {
+  // reservation back into THP-advised anonymous memory placed by `numa` (a failed MAP_FIXED may
+  // have left a hole on kernels before 6.12, and unpopulated pool pages must not stay; the fresh
+  // mapping holds no policy of the part it replaces). Where that fails, throws: the caller unmaps
+  // the whole block rather than return a part that could SIGBUS or sit on another node.
+  static void release_part(void* p, void* at, std::size_t length, const numa_placement& numa) {
     if (at == nullptr) {
       os::unmap(p, length);
       return;
@@ -534,6 +556,9 @@ class strategy {
           "hugepage: could not remap " + format_bytes(length) +
               " of a block after its pool pages were refused: " + ec.message(),
           ec);
+    }
+    if (const std::error_code placed = numa::apply(at, length, numa)) {
+      throw_placement_refused(numa, length, placed);
     }
     os::advise_huge(at, length);
   }
@@ -549,7 +574,8 @@ class strategy {
 
   // Optional steps after mapping: fork behaviour, pre-fault and collapse of THP memory (hugetlb
   // memory was populated in pool_pages where needed).
-  void finish(void* p, std::size_t bytes, const layout& l, placement got) const {
+  void finish(void* p, std::size_t bytes, const layout& l, placement got,
+              const numa_placement& numa) const {
     if (options_.dont_fork) os::advise(p, l.length, MADV_DONTFORK);
     if (!(options_.prefault || method_ == method::collapse)) return;
     // The anonymous part of the block: all of it, its head or its tail.
@@ -582,7 +608,7 @@ class strategy {
     } else if (method_ == method::collapse && detail::thp_disabled_for_process()) {
       count_collapse_impossible();
     }
-    count_other_node(start, length, thp_page_bytes());
+    count_other_node(start, length, thp_page_bytes(), numa);
   }
 
   // Populating past a memory cgroup limit gets the process OOM-killed; refuse before touching.
@@ -669,11 +695,16 @@ class strategy {
 
   // The free pages of `size` on each bound node, read before a bound block is mapped: the mmap
   // reserves from the pool of all nodes, but the fault under MPOL_BIND must find its page on a
-  // bound node. Throws for a bound node that does not exist.
+  // bound node. Where nr_overcommit_hugepages leaves room for surplus pages, a fault that finds
+  // none free on a bound node has the kernel allocate a surplus page there (from that node's
+  // memory, under the policy): that room counts too. 1 GiB pages are never surplus. Whether the
+  // node's memory has the room shows when the block is faulted in by allocate(): a refusal there
+  // throws node_pool_exhausted too. Throws for a bound node that does not exist.
   struct node_pool {
-    std::uint64_t free = 0;        // on all bound nodes
-    int short_node = -1;           // the first bound node with fewer free pages than asked
-    std::uint64_t short_free = 0;  // its free pages
+    std::uint64_t free = 0;          // on all bound nodes
+    std::uint64_t surplus_room = 0;  // surplus pages the system-wide pool may still take
+    int short_node = -1;             // the first bound node with fewer free pages than asked
+    std::uint64_t short_free = 0;    // its free pages
   };
   node_pool read_bound_pool(page_size size, std::uint64_t pages, std::size_t length) const {
     node_pool pool;
@@ -690,6 +721,13 @@ class strategy {
       if (here < pages && pool.short_node < 0) {
         pool.short_node = n;
         pool.short_free = here;
+      }
+    }
+    if (size != page_size::huge_1g && pool.free < pages) {
+      if (const std::optional<hugetlb_pool> all = read_pool(size)) {
+        const std::uint64_t overcommit = all->overcommit.value_or(0);
+        const std::uint64_t surplus = all->surplus.value_or(0);
+        pool.surplus_room = overcommit > surplus ? overcommit - surplus : 0;
       }
     }
     return pool;
@@ -711,6 +749,10 @@ class strategy {
     if (nodes.first() != node || node_set::of_mask(nodes.mask & ~(std::uint64_t{1} << node)).mask) {
       message += " (" + std::to_string(pool.free) + " on all bound nodes)";
     }
+    if (pool.surplus_room != 0) {
+      message += ", and room for " + std::to_string(pool.surplus_room) +
+                 " surplus pages (nr_overcommit_hugepages), which take the node's memory";
+    }
     message += "; pages of other nodes are not used for a bound block. Reserve more on node " +
                std::to_string(node) + ": echo " + std::to_string(reserved + missing) + " > " + file;
     throw node_pool_exhausted(message, std::make_error_code(std::errc::not_enough_memory), size,
@@ -719,9 +761,10 @@ class strategy {
 
   // A block placed `preferred` that got a page of another node is counted once. One query per
   // `step` bytes (a huge page): the pages must be faulted in.
-  void count_other_node(void* p, std::size_t length, std::size_t step) const noexcept {
-    if (options_.numa.mode != numa_mode::preferred || step == 0) return;
-    const int wanted = options_.numa.nodes.first();
+  static void count_other_node(void* p, std::size_t length, std::size_t step,
+                               const numa_placement& numa) noexcept {
+    if (numa.mode != numa_mode::preferred || step == 0) return;
+    const int wanted = numa.nodes.first();
     constexpr std::size_t batch = 64;
     const void* pages[batch];
     int status[batch];
