@@ -25,6 +25,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -1221,16 +1222,88 @@ TEST(Labels, CoverageOfNoLabelIsEmpty) {
   EXPECT_EQ(none.resident_bytes(), 0u);
 }
 
+// What a refusal of MADV_COLLAPSE with ENOMEM depends on: per node its free memory and pools
+// (2 MiB, 1 GiB), the free blocks by order (buddyinfo), each zone's free pages against its
+// watermarks (zoneinfo), the kernel's compaction and collapse counters, and where the block of
+// `label` lies per node.
+std::string memory_picture(const char* label) {
+  std::string s;
+  std::error_code ec;
+  for (int node = 0; node < 64; ++node) {
+    const std::string dir = "/sys/devices/system/node/node" + std::to_string(node);
+    const std::string meminfo = hugepage::detail::read_file((dir + "/meminfo").c_str(), ec);
+    if (ec) break;
+    s += "  node " + std::to_string(node) + ":";
+    std::istringstream lines(meminfo);
+    for (std::string line; std::getline(lines, line);) {
+      for (const char* key : {"MemTotal:", "MemFree:", "FilePages:", "AnonHugePages:",
+                              "HugePages_Total:", "HugePages_Free:"}) {
+        const std::size_t at = line.find(key);
+        if (at == std::string::npos) continue;
+        std::string value = line.substr(at + std::strlen(key));
+        value.erase(0, value.find_first_not_of(' '));
+        s += std::string(" ") + key + value;
+      }
+    }
+    const std::string gig = hugepage::detail::read_file(
+        (dir + "/hugepages/hugepages-1048576kB/nr_hugepages").c_str(), ec);
+    if (!ec) s += " 1G pages: " + gig.substr(0, gig.find('\n'));
+    s += "\n";
+  }
+  s += hugepage::detail::read_file("/proc/buddyinfo", ec);
+  // The watermarks an allocation must stay above (boost included), per zone.
+  std::istringstream zones(hugepage::detail::read_file("/proc/zoneinfo", ec));
+  for (std::string line; std::getline(zones, line);) {
+    if (line.rfind("Node ", 0) == 0) {
+      s += (s.empty() || s.back() == '\n' ? "" : "\n") + line + ":";
+      continue;
+    }
+    std::istringstream words(line);
+    std::string key;
+    std::string value;
+    words >> key >> value;
+    if (key == "pages" && value == "free") words >> value;
+    if (key == "pages" || key == "boost" || key == "min" || key == "low" || key == "high" ||
+        key == "managed") {
+      s += " " + (key == "pages" ? std::string("free") : key) + " " + value;
+    }
+  }
+  s += "\n";
+  const std::string vmstat = hugepage::detail::read_file("/proc/vmstat", ec);
+  std::istringstream lines(vmstat);
+  s += " ";
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("compact_", 0) == 0 || line.rfind("thp_collapse_alloc", 0) == 0 ||
+        line.rfind("thp_split_page ", 0) == 0 || line.rfind("thp_deferred_split", 0) == 0 ||
+        line.rfind("pgmigrate_", 0) == 0) {
+      s += " " + line;
+    }
+  }
+  s += "\n  " + std::string(label) + " per node:";
+  const hugepage::backing_report report = hugepage::coverage_of(label);
+  if (!report.nodes_note.empty()) s += " (" + report.nodes_note + ")";
+  for (const hugepage::node_bytes& n : report.nodes) {
+    s += " node " + std::to_string(n.node) + " " + std::to_string(n.bytes >> 20) + " MiB (" +
+         std::to_string(n.huge_bytes >> 20) + " MiB huge)";
+  }
+  return s + "\n";
+}
+
 // The target this exists for: a 1 GiB table, decayed by one fork-and-write cycle, back to at least
-// 99% huge after upkeep calls that each keep their budget.
+// 99% huge after upkeep calls that each keep their budget. On a machine of several nodes
+// MADV_COLLAPSE takes each chunk's huge page from the node holding most of the chunk: a node left
+// at its watermark refuses every chunk on it with ENOMEM, so the table needs a node with room
+// beside it (the two-node lab guest: docs/lab.md). A failure prints where memory lay.
 TEST(Upkeep, GigabyteTableIsBackToNinetyNinePercentAfterForkAndWrite) {
   REQUIRE_THP_AND_COLLAPSE();
+  const std::string before = memory_picture(table_opts::label);
   Block<table_opts> table(1 * gib);
   const double fresh = huge_of(table_opts::label);
   ASSERT_GE(fresh, 0.99);
   fork_and_write(table.get(), table.size());
   const double decayed = huge_of(table_opts::label);
   EXPECT_LE(decayed, 0.05);
+  const std::string after_fork = memory_picture(table_opts::label);
   const auto budget = collapse_budget::of_time(50ms);
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::chrono::nanoseconds> cpu;
@@ -1251,9 +1324,19 @@ TEST(Upkeep, GigabyteTableIsBackToNinetyNinePercentAfterForkAndWrite) {
     for (const upkeep_result& r : calls) n += r.refusals_of(error);
     refusals += " errno " + std::to_string(error) + ": " + std::to_string(n);
   }
+  std::string tried;  // the calls that were not backed off, at most 8
+  for (std::size_t i = 0, n = 0; i < calls.size() && n < 8; ++i) {
+    if (calls[i].backed_off) continue;
+    tried += "\n  call " + std::to_string(i) + ": " + describe(calls[i]);
+    ++n;
+  }
   EXPECT_GE(restored, 0.99) << "the last call: " << describe(calls.back())
                             << "; the first: " << describe(calls.front())
-                            << "; refusals in all calls:" << refusals;
+                            << "; refusals in all calls:" << refusals << "\nbefore the table:\n"
+                            << before << "after fork+write:\n"
+                            << after_fork << "after the calls:\n"
+                            << memory_picture(table_opts::label)
+                            << "calls not backed off:" << tried;
   EXPECT_TRUE(table.intact());
   std::printf(
       "1 GiB: fresh %.1f%%, after fork+write %.1f%%, after %zu upkeep calls of 50 ms "
@@ -1261,6 +1344,7 @@ TEST(Upkeep, GigabyteTableIsBackToNinetyNinePercentAfterForkAndWrite) {
       100 * fresh, 100 * decayed, calls.size(), 100 * restored,
       std::chrono::duration<double, std::milli>(total).count(),
       std::chrono::duration<double, std::milli>(longest).count());
+  std::printf("after fork+write:\n%s", after_fork.c_str());  // where the table and the pools lie
 }
 
 }  // namespace
