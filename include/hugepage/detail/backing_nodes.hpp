@@ -44,7 +44,33 @@ struct unnamed_pages {
   std::size_t unattributed = 0;  // present, not a zero page, on no node found
   std::size_t hidden = 0;        // present with its frame hidden: resident, or a zero page
 
-  void restart() { unattributed = hidden = 0; }
+  void restart() {
+    unattributed = hidden = 0;
+    words_.clear();
+  }
+
+  // The pagemap word of base page `index`, read a batch's worth at a time: the walk asks pages in
+  // order, and a window of base pages that are not present answers no node for each.
+  bool entry_of(std::uintptr_t index, std::uint64_t& entry) {
+    if (index < first_ || index >= first_ + words_.size()) {
+      words_.resize(window);
+      const long got = pread_full(pagemap_fd, words_.data(), window * sizeof entry,
+                                  static_cast<std::uint64_t>(index) * sizeof entry);
+      if (got < static_cast<long>(sizeof entry)) {
+        words_.clear();
+        return false;
+      }
+      words_.resize(static_cast<std::size_t>(got) / sizeof entry);
+      first_ = index;
+    }
+    entry = words_[index - first_];
+    return true;
+  }
+
+ private:
+  static constexpr std::size_t window = 512;
+  std::uintptr_t first_ = 0;
+  std::vector<std::uint64_t> words_;
 };
 
 // Addresses waiting for one move_pages call, each with the bytes it stands for.
@@ -87,8 +113,7 @@ class node_batch {
     const std::size_t bytes = weight_[i];
     const auto address = reinterpret_cast<std::uintptr_t>(pages_[i]);
     std::uint64_t entry = 0;
-    if (pread_full(unnamed_.pagemap_fd, &entry, sizeof entry, address / page * sizeof entry) !=
-        static_cast<long>(sizeof entry)) {
+    if (!unnamed_.entry_of(address / page, entry)) {
       unnamed_.hidden += bytes;  // unreadable: counted only where the report's totals miss it
       return;
     }
