@@ -10,18 +10,22 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "backing_support.hpp"
 #include "hugepage/backing.hpp"
+#include "hugepage/detail/frame_nodes.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/smaps.hpp"
 #include "support.hpp"
@@ -615,6 +619,47 @@ TEST(BackingOfScan, WithoutPagemapScanTheFallbacksSaySo) {
     });
     EXPECT_EQ(code, 0) << (as_nobody ? "as nobody" : "as this user") << "; see the output above";
   }
+}
+
+// The node of a physical frame, from a sysfs tree of memory blocks written here: a block under
+// one node is that node's, a block under two is no one node's, a frame in no block has none.
+TEST(FrameNodes, MemoryBlocksNameTheNodeOfAFrame) {
+  char dir[] = "/tmp/frame-nodes-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr) << std::strerror(errno);
+  const std::string root = dir;
+  std::vector<std::string> made;
+  const auto make_dir = [&](const std::string& path) {
+    ASSERT_EQ(::mkdir((root + path).c_str(), 0755), 0) << path << ": " << std::strerror(errno);
+    made.push_back(path);
+  };
+  const auto make_file = [&](const std::string& path, const char* text) {
+    std::ofstream(root + path) << text;
+    made.push_back(path);
+  };
+  for (const char* path : {"/sys", "/sys/devices", "/sys/devices/system",
+                           "/sys/devices/system/memory", "/sys/devices/system/node",
+                           "/sys/devices/system/node/node0", "/sys/devices/system/node/node1"}) {
+    make_dir(path);
+  }
+  // Blocks of 128 MiB (hex, as the kernel writes it): 0 on node 0, 1 on both, 2 on node 1.
+  make_file("/sys/devices/system/memory/block_size_bytes", "8000000\n");
+  make_file("/sys/devices/system/node/online", "0-1\n");
+  make_file("/sys/devices/system/node/node0/memory0", "");
+  make_file("/sys/devices/system/node/node0/memory1", "");
+  make_file("/sys/devices/system/node/node1/memory1", "");
+  make_file("/sys/devices/system/node/node1/memory2", "");
+  make_file("/sys/devices/system/node/node1/memory_failure", "");
+  const std::uint64_t per_block = (std::uint64_t{128} << 20) / hugepage::os::base_page_size();
+  hugepage::detail::frame_nodes frames(root);
+  EXPECT_EQ(frames.node_of(0), 0);
+  EXPECT_EQ(frames.node_of(per_block - 1), 0);
+  EXPECT_EQ(frames.node_of(per_block), -1) << "a block of two nodes";
+  EXPECT_EQ(frames.node_of(2 * per_block + 5), 1);
+  EXPECT_EQ(frames.node_of(3 * per_block), -1) << "a frame in no block";
+  hugepage::detail::frame_nodes none(root + "/nowhere");
+  EXPECT_EQ(none.node_of(0), -1) << "no sysfs memory blocks";
+  for (auto it = made.rbegin(); it != made.rend(); ++it) ::remove((root + *it).c_str());
+  ::rmdir(dir);
 }
 
 }  // namespace

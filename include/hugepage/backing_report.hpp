@@ -68,7 +68,13 @@ struct backing_report {
   /// or every resident byte is huge; elsewhere (the smaps source with resident bytes on more than
   /// one node) it is `huge_bytes()` shared out by each node's bytes: `nodes_estimated` is true and
   /// `nodes_note` says so. Empty when the kernel could not be asked (`nodes_note` says why).
+  /// Where move_pages names no node for a present page (Linux 6.1 for pages NUMA balancing has
+  /// marked), the node of its frame is read from sysfs's memory blocks (root); bytes left without
+  /// one are in `nodes_unattributed`, not in `nodes`.
   std::vector<node_bytes> nodes;
+  /// Resident bytes on no entry of `nodes`: the kernel named no node for them (`nodes_note` says
+  /// why); 0 otherwise.
+  std::size_t nodes_unattributed = 0;
   /// Why `nodes` is empty or its huge bytes estimated; "" otherwise.
   std::string nodes_note;
   /// `huge_bytes` of `nodes` are an estimate, not read from the kernel (the metrics export them as
@@ -136,6 +142,7 @@ inline void add_report(backing_report& sum, const backing_report& part, bool fir
   }
   if (sum.note.empty()) sum.note = part.note;
   for (const node_bytes& n : part.nodes) add_node_bytes(sum.nodes, n.node, n.bytes, n.huge_bytes);
+  sum.nodes_unattributed += part.nodes_unattributed;
   // An estimate's note before any other: it says why the sum is one.
   if (sum.nodes_note.empty() || (part.nodes_estimated && !sum.nodes_estimated)) {
     sum.nodes_note = part.nodes_note;

@@ -16,7 +16,10 @@
 
 #include "hugepage/backing_report.hpp"
 #include "hugepage/detail/backing_sources.hpp"
+#include "hugepage/detail/frame_nodes.hpp"
 #include "hugepage/detail/pagemap.hpp"
+#include "hugepage/detail/proc_file.hpp"
+#include "hugepage/format_bytes.hpp"
 #include "hugepage/numa.hpp"
 #include "hugepage/os.hpp"
 #include "hugepage/page_size.hpp"
@@ -25,10 +28,56 @@
 
 namespace hugepage::detail {
 
+// The pages move_pages names no node for (a negative status): not present, the zero page, or a
+// present page the kernel does not follow. Linux 6.1 answers EFAULT for a page NUMA balancing has
+// made PROT_NONE to take a hinting fault, THP or not, though it is resident on a node. pagemap says
+// whether the page is present; where its frame is known (CAP_SYS_ADMIN) and not a zero page, the
+// memory block holding the frame names the node; else its bytes are counted as unattributed.
+struct unnamed_pages {
+  unnamed_pages(const process_view& of, int pagemap)
+      : view(of), pagemap_fd(pagemap), frames(of.root()) {}
+
+  const process_view& view;
+  int pagemap_fd;
+  frame_nodes frames;
+  std::vector<std::uint64_t> zero_frames;
+  std::size_t unattributed = 0;  // present, not a zero page, on no node found
+  std::size_t hidden = 0;        // present with its frame hidden: resident, or a zero page
+
+  void restart() {
+    unattributed = hidden = 0;
+    words_.clear();
+  }
+
+  // The pagemap word of base page `index`, read a batch's worth at a time: the walk asks pages in
+  // order, and a window of base pages that are not present answers no node for each.
+  bool entry_of(std::uintptr_t index, std::uint64_t& entry) {
+    if (index < first_ || index >= first_ + words_.size()) {
+      words_.resize(window);
+      const long got = pread_full(pagemap_fd, words_.data(), window * sizeof entry,
+                                  static_cast<std::uint64_t>(index) * sizeof entry);
+      if (got < static_cast<long>(sizeof entry)) {
+        words_.clear();
+        return false;
+      }
+      words_.resize(static_cast<std::size_t>(got) / sizeof entry);
+      first_ = index;
+    }
+    entry = words_[index - first_];
+    return true;
+  }
+
+ private:
+  static constexpr std::size_t window = 512;
+  std::uintptr_t first_ = 0;
+  std::vector<std::uint64_t> words_;
+};
+
 // Addresses waiting for one move_pages call, each with the bytes it stands for.
 class node_batch {
  public:
-  node_batch(pid_t pid, std::vector<node_bytes>& nodes) : pid_(pid), nodes_(nodes) {}
+  node_batch(pid_t pid, std::vector<node_bytes>& nodes, unnamed_pages& unnamed)
+      : pid_(pid), nodes_(nodes), unnamed_(unnamed) {}
 
   // Stands `bytes` (huge or not) for the page at `address`. False once a call failed.
   bool add(std::uintptr_t address, std::size_t bytes, bool huge) {
@@ -44,8 +93,11 @@ class node_batch {
     error_ = numa::nodes_of_pages(pid_, count_, pages_, status_);
     if (error_) return false;
     for (std::size_t i = 0; i < count_; ++i) {
-      if (status_[i] < 0) continue;  // not present, unmapped or the zero page: on no node
-      add_node_bytes(nodes_, status_[i], weight_[i], huge_[i] ? weight_[i] : 0);
+      if (status_[i] >= 0) {
+        add_node_bytes(nodes_, status_[i], weight_[i], huge_[i] ? weight_[i] : 0);
+      } else {
+        place_unnamed(i);
+      }
     }
     count_ = 0;
     return true;
@@ -55,8 +107,40 @@ class node_batch {
 
  private:
   static constexpr std::size_t capacity = 512;
+
+  void place_unnamed(std::size_t i) {
+    const std::size_t page = os::base_page_size();
+    const std::size_t bytes = weight_[i];
+    const auto address = reinterpret_cast<std::uintptr_t>(pages_[i]);
+    std::uint64_t entry = 0;
+    if (!unnamed_.entry_of(address / page, entry)) {
+      unnamed_.hidden += bytes;  // unreadable: counted only where the report's totals miss it
+      return;
+    }
+    if ((entry & pagemap_present) == 0) return;  // not resident
+    const std::uint64_t pfn = entry & pagemap_pfn_mask;
+    if (pfn == 0) {
+      unnamed_.hidden += bytes;
+      return;
+    }
+    const int kpageflags_fd = unnamed_.view.kpageflags_fd();
+    bool ok = kpageflags_fd >= 0;
+    if (ok && is_zero_page(entry, kpageflags_fd, unnamed_.zero_frames, ok)) return;
+    if (!ok) {
+      unnamed_.hidden += bytes;  // may be a zero page
+      return;
+    }
+    const int node = unnamed_.frames.node_of(pfn);
+    if (node < 0) {
+      unnamed_.unattributed += bytes;
+      return;
+    }
+    add_node_bytes(nodes_, node, bytes, huge_[i] ? bytes : 0);
+  }
+
   pid_t pid_;
   std::vector<node_bytes>& nodes_;
+  unnamed_pages& unnamed_;
   const void* pages_[capacity] = {};
   int status_[capacity] = {};
   std::size_t weight_[capacity] = {};
@@ -87,9 +171,10 @@ enum class node_walk { done, no_scan, failed };
 // where the run is huge, one per base page elsewhere. no_scan: the scan failed (what was added
 // is partial); failed: move_pages failed, and r.nodes_note says so.
 inline node_walk nodes_by_scan(pid_t pid, int pagemap_fd, std::uintptr_t lo, std::uintptr_t hi,
-                               std::vector<node_bytes>& nodes, backing_report& r) {
+                               std::vector<node_bytes>& nodes, unnamed_pages& unnamed,
+                               backing_report& r) {
   namespace pm = pagemap;
-  node_batch batch(pid, nodes);
+  node_batch batch(pid, nodes, unnamed);
   const std::size_t page = os::base_page_size();
   std::vector<pm::page_region> regions(256);
   for (std::uintptr_t at = lo; at < hi;) {
@@ -144,6 +229,26 @@ inline node_walk nodes_by_frames(const mapping_info& m, std::uintptr_t s, std::u
   return read ? node_walk::done : node_walk::no_scan;
 }
 
+// Counts in r.nodes_unattributed, and says in r.nodes_note, the resident bytes of `unnamed` no node
+// was found for. A page whose frame is hidden may be a zero page, which the report does not count
+// as resident: those count up to the report's resident bytes that `nodes` lacks.
+inline void settle_unnamed(const unnamed_pages& unnamed, const std::vector<node_bytes>& nodes,
+                           backing_report& r) {
+  std::size_t placed = 0;
+  for (const node_bytes& n : nodes) placed += n.bytes;
+  const std::size_t missing = r.resident_bytes() > placed ? r.resident_bytes() - placed : 0;
+  const std::size_t hidden =
+      std::min(unnamed.hidden, missing - std::min(missing, unnamed.unattributed));
+  r.nodes_unattributed = unnamed.unattributed + hidden;
+  if (r.nodes_unattributed == 0) return;
+  std::string note = format_bytes(r.nodes_unattributed) +
+                     " resident on no node named: move_pages answered no node for present pages "
+                     "(Linux 6.1 answers EFAULT for pages NUMA balancing has marked) and ";
+  note += hidden != 0 ? "frame numbers, which would name it, need CAP_SYS_ADMIN"
+                      : "no memory block in sysfs names their frames' node";
+  r.nodes_note = r.nodes_note.empty() ? note : r.nodes_note + "; " + note;
+}
+
 // Fills r.nodes for [lo, hi) of the process of `view`. PAGEMAP_SCAN (Linux 6.7) gives the present
 // runs and which are huge; without it kpageflags (the report's source when root) says page by
 // page which PMD windows are huge; without either every base page is asked, or one page per
@@ -156,14 +261,17 @@ inline void add_nodes(const process_view& view, huge_pages_from from, std::uintp
                       std::uintptr_t hi, backing_report& r) {
   std::vector<node_bytes> nodes;
   const int pagemap_fd = view.pagemap_fd();
+  unnamed_pages unnamed(view, pagemap_fd);
   if (from == huge_pages_from::scan) {
-    const node_walk whole = nodes_by_scan(view.pid(), pagemap_fd, lo, hi, nodes, r);
+    const node_walk whole = nodes_by_scan(view.pid(), pagemap_fd, lo, hi, nodes, unnamed, r);
     if (whole == node_walk::failed) return;
     if (whole == node_walk::done) {
+      settle_unnamed(unnamed, nodes, r);
       r.nodes = std::move(nodes);
       return;
     }
     nodes.clear();
+    unnamed.restart();
   }
   std::error_code ec;
   const std::vector<mapping_info> mappings = view.read_smaps(ec);
@@ -177,16 +285,17 @@ inline void add_nodes(const process_view& view, huge_pages_from from, std::uintp
   // over then).
   const auto walk = [&](huge_pages_from how) {
     nodes.clear();
+    unnamed.restart();
     for (const mapping_info& m : mappings) {
       if (m.end <= lo || m.start >= hi || m.name == "[vsyscall]") continue;
       const std::uintptr_t s = std::max(m.start, lo);
       const std::uintptr_t e = std::min(m.end, hi);
       if (how == huge_pages_from::scan) {
-        const node_walk w = nodes_by_scan(view.pid(), pagemap_fd, s, e, nodes, r);
+        const node_walk w = nodes_by_scan(view.pid(), pagemap_fd, s, e, nodes, unnamed, r);
         if (w != node_walk::done) return w;
         continue;
       }
-      node_batch pages(view.pid(), nodes);
+      node_batch pages(view.pid(), nodes, unnamed);
       node_walk w = node_walk::done;
       if (how == huge_pages_from::kpageflags && !m.is_hugetlb() && !all_huge) {
         w = nodes_by_frames(m, s, e, pagemap_fd, view.kpageflags_fd(), pages);
@@ -235,6 +344,7 @@ inline void add_nodes(const process_view& view, huge_pages_from from, std::uintp
     }
   }
   if (w != node_walk::done) return;
+  settle_unnamed(unnamed, nodes, r);
   r.nodes = std::move(nodes);
 }
 
