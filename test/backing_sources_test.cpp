@@ -330,7 +330,9 @@ TEST(BackingOf, WrittenMemoryIsNeverTheZeroPageByKpageflags) {
   EXPECT_EQ(r.thp, length) << describe(r);
   EXPECT_EQ(r.zero_page, 0u) << describe(r);
   // Before Linux 6.7 there is no PAGEMAP_SCAN to agree with: the figures above are the check.
-  if (scan_supported()) EXPECT_TRUE(agrees_with_kpageflags(region.get(), length));
+  if (scan_supported()) {
+    EXPECT_TRUE(agrees_with_kpageflags(region.get(), length));
+  }
 }
 
 // Bytes this process has read with read(2) and friends: smaps text counts, ioctls do not.
