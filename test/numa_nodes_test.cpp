@@ -23,6 +23,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -611,6 +612,129 @@ TEST(NumaTwoNodes, APreferredNodeOutsideTheCpusetIsAFallbackNotAnError) {
   } catch (const allocation_error& e) {
     EXPECT_EQ(e.code(), std::errc::invalid_argument);
     EXPECT_NE(std::string(e.what()).find("cpuset"), std::string::npos) << e.what();
+  }
+}
+
+// A cpuset of node 0 gets hugetlb pages from node 0's pool only: with it empty and node 1's pool
+// full, the kernel refuses the reservation. The refusal says so - the allowed node, its free
+// pages, the other node's, node 0's pool file - never that the pool as a whole is short.
+TEST(NumaTwoNodes, AHugetlbRefusalInACpusetNamesItsNodesNotTheWholePool) {
+  HUGEPAGE_REQUIRE_TWO_NODES();
+  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("setting per-node pools needs root");
+  node_pools pools;
+  if (!pools.readable()) HUGEPAGE_SKIP_OR_FAIL("no per-node 2 MiB pool files");
+  constexpr std::uint64_t pages = kBlock / kHuge;
+  ASSERT_TRUE(node_pools::set(0, 0));
+  ASSERT_TRUE(node_pools::set(1, 2 * pages)) << "node 1 could not reserve " << 2 * pages;
+  const std::uint64_t other_free =
+      numa::read_node_pool(1, page_size::huge_2m, "free_hugepages").value_or(0);
+  ASSERT_GE(other_free, pages);
+  const std::optional<hugetlb_pool> before = read_pool(page_size::huge_2m);
+  ASSERT_TRUE(before);
+  const cpuset_of_node_zero cpuset;
+  if (!cpuset.ok()) HUGEPAGE_SKIP_OR_FAIL(cpuset.why());
+  ASSERT_EQ(numa::allowed_nodes(), node_set{0});
+  const std::string words =
+      "; this process's cpuset allows node 0 only (Mems_allowed), whose pool has 0 free: the " +
+      std::to_string(other_free) +
+      " free on node 1 cannot serve this process. Reserve more on node 0: echo " +
+      std::to_string(pages) +
+      " > /sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages, or widen the "
+      "cpuset (cpuset.mems)";
+  for (const numa_placement& placement : {numa_placement::local(), numa_placement::preferred(1)}) {
+    SCOPED_TRACE(name_of(placement.mode));
+    const strategy s = strategy::hugetlb().placed(placement);
+    try {
+      void* p = s.allocate(kBlock, 1);
+      s.deallocate(p, kBlock, 1);
+      ADD_FAILURE() << "hugetlb pages served in a cpuset whose node has none free";
+    } catch (const pool_exhausted& e) {
+      const std::string what = e.what();
+      EXPECT_EQ(typeid(e), typeid(pool_exhausted)) << what;
+      EXPECT_EQ(e.pages_requested(), pages);
+      EXPECT_EQ(e.pages_available(), 0U);
+      EXPECT_EQ(e.code(), std::errc::not_enough_memory);
+      EXPECT_EQ(what.find("hugepage: hugetlb mmap of " + std::to_string(pages) +
+                          " pages of 2 MiB (32 MiB) failed: "),
+                0U)
+          << what;
+      ASSERT_GE(what.size(), words.size()) << what;
+      EXPECT_EQ(what.substr(what.size() - words.size()), words) << what;
+      EXPECT_EQ(what.find("vm.nr_hugepages"), std::string::npos) << what;
+      EXPECT_EQ(what.find("/sys/kernel/mm/hugepages"), std::string::npos) << what;
+    }
+    const std::optional<hugetlb_pool> after = read_pool(page_size::huge_2m);
+    ASSERT_TRUE(after);
+    EXPECT_EQ(after->free, before->free);
+    EXPECT_EQ(after->reserved, before->reserved);
+  }
+}
+
+// The 1 GiB pools of both nodes, set for a test and put back after it (where the kernel can
+// allocate the pages again). Needs root.
+class gib_node_pools {
+ public:
+  gib_node_pools() {
+    for (int n = 0; n < 2; ++n) saved_[n] = numa::read_node_pool(n, gib, "nr_hugepages");
+  }
+  ~gib_node_pools() {
+    for (int n = 0; n < 2; ++n) {
+      if (saved_[n]) set(n, *saved_[n]);
+    }
+  }
+  bool readable() const { return saved_[0] && saved_[1]; }
+  static bool set(int node, std::uint64_t pages) {
+    std::ofstream out(numa::node_pool_file(node, gib, "nr_hugepages"));
+    out << pages << '\n';
+    out.flush();
+    return out.good() && numa::read_node_pool(node, gib, "nr_hugepages") == pages;
+  }
+  static constexpr page_size gib = page_size::huge_1g;
+
+ private:
+  std::optional<std::uint64_t> saved_[2];
+};
+
+// The same for 1 GiB pages (node 0's pool emptied, a page on node 1), whatever the placement: the
+// reservation is refused before any policy applies.
+TEST(NumaTwoNodes, AGibRefusalInACpusetNamesItsNodesWhateverThePlacement) {
+  HUGEPAGE_REQUIRE_TWO_NODES();
+  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("setting per-node pools needs root");
+  constexpr page_size gib = page_size::huge_1g;
+  gib_node_pools pools;
+  if (!pools.readable()) HUGEPAGE_SKIP_OR_FAIL("no per-node 1 GiB pool files");
+  ASSERT_TRUE(gib_node_pools::set(0, 0));
+  if (numa::read_node_pool(1, gib, "free_hugepages").value_or(0) == 0 &&
+      !gib_node_pools::set(1, numa::read_node_pool(1, gib, "nr_hugepages").value_or(0) + 1)) {
+    HUGEPAGE_SKIP_OR_FAIL("node 1 could not reserve a 1 GiB page");
+  }
+  const std::optional<std::uint64_t> free1 = numa::read_node_pool(1, gib, "free_hugepages");
+  ASSERT_GE(free1.value_or(0), 1U);
+  const cpuset_of_node_zero cpuset;
+  if (!cpuset.ok()) HUGEPAGE_SKIP_OR_FAIL(cpuset.why());
+  const std::string words =
+      "; this process's cpuset allows node 0 only (Mems_allowed), whose pool has 0 free: the " +
+      std::to_string(*free1) +
+      " free on node 1 cannot serve this process. Reserve more on node 0: echo 1 > "
+      "/sys/devices/system/node/node0/hugepages/hugepages-1048576kB/nr_hugepages, or widen the "
+      "cpuset (cpuset.mems)";
+  for (const numa_placement& placement :
+       {numa_placement::local(), numa_placement::preferred(1), numa_placement::bind({1}),
+        numa_placement::interleave({0, 1})}) {
+    SCOPED_TRACE(name_of(placement.mode));
+    const strategy s = strategy::hugetlb(gib, strict).placed(placement);
+    try {
+      void* p = s.allocate(std::size_t{1} << 30, 1);
+      s.deallocate(p, std::size_t{1} << 30, 1);
+      ADD_FAILURE() << "a 1 GiB page served in a cpuset whose node has none free";
+    } catch (const pool_exhausted& e) {
+      const std::string what = e.what();
+      EXPECT_EQ(typeid(e), typeid(pool_exhausted)) << what;
+      EXPECT_EQ(e.pages_available(), 0U);
+      ASSERT_GE(what.size(), words.size()) << what;
+      EXPECT_EQ(what.substr(what.size() - words.size()), words) << what;
+    }
+    EXPECT_EQ(numa::read_node_pool(1, gib, "free_hugepages"), free1);
   }
 }
 

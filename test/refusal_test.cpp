@@ -195,6 +195,79 @@ TEST(Explain, RefilledPoolSaysConcurrentUseAndSizesForThePeak) {
                             "vm.nr_hugepages=132");
 }
 
+// The pool of `size` on `node`: `total` pages, `free` free.
+hugepage::hugetlb_pool node_pool_of(int node, std::uint64_t total, std::uint64_t free,
+                                    page_size size = page_size::huge_2m) {
+  hugepage::hugetlb_pool pool = pool_of(hugepage::bytes_of(size), total, free, 0);
+  pool.node = node;
+  pool.reserved.reset();
+  pool.overcommit.reset();
+  return pool;
+}
+
+TEST(Explain, ACpusetWhoseNodesAreShortNamesThemAndTheirPoolsNotTheSysctl) {
+  // Mems_allowed 0 of nodes 0 and 1: node 0's pool is empty, node 1 holds all 128 free pages.
+  hugetlb_refusal f = refused(32, 128, 128);
+  f.cpuset_nodes = hugepage::node_set{0};
+  f.node_pools = {node_pool_of(0, 0, 0), node_pool_of(1, 128, 128)};
+  EXPECT_EQ(cause_of(f), refusal_cause::pool_refilled) << "the retry decision is the pool's";
+  EXPECT_EQ(explain(f), k2mShort +
+                            ": pool exhausted: asked for 32 x 2 MiB, 128 available (free 128, "
+                            "reserved 0, total 128); this process's cpuset allows node 0 only "
+                            "(Mems_allowed), whose pool has 0 free: the 128 free on node 1 cannot "
+                            "serve this process. Reserve more on node 0: echo 32 > "
+                            "/sys/devices/system/node/node0/hugepages/hugepages-2048kB/"
+                            "nr_hugepages, or widen the cpuset (cpuset.mems)");
+  // The pool short everywhere: the advice is still the allowed node's pool.
+  f.pool = pool_of(2 * mib, 12, 12, 0);
+  f.node_pools = {node_pool_of(0, 8, 8), node_pool_of(1, 4, 4)};
+  EXPECT_EQ(cause_of(f), refusal_cause::pool_short);
+  EXPECT_EQ(explain(f), k2mShort +
+                            ": pool exhausted: asked for 32 x 2 MiB, 12 available (free 12, "
+                            "reserved 0, total 12); this process's cpuset allows node 0 only "
+                            "(Mems_allowed), whose pool has 8 free: the 4 free on node 1 cannot "
+                            "serve this process. Reserve more on node 0: echo 32 > "
+                            "/sys/devices/system/node/node0/hugepages/hugepages-2048kB/"
+                            "nr_hugepages, or widen the cpuset (cpuset.mems)");
+}
+
+TEST(Explain, ACpusetOfSeveralNodesNamesEachOnesFreePages) {
+  hugetlb_refusal f = refused(2, 3, 3, page_size::huge_1g);
+  f.cpuset_nodes = hugepage::node_set{0, 2};
+  f.node_pools = {
+      node_pool_of(0, 1, 0, page_size::huge_1g), node_pool_of(1, 1, 1, page_size::huge_1g),
+      node_pool_of(2, 1, 1, page_size::huge_1g), node_pool_of(3, 1, 1, page_size::huge_1g)};
+  EXPECT_EQ(explain(f),
+            "hugepage: hugetlb mmap of 2 pages of 1 GiB (2 GiB) failed: " + text_of(ENOMEM) +
+                ": pool exhausted: asked for 2 x 1 GiB, 3 available (free 3, reserved 0, total "
+                "3); this process's cpuset allows nodes 0,2 (Mems_allowed), whose pools have 1 "
+                "free (node 0: 0, node 2: 1): the 2 free on nodes 1,3 cannot serve this process. "
+                "Reserve more on node 0: echo 2 > "
+                "/sys/devices/system/node/node0/hugepages/hugepages-1048576kB/nr_hugepages (or "
+                "another allowed node's), or widen the cpuset (cpuset.mems)");
+}
+
+TEST(Explain, ACpusetWhoseNodesHaveRoomLeavesTheWordsAsTheyWere) {
+  hugetlb_refusal f = refused(32, 100, 40);
+  const std::string plain = explain(f);
+  f.cpuset_nodes = hugepage::node_set{0};
+  f.node_pools = {node_pool_of(0, 50, 32), node_pool_of(1, 50, 8)};
+  EXPECT_EQ(explain(f), plain);
+}
+
+TEST(Explain, AFaultRefusedInACpusetWhoseNodesAreShortSaysSo) {
+  hugetlb_refusal f = fault_refused(4, ENOMEM);
+  f.cpuset_nodes = hugepage::node_set{1};
+  f.node_pools = {node_pool_of(0, 100, 100), node_pool_of(1, 2, 2)};
+  EXPECT_EQ(cause_of(f), refusal_cause::fault_elsewhere);
+  EXPECT_EQ(explain(f),
+            "hugepage: faulting in 4 hugetlb pages of 2 MiB (8 MiB) failed: " + text_of(ENOMEM) +
+                "; this process's cpuset allows node 1 only (Mems_allowed), whose pool has 2 "
+                "free: the 100 free on node 0 cannot serve this process. Reserve more on node 1: "
+                "echo 4 > /sys/devices/system/node/node1/hugepages/hugepages-2048kB/nr_hugepages,"
+                " or widen the cpuset (cpuset.mems)");
+}
+
 TEST(Explain, BeyondMemoryGivesNoCommand) {
   hugetlb_refusal f = refused(9000, 100, 40);  // 9000 x 2 MiB > 16 GiB
   EXPECT_EQ(cause_of(f), refusal_cause::beyond_memory);
@@ -461,6 +534,15 @@ TEST(ThrowRefusal, ShortOrRefilledPoolIsPoolExhaustedWithWhatIsAvailable) {
   EXPECT_EQ(beyond.pages_available(), 40u);
 }
 
+TEST(ThrowRefusal, ACpusetWhoseNodesAreShortIsPoolExhaustedWithTheirFreePagesAsAvailable) {
+  hugetlb_refusal f = refused(32, 128, 128);
+  f.cpuset_nodes = hugepage::node_set{0};
+  f.node_pools = {node_pool_of(0, 3, 3), node_pool_of(1, 125, 125)};
+  const hugepage::pool_exhausted e = thrown_for<hugepage::pool_exhausted>(f);
+  EXPECT_EQ(e.pages_requested(), 32u);
+  EXPECT_EQ(e.pages_available(), 3u);
+}
+
 TEST(ThrowRefusal, CgroupLimitIsHugetlbLimitExceededWithTheRoomLeftAsAvailable) {
   hugetlb_refusal f = fault_refused(4, EFAULT);
   f.size = page_size::huge_1g;
@@ -567,6 +649,12 @@ TEST(ReadHugetlbRefusal, ReadsWhatWasAskedThePoolAndTheMachine) {
   }
   EXPECT_EQ(f.physical_memory, hugepage::physical_memory_bytes());
   EXPECT_GT(f.address_space_used, 0u);
+  // A process whose cpuset holds every node with memory reads no node pools.
+  const auto allowed = hugepage::numa::allowed_nodes();
+  if (allowed && (hugepage::numa::memory_nodes().mask & ~allowed->mask) == 0) {
+    EXPECT_TRUE(f.cpuset_nodes.empty()) << f.cpuset_nodes.text();
+    EXPECT_TRUE(f.node_pools.empty());
+  }
 }
 
 TEST(ReadHugetlbRefusal, ReadsTheAddressSpaceLimit) {

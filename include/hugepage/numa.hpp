@@ -134,10 +134,10 @@ struct numa_placement {
 
 namespace numa {
 
-/// The online memory nodes, from /sys/devices/system/node/online ("0", "0-1", "0,2-3"); {0} on a
+/// The nodes of a node list file under /sys/devices/system/node ("0", "0-1", "0,2-3"); {0} on a
 /// kernel without CONFIG_NUMA (no such file). Nodes past 63 are left out. Reads the file.
-inline node_set read_online_nodes(const std::string& root = "") {
-  const std::optional<std::string> text = read_kernel_text(root, "/sys/devices/system/node/online");
+inline node_set read_node_list(const std::string& root, const char* file) {
+  const std::optional<std::string> text = read_kernel_text(root, file);
   node_set set;
   if (!text) return node_set{0};
   std::string_view rest(*text);
@@ -155,9 +155,21 @@ inline node_set read_online_nodes(const std::string& root = "") {
   return set.empty() ? node_set{0} : set;
 }
 
+/// The online nodes, from /sys/devices/system/node/online (read_node_list).
+inline node_set read_online_nodes(const std::string& root = "") {
+  return read_node_list(root, "/sys/devices/system/node/online");
+}
+
 /// The online nodes, read once (the set changes only with memory hot-plug of a whole node).
 inline node_set online_nodes() {
   static const node_set nodes = read_online_nodes();
+  return nodes;
+}
+
+/// The nodes with memory (has_memory), read once: what Mems_allowed holds outside a cpuset; a
+/// node of CPUs only is online but never allowed.
+inline node_set memory_nodes() {
+  static const node_set nodes = read_node_list("", "/sys/devices/system/node/has_memory");
   return nodes;
 }
 

@@ -26,6 +26,12 @@
 //                          nodes this process may use ran short, or others took the pages
 //   limit_unseen           fault-in refused, and the hugetlb cgroup hierarchy cannot be read
 //
+// A process whose cpuset allows fewer nodes than have memory (Mems_allowed) gets pool pages from
+// those nodes' pools only: the kernel refuses a reservation their free pages cannot cover, however
+// many other nodes hold. The cause stays what the system-wide pool says (the retry decision is
+// unchanged); where the allowed nodes' free pages are fewer than asked, the message names them
+// and advises their per-node pools or a wider cpuset, never the system-wide size.
+//
 // pool_resize_command() is the one text of the command that sizes a pool: these messages and
 // hugepage-doctor's advice print it.
 //
@@ -35,18 +41,21 @@
 // mapping_count_limit; call_refused where neither explains it).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include "hugepage/cgroup.hpp"
 #include "hugepage/detail/refusal_facts.hpp"
 #include "hugepage/errors.hpp"
 #include "hugepage/format_bytes.hpp"
 #include "hugepage/hugetlb_pool.hpp"
+#include "hugepage/numa.hpp"
 #include "hugepage/page_size.hpp"
 
 namespace hugepage {
@@ -132,6 +141,11 @@ struct hugetlb_refusal {
   std::uint64_t physical_memory = 0;    ///< bytes; 0 when unknown
   std::uint64_t other_pools_bytes = 0;  ///< memory the pools of other page sizes hold
   std::size_t default_page_bytes = 0;   ///< Hugepagesize; 0 when unknown
+  /// The nodes this process may use (its cpuset's Mems_allowed) where they are fewer than the
+  /// nodes with memory; empty otherwise (all of them, or unknown).
+  node_set cpuset_nodes;
+  /// The pools of `size` on each node with memory, read where cpuset_nodes is not empty.
+  std::vector<hugetlb_pool> node_pools;
 
   /// The bytes asked.
   std::uint64_t bytes() const noexcept { return pages * bytes_of(size); }
@@ -166,6 +180,16 @@ inline hugetlb_refusal read_hugetlb_refusal(refusal_stage stage, page_size size,
     }
   }
   facts.default_page_bytes = detail::read_default_huge_page_bytes();
+  if (const std::optional<node_set> allowed = numa::allowed_nodes()) {
+    const std::uint64_t memory = numa::memory_nodes().mask;
+    if ((memory & ~allowed->mask) != 0 && (memory & allowed->mask) != 0) {
+      facts.cpuset_nodes = node_set::of_mask(memory & allowed->mask);
+      for (int n = 0; n < 64; ++n) {
+        if ((memory >> n & 1U) == 0) continue;
+        if (const auto pool = read_pool(bytes_of(size), n)) facts.node_pools.push_back(*pool);
+      }
+    }
+  }
   return facts;
 }
 
@@ -206,6 +230,55 @@ inline std::uint64_t pool_target_bytes(const hugetlb_refusal& f) noexcept {
 inline std::uint64_t pool_room_bytes(const hugetlb_refusal& f) noexcept {
   const std::uint64_t cap = pool_memory_cap(f.physical_memory);
   return cap > f.other_pools_bytes ? cap - f.other_pools_bytes : 0;
+}
+
+// The free pages of the pools of the cpuset's nodes (`inside`) or of the other nodes with memory.
+inline std::uint64_t node_free(const hugetlb_refusal& f, bool inside) noexcept {
+  std::uint64_t free = 0;
+  for (const hugetlb_pool& pool : f.node_pools) {
+    if (f.cpuset_nodes.contains(pool.node.value_or(-1)) == inside) free += pool.free.value_or(0);
+  }
+  return free;
+}
+
+// Whether the cpuset explains the shortage: its nodes' free pages are fewer than asked (what the
+// kernel compares a reservation with).
+inline bool cpuset_short(const hugetlb_refusal& f) noexcept {
+  return !f.cpuset_nodes.empty() && node_free(f, true) < f.pages;
+}
+
+// "node 0" or "nodes 0,2".
+inline std::string nodes_text(node_set nodes) {
+  return ((nodes.mask & (nodes.mask - 1)) == 0 ? "node " : "nodes ") + nodes.text();
+}
+
+// The words for cpuset_short: the allowed nodes, their free pages, the others', and the per-node
+// pool to raise (the first allowed node's; its current size plus what is missing).
+inline std::string cpuset_text(const hugetlb_refusal& f) {
+  const node_set& allowed = f.cpuset_nodes;
+  const bool one = (allowed.mask & (allowed.mask - 1)) == 0;
+  const std::uint64_t inside = node_free(f, true);
+  std::string each;  // "node 0: 1, node 2: 2"
+  std::uint64_t others = 0;
+  std::uint64_t total = 0;  // the first allowed node's pool
+  for (const hugetlb_pool& pool : f.node_pools) {
+    const int n = pool.node.value_or(0);
+    if (!allowed.contains(n)) {
+      others |= std::uint64_t{1} << n;
+      continue;
+    }
+    each += (each.empty() ? "node " : ", node ") + std::to_string(n) + ": " +
+            std::to_string(pool.free.value_or(0));
+    if (n == allowed.first()) total = pool.total.value_or(0);
+  }
+  return "; this process's cpuset allows " + nodes_text(allowed) + (one ? " only" : "") +
+         " (Mems_allowed), whose pool" + (one ? " has " : "s have ") + std::to_string(inside) +
+         " free" + (one ? "" : " (" + each + ")") + ": the " + std::to_string(node_free(f, false)) +
+         " free on " + nodes_text(node_set::of_mask(others)) +
+         " cannot serve this process. Reserve more on node " + std::to_string(allowed.first()) +
+         ": echo " + std::to_string(total + f.pages - inside) + " > " +
+         numa::node_pool_file(allowed.first(), f.size, "nr_hugepages") +
+         (one ? "" : " (or another allowed node's)") + ", or widen the cpuset (cpuset.mems)";
 }
 
 }  // namespace detail
@@ -276,6 +349,7 @@ inline std::string explain(const hugetlb_refusal& f) {
       return what + detail::process_limit_text(cause, f.mappings, f.max_mappings) +
              ", whatever the pool holds";
     case refusal_cause::fault_elsewhere:
+      if (detail::cpuset_short(f)) return what + detail::cpuset_text(f);
       return what +
              "; no hugetlb cgroup limit explains it: the pool ran short on the NUMA nodes this "
              "process may use (cpuset, memory policy), or other processes took the pages";
@@ -300,6 +374,10 @@ inline std::string explain(const hugetlb_refusal& f) {
             std::to_string(*pool.overcommit);
   }
   what += ")";
+  // The pool has room, or would with more pages, but not on the nodes this process may use.
+  if (cause != refusal_cause::beyond_memory && detail::cpuset_short(f)) {
+    return what + detail::cpuset_text(f);
+  }
   if (cause == refusal_cause::pool_refilled) {
     return what +
            "; it was short when the kernel refused and is in concurrent use: size it for the "
@@ -374,7 +452,8 @@ namespace detail {
 }
 
 /// Throws the exception for the facts, with explain(f) as its message: hugetlb_limit_exceeded
-/// (cgroup_limit), pool_exhausted (the pool short or refilled), allocation_error otherwise.
+/// (cgroup_limit), pool_exhausted (the pool short or refilled; the pages available are those of
+/// the cpuset's nodes where they are fewer), allocation_error otherwise.
 [[noreturn, gnu::noinline, gnu::cold]] inline void throw_refusal(const hugetlb_refusal& f) {
   const std::string message = explain(f);
   switch (cause_of(f)) {
@@ -387,7 +466,9 @@ namespace detail {
     case refusal_cause::pool_refilled:
     case refusal_cause::beyond_memory:
     case refusal_cause::pool_short:
-      throw pool_exhausted(message, f.error, f.size, f.pages, f.available());
+      throw pool_exhausted(
+          message, f.error, f.size, f.pages,
+          cpuset_short(f) ? std::min(f.available(), node_free(f, true)) : f.available());
     case refusal_cause::no_pool:
     case refusal_cause::call_refused:
     case refusal_cause::address_space_limit:
