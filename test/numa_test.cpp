@@ -317,7 +317,11 @@ TEST(NumaPlacement, AnInvalidNodeSetAllocatesNothingBelowTheThreshold) {
     ASSERT_FALSE(s.is_mapped(pib));
     EXPECT_THROW(s.allocate(pib, 8), allocation_error) << name_of(numa.mode);
   }
-  EXPECT_THROW(strategy::thp(all_small).allocate(pib, 8), std::bad_alloc);
+  // The same request with no placement reaches the heap, which refuses it (ASan's heap aborts on
+  // a request past its limit instead of throwing: the control is for the plain build).
+  if (!test::under_asan()) {
+    EXPECT_THROW(strategy::thp(all_small).allocate(pib, 8), std::bad_alloc);
+  }
 }
 
 // A valid placement places mapped blocks only: a block below the threshold comes from the heap,
