@@ -75,7 +75,9 @@ TEST(BenchScenarioLoop, AStallDuringTheCatchUpIsTheCatchUps) {
   // The ~500 due during the first stall and the ~300 during the second: not only those due
   // while the flag was set.
   EXPECT_GE(r.catch_up.count(), 750U);
-  EXPECT_LT(r.flag_set.quantile(1.0), 75'000'000);
+  // The second stall is not the set phase's: its worst request waited for the first stall only,
+  // the catch-up's for both (at least 30 ms more, however late a busy machine wakes a sleep).
+  EXPECT_LE(r.flag_set.quantile(1.0) + 20'000'000, r.catch_up.quantile(1.0));
 }
 
 // A request that started while the flag was set is the set phase's, even when the flag cleared
