@@ -111,6 +111,15 @@ TEST(BenchScenarioLoop, WithoutAFlagNothingIsSplit) {
   EXPECT_EQ(r.flag_clear.count(), 0U);
 }
 
+// The episode the request due at `ms` belongs to, or null (on a busy machine a preemption just
+// before it may have begun the episode).
+const stall_episode* episode_at(const std::vector<stall_episode>& all, double ms) {
+  for (const stall_episode& e : all) {
+    if (e.from_ms < ms + 0.5 && ms < e.from_ms + e.longest_ms) return &e;
+  }
+  return nullptr;
+}
+
 // The stalls one by one: a stalled request due after the last one ended begins an episode, those
 // queued behind it are its own, and each is laid beside the sampler reads and busy spans (a
 // child's life) that ran then, on the sampler's clock (here 50 ms ahead of the loop's).
@@ -123,17 +132,9 @@ TEST(BenchScenarioLoop, StallsAreEpisodesLaidBesideWhatRanThen) {
   const std::vector<sample> reads = {{150.5, 0, -1, 5.0}};  // a read from 150.5 to 155.5 ms
   const std::vector<span> lives = {{245, 280}};             // the 20 ms stall at 250 only
   const std::vector<stall_episode> all = stall_episodes(r, origin, reads, lives);
-  // The episode the request due at `ms` belongs to (on a busy machine a preemption just before
-  // may have begun it).
-  const auto at = [&](double ms) -> const stall_episode* {
-    for (const stall_episode& e : all) {
-      if (e.from_ms < ms + 0.5 && ms < e.from_ms + e.longest_ms) return &e;
-    }
-    return nullptr;
-  };
-  const stall_episode* sampled = at(150);
-  const stall_episode* busy = at(250);
-  const stall_episode* neither = at(310);
+  const stall_episode* sampled = episode_at(all, 150);
+  const stall_episode* busy = episode_at(all, 250);
+  const stall_episode* neither = episode_at(all, 310);
   ASSERT_NE(sampled, nullptr);
   ASSERT_NE(busy, nullptr);
   ASSERT_NE(neither, nullptr);
@@ -172,14 +173,8 @@ TEST(BenchScenarioLoop, AStallSaysWhereTheLoopsThreadWas) {
     }
   });
   const std::vector<stall_episode> all = stall_episodes(r, r.start, {}, {});
-  const auto at = [&](double ms) -> const stall_episode* {
-    for (const stall_episode& e : all) {
-      if (e.from_ms < ms + 0.5 && ms < e.from_ms + e.longest_ms) return &e;
-    }
-    return nullptr;
-  };
-  const stall_episode* slept = at(50);
-  const stall_episode* computed = at(150);
+  const stall_episode* slept = episode_at(all, 50);
+  const stall_episode* computed = episode_at(all, 150);
   ASSERT_NE(slept, nullptr);
   ASSERT_NE(computed, nullptr);
   EXPECT_GE(slept->usage.waits, 1);
