@@ -615,6 +615,43 @@ TEST(NumaTwoNodes, APreferredNodeOutsideTheCpusetIsAFallbackNotAnError) {
   }
 }
 
+// bind({0, 1}) or interleave({0, 1}) in a cpuset of node 0: the kernel narrows the set to the
+// nodes the cpuset allows (mbind intersects it with Mems_allowed) and says nothing, and the
+// library lets it. Where the block went is what numa_maps and the kernel's policy show.
+TEST(NumaTwoNodes, ASetPartlyOutsideTheCpusetIsNarrowedToItsAllowedNodes) {
+  HUGEPAGE_REQUIRE_TWO_NODES();
+  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("moving into a cpuset cgroup needs root");
+  if (numa::read_node_pool(0, page_size::huge_2m, "free_hugepages").value_or(0) < kBlock / kHuge) {
+    HUGEPAGE_SKIP_OR_FAIL("node 0's 2 MiB pool has no " + std::to_string(kBlock / kHuge) +
+                          " free pages");
+  }
+  const cpuset_of_node_zero cpuset;
+  if (!cpuset.ok()) HUGEPAGE_SKIP_OR_FAIL(cpuset.why());
+  ASSERT_EQ(numa::allowed_nodes(), node_set{0});
+  allocation_options prefaulted;
+  prefaulted.prefault = true;
+  constexpr int mpol_bind = 2, mpol_interleave = 3;
+  for (const strategy& plain : {strategy::thp(prefaulted), strategy::hugetlb()}) {
+    for (const numa_placement& placement :
+         {numa_placement::bind(node_set{0, 1}), numa_placement::interleave(node_set{0, 1})}) {
+      SCOPED_TRACE(std::to_string(int(plain.how())) + " " + name_of(placement.mode));
+      const strategy s = plain.placed(placement);
+      const std::uint64_t other = stats().fallbacks_to_other_node;
+      void* p = s.allocate(kBlock, 1);
+      const test::kernel_policy policy = test::policy_at(p);
+      EXPECT_EQ(policy.mode, placement.mode == numa_mode::bind ? mpol_bind : mpol_interleave);
+      EXPECT_EQ(policy.nodes, 1UL) << "the kernel's set is node 0 alone";
+      // The block's mapping may have merged with a neighbour of the same policy (one of 2 MiB
+      // in the whole suite's run): at least the prefaulted block on node 0, nothing on node 1.
+      const std::map<int, std::size_t> maps = numa_maps_bytes(p);
+      EXPECT_GE(maps.count(0) != 0 ? maps.at(0) : 0, kBlock);
+      EXPECT_EQ(maps.count(1), 0U);
+      EXPECT_EQ(stats().fallbacks_to_other_node, other);
+      s.deallocate(p, kBlock, 1);
+    }
+  }
+}
+
 // A cpuset of node 0 gets hugetlb pages from node 0's pool only: with it empty and node 1's pool
 // full, the kernel refuses the reservation. The refusal says so - the allowed node, its free
 // pages, the other node's, node 0's pool file - never that the pool as a whole is short.
