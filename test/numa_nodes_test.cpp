@@ -197,6 +197,10 @@ std::uint64_t vmstat(const char* name) {
 // entry), resident though it is: the per-node figures must not lose it, PMD-mapped or split into
 // base pages. As root the frame's node comes from sysfs's memory blocks; without CAP_SYS_ADMIN
 // (frames hidden) the bytes are counted as unattributed, with a note.
+struct balanced_options : default_options {
+  static constexpr const char* label = "numa-balanced";
+};
+
 TEST(NumaTwoNodes, PagesNumaBalancingMarkedStayOnTheirNodes) {
   HUGEPAGE_REQUIRE_TWO_NODES();
   if (!test::thp_usable()) HUGEPAGE_SKIP_OR_FAIL("THP is not usable here");
@@ -209,8 +213,8 @@ TEST(NumaTwoNodes, PagesNumaBalancingMarkedStayOnTheirNodes) {
     for (const bool as_nobody : {false, true}) {
       const int code = test::run_in_child([=]() -> int {
         constexpr std::size_t bytes = 2 * kBlock;
-        const strategy s = strategy::thp();
-        char* const p = static_cast<char*>(s.allocate(bytes, 1));
+        thp_allocator<char, balanced_options> s;
+        char* const p = s.allocate(bytes);
         // First touch under a task policy: the mapping keeps the default policy, which NUMA
         // balancing scans (it passes over a bound one).
         for (int node = 0; node < 2; ++node) {
@@ -256,6 +260,22 @@ TEST(NumaTwoNodes, PagesNumaBalancingMarkedStayOnTheirNodes) {
         if (r.resident_bytes() != bytes) return 6;
         if (placed + r.nodes_unattributed != bytes) return 7;
         if (r.nodes_unattributed != 0 && r.nodes_note.empty()) return 8;
+        // The label's metrics say the same: some unattributed where the report had some (the
+        // block is not touched, so its marks stay), none as root.
+        std::ostringstream metrics;
+        write_metrics(metrics);
+        const std::string series =
+            "hugepage_label_node_unattributed_bytes{label=\"numa-balanced\"} ";
+        const std::size_t at = metrics.str().find(series);
+        if (at == std::string::npos) return 13;
+        const std::uint64_t exported = std::stoull(metrics.str().substr(at + series.size()));
+        if ((exported != 0) != (r.nodes_unattributed != 0)) return 14;
+        std::ostringstream json;
+        write_metrics_json(json);
+        if (json.str().find("\"nodes_unattributed\":" + std::to_string(exported)) ==
+            std::string::npos) {
+          return 15;
+        }
         if (!as_nobody && blocks) {
           if (r.nodes_unattributed != 0) return 9;
           for (int node = 0; node < 2; ++node) {
@@ -264,7 +284,7 @@ TEST(NumaTwoNodes, PagesNumaBalancingMarkedStayOnTheirNodes) {
             if (r.huge_bytes_on_node(node) != (split ? 0 : r.bytes_on_node(node))) return 11;
           }
         }
-        s.deallocate(p, bytes, 1);
+        s.deallocate(p, bytes);
         return 0;
       });
       if (code == 5) HUGEPAGE_SKIP_OR_FAIL("NUMA balancing marked too few pages within 20 s");
@@ -274,7 +294,9 @@ TEST(NumaTwoNodes, PagesNumaBalancingMarkedStayOnTheirNodes) {
                          << ": 6 resident is not the block, 7 bytes per node and unattributed "
                             "are not the resident bytes, 8 unattributed without a note, 9 "
                             "unattributed as root, 10 a node's bytes are not numa_maps', 11 huge "
-                            "bytes per node wrong";
+                            "bytes per node wrong, 13 no unattributed series for the label, 14 "
+                            "it says none where the report has some or the other way, 15 the "
+                            "JSON's nodes_unattributed differs";
     }
   }
 }

@@ -237,9 +237,15 @@ TEST(NumaPlacement, AllocatorOptionsPlaceTheContainerAndItsLabelReportsPerNode) 
   std::ostringstream json;
   write_metrics_json(json);
   EXPECT_NE(json.str().find("\"nodes\":{\"0\":{\"bytes\":" + std::to_string(kBlock) +
-                            ",\"huge_bytes\":" + std::to_string(kBlock) + "}}"),
+                            ",\"huge_bytes\":" + std::to_string(kBlock) +
+                            "}},\"nodes_unattributed\":0,\"nodes_note\":\"\""),
             std::string::npos)
       << json.str();
+  // Every resident byte on a node the kernel named: none unattributed.
+  EXPECT_NE(
+      metrics.str().find("hugepage_label_node_unattributed_bytes{label=\"numa-node-zero\"} 0\n"),
+      std::string::npos)
+      << metrics.str();
 }
 
 TEST(NumaPlacement, ANodeThatDoesNotExistIsAClearErrorAndMapsNothing) {

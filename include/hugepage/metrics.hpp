@@ -23,6 +23,10 @@
 //       (backing_report::nodes, from the kernel; only nodes holding some). Where the huge bytes
 //       per node are an estimate (nodes_estimated: no PAGEMAP_SCAN and no kpageflags), each
 //       node's huge bytes are NaN, null in the JSON, whose "nodes_note" says why.
+//   hugepage_label_node_unattributed_bytes{label}          gauge   resident bytes on no node the
+//       kernel named (backing_report::nodes_unattributed: Linux 6.1's move_pages answers EFAULT
+//       for a page NUMA balancing marked, and the frame is hidden without root); with the node
+//       bytes, the label's resident bytes. NaN where the coverage could not be read.
 // A label whose coverage could not be read (/proc/self/smaps and pagemap closed: its report has
 // `unknown` bytes) exports NaN for every coverage part but `unknown` and for its ratio, and null
 // in the JSON: never 0, which reads as "nothing is huge".
@@ -216,6 +220,15 @@ inline void write_metrics(std::ostream& out) {
       }
     }
   }
+  w.family("hugepage_label_node_unattributed_bytes", "gauge",
+           "resident bytes of the labelled container on no NUMA node the kernel named");
+  for (const auto& l : list) {
+    if (l.coverage.known()) {
+      w.sample({{"label", l.label}}, l.coverage.nodes_unattributed);
+    } else {
+      w.sample({{"label", l.label}}, std::string("NaN"));
+    }
+  }
   w.family("hugepage_requested_bytes", "gauge", "bytes mapped by the library, by method asked");
   w.sample(sample_labels{{"method", "thp"}}, s.requested_thp);
   w.sample(sample_labels{{"method", "collapse"}}, s.requested_collapse);
@@ -263,7 +276,8 @@ inline void write_metrics(std::ostream& out) {
 
 /// The same figures as write_metrics(), as one JSON object:
 ///   {"labels": [{"label", "blocks", "requested_bytes": {...}, "obtained_bytes": {...},
-///                "fallbacks", "nodes": {node: {"bytes", "huge_bytes"}}, "nodes_note",
+///                "fallbacks", "nodes": {node: {"bytes", "huge_bytes"}},
+///                "nodes_unattributed", "nodes_note",
 ///                "coverage_bytes": {...},
 ///                "huge_ratio", "exact"}],
 ///    "stats": {stats() by field name}, "upkeep": {upkeep_stats() by field name}}
@@ -318,7 +332,13 @@ inline void write_metrics_json(std::ostream& out) {
       }
       j += '}';
     }
-    j += "},\"nodes_note\":\"" + detail::json_string_value(c.nodes_note) + '"';
+    j += '}';
+    if (c.known()) {
+      field("nodes_unattributed", c.nodes_unattributed);
+    } else {
+      j += ",\"nodes_unattributed\":null";
+    }
+    j += ",\"nodes_note\":\"" + detail::json_string_value(c.nodes_note) + '"';
     j += ",\"coverage_bytes\":{";
     if (c.known()) {
       first("thp", c.thp);
