@@ -191,6 +191,10 @@ TEST(Metrics, UnreadableProcIsUnknownNotZero) {
     if (unknown == m.samples.end() || unknown->second != 4.0 * mib) return 32;
     const auto ratio = m.samples.find("hugepage_label_huge_ratio" + label + "}");
     if (ratio == m.samples.end() || !std::isnan(ratio->second)) return 33;
+    const auto unattributed =
+        m.samples.find("hugepage_label_node_unattributed_bytes" + label + "}");
+    if (unattributed == m.samples.end() || !std::isnan(unattributed->second)) return 35;
+    if (json.str().find("\"nodes_unattributed\":null") == std::string::npos) return 36;
     const std::string expected =
         "\"coverage_bytes\":{\"thp\":null,\"hugetlb_2m\":null,\"hugetlb_1g\":null,\"base\":null,"
         "\"not_resident\":null,\"unmapped\":null,\"unknown\":4194304},\"huge_ratio\":null,"
