@@ -118,6 +118,7 @@ inline backing_report backing_from(const process_view& view, const void* p, std:
   detail::backing_by_pfn(mappings, lo, hi, pagemap, kpageflags, r);
   // No fallback: smaps asked for, or kpageflags exact.
   detail::settle_pfn_note(r, !(source == backing_source::smaps || (r.exact && r.source == source)));
+  detail::note_smaps_blind_spot(view, r);
   return r;
 }
 
@@ -241,6 +242,7 @@ inline std::vector<backing_report> backing_of_mappings(const process_view& view,
     }
     detail::backing_by_pfn(one, m.start, m.end, view.pagemap_fd(), view.kpageflags_fd(), r);
     detail::settle_pfn_note(r, !(r.exact && r.source == backing_source::kpageflags));
+    detail::note_smaps_blind_spot(view, r);
     r.note = detail::after_fallback(this_why, r);
     out.push_back(std::move(r));
   }
