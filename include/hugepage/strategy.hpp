@@ -683,6 +683,12 @@ class strategy {
       message += "node(s) " + missing.text() + " do not exist: the online nodes are " +
                  online.text() + " (/sys/devices/system/node/online)";
       ec = std::make_error_code(std::errc::invalid_argument);
+    } else if (const std::optional<node_set> allowed = numa::allowed_nodes();
+               ec == std::errc::invalid_argument && allowed &&
+               (numa.nodes.mask & allowed->mask) == 0) {
+      message += "node(s) " + numa.nodes.text() + " are outside this process's cpuset, which " +
+                 "allows node(s) " + allowed->text() +
+                 " (Mems_allowed_list in /proc/self/status); mbind: " + ec.message();
     } else if (ec == std::errc::invalid_argument) {
       message += "mbind: " + ec.message() +
                  " (nodes outside this process's cpuset? see Mems_allowed_list in "
