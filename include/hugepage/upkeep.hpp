@@ -698,6 +698,19 @@ inline upkeep_result upkeep_paced(const process_view& self, const collapse_budge
           stop = true;
           break;
         }
+        // Its node, only while some node is backed off: a chunk of a node still waiting stays
+        // in `left` (before the pacer's pause: passing over it costs no collapse work); a
+        // success on a node ends that node's back-off. A query: the block need not be pinned.
+        int node = -1;
+        const bool looked = c.nodes_backing_off.load(relaxed) != 0;
+        if (looked) {
+          node = detail::node_of_page(static_cast<const char*>(k.p) +
+                                      (at - reinterpret_cast<std::uintptr_t>(k.p)));
+          if (node >= 0 && detail::steady_ns() < c.node_retry_at[node].load(relaxed)) {
+            ++node_waits;
+            continue;
+          }
+        }
         if (pace != nullptr) {
           // A chunk whose expected cost does not fit what is left is not started; the first of a
           // call is (it measures the cost, and the pacer carries any overspend to the next
@@ -726,23 +739,11 @@ inline upkeep_result upkeep_paced(const process_view& self, const collapse_budge
         // Pinned: until unpin() the block cannot be unmapped, so the range is still its own.
         // The chunk's pointer derived from the block's, not made from an integer.
         char* const chunk = static_cast<char*>(k.p) + (at - reinterpret_cast<std::uintptr_t>(k.p));
-        // Its node, only while some node is backed off: a chunk of a node still waiting stays
-        // in `left`; a success on a node ends that node's back-off.
-        int node = -1;
-        const bool looked = c.nodes_backing_off.load(relaxed) != 0;
-        if (looked) {
-          node = detail::node_of_page(chunk);
-          if (node >= 0 && detail::steady_ns() < c.node_retry_at[node].load(relaxed)) {
-            detail::registry().unpin(k.p);
-            ++node_waits;
-            continue;
-          }
-        }
         const clock::time_point chunk_start = clock::now();
         const collapse_result one =
             detail::collapse_range(-1, self.pagemap_fd(), chunk, collapse_chunk, {});
-        // ENOMEM: the huge page is allocated on the chunk's node (Linux 6.1: on the node of most
-        // of its pages, __GFP_THISNODE), so the refusal says nothing of the other nodes.
+        // ENOMEM: the huge page is allocated on the chunk's own node (Linux 6.1: __GFP_THISNODE),
+        // so the refusal says nothing of the other nodes.
         if (!looked && one.refused != 0 && one.refusals[0].error == ENOMEM)
           node = detail::node_of_page(chunk);
         detail::registry().unpin(k.p);
