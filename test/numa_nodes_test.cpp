@@ -24,6 +24,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <typeinfo>
 #include <utility>
 #include <vector>
@@ -37,8 +38,10 @@
 #include "hugepage/shared_arena_allocator.hpp"
 #include "hugepage/stats.hpp"
 #include "hugepage/strategy.hpp"
+#include "hugepage/upkeep.hpp"
 #include "numa_support.hpp"
 #include "support.hpp"
+#include "upkeep_support.hpp"
 
 namespace hugepage {
 namespace {
@@ -473,6 +476,185 @@ TEST(NumaTwoNodes, ASharedArenasSlabsFollowItsTag) {
   const backing_report r = shared_arena<node_one_tag>().backing();
   EXPECT_GT(r.resident_bytes(), 0U);
   EXPECT_EQ(r.bytes_on_node(1), r.resident_bytes());
+}
+
+// A kernel setting (one line of /proc or /sys) set for a test and put back after it.
+class file_setting {
+ public:
+  file_setting(std::string file, const char* value) : file_(std::move(file)) {
+    std::ifstream in(file_);
+    if (!std::getline(in, saved_)) return;
+    std::ofstream(file_) << value << '\n';
+    set_ = true;
+  }
+  ~file_setting() {
+    if (set_) std::ofstream(file_) << saved_ << '\n';
+  }
+  file_setting(const file_setting&) = delete;
+  file_setting& operator=(const file_setting&) = delete;
+
+ private:
+  std::string file_;
+  std::string saved_;
+  bool set_ = false;
+};
+
+// A number of kB from /sys/devices/system/node/nodeN/meminfo ("Node 0 MemFree:  123 kB").
+std::uint64_t node_meminfo_kb(int node, const std::string& key) {
+  std::ifstream in("/sys/devices/system/node/node" + std::to_string(node) + "/meminfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string word, name;
+    std::uint64_t value = 0;
+    if (words >> word >> word >> name >> value && name == key + ":") return value;
+  }
+  return 0;
+}
+
+struct upkept_on_two : default_options {
+  static constexpr const char* label = "numa-upkept";
+};
+
+// MADV_COLLAPSE allocates a chunk's huge page on the chunk's node (Linux 6.1: the node of most of
+// its pages, __GFP_THISNODE), so ENOMEM there says nothing of the other node: upkeep backs off
+// node 0 only and restores node 1's chunks. A labelled block, half first touched on each node,
+// split to base pages; node 0 filled by its hugetlb pool; then upkeep calls (each slow chunk under
+// TCG backs the process off 1 s: the calls go on until node 1 is huge, 120 s at most). Without the
+// per-node back-off node 0's first chunk ends every call and node 1 is never restored.
+TEST(NumaTwoNodes, UpkeepBacksOffOnlyTheNodeThatHasNoFreeHugePage) {
+  HUGEPAGE_REQUIRE_TWO_NODES();
+  REQUIRE_THP_AND_COLLAPSE();
+  if (::geteuid() != 0) HUGEPAGE_SKIP_OR_FAIL("sets the per-node pools and splits pages (root)");
+  std::optional<node_pools> pools(std::in_place);
+  if (!pools->readable()) HUGEPAGE_SKIP_OR_FAIL("no per-node 2 MiB pool files");
+  const std::optional<std::uint64_t> pool_at_start[2] = {
+      numa::read_node_pool(0, page_size::huge_2m, "nr_hugepages"),
+      numa::read_node_pool(1, page_size::huge_2m, "nr_hugepages")};
+  // NUMA balancing would mark pages PROT_NONE, and Linux 6.1's move_pages names no node for them.
+  const file_setting no_balancing("/proc/sys/kernel/numa_balancing", "0");
+  auto& c = detail::global_upkeep_counters();
+  struct clear_backoffs {  // never left behind for the next test, pass or fail
+    detail::upkeep_counters& c;
+    ~clear_backoffs() {
+      for (int n = 0; n < 64; ++n) {
+        c.node_retry_at[n] = 0;
+        c.node_backoff[n] = 0;
+      }
+      c.nodes_backing_off = 0;
+    }
+  } clear{c};
+  constexpr std::size_t bytes = 2 * kBlock;
+  thp_allocator<char, upkept_on_two> alloc;
+  char* const p = alloc.allocate(bytes);
+  struct freed {
+    thp_allocator<char, upkept_on_two>& alloc;
+    char* p;
+    ~freed() { alloc.deallocate(p, bytes); }
+  } free_at_end{alloc, p};
+  for (int node = 0; node < 2; ++node) {
+    unsigned long mask = 1UL << node;
+    ASSERT_EQ(::syscall(SYS_set_mempolicy, numa::mpol_bind, &mask, 65UL), 0);
+    std::memset(p + node * kBlock, 'a' + node, kBlock);
+  }
+  ASSERT_EQ(::syscall(SYS_set_mempolicy, 0, nullptr, 0UL), 0);
+  // Split to base pages: MADV_NOHUGEPAGE keeps khugepaged off until node 0 is full (it collapsed
+  // half of node 0's chunks meanwhile in the 6.1 guest, THP always), the debugfs splitter splits
+  // every THP of the range; then the range is advised again, as the library advised it.
+  ASSERT_EQ(::madvise(p, bytes, MADV_NOHUGEPAGE), 0);
+  const char* const splitter = "/sys/kernel/debug/split_huge_pages";
+  {
+    std::ofstream out(splitter);
+    out << ::getpid() << ",0x" << std::hex << reinterpret_cast<std::uintptr_t>(p) << ",0x"
+        << reinterpret_cast<std::uintptr_t>(p + bytes) << '\n';
+    out.flush();
+    if (!out) HUGEPAGE_SKIP_OR_FAIL(std::string("cannot write ") + splitter);
+  }
+  const backing_report split = backing_of(p, bytes);
+  for (int node = 0; node < 2; ++node) {
+    ASSERT_EQ(split.bytes_on_node(node), kBlock) << "node " << node;
+    ASSERT_EQ(split.huge_bytes_on_node(node), 0U) << "node " << node;
+  }
+  // Node 0 full: its pool takes every huge page the kernel can find there.
+  const std::uint64_t total_kb = node_meminfo_kb(0, "MemTotal");
+  ASSERT_GT(total_kb, 0U);
+  node_pools::set(0, total_kb / (kHuge / 1024));
+  const std::uint64_t taken =
+      numa::read_node_pool(0, page_size::huge_2m, "nr_hugepages").value_or(0);
+  std::fprintf(stderr, "node 0: %llu MiB, pool %llu pages, %llu MiB free after\n",
+               static_cast<unsigned long long>(total_kb / 1024),
+               static_cast<unsigned long long>(taken),
+               static_cast<unsigned long long>(node_meminfo_kb(0, "MemFree") / 1024));
+  ASSERT_EQ(::madvise(p, bytes, MADV_HUGEPAGE), 0);
+  // What khugepaged may have restored since (none seen): node 0's stays as it is.
+  const std::size_t huge_on_0 = backing_of(p, kBlock).huge_bytes_on_node(0);
+  ASSERT_LT(huge_on_0, kBlock) << "khugepaged restored node 0 first: nothing to refuse";
+  const auto wait_out_process_back_off = [&c] {
+    for (int i = 0; i < 7000 && detail::steady_ns() < c.retry_at.load(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  };
+  wait_out_process_back_off();
+  const upkeep_statistics before = upkeep_stats();
+  std::vector<upkeep_result> calls;
+  const auto start = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - start < std::chrono::seconds(120)) {
+    calls.push_back(upkeep());
+    const upkeep_result& r = calls.back();
+    std::fprintf(stderr, "call %zu: %s\n", calls.size(), test::describe(r).c_str());
+    EXPECT_EQ(r.restored + r.already_huge + r.refused + r.left + r.gone, r.decayed_bytes);
+    EXPECT_EQ(r.refusals_of(ENOMEM) * kHuge, r.refused) << "node 0's chunks: ENOMEM only";
+    if (backing_of(p + kBlock, kBlock).huge_bytes_on_node(1) == kBlock) break;
+    wait_out_process_back_off();  // a slow chunk (TCG), not node 0's ENOMEM
+  }
+  const backing_report after = backing_of(p, bytes);
+  ASSERT_EQ(after.huge_bytes_on_node(1), kBlock) << "node 1's chunks were not restored";
+  EXPECT_EQ(after.huge_bytes_on_node(0), huge_on_0);
+  EXPECT_EQ(after.bytes_on_node(0), kBlock) << "node 0's chunks left where they were";
+  std::size_t restored = 0, refused = 0, backed_off = 0;
+  for (const upkeep_result& r : calls) {
+    restored += r.restored;
+    refused += r.refusals_of(ENOMEM);
+    backed_off += r.backed_off ? 1 : 0;
+  }
+  EXPECT_GE(refused, 1U) << "node 0 was not full";
+  const upkeep_statistics mid = upkeep_stats();
+  EXPECT_EQ(mid.calls - before.calls, calls.size());
+  EXPECT_EQ(mid.restored_bytes - before.restored_bytes, restored);
+  EXPECT_EQ(mid.refused_chunks - before.refused_chunks, refused);
+  EXPECT_EQ(mid.backed_off - before.backed_off, backed_off);
+  EXPECT_NE(c.nodes_backing_off.load() & 1U, 0U) << "node 0 backs off";
+  EXPECT_EQ(c.nodes_backing_off.load() & 2U, 0U) << "node 1 does not";
+
+  // A later call: node 1 stays huge, node 0 backed off. Its wait may have run out while a slow
+  // chunk's second passed: a call then refuses node 0 again, which backs it off twice as long.
+  wait_out_process_back_off();
+  upkeep_result later;
+  std::uint64_t later_calls = 0;
+  for (int i = 0; i < 3; ++i) {
+    later = upkeep();
+    ++later_calls;
+    std::fprintf(stderr, "later call: %s\n", test::describe(later).c_str());
+    EXPECT_EQ(later.restored, 0U);
+    EXPECT_EQ(later.refusals_of(ENOMEM) * kHuge, later.refused);
+    if (later.backed_off) break;
+    wait_out_process_back_off();
+  }
+  EXPECT_TRUE(later.backed_off) << test::describe(later);
+  EXPECT_EQ(later.decayed_bytes, kBlock - huge_on_0) << "node 0's chunks only";
+  EXPECT_EQ(later.left, kBlock - huge_on_0);
+  EXPECT_EQ(later.calls, 0U);
+  EXPECT_EQ(backing_of(p + kBlock, kBlock).huge_bytes_on_node(1), kBlock);
+  const upkeep_statistics end = upkeep_stats();
+  EXPECT_EQ(end.calls, mid.calls + later_calls);
+  EXPECT_EQ(end.backed_off, mid.backed_off + (later.backed_off ? 1 : 0));
+  EXPECT_EQ(end.restored_bytes, mid.restored_bytes);
+  EXPECT_EQ(std::memcmp(p, std::string(kBlock, 'a').data(), kBlock), 0);
+  EXPECT_EQ(std::memcmp(p + kBlock, std::string(kBlock, 'b').data(), kBlock), 0);
+  pools.reset();  // put back now (a failed ASSERT above puts them back too), to check it
+  for (int node = 0; node < 2; ++node) {
+    EXPECT_EQ(numa::read_node_pool(node, page_size::huge_2m, "nr_hugepages"), pool_at_start[node])
+        << "node " << node << "'s pool";
+  }
 }
 
 struct mixed_on_two : default_options {

@@ -187,7 +187,12 @@ void finish_upkeep() { upkeep_until_done(collapse_budget{}); }
 // 32 MiB chunk is slower than upkeep_slow_chunk), so that the next call does work.
 void wait_out_back_off() {
   const auto& counters = hugepage::detail::global_upkeep_counters();
-  for (int i = 0; i < 7000 && hugepage::detail::steady_ns() < counters.retry_at.load(); ++i) {
+  const auto until = [&counters] {  // the process's back-off, and any node's (an ENOMEM there)
+    std::int64_t at = counters.retry_at.load();
+    for (int n = 0; n < 64; ++n) at = std::max(at, counters.node_retry_at[n].load());
+    return at;
+  };
+  for (int i = 0; i < 7000 && hugepage::detail::steady_ns() < until(); ++i) {
     std::this_thread::sleep_for(10ms);
   }
 }
@@ -419,6 +424,59 @@ TEST(Upkeep, RestoresWhatAPartialMprotectSplit) {
   for (std::size_t i = 0; i < fares.size(); i += kPage) {
     ASSERT_EQ(fares.get()[i], static_cast<char>(i / kPage)) << "at " << i;
   }
+}
+
+// A node backed off (an ENOMEM there: no free huge page on it) holds back its own chunks only.
+// Set by hand here, for the node of this machine's chunks: the call passes over every chunk
+// (backed_off, counted, all left, no MADV_COLLAPSE); once the node's wait is over its chunks are
+// tried, and a success there ends its back-off. A real ENOMEM on one of two nodes:
+// numa_nodes_test's UpkeepBacksOffOnlyTheNodeThatHasNoFreeHugePage.
+TEST(Upkeep, ANodeBackedOffHoldsBackItsOwnChunksUntilASuccessThere) {
+  REQUIRE_THP_AND_COLLAPSE();
+  Block<fares_opts> fares(8 * kChunk);
+  ASSERT_GE(huge_of(fares_opts::label), 0.99);
+  for (std::size_t at = 0; at < fares.size(); at += kChunk) {
+    ASSERT_EQ(::mprotect(fares.get() + at + kPage, kPage, PROT_READ), 0);
+    ASSERT_EQ(::mprotect(fares.get() + at + kPage, kPage, PROT_READ | PROT_WRITE), 0);
+  }
+  ASSERT_LE(huge_of(fares_opts::label), 0.05);
+  const int node = hugepage::detail::node_of_page(fares.get());
+  if (node < 0) HUGEPAGE_SKIP_OR_FAIL("move_pages names no node for the block's pages");
+  const std::uint64_t bit = std::uint64_t{1} << node;
+  auto& c = hugepage::detail::global_upkeep_counters();
+  struct clear_node {  // never left behind for the next test, pass or fail
+    hugepage::detail::upkeep_counters& c;
+    int node;
+    ~clear_node() {
+      c.node_retry_at[node] = 0;
+      c.node_backoff[node] = 0;
+      c.nodes_backing_off &= ~(std::uint64_t{1} << node);
+    }
+  } clear{c, node};
+  wait_out_back_off();
+  c.node_backoff[node] = hugepage::detail::next_backoff(0);
+  c.node_retry_at[node] = hugepage::detail::steady_ns() + std::int64_t{600'000'000'000};
+  c.nodes_backing_off |= bit;
+  const std::uint64_t backed_off = hugepage::upkeep_stats().backed_off;
+  const upkeep_result waiting = hugepage::upkeep();
+  EXPECT_TRUE(waiting.backed_off) << describe(waiting);
+  EXPECT_EQ(waiting.decayed_bytes, 8 * kChunk) << describe(waiting);
+  EXPECT_EQ(waiting.left, 8 * kChunk) << describe(waiting);
+  EXPECT_EQ(waiting.calls, 0u) << describe(waiting);
+  EXPECT_EQ(hugepage::upkeep_stats().backed_off, backed_off + 1);
+  EXPECT_LE(huge_of(fares_opts::label), 0.05);
+  EXPECT_NE(c.nodes_backing_off.load() & bit, 0u);
+
+  // The wait is over; the back-off is not (a refusal now would wait 2 s): a success ends it.
+  c.node_retry_at[node] = 0;
+  const upkeep_result r = hugepage::upkeep();
+  EXPECT_FALSE(r.backed_off) << describe(r);
+  EXPECT_NE(r.restored, 0u) << describe(r);
+  EXPECT_EQ(accounted(r), r.decayed_bytes) << describe(r);
+  EXPECT_EQ(c.nodes_backing_off.load() & bit, 0u) << describe(r);
+  EXPECT_EQ(c.node_backoff[node].load(), 0) << describe(r);
+  if (ended_on_a_slow_chunk(r)) finish_upkeep();
+  EXPECT_GE(huge_of(fares_opts::label), 0.99) << describe(r);
 }
 
 // Under memory pressure the kernel's deferred-split shrinker splits the THP that a write after

@@ -27,12 +27,17 @@
 // count the same chunks twice). In a child of fork() the pins are cleared and that mutex is new
 // (the threads that held them are not there).
 //
-// Back-off: a chunk refused with ENOMEM or EBUSY (no free 2 MiB block after compaction, the
-// memory cgroup at its limit) ends the call, and calls for the next 1 s, doubling to 64 s while
-// refusals go on, examine the blocks but collapse nothing (backed_off); a chunk slower than
-// slow_chunk ends the call and backs off 1 s. Any other refusal (EAGAIN: a busy page; EINVAL: the
-// chunk is not eligible, a VMA boundary inside it) skips that chunk only: the block's other chunks
-// are still tried. A success ends the back-off. Refusals are counted per errno.
+// Back-off: a chunk refused with EBUSY (the memory cgroup at its limit) ends the call, and calls
+// for the next 1 s, doubling to 64 s while refusals go on, examine the blocks but collapse nothing
+// (backed_off); a chunk slower than slow_chunk ends the call and backs off 1 s. ENOMEM (no free
+// 2 MiB block after compaction) concerns the chunk's NUMA node only, where MADV_COLLAPSE allocates
+// its huge page: that node backs off the same way (its chunks stay in `left`), the others' chunks
+// go on; a call that finds only such chunks is backed_off. The node is asked of move_pages, only
+// while some node is backed off (else only after an ENOMEM); where it names none (Linux 6.1's
+// EFAULT for a page NUMA balancing marked, no CONFIG_NUMA, a node past 63) ENOMEM backs off the
+// whole process. Any other refusal (EAGAIN: a busy page; EINVAL: the chunk is not eligible, a VMA
+// boundary inside it) skips that chunk only. A success ends the back-off (of its node, and the
+// process's). Refusals are counted per errno.
 //
 // THP disabled for the process with prctl(PR_SET_THP_DISABLE) makes MADV_COLLAPSE fail: upkeep
 // reports thp_disabled and does nothing. With Linux 6.18's PR_THP_DISABLE_EXCEPT_ADVISED the
@@ -78,6 +83,7 @@
 #include "hugepage/detail/mapping_steps.hpp"
 #include "hugepage/detail/pagemap.hpp"
 #include "hugepage/detail/proc_file.hpp"
+#include "hugepage/numa.hpp"
 #include "hugepage/process_view.hpp"
 #include "hugepage/stats.hpp"
 
@@ -163,6 +169,12 @@ struct upkeep_counters {
   // Back-off: no work before retry_at (steady clock, ns); the next refusal backs off `backoff`.
   std::atomic<std::int64_t> retry_at{0};
   std::atomic<std::int64_t> backoff{0};
+  // The same per NUMA node, for ENOMEM on a chunk whose node is named: no chunk of node n is tried
+  // before node_retry_at[n]. `nodes_backing_off` has bit n set while node_backoff[n] is not zero
+  // (refused since its last success); while it is zero no chunk's node is looked up.
+  std::atomic<std::uint64_t> nodes_backing_off{0};
+  std::atomic<std::int64_t> node_retry_at[64] = {};
+  std::atomic<std::int64_t> node_backoff[64] = {};
 };
 
 inline upkeep_counters& global_upkeep_counters() noexcept {
@@ -187,6 +199,21 @@ inline std::int64_t steady_ns() noexcept {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+// The next wait of a back-off that waited `last` (0: none): 1 s, doubling to 64 s.
+constexpr std::int64_t next_backoff(std::int64_t last) noexcept {
+  constexpr std::int64_t second = 1'000'000'000;
+  return std::min<std::int64_t>(std::max<std::int64_t>(last * 2, second), 64 * second);
+}
+
+// The NUMA node of the page at `p` (move_pages, which moves nothing); -1 where the kernel names
+// none (not present, Linux 6.1's EFAULT for a page NUMA balancing marked, no CONFIG_NUMA) or it is
+// past the 64 nodes a back-off is kept for.
+inline int node_of_page(const void* p) noexcept {
+  int status = -1;
+  if (numa::nodes_of_pages(0, 1, &p, &status)) return -1;
+  return status >= 0 && status < 64 ? status : -1;
 }
 
 /// A run of decayed chunks [start, end), PMD-size aligned.
@@ -628,17 +655,31 @@ inline upkeep_result upkeep_paced(const process_view& self, const collapse_budge
   });
   // Back-off after a refusal that no other chunk escapes now; `slow` for a slow chunk.
   const auto back_off = [&](bool slow) noexcept {
-    const std::int64_t second = 1'000'000'000;
-    std::int64_t wait = second;
+    std::int64_t wait = detail::next_backoff(0);
     if (!slow) {
-      wait = std::min<std::int64_t>(std::max<std::int64_t>(c.backoff.load(relaxed) * 2, second),
-                                    64 * second);
+      wait = detail::next_backoff(c.backoff.load(relaxed));
       c.backoff.store(wait, relaxed);
     }
     c.retry_at.store(detail::steady_ns() + wait, relaxed);
   };
+  // Node `node` refused a chunk for want of a free huge page there (ENOMEM): its chunks wait, the
+  // other nodes' go on. A success there ends it.
+  const auto back_off_node = [&](int node) noexcept {
+    const std::int64_t wait = detail::next_backoff(c.node_backoff[node].load(relaxed));
+    c.node_backoff[node].store(wait, relaxed);
+    c.node_retry_at[node].store(detail::steady_ns() + wait, relaxed);
+    c.nodes_backing_off.fetch_or(std::uint64_t{1} << node, relaxed);
+  };
+  const auto end_node_back_off = [&](int node) noexcept {
+    const std::uint64_t bit = std::uint64_t{1} << node;
+    if ((c.nodes_backing_off.load(relaxed) & bit) == 0) return;
+    c.node_backoff[node].store(0, relaxed);
+    c.node_retry_at[node].store(0, relaxed);
+    c.nodes_backing_off.fetch_and(~bit, relaxed);
+  };
   std::size_t submitted = 0;
   std::size_t done_here = 0;                // chunks this call collapsed or tried
+  std::size_t node_waits = 0;               // chunks passed over: their node is backed off
   std::vector<std::uintptr_t> tried_again;  // chunks refused before that this call tried
   bool stop = false;
   std::size_t candidate = 0;
@@ -656,6 +697,19 @@ inline upkeep_result upkeep_paced(const process_view& self, const collapse_budge
             (done_here != 0 && clock::now() - start >= budget.time)) {
           stop = true;
           break;
+        }
+        // Its node, only while some node is backed off: a chunk of a node still waiting stays
+        // in `left` (before the pacer's pause: passing over it costs no collapse work); a
+        // success on a node ends that node's back-off. A query: the block need not be pinned.
+        int node = -1;
+        const bool looked = c.nodes_backing_off.load(relaxed) != 0;
+        if (looked) {
+          node = detail::node_of_page(static_cast<const char*>(k.p) +
+                                      (at - reinterpret_cast<std::uintptr_t>(k.p)));
+          if (node >= 0 && detail::steady_ns() < c.node_retry_at[node].load(relaxed)) {
+            ++node_waits;
+            continue;
+          }
         }
         if (pace != nullptr) {
           // A chunk whose expected cost does not fit what is left is not started; the first of a
@@ -688,6 +742,10 @@ inline upkeep_result upkeep_paced(const process_view& self, const collapse_budge
         const clock::time_point chunk_start = clock::now();
         const collapse_result one =
             detail::collapse_range(-1, self.pagemap_fd(), chunk, collapse_chunk, {});
+        // ENOMEM: the huge page is allocated on the chunk's own node (Linux 6.1: __GFP_THISNODE),
+        // so the refusal says nothing of the other nodes.
+        if (!looked && one.refused != 0 && one.refusals[0].error == ENOMEM)
+          node = detail::node_of_page(chunk);
         detail::registry().unpin(k.p);
         ++done_here;
         if (pace != nullptr) {
@@ -704,23 +762,30 @@ inline upkeep_result upkeep_paced(const process_view& self, const collapse_budge
         r.already_huge += one.already_huge;
         r.gone += one.unmapped + one.empty;
         r.slowest_chunk = std::max(r.slowest_chunk, one.slowest_chunk);
-        if (one.collapsed != 0) c.backoff.store(0, relaxed);
+        if (one.collapsed != 0) {
+          c.backoff.store(0, relaxed);
+          if (node >= 0) end_node_back_off(node);
+        }
         if (one.refused != 0) {
           r.refused += one.refused;
           const int error = one.refusals[0].error;
           detail::count_refusal(r.refusals, error);
           c.refused_chunks.fetch_add(1, relaxed);
           detail::count_upkeep_refusal(error, 1);
-          if (error == ENOMEM || error == EBUSY) {
+          if (error == ENOMEM && node >= 0) {
+            back_off_node(node);  // the node's other chunks wait with it
+          } else if (error == ENOMEM || error == EBUSY) {
+            // No node named, or the memory cgroup at its limit (EBUSY), which no node escapes.
             back_off(/*slow=*/false);
             stop = true;
             break;
-          }
-          // EAGAIN, EINVAL and the rest concern this chunk: the next one is still tried, and
-          // the next call tries this one last.
-          try {
-            refused_now.push_back(at);
-          } catch (...) {
+          } else {
+            // EAGAIN, EINVAL and the rest concern this chunk: the next one is still tried, and
+            // the next call tries this one last.
+            try {
+              refused_now.push_back(at);
+            } catch (...) {
+            }
           }
         }
         if (k.group == 2) {
@@ -739,6 +804,12 @@ inline upkeep_result upkeep_paced(const process_view& self, const collapse_budge
     if (!give_up_block) r.left += k.decayed - std::min(visited, k.decayed);
   }
   for (; candidate < candidates.size(); ++candidate) r.left += candidates[candidate].decayed;
+  // Every chunk it came to was on a node backed off: the call collapsed nothing, as under the
+  // process's back-off.
+  if (done_here == 0 && node_waits != 0 && !r.held) {
+    r.backed_off = true;
+    c.backed_off.fetch_add(1, relaxed);
+  }
   // Remembered for the next call: the chunks refused now, and those refused before that are still
   // decayed and were not tried now.
   try {
