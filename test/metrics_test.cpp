@@ -195,10 +195,12 @@ TEST(Metrics, UnreadableProcIsUnknownNotZero) {
         m.samples.find("hugepage_label_node_unattributed_bytes" + label + "}");
     if (unattributed == m.samples.end() || !std::isnan(unattributed->second)) return 35;
     if (json.str().find("\"nodes_unattributed\":null") == std::string::npos) return 36;
+    const auto exact = m.samples.find("hugepage_label_coverage_exact" + label + "}");
+    if (exact == m.samples.end() || !std::isnan(exact->second)) return 37;
     const std::string expected =
         "\"coverage_bytes\":{\"thp\":null,\"hugetlb_2m\":null,\"hugetlb_1g\":null,\"base\":null,"
         "\"not_resident\":null,\"unmapped\":null,\"unknown\":4194304},\"huge_ratio\":null,"
-        "\"exact\":false}";
+        "\"exact\":false,\"note\":\"";
     if (json.str().find(expected) == std::string::npos) return 34;
     return 0;
   });

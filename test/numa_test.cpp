@@ -241,6 +241,9 @@ TEST(NumaPlacement, AllocatorOptionsPlaceTheContainerAndItsLabelReportsPerNode) 
                             "}},\"nodes_unattributed\":0,\"nodes_note\":\"\""),
             std::string::npos)
       << json.str();
+  EXPECT_NE(metrics.str().find("hugepage_label_coverage_exact{label=\"numa-node-zero\"} 1\n"),
+            std::string::npos)
+      << metrics.str();
   // Every resident byte on a node the kernel named: none unattributed.
   EXPECT_NE(
       metrics.str().find("hugepage_label_node_unattributed_bytes{label=\"numa-node-zero\"} 0\n"),

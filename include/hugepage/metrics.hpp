@@ -18,6 +18,9 @@
 //   hugepage_label_coverage_bytes{label,backing}            gauge   what backs them now (kernel):
 //       backing = thp, hugetlb_2m, hugetlb_1g, base, not_resident, unmapped, unknown
 //   hugepage_label_huge_ratio{label}                        gauge   huge bytes / mapped bytes, 0..1
+//   hugepage_label_coverage_exact{label}                    gauge   1: read exactly; 0: some of it
+//       prorated from smaps, or smaps may miss pages (backing_report::exact; the JSON's "note"
+//       says why)
 //   hugepage_label_node_bytes{label,node}                   gauge   resident bytes per NUMA node
 //   hugepage_label_node_huge_bytes{label,node}              gauge   ... of them on huge pages
 //       (backing_report::nodes, from the kernel; only nodes holding some). Where the huge bytes
@@ -201,6 +204,16 @@ inline void write_metrics(std::ostream& out) {
     const double ratio = l.coverage.huge_fraction();  // NaN where unknown
     w.sample({{"label", l.label}}, ratio == ratio ? detail::format_ratio(ratio) : "NaN");
   }
+  w.family("hugepage_label_coverage_exact", "gauge",
+           "1 where the labelled container's coverage was read exactly, 0 where part of it is "
+           "prorated or may be missed (the JSON's note says why); NaN where it could not be read");
+  for (const auto& l : list) {
+    if (l.coverage.known()) {
+      w.sample({{"label", l.label}}, std::uint64_t{l.coverage.exact ? 1U : 0U});
+    } else {
+      w.sample({{"label", l.label}}, std::string("NaN"));
+    }
+  }
   w.family("hugepage_label_node_bytes", "gauge",
            "resident bytes of the labelled container per NUMA node now, from the kernel");
   for (const auto& l : list) {
@@ -279,7 +292,7 @@ inline void write_metrics(std::ostream& out) {
 ///                "fallbacks", "nodes": {node: {"bytes", "huge_bytes"}},
 ///                "nodes_unattributed", "nodes_note",
 ///                "coverage_bytes": {...},
-///                "huge_ratio", "exact"}],
+///                "huge_ratio", "exact", "note"}],
 ///    "stats": {stats() by field name}, "upkeep": {upkeep_stats() by field name}}
 inline void write_metrics_json(std::ostream& out) {
   std::vector<label_report> list = labels();
@@ -354,7 +367,8 @@ inline void write_metrics_json(std::ostream& out) {
       field("unknown", c.unknown);
       j += "},\"huge_ratio\":null";
     }
-    j += c.exact ? ",\"exact\":true}" : ",\"exact\":false}";
+    j += c.exact ? ",\"exact\":true" : ",\"exact\":false";
+    j += ",\"note\":\"" + detail::json_string_value(c.note) + "\"}";
   }
   j += "],\"stats\":{";
   first("requested_thp", s.requested_thp);

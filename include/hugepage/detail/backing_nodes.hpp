@@ -374,7 +374,9 @@ inline bool smaps_may_miss_marked_pages(const std::string& root) {
 // A report whose residency came from smaps (pagemap closed) where smaps may miss pages NUMA
 // balancing marked: not exact, and the note says so and how pagemap opens again.
 inline void note_smaps_blind_spot(const process_view& view, backing_report& r) {
-  if (view.pagemap_fd() >= 0 || r.source != backing_source::smaps ||
+  // Resident hugetlb only: smaps counts it exactly, and NUMA balancing passes over it.
+  const bool hugetlb_only = r.thp + r.base + r.not_resident == 0;
+  if (view.pagemap_fd() >= 0 || r.source != backing_source::smaps || hugetlb_only ||
       !smaps_may_miss_marked_pages(view.root())) {
     return;
   }
