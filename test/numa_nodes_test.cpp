@@ -197,6 +197,19 @@ std::uint64_t vmstat(const char* name) {
   return 0;
 }
 
+// Runs on this CPU, touching nothing, until NUMA balancing's scanner has marked `marks` more pages
+// (vmstat `counter`), up to 60 s: whether it did. The scanner works on the task's return to user
+// space, so the wait spins rather than sleeps.
+bool marked_by_balancing(const char* counter, std::uint64_t marks) {
+  const std::uint64_t start = vmstat(counter);
+  for (int ms = 0; ms < 60000 && vmstat(counter) < start + marks; ms += 10) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(10);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+  }
+  return vmstat(counter) >= start + marks;
+}
+
 // Linux 6.1's move_pages answers EFAULT for a page NUMA balancing has made PROT_NONE (a hinting
 // entry), resident though it is: the per-node figures must not lose it, PMD-mapped or split into
 // base pages. As root the frame's node comes from sysfs's memory blocks; without CAP_SYS_ADMIN
@@ -245,14 +258,7 @@ TEST(NumaTwoNodes, PagesNumaBalancingMarkedStayOnTheirNodes) {
           marks = bytes / test::kPage / 2 - kHuge / test::kPage;
         }
         if (as_nobody && !test::become_nobody()) return 4;
-        // Run without touching the block until the scanner has marked it.
-        const std::uint64_t start = vmstat(counter);
-        for (int ms = 0; ms < 60000 && vmstat(counter) < start + marks; ms += 10) {
-          const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(10);
-          while (std::chrono::steady_clock::now() < until) {
-          }
-        }
-        if (vmstat(counter) < start + marks) return 5;
+        if (!marked_by_balancing(counter, marks)) return 5;
         const backing_report r = backing_of(p, bytes);
         const std::map<int, std::size_t> maps = numa_maps_bytes(p);
         std::size_t placed = 0;
@@ -350,15 +356,7 @@ TEST(NumaTwoNodes, WhatMarkedPagesHideIsSaidNotGuessed) {
       if (hugetlb == MAP_FAILED) hugetlb = nullptr;
       if (!test::become_nobody()) return 3;
       if (!dumpable && ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return 3;
-      const std::uint64_t start = vmstat("numa_huge_pte_updates");
-      for (int ms = 0;
-           ms < 60000 && vmstat("numa_huge_pte_updates") < start + 2 * huge_part / kHuge;
-           ms += 10) {
-        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(10);
-        while (std::chrono::steady_clock::now() < until) {
-        }
-      }
-      if (vmstat("numa_huge_pte_updates") < start + 2 * huge_part / kHuge) return 5;
+      if (!marked_by_balancing("numa_huge_pte_updates", 2 * huge_part / kHuge)) return 5;
       const backing_report h = backing_of(huge, huge_part);
       const backing_report r = backing_of(block, huge_part + base_part);
       const backing_report label = coverage_of(blind_options::label);

@@ -400,14 +400,23 @@ TEST(Upkeep, WithoutPagemapScanRestoresAFolioMappedByPtesAmongHugeOnes) {
   EXPECT_EQ(code, 0) << "see the child's output above";
 }
 
+// Splits each huge page of [p, p + bytes) to base pages: one page of every chunk made read-only
+// and writable again (the two VMAs merge back; the PMD stays split). Whether every call worked.
+bool split_every_chunk(char* p, std::size_t bytes) {
+  for (std::size_t at = 0; at < bytes; at += kChunk) {
+    if (::mprotect(p + at + kPage, kPage, PROT_READ) != 0 ||
+        ::mprotect(p + at + kPage, kPage, PROT_READ | PROT_WRITE) != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
 TEST(Upkeep, RestoresWhatAPartialMprotectSplit) {
   REQUIRE_THP_AND_COLLAPSE();
   Block<fares_opts> fares(8 * kChunk);
   ASSERT_GE(huge_of(fares_opts::label), 0.99);
-  for (std::size_t at = 0; at < fares.size(); at += kChunk) {
-    ASSERT_EQ(::mprotect(fares.get() + at + kPage, kPage, PROT_READ), 0);
-    ASSERT_EQ(::mprotect(fares.get() + at + kPage, kPage, PROT_READ | PROT_WRITE), 0);
-  }
+  ASSERT_TRUE(split_every_chunk(fares.get(), fares.size()));
   const auto decayed = hugepage::coverage_of(fares_opts::label);
   EXPECT_LE(decayed.huge_fraction(), 0.05);
   EXPECT_EQ(decayed.base, 8 * kChunk);
@@ -435,10 +444,7 @@ TEST(Upkeep, ANodeBackedOffHoldsBackItsOwnChunksUntilASuccessThere) {
   REQUIRE_THP_AND_COLLAPSE();
   Block<fares_opts> fares(8 * kChunk);
   ASSERT_GE(huge_of(fares_opts::label), 0.99);
-  for (std::size_t at = 0; at < fares.size(); at += kChunk) {
-    ASSERT_EQ(::mprotect(fares.get() + at + kPage, kPage, PROT_READ), 0);
-    ASSERT_EQ(::mprotect(fares.get() + at + kPage, kPage, PROT_READ | PROT_WRITE), 0);
-  }
+  ASSERT_TRUE(split_every_chunk(fares.get(), fares.size()));
   ASSERT_LE(huge_of(fares_opts::label), 0.05);
   const int node = hugepage::detail::node_of_page(fares.get());
   if (node < 0) HUGEPAGE_SKIP_OR_FAIL("move_pages names no node for the block's pages");
