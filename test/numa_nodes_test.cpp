@@ -207,7 +207,11 @@ bool marked_by_balancing(const char* counter, std::uint64_t marks) {
     while (std::chrono::steady_clock::now() < until) {
     }
   }
-  return vmstat(counter) >= start + marks;
+  const std::uint64_t got = vmstat(counter) - start;
+  if (got < marks)
+    std::fprintf(stderr, "%s: %llu of %llu marked in 60 s\n", counter,
+                 static_cast<unsigned long long>(got), static_cast<unsigned long long>(marks));
+  return got >= marks;
 }
 
 // Linux 6.1's move_pages answers EFAULT for a page NUMA balancing has made PROT_NONE (a hinting
@@ -252,10 +256,10 @@ TEST(NumaTwoNodes, PagesNumaBalancingMarkedStayOnTheirNodes) {
           out.flush();
           if (!out) return 12;
           counter = "numa_pte_updates";
-          // Less a margin: the scanner passes over a page with a second reference (one still in
-          // a CPU's batch for the LRU after the split), and one run of four waited 60 s for the
-          // exact half.
-          marks = bytes / test::kPage / 2 - kHuge / test::kPage;
+          // An eighth of the block, not the half: the half (even less 2 MiB) was not marked
+          // within 60 s in about one run of ten in the two-node guest, for a reason not found.
+          // What is checked below holds for any number of marked pages.
+          marks = bytes / test::kPage / 8;
         }
         if (as_nobody && !test::become_nobody()) return 4;
         if (!marked_by_balancing(counter, marks)) return 5;
